@@ -1,0 +1,33 @@
+# The two commands of the README: `make run` and `make test`. Each sets up what it needs on a fresh
+# machine (Debian packages, the virtual environment in .venv/) and reuses it on the next run.
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+SYSTEM_PACKAGES := chromium bubblewrap
+
+.PHONY: run test bench system-packages
+
+$(INSTALLED): pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -e '.[test]'
+	touch $(INSTALLED)
+
+# Chromium drives the browser tests; bubblewrap sandboxes uploaded PyTorch source.
+system-packages:
+	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	fi
+
+run: $(INSTALLED) system-packages
+	$(VENV)/bin/emuplan serve
+
+test: $(INSTALLED) system-packages
+	$(PYTHON) -m pytest
+
+bench: $(INSTALLED) system-packages
+	for script in bench/bench_*.py; do $(PYTHON) $$script || exit 1; done

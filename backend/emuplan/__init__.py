@@ -1,0 +1,3 @@
+"""emuplan: plan collective-communication emulations (KCCB) and analyse their results."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,35 @@
+"""Dependencies shared by the routers: settings, database sessions."""
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlmodel import Session
+
+from emuplan.settings import Settings
+from emuplan.store.db import Database
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_database(request: Request) -> Database:
+    return request.app.state.database
+
+
+def get_read_session(request: Request) -> Iterator[Session]:
+    with request.app.state.database.read_session() as session:
+        yield session
+
+
+def get_write_session(request: Request) -> Iterator[Session]:
+    """A session whose transaction starts with BEGIN IMMEDIATE on SQLite; the route commits."""
+    with request.app.state.database.write_session() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+ReadSessionDep = Annotated[Session, Depends(get_read_session)]
+WriteSessionDep = Annotated[Session, Depends(get_write_session)]

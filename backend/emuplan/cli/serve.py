@@ -1,0 +1,22 @@
+"""``emuplan serve``: run the dashboard with uvicorn."""
+
+import typer
+import uvicorn
+
+from emuplan.cli.app import app
+from emuplan.main import create_app
+from emuplan.settings import get_settings
+
+
+@app.command()
+def serve(
+    host: str = typer.Option(None, help="Address to bind. Default: EMUPLAN_HOST or 127.0.0.1."),
+    port: int = typer.Option(None, help="Port to listen on. Default: EMUPLAN_PORT or 8000."),
+) -> None:
+    """Start the dashboard (migrates the database first) and print its URL."""
+    settings = get_settings()
+    host = host or settings.host
+    port = port or settings.port
+    shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

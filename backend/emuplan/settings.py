@@ -1,0 +1,45 @@
+"""Runtime settings, read from environment variables with the ``EMUPLAN_`` prefix."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# backend/emuplan/settings.py -> the repository root holds frontend/ and migrations/.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _default_database_url() -> str:
+    return f"sqlite:///{Path.cwd() / 'data' / 'emuplan.sqlite3'}"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="EMUPLAN_", env_file=None, extra="ignore")
+
+    database_url: str = Field(
+        default_factory=_default_database_url,
+        description="SQLAlchemy URL; a SQLite file under ./data by default, PostgreSQL when one host is not enough.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address `emuplan serve` binds to.")
+    port: int = Field(default=8000, description="Port `emuplan serve` listens on.")
+    demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
+    max_upload_bytes: int = Field(
+        default=512 * 1024 * 1024, description="Largest upload accepted, counted while streaming."
+    )
+    max_decompressed_bytes: int = Field(
+        default=2 * 1024 * 1024 * 1024, description="Cap on the decompressed size of a gzip upload."
+    )
+    sandbox_allow_unsandboxed: bool = Field(
+        default=False,
+        description="Run uploaded Python in a plain subprocess when bubblewrap is missing. Unsafe: trusted users only.",
+    )
+    sandbox_timeout_s: float = Field(default=60.0, description="Wall-clock limit for one sandboxed model run.")
+    sandbox_memory_mb: int = Field(default=4096, description="Address-space limit for one sandboxed model run.")
+    frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
+    migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,94 @@
+"""Engine, sessions and migrations.
+
+SQLite is the default store. Every connection turns on WAL, a busy timeout and foreign keys; write
+sessions open their transaction with ``BEGIN IMMEDIATE`` so that two writers queue on the lock at the
+start instead of failing half-way with "database is locked". Other databases get plain SQLAlchemy.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+from emuplan.settings import REPO_ROOT
+
+_BEGIN_IMMEDIATE = "emuplan_begin_immediate"
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        # pysqlite's own transaction handling would defer BEGIN; we emit BEGIN ourselves below.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        immediate = connection.get_execution_options().get(_BEGIN_IMMEDIATE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(database_url: str) -> Engine:
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False})
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Database:
+    """One engine and the two kinds of session the app hands out."""
+
+    def __init__(self, database_url: str):
+        self.url = database_url
+        self.engine = make_engine(database_url)
+        self._write_engine = self.engine.execution_options(**{_BEGIN_IMMEDIATE: True})
+
+    def read_session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def write_session(self) -> Session:
+        return Session(self._write_engine, expire_on_commit=False)
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A session whose work is committed on success and rolled back on any error."""
+        with self.write_session() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def alembic_config(database_url: str, migrations_dir: Path = REPO_ROOT / "migrations") -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir))
+    # ConfigParser interpolation would read a '%' in a password as a placeholder.
+    config.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
+    return config
+
+
+def migrate(database_url: str, migrations_dir: Path = REPO_ROOT / "migrations") -> None:
+    """Bring the database to the newest schema (``alembic upgrade head``)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(database_url, migrations_dir), "head")

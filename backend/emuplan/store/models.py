@@ -1,0 +1,128 @@
+"""SQLModel tables. The schema itself is created by the Alembic migrations in ``migrations/``.
+
+Large per-sample data is not stored one row per sample: a run's samples (and flows, for per-flow
+uploads) are one Parquet blob each in ``run_table``, with the run's statistics cached in
+``run.summary`` so that lists and pages never re-read the blob.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, DateTime, ForeignKey, Integer, LargeBinary
+from sqlmodel import Field, SQLModel
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _created_at() -> Any:
+    return Field(default_factory=utc_now, sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+def _json(default_factory) -> Any:
+    return Field(default_factory=default_factory, sa_column=Column(JSON, nullable=False))
+
+
+class ModelDefinition(SQLModel, table=True):
+    """A model a user uploaded (config.json, safetensors header, ONNX, PyTorch source) or a preset."""
+
+    __tablename__ = "model_definition"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    source_kind: str  # preset | hf_config | safetensors | onnx | pytorch
+    file_name: str | None = None
+    content_sha256: str = Field(index=True)
+    # The uploaded bytes (for a safetensors checkpoint only its header) so a plan can be recomputed.
+    content: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    options: dict = _json(dict)  # how to read the content: model class, kwargs, input shape, ...
+    inventory: dict = _json(dict)  # parameters and activations as the workload engine reads them
+    parameter_count: int = Field(sa_column=Column(BigInteger, nullable=False))
+    created_at: datetime = _created_at()
+
+
+class Plan(SQLModel, table=True):
+    """One stored KCCB run configuration: the inputs and the computed workload document."""
+
+    __tablename__ = "plan"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    model_name: str
+    model_definition_id: int | None = Field(
+        default=None,
+        sa_column=Column(Integer, ForeignKey("model_definition.id", ondelete="SET NULL"), nullable=True),
+    )
+    strategy: str
+    mode: str
+    trials: int
+    inputs: dict = _json(dict)
+    workload: dict = _json(dict)
+    created_at: datetime = _created_at()
+
+
+class Run(SQLModel, table=True):
+    """A set of measured collective completion times: imported from a file or measured locally."""
+
+    __tablename__ = "run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    plan_id: int | None = Field(
+        default=None, sa_column=Column(Integer, ForeignKey("plan.id", ondelete="SET NULL"), nullable=True)
+    )
+    strategy: str | None = None  # data | tensor | pipeline | hybrid
+    tags: list = _json(list)
+    source_format: str  # detected or declared format of the upload, e.g. nccl-tests, per-iteration-csv
+    origin: str  # imported | measured | generated: shown to every reader, never guessed
+    origin_detail: str = ""
+    file_name: str | None = None
+    content_sha256: str | None = Field(default=None, index=True)
+    sample_count: int = 0
+    ranks: int | None = None
+    hosts: int | None = None
+    warnings: list = _json(list)
+    summary: dict = _json(dict)  # cached statistics per group, computed once at import
+    created_at: datetime = _created_at()
+
+
+class RunTable(SQLModel, table=True):
+    """A run's columnar data (Arrow/Parquet bytes): ``samples`` always, ``flows`` for per-flow uploads."""
+
+    __tablename__ = "run_table"
+
+    run_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    )
+    kind: str = Field(primary_key=True)
+    row_count: int = Field(sa_column=Column(BigInteger, nullable=False))
+    parquet: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class Comparison(SQLModel, table=True):
+    """A saved side-by-side view of several runs, with the baseline and chart options."""
+
+    __tablename__ = "comparison"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    run_ids: list = _json(list)
+    baseline_run_id: int | None = None
+    options: dict = _json(dict)
+    created_at: datetime = _created_at()
+
+
+class ShareLink(SQLModel, table=True):
+    """A read-only link to one comparison. Only the SHA-256 of the token is kept."""
+
+    __tablename__ = "share_link"
+
+    id: int | None = Field(default=None, primary_key=True)
+    comparison_id: int = Field(
+        sa_column=Column(Integer, ForeignKey("comparison.id", ondelete="CASCADE"), nullable=False, index=True)
+    )
+    token_hash: str = Field(unique=True)
+    created_at: datetime = _created_at()
+    expires_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))

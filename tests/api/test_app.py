@@ -1,0 +1,42 @@
+"""The app frame: migration on start, security headers, upload cap."""
+
+from fastapi.testclient import TestClient
+from sqlalchemy import inspect
+
+from emuplan.main import create_app
+from emuplan.settings import Settings
+
+
+def test_health_answers_and_schema_is_migrated(client: TestClient, database) -> None:
+    response = client.get("/api/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    tables = set(inspect(database.engine).get_table_names())
+    assert {"model_definition", "plan", "run", "run_table", "comparison", "share_link", "alembic_version"} <= tables
+
+
+def test_fresh_file_is_migrated_on_start(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'new' / 'emuplan.sqlite3'}"
+    with TestClient(create_app(Settings(database_url=url, demo=False))) as client:
+        assert client.get("/api/health").status_code == 200
+    assert (tmp_path / "new" / "emuplan.sqlite3").exists()
+
+
+def test_pages_send_a_strict_content_security_policy(client: TestClient) -> None:
+    response = client.get("/api/health")
+    assert "script-src 'self';" in response.headers["content-security-policy"]
+    assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_plotly_js_is_served_from_the_installed_package(client: TestClient) -> None:
+    response = client.get("/static/plotly/plotly.min.js")
+    assert response.status_code == 200
+    assert len(response.content) > 1_000_000
+
+
+def test_body_over_the_limit_is_refused_with_413(database_url: str) -> None:
+    settings = Settings(database_url=database_url, demo=False, max_upload_bytes=1000)
+    with TestClient(create_app(settings)) as client:
+        response = client.post("/api/health", content=b"x" * 5000)
+    assert response.status_code == 413
+    assert "1000 bytes" in response.json()["detail"]

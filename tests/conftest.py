@@ -1,0 +1,63 @@
+"""Fixtures every test layer shares: each test gets its own SQLite file migrated by Alembic.
+
+Alembic runs once per session into a template file; each test copies that file, so every test
+starts from a really migrated, empty database of its own without paying for the migration again.
+"""
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from emuplan.main import create_app
+from emuplan.settings import REPO_ROOT, Settings, get_settings
+from emuplan.store.db import Database, migrate
+
+SHARED_DIR = REPO_ROOT.parent / "shared"
+SEEDS_DIR = SHARED_DIR / "seeds"
+NCCL_TESTS_FIXTURES = SHARED_DIR / "fixtures" / "nccl-tests"
+FIXTURES_DIR = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.sqlite3"
+    migrate(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def database_url(tmp_path: Path, migrated_template: Path) -> str:
+    path = tmp_path / "emuplan.sqlite3"
+    shutil.copyfile(migrated_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, demo=False)
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    db = Database(database_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]:
+    """Points the CLI (which reads EMUPLAN_* variables) at this test's database."""
+    monkeypatch.setenv("EMUPLAN_DATABASE_URL", database_url)
+    monkeypatch.setenv("EMUPLAN_DEMO", "false")
+    get_settings.cache_clear()
+    yield database_url
+    get_settings.cache_clear()
