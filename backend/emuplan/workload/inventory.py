@@ -1,0 +1,101 @@
+"""What every model source produces and every strategy consumes: the model's inventory.
+
+A source (preset, HuggingFace config.json, safetensors header, ONNX graph, PyTorch source run in the
+sandbox) only has to say which parameters the model has, in registration order, and, where it can,
+which activations its layers produce for one sample. The strategies in this package turn that into
+collectives. Nothing here holds tensor data: shapes and dtypes only.
+"""
+
+from math import prod
+
+from pydantic import BaseModel, Field
+
+DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
+
+
+def dtype_bytes(dtype: str) -> int:
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
+
+
+class ParameterInfo(BaseModel):
+    """One trainable tensor, e.g. ``fc1.weight`` of shape [256, 784]."""
+
+    name: str
+    shape: list[int]
+    dtype: str = "float32"
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * dtype_bytes(self.dtype)
+
+
+class ActivationInfo(BaseModel):
+    """The output of one leaf module for ONE sample (the batch dimension is left out)."""
+
+    module: str
+    module_type: str = ""
+    shape: list[int]
+    dtype: str = "float32"
+
+    def nbytes(self, batch: int = 1) -> int:
+        return batch * prod(self.shape) * dtype_bytes(self.dtype)
+
+
+class SampleSpec(BaseModel):
+    """One training sample as the model's forward sees it, and its label."""
+
+    shape: list[int]
+    dtype: str = "float32"
+    label_shape: list[int] = Field(default_factory=list)
+    label_dtype: str = "int64"
+
+
+class TransformerShape(BaseModel):
+    """The numbers that decide a decoder-only transformer's parallel traffic."""
+
+    family: str  # llama | mistral | qwen2 | gpt2
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+
+
+class ModelInventory(BaseModel):
+    name: str
+    source_kind: str  # preset | hf_config | safetensors | onnx | pytorch
+    parameters: list[ParameterInfo]  # in registration order, as model.parameters() yields them
+    activations: list[ActivationInfo] = Field(default_factory=list)  # in forward execution order
+    sample: SampleSpec | None = None
+    transformer: TransformerShape | None = None
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(p.numel for p in self.parameters)
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(p.nbytes for p in self.parameters)
