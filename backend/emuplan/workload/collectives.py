@@ -1,0 +1,86 @@
+"""The vocabulary of collectives shared by planning and analysis: operation names, the nccl-tests
+byte and bus-bandwidth conventions, and the α-β ideal-time model.
+
+Sizes here are always nccl-tests' ``size``: the whole buffer (for all-gather and reduce-scatter that is
+n × the per-rank piece). Bandwidths are in GB/s with GB = 1e9 bytes.
+"""
+
+from enum import StrEnum
+
+
+class CollectiveOp(StrEnum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    ALL_TO_ALL = "all_to_all"
+    SEND_RECV = "send_recv"
+
+
+# Spellings seen in result files and logs, folded by normalise_op_name().
+_OP_ALIASES = {
+    "allreduce": CollectiveOp.ALL_REDUCE,
+    "allgather": CollectiveOp.ALL_GATHER,
+    "reducescatter": CollectiveOp.REDUCE_SCATTER,
+    "broadcast": CollectiveOp.BROADCAST,
+    "bcast": CollectiveOp.BROADCAST,
+    "reduce": CollectiveOp.REDUCE,
+    "alltoall": CollectiveOp.ALL_TO_ALL,
+    "alltoallv": CollectiveOp.ALL_TO_ALL,
+    "sendrecv": CollectiveOp.SEND_RECV,
+    "send": CollectiveOp.SEND_RECV,
+    "recv": CollectiveOp.SEND_RECV,
+    "p2p": CollectiveOp.SEND_RECV,
+}
+
+
+def normalise_op_name(name: str) -> CollectiveOp | None:
+    """'AllReduce', 'all_reduce', 'Ring all-reduce', 'all_reduce_perf' → CollectiveOp.ALL_REDUCE; None if unknown."""
+    folded = "".join(ch for ch in name.lower() if ch.isalnum())
+    for prefix in ("ring", "tree", "nccl"):
+        folded = folded.removeprefix(prefix)
+    folded = folded.removesuffix("perf")
+    return _OP_ALIASES.get(folded)
+
+
+def bus_bandwidth_factor(op: CollectiveOp, ranks: int) -> float:
+    """nccl-tests' busbw = algbw × factor (doc/PERFORMANCE.md)."""
+    if ranks < 1:
+        raise ValueError(f"ranks must be at least 1, got {ranks}")
+    if op is CollectiveOp.ALL_REDUCE:
+        return 2 * (ranks - 1) / ranks
+    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+        return (ranks - 1) / ranks
+    return 1.0
+
+
+def algorithm_bandwidth_gbps(size_bytes: float, seconds: float) -> float:
+    return size_bytes / seconds / 1e9
+
+
+def bus_bandwidth_gbps(op: CollectiveOp, size_bytes: float, seconds: float, ranks: int) -> float:
+    return algorithm_bandwidth_gbps(size_bytes, seconds) * bus_bandwidth_factor(op, ranks)
+
+
+def ideal_time_s(
+    op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float
+) -> float:
+    """α-β time of a ring algorithm over ``ranks`` ranks, each with one link of ``link_gbps`` Gbit/s.
+
+    all-reduce 2(n−1)α + 2(n−1)/n·S/B; all-gather, reduce-scatter, all-to-all (n−1)α + (n−1)/n·S/B;
+    broadcast, reduce and send/recv α + S/B.
+    """
+    if ranks < 1:
+        raise ValueError(f"ranks must be at least 1, got {ranks}")
+    if link_gbps <= 0:
+        raise ValueError(f"link speed must be positive, got {link_gbps} Gbit/s")
+    alpha = latency_us * 1e-6
+    bytes_per_second = link_gbps * 1e9 / 8
+    if ranks == 1 and op is not CollectiveOp.SEND_RECV:
+        return 0.0
+    if op is CollectiveOp.ALL_REDUCE:
+        return 2 * (ranks - 1) * alpha + 2 * (ranks - 1) / ranks * size_bytes / bytes_per_second
+    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+        return (ranks - 1) * alpha + (ranks - 1) / ranks * size_bytes / bytes_per_second
+    return alpha + size_bytes / bytes_per_second
