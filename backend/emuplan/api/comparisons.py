@@ -1,0 +1,164 @@
+"""Saved comparisons, their share links, and the token-scoped JSON a share link opens.
+
+Everything under ``/api/shared/{token}`` is reachable with the token alone and shows the one
+comparison it names: never a general run endpoint, never another run.
+"""
+
+import logging
+import re
+from datetime import datetime
+
+from fastapi import APIRouter, HTTPException, Response
+from pydantic import BaseModel, Field
+
+from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.store import comparisons as store
+from emuplan.store.models import Comparison
+
+router = APIRouter(tags=["comparisons"])
+
+# Share pages are opened by people outside the team; their URL must not travel in a Referer header.
+SHARE_REFERRER_POLICY = "no-referrer"
+
+
+class ChartOptions(BaseModel):
+    log_x: bool = Field(default=True, description="CDF x axis on a log scale.")
+
+
+class ComparisonCreate(BaseModel):
+    name: str = Field(max_length=200)
+    run_ids: list[int]
+    baseline_run_id: int | None = None
+    options: ChartOptions = Field(default_factory=ChartOptions)
+
+
+class ComparisonPublic(BaseModel):
+    id: int
+    name: str
+    run_ids: list[int]
+    baseline_run_id: int | None
+    options: dict
+    created_at: datetime
+
+
+class ShareCreate(BaseModel):
+    expires_in_days: float | None = Field(default=None, description="Omit for a link that never expires.")
+
+
+class SharePublic(BaseModel):
+    id: int
+    comparison_id: int
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    state: str
+
+
+class ShareCreated(SharePublic):
+    token: str = Field(description="Shown once; only its SHA-256 is stored.")
+    path: str = Field(description="The read-only page this token opens.")
+
+
+def _comparison_or_404(session, comparison_id: int) -> Comparison:
+    try:
+        return store.get_comparison(session, comparison_id)
+    except store.ComparisonNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
+
+
+def shared_comparison_or_error(session, token: str) -> Comparison:
+    """The comparison a share token opens, or 404 (unknown token) / 410 (expired or revoked)."""
+    try:
+        return store.resolve_share_token(session, token)
+    except store.ShareLinkNotFound:
+        raise HTTPException(status_code=404, detail="No such share link.") from None
+    except store.ShareLinkGone as gone:
+        raise HTTPException(
+            status_code=410, detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
+            headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
+        ) from None
+
+
+@router.post("/api/comparisons", status_code=201, response_model=ComparisonPublic)
+def create_comparison(body: ComparisonCreate, session: WriteSessionDep) -> dict:
+    try:
+        comparison = store.create_comparison(
+            session, body.name, body.run_ids, body.baseline_run_id, body.options.model_dump()
+        )
+    except ValueError as error:
+        raise HTTPException(status_code=422, detail=str(error)) from None
+    session.commit()
+    return store.comparison_document(comparison)
+
+
+@router.get("/api/comparisons", response_model=list[ComparisonPublic])
+def list_comparisons(session: ReadSessionDep) -> list[dict]:
+    return [store.comparison_document(c) for c in store.list_comparisons(session)]
+
+
+@router.get("/api/comparisons/{comparison_id}", response_model=ComparisonPublic)
+def get_comparison(comparison_id: int, session: ReadSessionDep) -> dict:
+    return store.comparison_document(_comparison_or_404(session, comparison_id))
+
+
+@router.get("/api/comparisons/{comparison_id}/shares", response_model=list[SharePublic])
+def list_shares(comparison_id: int, session: ReadSessionDep) -> list[dict]:
+    _comparison_or_404(session, comparison_id)
+    return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
+
+
+@router.post("/api/comparisons/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
+def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
+    _comparison_or_404(session, comparison_id)
+    try:
+        link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
+    except ValueError as error:
+        raise HTTPException(status_code=422, detail=str(error)) from None
+    session.commit()
+    # The token is a credential: keep it out of caches.
+    response.headers["Cache-Control"] = "no-store"
+    return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
+
+
+@router.delete("/api/comparisons/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+def revoke_share(comparison_id: int, share_id: int, session: WriteSessionDep) -> dict:
+    try:
+        link = store.revoke_share_link(session, comparison_id, share_id)
+    except store.ShareLinkNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
+    session.commit()
+    return store.share_link_document(link)
+
+
+# uvicorn's access log prints every request path; a share token in it would hand the link to anyone
+# who can read the logs. The paths that carry a token: /s/<token>, /s/<token>.json, /api/shared/<token>/...
+_TOKEN_IN_PATH = re.compile(r"(/s/|/api/shared/)[A-Za-z0-9_\-]+")
+
+
+def redact_share_tokens(text: str) -> str:
+    return _TOKEN_IN_PATH.sub(r"\1[redacted]", text)
+
+
+class RedactShareTokens(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_share_tokens(a) if isinstance(a, str) else a for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = redact_share_tokens(record.msg)
+        return True
+
+
+def install_share_token_redaction() -> None:
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, RedactShareTokens) for existing in logger.filters):
+            logger.addFilter(RedactShareTokens())
+
+
+@router.get("/api/shared/{token}")
+def shared_comparison(token: str, session: ReadSessionDep, response: Response) -> dict:
+    """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens."""
+    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Cache-Control"] = "no-store"
+    comparison = shared_comparison_or_error(session, token)
+    return {"comparison": store.comparison_document(comparison)}

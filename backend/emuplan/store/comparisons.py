@@ -1,0 +1,167 @@
+"""Saved comparisons and their read-only share links.
+
+A share link's token is shown once, when it is made; the database keeps only its SHA-256, so a copy
+of the database does not open any link. Links are never deleted: revoking stamps ``revoked_at`` and
+an expired or revoked link answers 410 Gone, so its owner can still see that it existed and when it
+stopped working.
+"""
+
+import hashlib
+import secrets
+from datetime import UTC, datetime, timedelta
+
+from sqlmodel import Session, col, select
+
+from emuplan.store.models import Comparison, Run, ShareLink, utc_now
+
+# 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
+TOKEN_BYTES = 32
+MAX_SHARE_DAYS = 3650
+
+
+class ComparisonNotFound(LookupError):
+    pass
+
+
+class ShareLinkNotFound(LookupError):
+    pass
+
+
+class ShareLinkGone(Exception):
+    """The link existed but is expired or revoked: HTTP 410."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _as_utc(moment: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes even for timezone-aware columns; we only ever write UTC.
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def _validated_run_ids(session: Session, run_ids: list[int], baseline_run_id: int | None) -> list[int]:
+    if not run_ids:
+        raise ValueError("runs: choose at least one run to compare")
+    unique_ids = list(dict.fromkeys(run_ids))
+    found = set(session.exec(select(Run.id).where(col(Run.id).in_(unique_ids))).all())
+    missing = [run_id for run_id in unique_ids if run_id not in found]
+    if missing:
+        raise ValueError(f"runs: no run with id {', '.join(map(str, missing))}")
+    if baseline_run_id is not None and baseline_run_id not in unique_ids:
+        raise ValueError(f"baseline_run_id: run {baseline_run_id} is not one of the compared runs")
+    return unique_ids
+
+
+def create_comparison(
+    session: Session, name: str, run_ids: list[int], baseline_run_id: int | None, options: dict
+) -> Comparison:
+    name = name.strip()
+    if not name:
+        raise ValueError("name: a comparison needs a name")
+    ids = _validated_run_ids(session, run_ids, baseline_run_id)
+    comparison = Comparison(
+        name=name, run_ids=ids, baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
+        options=options,
+    )
+    session.add(comparison)
+    session.flush()
+    return comparison
+
+
+def list_comparisons(session: Session, limit: int = 100) -> list[Comparison]:
+    statement = select(Comparison).order_by(col(Comparison.created_at).desc(), col(Comparison.id).desc())
+    return list(session.exec(statement.limit(limit)).all())
+
+
+def get_comparison(session: Session, comparison_id: int) -> Comparison:
+    comparison = session.get(Comparison, comparison_id)
+    if comparison is None:
+        raise ComparisonNotFound(f"no comparison with id {comparison_id}")
+    return comparison
+
+
+def find_comparison_by_name(session: Session, name: str) -> Comparison | None:
+    return session.exec(select(Comparison).where(Comparison.name == name)).first()
+
+
+def create_share_link(
+    session: Session, comparison_id: int, expires_in_days: float | None = None
+) -> tuple[ShareLink, str]:
+    """A new link and its token. The token is returned here and nowhere else, ever."""
+    get_comparison(session, comparison_id)
+    expires_at = None
+    if expires_in_days is not None:
+        if not 0 < expires_in_days <= MAX_SHARE_DAYS:
+            raise ValueError(f"expires_in_days: must be between 0 and {MAX_SHARE_DAYS}, got {expires_in_days}")
+        expires_at = utc_now() + timedelta(days=expires_in_days)
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    link = ShareLink(comparison_id=comparison_id, token_hash=hash_token(token), expires_at=expires_at)
+    session.add(link)
+    session.flush()
+    return link, token
+
+
+def list_share_links(session: Session, comparison_id: int) -> list[ShareLink]:
+    statement = select(ShareLink).where(ShareLink.comparison_id == comparison_id).order_by(col(ShareLink.id))
+    return list(session.exec(statement).all())
+
+
+def revoke_share_link(session: Session, comparison_id: int, share_id: int) -> ShareLink:
+    link = session.get(ShareLink, share_id)
+    if link is None or link.comparison_id != comparison_id:
+        raise ShareLinkNotFound(f"comparison {comparison_id} has no share link {share_id}")
+    if link.revoked_at is None:
+        link.revoked_at = utc_now()
+        session.add(link)
+        session.flush()
+    return link
+
+
+def share_link_state(link: ShareLink, now: datetime | None = None) -> str:
+    """active | expired | revoked"""
+    if link.revoked_at is not None:
+        return "revoked"
+    expires_at = _as_utc(link.expires_at)
+    if expires_at is not None and expires_at <= (now or utc_now()):
+        return "expired"
+    return "active"
+
+
+def resolve_share_token(session: Session, token: str, now: datetime | None = None) -> Comparison:
+    """The comparison a token opens; ShareLinkNotFound for an unknown token, ShareLinkGone when it ended."""
+    link = session.exec(select(ShareLink).where(ShareLink.token_hash == hash_token(token))).first()
+    if link is None:
+        raise ShareLinkNotFound("no such share link")
+    state = share_link_state(link, now)
+    if state != "active":
+        raise ShareLinkGone(f"this share link was {state}")
+    return get_comparison(session, link.comparison_id)
+
+
+def share_link_document(link: ShareLink) -> dict:
+    return {
+        "id": link.id,
+        "comparison_id": link.comparison_id,
+        "created_at": _as_utc(link.created_at),
+        "expires_at": _as_utc(link.expires_at),
+        "revoked_at": _as_utc(link.revoked_at),
+        "state": share_link_state(link),
+    }
+
+
+def comparison_document(comparison: Comparison) -> dict:
+    return {
+        "id": comparison.id,
+        "name": comparison.name,
+        "run_ids": comparison.run_ids,
+        "baseline_run_id": comparison.baseline_run_id,
+        "options": comparison.options,
+        "created_at": _as_utc(comparison.created_at),
+    }
