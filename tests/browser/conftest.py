@@ -1,67 +1,19 @@
 """A real uvicorn server on a free loopback port with a fresh migrated database, and Debian's Chromium
 driven by Playwright. Missing Chromium fails the tests: CI must never pass by skipping them."""
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-import uvicorn
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
+from browser_support import CHROMIUM, CHROMIUM_ARGS, DESKTOP, LiveServer, PageWatch, start_server, stop_server
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
-from emuplan.main import create_app
 from emuplan.settings import Settings
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-ARTIFACTS = Path(__file__).parent / "artifacts"
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
 
-pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@dataclass
-class LiveServer:
-    url: str
-    settings: Settings
-    server: uvicorn.Server
-    thread: threading.Thread = field(repr=False)
-
-
-def start_server(settings: Settings) -> LiveServer:
-    port = _free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return LiveServer(f"http://127.0.0.1:{port}", settings, server, thread)
-
-
-def stop_server(live: LiveServer) -> None:
-    live.server.should_exit = True
-    live.thread.join(timeout=10)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture
@@ -81,33 +33,6 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-class PageWatch:
-    """Collects what must never happen on our pages: dialogs (an XSS firing), console errors, CSP reports."""
-
-    def __init__(self, page: Page):
-        self.dialogs: list[str] = []
-        self.console_errors: list[str] = []
-        self.page_errors: list[str] = []
-        page.on("dialog", self._on_dialog)
-        page.on("console", self._on_console)
-        page.on("pageerror", lambda error: self.page_errors.append(str(error)))
-
-    def _on_dialog(self, dialog) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    def _on_console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.console_errors.append(message.text)
-
-    def assert_clean(self) -> None:
-        assert self.dialogs == [], f"a dialog opened (script ran): {self.dialogs}"
-        assert self.page_errors == [], f"JavaScript errors: {self.page_errors}"
-        csp = [text for text in self.console_errors if "Content Security Policy" in text]
-        assert csp == [], f"CSP violations: {csp}"
-        assert self.console_errors == [], f"console errors: {self.console_errors}"
-
-
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     ctx = browser.new_context(viewport=DESKTOP)
@@ -123,10 +48,3 @@ def page(context: BrowserContext) -> Page:
 @pytest.fixture
 def watch(page: Page) -> PageWatch:
     return PageWatch(page)
-
-
-def screenshot(page: Page, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path

@@ -2,6 +2,7 @@
 computed once, in the domain and store modules, never here or in the browser. Charts are fetched by
 small ES modules from the JSON twins, because the Content-Security-Policy allows no inline script."""
 
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_
 from emuplan.api.deps import ReadSessionDep
 from emuplan.store import comparisons as comparison_store
 from emuplan.store.models import Plan, Run
+from emuplan.workload.presets import PRESETS
 
 router = APIRouter(include_in_schema=False)
 
@@ -53,3 +55,23 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
     except HTTPException as error:
         return render(request, "share_gone.html", status_code=error.status_code, headers=headers, detail=error.detail)
     return render(request, "shared.html", headers=headers, comparison=comparison, token=token)
+
+
+def _preset_choices() -> list[dict]:
+    return [
+        {"name": preset.name, "description": preset.description, "defaults": asdict(preset.defaults)}
+        for preset in PRESETS.values()
+    ]
+
+
+@router.get("/plan", response_class=HTMLResponse)
+def plan_page(request: Request) -> HTMLResponse:
+    return render(request, "plan.html", nav="plan", presets=_preset_choices(), plan=None, initial={})
+
+
+@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+    plan = session.get(Plan, plan_id)
+    if plan is None:
+        raise HTTPException(status_code=404, detail=f"no plan with id {plan_id}")
+    return render(request, "plan.html", nav="plan", presets=_preset_choices(), plan=plan, initial=plan.inputs)

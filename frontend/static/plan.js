@@ -1,0 +1,175 @@
+// The plan page: every input change previews the plan in both modes through the planner's API and
+// redraws the KCCB settings and the workload table; nothing is computed here.
+import { copyButton, debounce, el, fetchJSON, fixed, integer, table } from "/static/util.js";
+
+const form = document.getElementById("plan-form");
+const inputsCard = document.getElementById("plan-inputs");
+const errorBox = document.getElementById("plan-error");
+const NUMBER_FIELDS = ["dataset_size", "batch_size", "epochs", "gpus", "hosts"];
+const MODES = ["tutorial", "framework"];
+let lastDocuments = {};
+let previewSerial = 0;
+
+function showError(box, message) {
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+function request(mode) {
+  const body = { model: form.model.value, strategy: form.strategy.value, mode };
+  for (const name of NUMBER_FIELDS) {
+    const value = form[name].value.trim();
+    if (value !== "") body[name] = Number(value);
+  }
+  return body;
+}
+
+function applyPresetDefaults() {
+  const option = form.model.selectedOptions[0];
+  const defaults = option && option.dataset.defaults ? JSON.parse(option.dataset.defaults) : {};
+  const hosts = defaults.gpus && defaults.gpus_per_host ? defaults.gpus / defaults.gpus_per_host : "";
+  const placeholders = { ...defaults, hosts };
+  for (const name of NUMBER_FIELDS) form[name].placeholder = placeholders[name] ?? "";
+}
+
+function sizesText(sizes) {
+  return `[${sizes.join(", ")}]`;
+}
+
+function renderKccb(container, documentForMode) {
+  const trials = documentForMode.kccb_trials ?? documentForMode.trials;
+  const kccbList = [].concat(documentForMode.kccb);
+  const blocks = [
+    el("div", { class: "copy-row" }, [
+      el("span", { text: "Trials (KCCB iterations):" }),
+      el("code", { class: "trial-count", text: String(documentForMode.trials) }),
+      copyButton(String(documentForMode.trials), "Copy trials"),
+    ]),
+  ];
+  for (const trial of kccbList) {
+    blocks.push(el("h3", { text: `${trial.algorithm} (${trial.algorithm_id})` }));
+    blocks.push(el("div", { class: "copy-row" }, [
+      el("span", { text: "Data sizes, bytes:" }),
+      el("code", { class: "data-sizes", text: sizesText(trial.data_sizes) }),
+      copyButton(trial.data_sizes.join(", "), "Copy sizes"),
+    ]));
+    blocks.push(el("dl", { class: "kv" }, [
+      el("dt", { text: "iterations" }), el("dd", { text: integer(trial.iterations) }),
+      el("dt", { text: "hosts × GPUs per host" }), el("dd", { text: `${trial.hosts} × ${trial.gpus_per_host}` }),
+      el("dt", { text: "group" }), el("dd", { text: `${trial.parallel_dim} · ${trial.group_size} ranks` }),
+    ]));
+    if (trial.note) blocks.push(el("p", { class: "sub", text: trial.note }));
+  }
+  if (kccbList.length > 1) blocks.unshift(el("p", { class: "sub", text: `${trials} trial configurations in total.` }));
+  container.replaceChildren(...blocks);
+}
+
+function renderWorkload(container, documentForMode) {
+  const headers = [
+    { text: "Collective" }, { text: "Op" }, { text: "Phase" }, { text: "Group" },
+    { text: "Bytes per rank", num: true }, { text: "Bytes (nccl-tests size)", num: true },
+    { text: "Per step", num: true }, { text: "Ideal µs", num: true },
+  ];
+  const rows = documentForMode.collectives.map((c) => [
+    c.label, c.op, c.phase, `${c.parallel_dim} × ${c.group_size}`, integer(c.bytes_per_rank),
+    integer(c.bytes_total), integer(c.count_per_step), fixed(c.ideal_time_us, 1),
+  ]);
+  const model = documentForMode.model;
+  const notes = (documentForMode.notes || []).map((note) => el("li", { text: note }));
+  container.replaceChildren(
+    el("h3", { text: "Workload per training step" }),
+    el("p", { class: "sub", text: `${model.name}: ${integer(model.parameter_count)} parameters, ${integer(model.parameter_bytes)} bytes` }),
+    table(headers, rows),
+    notes.length ? el("ul", { class: "notes" }, notes) : null,
+  );
+}
+
+function renderMode(mode, result) {
+  const card = document.getElementById(`mode-${mode}`);
+  const kccb = card.querySelector(".kccb");
+  const workload = card.querySelector(".workload");
+  if (result.error) {
+    kccb.replaceChildren(el("p", { class: "error", text: result.error }));
+    workload.replaceChildren();
+    return;
+  }
+  renderKccb(kccb, result.document);
+  renderWorkload(workload, result.document);
+}
+
+function markSelectedMode() {
+  const selected = form.mode.value || (lastDocuments.tutorial && lastDocuments.tutorial.document && lastDocuments.tutorial.document.inputs.mode) || "";
+  for (const mode of MODES) document.getElementById(`mode-${mode}`).classList.toggle("selected", selected === mode);
+}
+
+async function preview() {
+  const serial = ++previewSerial;
+  const results = await Promise.all(MODES.map(async (mode) => {
+    try {
+      return { document: await fetchJSON("/api/plans/preview", { json: request(mode) }) };
+    } catch (error) {
+      return { error: error.message };
+    }
+  }));
+  if (serial !== previewSerial) return; // a newer preview is on its way
+  lastDocuments = Object.fromEntries(MODES.map((mode, i) => [mode, results[i]]));
+  const bothFailed = results.every((r) => r.error);
+  showError(errorBox, bothFailed ? results[0].error : "");
+  MODES.forEach((mode, i) => renderMode(mode, results[i]));
+  markSelectedMode();
+  document.body.dataset.previewed = String(serial);
+}
+
+async function save() {
+  const status = document.getElementById("save-status");
+  const name = document.getElementById("plan-name").value.trim();
+  const body = { ...request(form.mode.value || null) };
+  if (body.mode === null) delete body.mode;
+  try {
+    const saved = await fetchJSON("/api/plans", { json: { ...body, name: name || null } });
+    window.location.assign(`/plans/${saved.id}`);
+  } catch (error) {
+    status.textContent = "";
+    showError(errorBox, error.message);
+  }
+}
+
+async function uploadModel() {
+  const file = document.getElementById("model-file").files[0];
+  const modelError = document.getElementById("model-error");
+  if (!file) { showError(modelError, "Choose a file first."); return; }
+  const data = new FormData();
+  data.append("file", file);
+  try {
+    const model = await fetchJSON("/api/models", { method: "POST", body: data });
+    const spec = model.spec || model.name;
+    const option = el("option", { value: spec, text: `${model.name} (uploaded)` });
+    form.model.append(option);
+    form.model.value = spec;
+    showError(modelError, "");
+    applyPresetDefaults();
+    preview();
+  } catch (error) {
+    showError(modelError, error.message);
+  }
+}
+
+function fillInitial() {
+  const initial = JSON.parse(inputsCard.dataset.initial || "{}");
+  for (const [name, value] of Object.entries(initial)) {
+    if (!form[name] || value === null || value === undefined) continue;
+    if (form[name].tagName === "SELECT" && ![...form[name].options].some((o) => o.value === String(value))) {
+      form[name].append(el("option", { value, text: value }));
+    }
+    form[name].value = value;
+  }
+}
+
+fillInitial();
+applyPresetDefaults();
+form.addEventListener("input", debounce(preview, 150));
+form.model.addEventListener("change", applyPresetDefaults);
+form.addEventListener("submit", (event) => event.preventDefault());
+document.getElementById("save-plan").addEventListener("click", save);
+document.getElementById("model-upload").addEventListener("click", uploadModel);
+preview();

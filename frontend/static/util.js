@@ -1,0 +1,83 @@
+// Small helpers every page module shares. DOM is built with textContent only: user strings never
+// reach innerHTML.
+
+export function el(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of [].concat(children)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+// The server's own message: {"detail": "..."} (string or FastAPI's list of field errors).
+export function errorMessage(status, body) {
+  const detail = body && body.detail;
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    return detail.map((item) => `${(item.loc || []).filter((part) => part !== "body").join(".")}: ${item.msg}`).join("\n");
+  }
+  return `The server answered ${status}.`;
+}
+
+export async function fetchJSON(url, options = {}) {
+  const init = { headers: { Accept: "application/json" }, ...options };
+  if (options.json !== undefined) {
+    init.method = init.method || "POST";
+    init.headers = { ...init.headers, "Content-Type": "application/json" };
+    init.body = JSON.stringify(options.json);
+    delete init.json;
+  }
+  const response = await fetch(url, init);
+  const text = await response.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { body = null; }
+  if (!response.ok) throw new Error(errorMessage(response.status, body));
+  return body;
+}
+
+export const integer = (value) => (value === null || value === undefined ? "" : Number(value).toLocaleString("en-US"));
+
+export function fixed(value, digits = 3) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "";
+  return Number(value).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+export function copyButton(text, label = "Copy") {
+  const button = el("button", { type: "button", class: "secondary copy", "data-copy": text, text: label });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+    } catch {
+      // Clipboard access needs a secure context; select the text so Ctrl+C works instead.
+      const range = document.createRange();
+      range.selectNodeContents(button.previousElementSibling || button);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      button.textContent = "Selected: press Ctrl+C";
+    }
+    setTimeout(() => { button.textContent = label; }, 1500);
+  });
+  return button;
+}
+
+export function debounce(fn, ms) {
+  let timer;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+export function table(headers, rows) {
+  // headers: [{text, num}], rows: arrays of cells (strings/nodes) aligned with headers.
+  const head = el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : null, text: h.text }))));
+  const body = el("tbody", {}, rows.map((row) => el("tr", { class: row.className || null },
+    row.map((cell, i) => el("td", { class: headers[i].num ? "num" : null }, cell)))));
+  return el("div", { class: "table-wrap" }, el("table", {}, [head, body]));
+}
