@@ -1,0 +1,167 @@
+"""The planner's input (``PlanRequest``) and output (``PlanDocument``).
+
+The CLI's ``--json``, the JSON API and the stored ``plan.workload`` column all carry the same
+``PlanDocument``; its field names are a contract other parts of emuplan read.
+"""
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from emuplan.workload.collectives import CollectiveOp
+
+
+class PlanningError(ValueError):
+    """Inputs that cannot be planned; the message names the offending field."""
+
+
+class Mode(StrEnum):
+    TUTORIAL = "tutorial"  # the seed tutorials' teaching rules, reproduced exactly
+    FRAMEWORK = "framework"  # what PyTorch DDP/FSDP2/DTensor and Megatron put on the wire
+
+
+class Strategy(StrEnum):
+    DATA = "data"
+    TENSOR = "tensor"
+    PIPELINE = "pipeline"
+    HYBRID = "hybrid"
+
+
+class DataParallelImpl(StrEnum):
+    DDP = "ddp"
+    FSDP2 = "fsdp2"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+
+
+class Phase(StrEnum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+
+
+class ParallelDim(StrEnum):
+    DP = "dp"
+    TP = "tp"
+    PP = "pp"
+
+
+class PlanRequest(BaseModel):
+    """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``)."""
+
+    model: str = Field(description="Preset name (see /api/presets) or, on the CLI, a config.json path.")
+    strategy: Strategy = Strategy.DATA
+    mode: Mode | None = Field(default=None, description="Default: tutorial for fashion-mnist-mlp, else framework.")
+    dp_impl: DataParallelImpl = Field(default=DataParallelImpl.DDP, description="Framework data-parallel flavour.")
+    dataset_size: int | None = Field(default=None, description="Training samples (sequences for transformers).")
+    batch_size: int | None = Field(default=None, description="Global batch size in samples.")
+    epochs: int | None = None
+    drop_last: bool = Field(default=False, description="Floor dataset_size / batch_size instead of ceil.")
+    gpus: int | None = None
+    hosts: int | None = None
+    gpus_per_host: int | None = None
+    tp: int | None = Field(default=None, description="Tensor-parallel degree (default: all GPUs for tensor).")
+    pp: int | None = Field(default=None, description="Pipeline stages (default: all GPUs for pipeline).")
+    dp: int | None = Field(default=None, description="Data-parallel degree (default: gpus / (tp × pp)).")
+    micro_batch: int | None = Field(default=None, description="Samples per micro-batch.")
+    micro_batches: int | None = Field(default=None, description="Micro-batches per step and data-parallel rank.")
+    seq_len: int | None = Field(default=None, description="Tokens per sequence (transformers).")
+    sequence_parallel: bool = Field(default=False, description="Megatron sequence parallel: AG/RS instead of AR.")
+    vocab_parallel_loss: bool = Field(default=True, description="Vocab-parallel cross-entropy (3 fp32 all-reduces).")
+    bucket_cap_mb: float = Field(default=25.0, description="DDP bucket_cap_mb (the first bucket is 1 MiB).")
+    param_dtype: str | None = None
+    grad_dtype: str | None = None
+    activation_dtype: str | None = None
+    link_gbps: float = Field(default=100.0, description="Per-rank link speed for the ideal time, Gbit/s.")
+    latency_us: float = Field(default=5.0, description="Per-hop latency α for the ideal time, µs.")
+
+
+class NormalisedInputs(BaseModel):
+    """The request with every default filled in and every cross-field rule checked."""
+
+    model: str
+    strategy: Strategy
+    mode: Mode
+    dp_impl: DataParallelImpl
+    dataset_size: int
+    batch_size: int
+    epochs: int
+    drop_last: bool
+    gpus: int
+    hosts: int
+    gpus_per_host: int
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    micro_batches: int
+    seq_len: int | None
+    sequence_parallel: bool
+    vocab_parallel_loss: bool
+    bucket_cap_mb: float
+    param_dtype: str
+    grad_dtype: str
+    activation_dtype: str
+    link_gbps: float
+    latency_us: float
+
+
+class ModelSummary(BaseModel):
+    name: str
+    parameter_count: int
+    parameter_bytes: int
+    source_kind: str
+
+
+class NetworkSpec(BaseModel):
+    link_gbps: float
+    latency_us: float
+
+
+class PlannedCollective(BaseModel):
+    """One collective of a training step. ``bytes_total`` follows nccl-tests (whole buffer)."""
+
+    op: CollectiveOp
+    bytes_total: int
+    bytes_per_rank: int
+    dtype: str
+    group_size: int
+    count_per_step: int
+    phase: Phase
+    parallel_dim: ParallelDim
+    label: str
+    ideal_time_us: float = 0.0
+
+
+class KccbTrial(BaseModel):
+    """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
+
+    algorithm: str
+    algorithm_id: int
+    collective: CollectiveOp
+    data_sizes: list[int]
+    iterations: int
+    hosts: int
+    gpus_per_host: int
+    parallel_dim: ParallelDim
+    group_size: int
+    note: str
+
+
+class PlanDocument(BaseModel):
+    trials: int
+    mode: Mode
+    strategy: Strategy
+    model: ModelSummary
+    inputs: NormalisedInputs
+    network: NetworkSpec
+    collectives: list[PlannedCollective]
+    # One object when the strategy needs one collective kind, a list when it needs several.
+    kccb: KccbTrial | list[KccbTrial]
+    kccb_trials: int
+    notes: list[str]
+    pipeline_bubble: float | None = Field(default=None, description="(p − 1) / m, pipeline strategies only.")
+
+    def kccb_list(self) -> list[KccbTrial]:
+        return self.kccb if isinstance(self.kccb, list) else [self.kccb]

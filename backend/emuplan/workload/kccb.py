@@ -1,0 +1,132 @@
+"""KCCB trial configurations from planned collectives, and their export as YAML, JSON or a plain list.
+
+KAI DC Builder's benchmark runs one collective algorithm over one set of hosts per trial, so the
+collectives are grouped by (operation, parallel dimension, group size); each group is one trial.
+Data sizes keep the order in which a training step first issues them (forward, backward,
+optimizer). All-gather and reduce-scatter enter KCCB as the per-rank piece, as the seed tutorial
+does (its 6438912 is a quarter of 25755648); all-reduce as the whole buffer.
+"""
+
+import json
+from collections.abc import Iterable
+
+import yaml
+
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import KccbTrial, ParallelDim, PlanDocument, PlannedCollective
+from emuplan.workload.strategies.common import SHARDED_OPS
+
+# kccb.Benchmark.collective_algorithm enum values (DESIGN §1.3). Point-to-point sends have no KCCB
+# algorithm; a broadcast between the two ranks of a stage pair moves the same bytes one way.
+KCCB_ALGORITHMS: dict[CollectiveOp, tuple[str, int]] = {
+    CollectiveOp.ALL_REDUCE: ("ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING", 10),
+    CollectiveOp.ALL_GATHER: ("ALGO_ALL_GATHER_RING", 20),
+    CollectiveOp.REDUCE_SCATTER: ("ALGO_REDUCE_SCATTER_RING", 30),
+    CollectiveOp.BROADCAST: ("ALGO_BROADCAST_PARALLEL", 40),
+    CollectiveOp.SEND_RECV: ("ALGO_BROADCAST_PARALLEL", 40),
+    CollectiveOp.ALL_TO_ALL: ("ALGO_ALL_TO_ALL_PARALLEL", 1),
+}
+
+EXPORT_FORMATS = ("yaml", "json", "text")
+
+
+def kccb_data_size(item: PlannedCollective) -> int:
+    return item.bytes_per_rank if item.op in SHARDED_OPS else item.bytes_total
+
+
+def group_placement(group_size: int, stride: int, gpus_per_host: int) -> tuple[int, int]:
+    """Hosts and GPUs per host spanned by the group holding rank 0 (ranks 0, stride, 2·stride, …)."""
+    hosts = len({(index * stride) // gpus_per_host for index in range(group_size)})
+    return hosts, -(-group_size // hosts)
+
+
+def kccb_trials(
+    collectives: Iterable[PlannedCollective],
+    iterations: int,
+    strides: dict[ParallelDim, int],
+    gpus_per_host: int,
+) -> list[KccbTrial]:
+    groups: dict[tuple[CollectiveOp, ParallelDim, int], list[PlannedCollective]] = {}
+    for item in collectives:
+        groups.setdefault((item.op, item.parallel_dim, item.group_size), []).append(item)
+    trials = []
+    for (op, dim, group_size), items in groups.items():
+        if op not in KCCB_ALGORITHMS:
+            raise ValueError(f"collective: KCCB has no algorithm for {op.value}")
+        algorithm, algorithm_id = KCCB_ALGORITHMS[op]
+        sizes = list(dict.fromkeys(kccb_data_size(item) for item in items))
+        hosts, per_host = group_placement(group_size, strides[dim], gpus_per_host)
+        note = _trial_note(op, dim, group_size, items)
+        trials.append(
+            KccbTrial(
+                algorithm=algorithm,
+                algorithm_id=algorithm_id,
+                collective=op,
+                data_sizes=sizes,
+                iterations=iterations,
+                hosts=hosts,
+                gpus_per_host=per_host,
+                parallel_dim=dim,
+                group_size=group_size,
+                note=note,
+            )
+        )
+    return trials
+
+
+def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list[PlannedCollective]) -> str:
+    per_step = sum(item.count_per_step for item in items)
+    size_kind = "per-rank piece (bytes_total / group size)" if op in SHARDED_OPS else "whole buffer"
+    note = (
+        f"{dim.value} group of {group_size} ranks; data sizes are the {size_kind}; "
+        f"{per_step} {op.value} per training step in all"
+    )
+    if op is CollectiveOp.SEND_RECV:
+        note += "; pipeline point-to-point sends emulated as a broadcast from one stage to the next"
+    return note
+
+
+def kccb_yaml(document: PlanDocument) -> str:
+    """Trial configs shaped like KAI's ``kccb.Benchmark`` and infrastructure protobuf fields."""
+    trials = [
+        {
+            "name": f"{document.model.name} {document.strategy.value} {trial.collective.value} "
+            f"{trial.parallel_dim.value}{trial.group_size}",
+            "benchmark": {
+                "collective_algorithm": trial.algorithm,
+                "datasize_list": {"size_bytes": trial.data_sizes},
+                "iterations": trial.iterations,
+            },
+            "infrastructure": {
+                "host": {"count": trial.hosts, "generic": {"npu_count": trial.gpus_per_host}},
+                "rocev2": {"qps_per_rankpair": 1},
+            },
+            "note": trial.note,
+        }
+        for trial in document.kccb_list()
+    ]
+    return yaml.safe_dump({"trials": trials}, sort_keys=False, width=120)
+
+
+def kccb_json(document: PlanDocument) -> str:
+    return json.dumps([trial.model_dump(mode="json") for trial in document.kccb_list()], indent=2)
+
+
+def kccb_text(document: PlanDocument) -> str:
+    """Paste-ready: one block per trial, data sizes one per line as KCCB's Data Size dialog takes them."""
+    blocks = []
+    for number, trial in enumerate(document.kccb_list(), start=1):
+        lines = [
+            f"# trial {number}: {trial.algorithm} ({trial.algorithm_id}), iterations {trial.iterations}, "
+            f"{trial.hosts} hosts x {trial.gpus_per_host} GPUs",
+            *(str(size) for size in trial.data_sizes),
+        ]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def export_kccb(document: PlanDocument, export_format: str) -> str:
+    exporters = {"yaml": kccb_yaml, "json": kccb_json, "text": kccb_text}
+    if export_format not in exporters:
+        raise ValueError(f"format: unknown KCCB export format {export_format!r}; use one of {', '.join(exporters)}")
+    return exporters[export_format](document)

@@ -1,0 +1,356 @@
+"""``plan_workload``: a model inventory and a request → the collectives of one training step,
+the trial count and the KCCB configuration. The CLI, the API and the pages all call this.
+"""
+
+from math import gcd, prod
+
+from emuplan.workload.collectives import ideal_time_s
+from emuplan.workload.document import (
+    Mode,
+    ModelSummary,
+    NetworkSpec,
+    NormalisedInputs,
+    ParallelDim,
+    Phase,
+    PlanDocument,
+    PlannedCollective,
+    PlanningError,
+    PlanRequest,
+    Strategy,
+)
+from emuplan.workload.inventory import ModelInventory, dtype_bytes
+from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.presets import TRANSFORMER_STEPS, workload_defaults
+from emuplan.workload.strategies.common import Unit, numel_bytes, parameter_units
+from emuplan.workload.strategies.data_parallel import data_parallel_collectives
+from emuplan.workload.strategies.pipeline_parallel import (
+    Stage,
+    bubble_fraction,
+    pipeline_collectives,
+    split_stages,
+)
+from emuplan.workload.strategies.tensor_parallel import (
+    dtensor_linear_collectives,
+    dtensor_shard,
+    linear_layers,
+    megatron_collectives,
+    megatron_shard,
+)
+from emuplan.workload.strategies.tutorial import tutorial_collectives
+from emuplan.workload.trials import count_trials
+
+_PHASE_ORDER = {Phase.FORWARD: 0, Phase.BACKWARD: 1, Phase.OPTIMIZER: 2}
+
+
+def _at_least_one(field: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise PlanningError(f"{field}: must be at least 1, got {value}")
+
+
+def _dtype(field: str, value: str) -> str:
+    try:
+        dtype_bytes(value)
+    except ValueError as error:
+        raise PlanningError(f"{field}: {error}") from None
+    return value
+
+
+def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
+    """Fill every default from the model and check how the numbers fit together."""
+    for field in (
+        "dataset_size",
+        "batch_size",
+        "epochs",
+        "gpus",
+        "hosts",
+        "gpus_per_host",
+        "tp",
+        "pp",
+        "dp",
+        "micro_batch",
+        "micro_batches",
+        "seq_len",
+    ):
+        _at_least_one(field, getattr(request, field))
+    if request.link_gbps <= 0:
+        raise PlanningError(f"link_gbps: must be positive, got {request.link_gbps}")
+    if request.latency_us < 0:
+        raise PlanningError(f"latency_us: must not be negative, got {request.latency_us}")
+    if request.bucket_cap_mb <= 0:
+        raise PlanningError(f"bucket_cap_mb: must be positive, got {request.bucket_cap_mb}")
+    defaults = workload_defaults(inventory)
+    mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
+    strategy = request.strategy
+
+    if request.gpus is not None:
+        gpus = request.gpus
+    elif request.dp is not None:
+        gpus = request.dp * (request.tp or 1) * (request.pp or 1)
+    else:
+        gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1))
+    tp = request.tp or (gpus if strategy is Strategy.TENSOR else 1)
+    pp = request.pp or (gpus if strategy is Strategy.PIPELINE else 1)
+    if gpus % (tp * pp):
+        raise PlanningError(f"gpus: {gpus} GPUs are not divisible by tp × pp = {tp} × {pp} = {tp * pp}")
+    dp = request.dp or gpus // (tp * pp)
+    if dp * tp * pp != gpus:
+        raise PlanningError(f"dp: dp × tp × pp = {dp} × {tp} × {pp} = {dp * tp * pp}, but gpus = {gpus}")
+
+    hosts, gpus_per_host = request.hosts, request.gpus_per_host
+    if hosts is not None and gpus_per_host is not None:
+        if hosts * gpus_per_host != gpus:
+            raise PlanningError(f"hosts: hosts × gpus_per_host = {hosts} × {gpus_per_host}, but gpus = {gpus}")
+    elif hosts is not None:
+        if gpus % hosts:
+            raise PlanningError(f"hosts: {gpus} GPUs cannot be spread evenly over {hosts} hosts")
+        gpus_per_host = gpus // hosts
+    elif gpus_per_host is not None:
+        if gpus % gpus_per_host:
+            raise PlanningError(f"gpus_per_host: {gpus} GPUs are not a multiple of {gpus_per_host} per host")
+        hosts = gpus // gpus_per_host
+    else:
+        gpus_per_host = gcd(gpus, defaults.gpus_per_host)
+        hosts = gpus // gpus_per_host
+
+    transformer = inventory.transformer
+    batch_size = request.batch_size or defaults.batch_size
+    if request.dataset_size is not None:
+        dataset_size = request.dataset_size
+    elif transformer is not None:
+        dataset_size = batch_size * TRANSFORMER_STEPS
+    else:
+        dataset_size = defaults.dataset_size
+    seq_len = None
+    if transformer is not None:
+        seq_len = request.seq_len or defaults.seq_len or transformer.max_position_embeddings
+        if seq_len > transformer.max_position_embeddings:
+            raise PlanningError(
+                f"seq_len: {seq_len} exceeds the model's max_position_embeddings {transformer.max_position_embeddings}"
+            )
+
+    if batch_size < dp:
+        raise PlanningError(f"batch_size: {batch_size} samples cannot feed {dp} data-parallel replicas")
+    per_replica = -(-batch_size // dp)
+    micro_batch, micro_batches = request.micro_batch, request.micro_batches
+    if micro_batch is not None and micro_batches is not None:
+        if micro_batch * micro_batches * dp != batch_size:
+            raise PlanningError(
+                f"micro_batch: micro_batch × micro_batches × dp = {micro_batch} × {micro_batches} × {dp}, "
+                f"but batch_size = {batch_size}"
+            )
+    elif micro_batch is not None:
+        micro_batches = -(-per_replica // micro_batch)
+    else:
+        if micro_batches is None and transformer is not None:
+            micro_batch = defaults.micro_batch
+            micro_batches = -(-per_replica // micro_batch)
+        else:
+            micro_batches = micro_batches or pp
+            micro_batch = -(-per_replica // micro_batches)
+
+    param_dtype = _dtype("param_dtype", request.param_dtype or defaults.dtype)
+    return NormalisedInputs(
+        model=request.model,
+        strategy=strategy,
+        mode=mode,
+        dp_impl=request.dp_impl,
+        dataset_size=dataset_size,
+        batch_size=batch_size,
+        epochs=request.epochs or defaults.epochs,
+        drop_last=request.drop_last,
+        gpus=gpus,
+        hosts=hosts,
+        gpus_per_host=gpus_per_host,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=micro_batch,
+        micro_batches=micro_batches,
+        seq_len=seq_len,
+        sequence_parallel=request.sequence_parallel,
+        vocab_parallel_loss=request.vocab_parallel_loss,
+        bucket_cap_mb=request.bucket_cap_mb,
+        param_dtype=param_dtype,
+        grad_dtype=_dtype("grad_dtype", request.grad_dtype or param_dtype),
+        activation_dtype=_dtype("activation_dtype", request.activation_dtype or param_dtype),
+        link_gbps=request.link_gbps,
+        latency_us=request.latency_us,
+    )
+
+
+def _tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
+    """The parameters one TP rank of the stage holds, which is what its DP group exchanges."""
+    if inputs.tp == 1:
+        return stage.units
+    if is_transformer:
+        return [
+            Unit(unit.name, tuple(megatron_shard(p, inputs.tp) for p in unit.parameters), unit.is_root)
+            for unit in stage.units
+        ]
+    return [
+        Unit(unit.name, tuple(dtensor_shard(p, index, inputs.tp) for p in unit.parameters), unit.is_root)
+        for index, unit in enumerate(stage.units)
+    ]
+
+
+def _boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: NormalisedInputs) -> list[int]:
+    act = inputs.activation_dtype
+    shape = inventory.transformer
+    if shape is not None:
+        size = numel_bytes(inputs.micro_batch * inputs.seq_len * shape.hidden_size, act)
+        # With sequence parallel, Megatron sends the sequence-sharded activation.
+        size = -(-size // inputs.tp) if inputs.sequence_parallel else size
+        return [size] * (len(stages) - 1)
+    outputs = {activation.module: activation for activation in inventory.activations}
+    sizes = []
+    for stage in stages[:-1]:
+        last = stage.units[-1].name
+        if last not in outputs:
+            raise PlanningError(f"model: no activation shape recorded for {last!r}, the end of stage {stage.index}")
+        sizes.append(numel_bytes(inputs.micro_batch * prod(outputs[last].shape), act))
+    return sizes
+
+
+def _framework_collectives(
+    inventory: ModelInventory, inputs: NormalisedInputs, notes: list[str]
+) -> list[PlannedCollective]:
+    units = parameter_units(inventory)
+    stages = split_stages(units, inputs.pp) if inputs.pp > 1 else [Stage(index=0, units=units)]
+    busiest = max(stages, key=lambda stage: stage.numel)
+    prefix = f"stage {busiest.index}: " if inputs.pp > 1 else ""
+    if inputs.pp > 1:
+        notes.append(
+            f"Tensor- and data-parallel traffic is shown for stage {busiest.index}, the stage with the most "
+            "parameters; other stages' groups run the same kinds of collectives concurrently."
+        )
+    shape = inventory.transformer
+    items: list[PlannedCollective] = []
+    if inputs.tp > 1:
+        if shape is not None:
+            layers = sum(1 for unit in busiest.units if not unit.is_root)
+            items += megatron_collectives(
+                hidden=shape.hidden_size,
+                vocab=shape.vocab_size,
+                tokens=inputs.micro_batch * inputs.seq_len,
+                tp=inputs.tp,
+                dtype=inputs.activation_dtype,
+                layers=layers,
+                micro_batches=inputs.micro_batches,
+                sequence_parallel=inputs.sequence_parallel,
+                has_embedding=busiest.index == 0,
+                has_head=busiest.index == len(stages) - 1,
+                vocab_parallel_loss=inputs.vocab_parallel_loss,
+            )
+        else:
+            layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
+            if not layers:
+                raise PlanningError("model: tensor parallelism needs Linear layers (2-D weights)")
+            items += dtensor_linear_collectives(
+                layers,
+                inputs.micro_batch,
+                inputs.tp,
+                inputs.activation_dtype,
+                inputs.micro_batches,
+                input_requires_grad=busiest.index > 0,
+            )
+    if inputs.pp > 1:
+        items += pipeline_collectives(
+            _boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
+        )
+    if inputs.dp > 1:
+        items += data_parallel_collectives(
+            inputs.dp_impl,
+            _tp_sharded_units(busiest, inputs, shape is not None),
+            inputs.dp,
+            inputs.param_dtype,
+            inputs.grad_dtype,
+            inputs.bucket_cap_mb,
+            prefix,
+        )
+    if not items:
+        raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
+    return sorted(items, key=lambda item: _PHASE_ORDER[item.phase])
+
+
+def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> list[str]:
+    rounding = "floor" if inputs.drop_last else "ceil"
+    notes = [
+        f"trials = {rounding}(dataset_size {inputs.dataset_size} / batch_size {inputs.batch_size}) × epochs "
+        f"{inputs.epochs} = {trials}; KCCB runs each data size `iterations` = {trials} times.",
+        "bytes_total follows nccl-tests (the whole buffer: n × the per-rank piece for all-gather and "
+        "reduce-scatter); bytes_per_rank is what one rank sends in or receives. KCCB data sizes are the "
+        "per-rank piece for all-gather/reduce-scatter (as the seed's tensor-parallel 6438912) and the whole "
+        "buffer for all-reduce and point-to-point.",
+        "count_per_step says how often a collective runs in one training step; KCCB runs each data size once "
+        "per iteration, so multiply by count_per_step to emulate the full step.",
+        f"ideal_time_us: α-β ring model at {inputs.link_gbps} Gbit/s per rank and α = {inputs.latency_us} µs.",
+    ]
+    if inputs.mode is Mode.TUTORIAL:
+        notes.append(
+            "Tutorial mode: the seed notebooks' rules over all GPUs; see framework mode for the "
+            "collectives PyTorch really issues."
+        )
+        if inputs.strategy is Strategy.TENSOR:
+            notes.append(
+                f"Tensor parallel: the input batch + labels are split over {inputs.gpus} GPUs; the per-rank piece "
+                f"is KCCB's data size (this reproduces the seed), bytes_total = {inputs.gpus} × that piece."
+            )
+        if inputs.strategy is Strategy.PIPELINE:
+            notes.append("Pipeline: one all-reduce per layer's gradients, last layer first (backward order).")
+    else:
+        notes.append(
+            f"Framework mode: rank = dp_index·{inputs.pp * inputs.tp} + pp_index·{inputs.tp} + tp_index "
+            "(TP innermost, then PP, then DP); each KCCB trial covers the group holding rank 0."
+        )
+        if inputs.dp > 1 and inputs.dp_impl.value == "ddp":
+            notes.append(
+                "DDP buckets as rebuilt after iteration 0 (first bucket 1 MiB, then bucket_cap_mb, reverse "
+                "parameter order); iteration 0 all-reduces everything in one bucket."
+            )
+        if inventory.transformer is not None and inputs.pp > 1 and inventory.transformer.tie_word_embeddings:
+            notes.append(
+                "Tied embeddings across pipeline stages add one embedding-gradient all-reduce between "
+                "the first and last stage (not listed)."
+            )
+    return notes
+
+
+def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:
+    inputs = normalise_request(request, inventory)
+    trials = count_trials(inputs.dataset_size, inputs.batch_size, inputs.epochs, inputs.drop_last)
+    notes = _notes(inventory, inputs, trials)
+    if inputs.mode is Mode.TUTORIAL:
+        collectives = tutorial_collectives(inventory, inputs)
+        strides = dict.fromkeys(ParallelDim, 1)
+        bubble = None
+    else:
+        collectives = _framework_collectives(inventory, inputs, notes)
+        strides = {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
+        bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
+    for item in collectives:
+        item.ideal_time_us = (
+            ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
+        )
+    kccb = kccb_trials(collectives, trials, strides, inputs.gpus_per_host)
+    if len(kccb) > 1:
+        notes.append(
+            f"This strategy needs {len(kccb)} KCCB trials, one per collective kind and group (kccb is a list)."
+        )
+    return PlanDocument(
+        trials=trials,
+        mode=inputs.mode,
+        strategy=inputs.strategy,
+        model=ModelSummary(
+            name=inventory.name,
+            parameter_count=inventory.parameter_count,
+            parameter_bytes=numel_bytes(inventory.parameter_count, inputs.param_dtype),
+            source_kind=inventory.source_kind,
+        ),
+        inputs=inputs,
+        network=NetworkSpec(link_gbps=inputs.link_gbps, latency_us=inputs.latency_us),
+        collectives=collectives,
+        kccb=kccb[0] if len(kccb) == 1 else kccb,
+        kccb_trials=len(kccb),
+        notes=notes,
+        pipeline_bubble=bubble,
+    )

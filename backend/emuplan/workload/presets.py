@@ -1,0 +1,170 @@
+"""Built-in models: the seeds' FashionMNIST classifier and well-known decoder-only transformers.
+
+Each preset carries the workload it is usually planned with (dataset, batch, cluster, dtypes), so
+``emuplan plan --model fashion-mnist-mlp --strategy data`` reproduces the seed without more options.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from emuplan.workload.hf_config import inventory_from_hf_config
+from emuplan.workload.inventory import ModelInventory, SampleSpec
+
+
+@dataclass(frozen=True)
+class WorkloadDefaults:
+    """What a plan uses when the request leaves a field out."""
+
+    dataset_size: int
+    batch_size: int
+    epochs: int
+    gpus: int
+    gpus_per_host: int
+    dtype: str
+    tutorial_by_default: bool = False
+    seq_len: int | None = None
+    micro_batch: int = 1
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    build: Callable[[], ModelInventory]
+    defaults: WorkloadDefaults
+
+
+# The seeds: FashionMNIST train set, batch 8192, one epoch, 4 hosts with one GPU each.
+SEED_DEFAULTS = WorkloadDefaults(
+    dataset_size=60000, batch_size=8192, epochs=1, gpus=4, gpus_per_host=1, dtype="float32", tutorial_by_default=True
+)
+# Transformers: 1024 sequences per step, 100 steps, 8 GPUs per host.
+TRANSFORMER_STEPS = 100
+TRANSFORMER_BATCH = 1024
+
+
+def transformer_defaults(max_positions: int) -> WorkloadDefaults:
+    return WorkloadDefaults(
+        dataset_size=TRANSFORMER_BATCH * TRANSFORMER_STEPS,
+        batch_size=TRANSFORMER_BATCH,
+        epochs=1,
+        gpus=8,
+        gpus_per_host=8,
+        dtype="bfloat16",
+        seq_len=min(max_positions, 4096),
+    )
+
+
+def fashion_mnist_classifier_inventory() -> ModelInventory:
+    """The seeds' ``Classifier`` (784-256-128-64-10), built on the meta device and traced for shapes."""
+    import torch
+    from torch import nn
+    from torch.nn import functional
+
+    from emuplan.workload.torch_module import inventory_from_module
+
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(784, 256)
+            self.fc2 = nn.Linear(256, 128)
+            self.fc3 = nn.Linear(128, 64)
+            self.fc4 = nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x.view(x.shape[0], -1)
+            x = functional.relu(self.fc1(x))
+            x = functional.relu(self.fc2(x))
+            x = functional.relu(self.fc3(x))
+            return functional.log_softmax(self.fc4(x), dim=1)
+
+    with torch.device("meta"):
+        model = Classifier()
+    sample = SampleSpec(shape=[1, 28, 28], dtype="float32", label_shape=[], label_dtype="int64")
+    return inventory_from_module(model, name="fashion-mnist-mlp", source_kind="preset", sample=sample)
+
+
+def _transformer_preset(name: str, description: str, config: dict) -> Preset:
+    max_positions = config.get("max_position_embeddings") or config["n_positions"]
+    return Preset(
+        name=name,
+        description=description,
+        build=lambda: inventory_from_hf_config(config, name=name, where=f"preset {name}").model_copy(
+            update={"source_kind": "preset"}
+        ),
+        defaults=transformer_defaults(max_positions),
+    )
+
+
+def _llama_config(hidden, intermediate, layers, heads, kv_heads, vocab, positions, model_type="llama") -> dict:
+    return {
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "vocab_size": vocab,
+        "max_position_embeddings": positions,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in [
+        Preset(
+            name="fashion-mnist-mlp",
+            description="The seeds' classifier 784-256-128-64-10 on FashionMNIST (60000 × 1×28×28 fp32, batch 8192)",
+            build=fashion_mnist_classifier_inventory,
+            defaults=SEED_DEFAULTS,
+        ),
+        _transformer_preset(
+            "gpt2",
+            "GPT-2 small, 124M parameters, 12 layers, hidden 768",
+            {
+                "model_type": "gpt2",
+                "n_embd": 768,
+                "n_layer": 12,
+                "n_head": 12,
+                "vocab_size": 50257,
+                "n_positions": 1024,
+                "torch_dtype": "float32",
+            },
+        ),
+        _transformer_preset(
+            "llama-2-7b", "Llama-2-7B, 32 layers, hidden 4096, MHA", _llama_config(4096, 11008, 32, 32, 32, 32000, 4096)
+        ),
+        _transformer_preset(
+            "llama-3-8b",
+            "Llama-3-8B, 32 layers, hidden 4096, GQA 8",
+            _llama_config(4096, 14336, 32, 32, 8, 128256, 8192),
+        ),
+        _transformer_preset(
+            "llama-3-70b",
+            "Llama-3-70B, 80 layers, hidden 8192, GQA 8",
+            _llama_config(8192, 28672, 80, 64, 8, 128256, 8192),
+        ),
+        _transformer_preset(
+            "mistral-7b",
+            "Mistral-7B-v0.1, 32 layers, hidden 4096, GQA 8",
+            _llama_config(4096, 14336, 32, 32, 8, 32000, 32768, model_type="mistral"),
+        ),
+        _transformer_preset(
+            "qwen2-7b",
+            "Qwen2-7B, 28 layers, hidden 3584, GQA 4, q/k/v biases",
+            _llama_config(3584, 18944, 28, 28, 4, 152064, 131072, model_type="qwen2"),
+        ),
+    ]
+}
+
+
+def workload_defaults(inventory: ModelInventory) -> WorkloadDefaults:
+    """A preset's own defaults; for other sources the transformer or seed set-up by model kind."""
+    preset = PRESETS.get(inventory.name)
+    if inventory.source_kind == "preset" and preset is not None:
+        return preset.defaults
+    if inventory.transformer is not None:
+        return transformer_defaults(inventory.transformer.max_position_embeddings)
+    return WorkloadDefaults(**{**SEED_DEFAULTS.__dict__, "tutorial_by_default": False})

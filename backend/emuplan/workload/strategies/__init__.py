@@ -1,0 +1,1 @@
+"""Collective traffic per parallelism: tutorial rules and what frameworks issue."""

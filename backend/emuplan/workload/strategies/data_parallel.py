@@ -1,0 +1,174 @@
+"""Data-parallel traffic as PyTorch DDP, FSDP2 and DeepSpeed ZeRO issue it.
+
+DDP: gradients are all-reduced in buckets filled in reverse parameter order (the order backward
+produces them). The first bucket closes once it holds ≥ 1 MiB, later ones at ≥ ``bucket_cap_mb``;
+a tensor is never split. This is ``torch.distributed._compute_bucket_assignment_by_size`` with
+limits ``[1 MiB, bucket_cap_mb]`` on the reversed parameters, i.e. the buckets DDP rebuilds after
+iteration 0 (iteration 0 itself runs with a single bucket).
+
+FSDP2 (``fully_shard`` per layer and on the root): each unit's parameters are all-gathered before
+its forward, again before its backward (non-root units reshard after forward), and its gradients
+reduce-scattered. Every tensor's dim 0 is padded to a multiple of the group size.
+
+ZeRO-1/2: gradients reduce-scattered and updated parameters all-gathered once per step (2Ψ per
+rank), in buckets like DDP's, the flat buffer padded to a multiple of the group size. ZeRO-3: like
+FSDP2 but one flat buffer per unit (3Ψ).
+"""
+
+from collections.abc import Sequence
+
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import DataParallelImpl, ParallelDim, Phase, PlannedCollective
+from emuplan.workload.inventory import ParameterInfo
+from emuplan.workload.strategies.common import Unit, collective, numel_bytes
+
+FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+MIB = 1024 * 1024
+
+
+def bucket_assignment(sizes_in_bytes: Sequence[int], bucket_limits: Sequence[int]) -> list[list[int]]:
+    """Indices per bucket, filling in the given order; the limit advances after each closed bucket."""
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    current_bytes, limit_index = 0, 0
+    for index, size in enumerate(sizes_in_bytes):
+        current.append(index)
+        current_bytes += size
+        if current_bytes >= bucket_limits[limit_index]:
+            buckets.append(current)
+            current, current_bytes = [], 0
+            limit_index = min(limit_index + 1, len(bucket_limits) - 1)
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def ddp_buckets(
+    parameters: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float
+) -> list[list[ParameterInfo]]:
+    """DDP's steady-state gradient buckets, in the order their all-reduces are launched."""
+    reversed_params = list(reversed(parameters))
+    sizes = [numel_bytes(p.numel, grad_dtype) for p in reversed_params]
+    limits = [FIRST_BUCKET_BYTES, int(bucket_cap_mb * MIB)]
+    return [[reversed_params[i] for i in bucket] for bucket in bucket_assignment(sizes, limits)]
+
+
+def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
+    return f"bucket {index} ({len(bucket)} tensors: {bucket[0].name} … {bucket[-1].name})"
+
+
+def _padded_numel(param: ParameterInfo, group_size: int) -> int:
+    """FSDP2 shards dim 0 and pads it up to a multiple of the group size."""
+    if not param.shape:
+        return group_size
+    rows = -(-param.shape[0] // group_size) * group_size
+    return param.numel // param.shape[0] * rows if param.shape[0] else 0
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def data_parallel_collectives(
+    impl: DataParallelImpl,
+    units: list[Unit],
+    group_size: int,
+    param_dtype: str,
+    grad_dtype: str,
+    bucket_cap_mb: float,
+    label_prefix: str = "",
+) -> list[PlannedCollective]:
+    dim = ParallelDim.DP
+    parameters = [p for unit in units for p in unit.parameters]
+    if impl is DataParallelImpl.DDP:
+        return [
+            collective(
+                CollectiveOp.ALL_REDUCE,
+                sum(numel_bytes(p.numel, grad_dtype) for p in bucket),
+                group_size,
+                grad_dtype,
+                Phase.BACKWARD,
+                dim,
+                label_prefix + _bucket_label(index, bucket),
+            )
+            for index, bucket in enumerate(ddp_buckets(parameters, grad_dtype, bucket_cap_mb))
+        ]
+    if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2):
+        items = []
+        buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
+        for index, bucket in enumerate(buckets):
+            numel = _round_up(sum(p.numel for p in bucket), group_size)
+            items.append(
+                collective(
+                    CollectiveOp.REDUCE_SCATTER,
+                    numel_bytes(numel, grad_dtype),
+                    group_size,
+                    grad_dtype,
+                    Phase.BACKWARD,
+                    dim,
+                    label_prefix + "gradients " + _bucket_label(index, bucket),
+                )
+            )
+        for index, bucket in enumerate(buckets):
+            numel = _round_up(sum(p.numel for p in bucket), group_size)
+            items.append(
+                collective(
+                    CollectiveOp.ALL_GATHER,
+                    numel_bytes(numel, param_dtype),
+                    group_size,
+                    param_dtype,
+                    Phase.OPTIMIZER,
+                    dim,
+                    label_prefix + "updated parameters " + _bucket_label(index, bucket),
+                )
+            )
+        return items
+    return _sharded_unit_collectives(impl, units, group_size, param_dtype, grad_dtype, label_prefix)
+
+
+def _sharded_unit_collectives(
+    impl: DataParallelImpl,
+    units: list[Unit],
+    group_size: int,
+    param_dtype: str,
+    grad_dtype: str,
+    label_prefix: str,
+) -> list[PlannedCollective]:
+    """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients."""
+    dim = ParallelDim.DP
+
+    def padded(unit: Unit) -> int:
+        if impl is DataParallelImpl.FSDP2:
+            return sum(_padded_numel(p, group_size) for p in unit.parameters)
+        return _round_up(unit.numel, group_size)
+
+    def gather(unit: Unit, phase: Phase) -> PlannedCollective:
+        return collective(
+            CollectiveOp.ALL_GATHER,
+            numel_bytes(padded(unit), param_dtype),
+            group_size,
+            param_dtype,
+            phase,
+            dim,
+            f"{label_prefix}{unit.name} parameters",
+        )
+
+    # The root is all-gathered first and stays unsharded until backward ends (no backward all-gather).
+    ordered = [u for u in units if u.is_root] + [u for u in units if not u.is_root]
+    forward = [gather(unit, Phase.FORWARD) for unit in ordered]
+    backward = []
+    for unit in reversed(ordered):
+        if not unit.is_root:
+            backward.append(gather(unit, Phase.BACKWARD))
+        backward.append(
+            collective(
+                CollectiveOp.REDUCE_SCATTER,
+                numel_bytes(padded(unit), grad_dtype),
+                group_size,
+                grad_dtype,
+                Phase.BACKWARD,
+                dim,
+                f"{label_prefix}{unit.name} gradients",
+            )
+        )
+    return forward + backward
