@@ -5,6 +5,7 @@
 """
 
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from emuplan.workload.hf_config import read_hf_config
@@ -21,11 +22,16 @@ FILE_SOURCES: dict[str, Callable[[Path], ModelInventory]] = {
 }
 
 
+@cache
+def _preset_inventory(name: str) -> ModelInventory:
+    # Built once per process: the planner only reads inventories.
+    return PRESETS[name].build()
+
+
 def resolve_model(spec: str, allow_files: bool = True) -> ModelInventory:
     """Preset name → its inventory; ``*.json`` path → HuggingFace config. Paths only when ``allow_files``."""
-    preset = PRESETS.get(spec)
-    if preset is not None:
-        return preset.build()
+    if spec in PRESETS:
+        return _preset_inventory(spec)
     path = Path(spec)
     reader = FILE_SOURCES.get(path.suffix.lower())
     if allow_files and reader is not None:

@@ -54,6 +54,8 @@ def ddp_buckets(
 
 
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
+    if len(bucket) == 1:
+        return f"bucket {index} ({bucket[0].name})"
     return f"bucket {index} ({len(bucket)} tensors: {bucket[0].name} … {bucket[-1].name})"
 
 

@@ -1,0 +1,128 @@
+"""Plans: preview, store, list, read, export for KCCB; and the built-in model presets."""
+
+from dataclasses import asdict
+from datetime import datetime
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.store import plans as store
+from emuplan.workload.document import PlanDocument, PlanRequest
+from emuplan.workload.kccb import export_kccb
+from emuplan.workload.presets import PRESETS
+from emuplan.workload.sources import resolve_model
+
+router = APIRouter(tags=["plans"])
+
+EXPORT_MEDIA_TYPES = {"yaml": "application/yaml", "json": "application/json", "text": "text/plain; charset=utf-8"}
+EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}
+
+
+class PlanCreate(PlanRequest):
+    name: str | None = Field(default=None, max_length=200, description="Default: model, strategy and mode.")
+
+
+class PlanSummary(BaseModel):
+    id: int
+    name: str
+    model_name: str
+    model_definition_id: int | None
+    strategy: str
+    mode: str
+    trials: int
+    created_at: datetime
+
+
+class PlanPublic(PlanSummary):
+    inputs: dict
+    workload: PlanDocument
+
+
+class PresetPublic(BaseModel):
+    name: str
+    description: str
+    parameter_count: int
+    defaults: dict
+
+
+def _unprocessable(error: ValueError) -> HTTPException:
+    return HTTPException(status_code=422, detail=str(error))
+
+
+def _public(plan) -> PlanPublic:
+    return PlanPublic(**plan.model_dump(exclude={"workload"}), workload=store.plan_document(plan))
+
+
+def _read_plan(session, plan_id: int):
+    try:
+        return store.get_plan(session, plan_id)
+    except store.PlanNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
+
+
+@router.post("/api/plans/preview")
+def preview_plan(request: PlanRequest, session: ReadSessionDep) -> PlanDocument:
+    """The plan document for these inputs, computed and returned without storing anything."""
+    try:
+        return store.preview_plan(session, request)
+    except ValueError as error:
+        raise _unprocessable(error) from None
+
+
+@router.post("/api/plans", status_code=201)
+def create_plan(body: PlanCreate, session: WriteSessionDep) -> PlanPublic:
+    """Plan and store; the response carries the new plan's ``id``."""
+    request = PlanRequest.model_validate(body.model_dump(exclude={"name"}))
+    try:
+        plan = store.create_plan(session, request, body.name)
+    except ValueError as error:
+        raise _unprocessable(error) from None
+    session.commit()
+    return _public(plan)
+
+
+@router.get("/api/plans")
+def list_plans(
+    session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
+) -> list[PlanSummary]:
+    return [
+        PlanSummary(**plan.model_dump(exclude={"workload", "inputs"}))
+        for plan in store.list_plans(session, limit, offset)
+    ]
+
+
+@router.get("/api/plans/{plan_id}")
+def get_plan(plan_id: int, session: ReadSessionDep) -> PlanPublic:
+    return _public(_read_plan(session, plan_id))
+
+
+@router.get("/api/plans/{plan_id}/kccb")
+def export_plan_kccb(
+    plan_id: int,
+    session: ReadSessionDep,
+    export_format: str = Query(default="yaml", alias="format", pattern="^(yaml|json|text)$"),
+) -> Response:
+    """The plan's KCCB trial configuration as YAML (KAI's field names), JSON, or a paste-ready list."""
+    plan = _read_plan(session, plan_id)
+    body = export_kccb(store.plan_document(plan), export_format)
+    file_name = f"plan-{plan_id}-kccb.{EXPORT_SUFFIXES[export_format]}"
+    return Response(
+        content=body,
+        media_type=EXPORT_MEDIA_TYPES[export_format],
+        headers={"Content-Disposition": f'attachment; filename="{file_name}"'},
+    )
+
+
+@router.get("/api/presets")
+def list_presets() -> list[PresetPublic]:
+    return [
+        PresetPublic(
+            name=preset.name,
+            description=preset.description,
+            parameter_count=resolve_model(preset.name).parameter_count,
+            defaults=asdict(preset.defaults),
+        )
+        for preset in PRESETS.values()
+    ]

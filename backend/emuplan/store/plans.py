@@ -1,0 +1,79 @@
+"""Stored plans: compute with ``plan_workload`` and keep inputs and document in one row.
+
+The API and the CLI both call these functions. A model is named by a preset name or, for an
+uploaded model definition, ``model:<id>`` (its stored inventory is planned, no file is read).
+"""
+
+from sqlmodel import Session, col, select
+
+from emuplan.store.models import ModelDefinition, Plan
+from emuplan.workload.document import PlanDocument, PlanRequest
+from emuplan.workload.inventory import ModelInventory
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import UnknownModelError, resolve_model
+
+STORED_MODEL_PREFIX = "model:"
+
+
+class PlanNotFound(LookupError):
+    pass
+
+
+def stored_model_spec(model_definition_id: int) -> str:
+    return f"{STORED_MODEL_PREFIX}{model_definition_id}"
+
+
+def inventory_for_spec(session: Session, spec: str) -> tuple[ModelInventory, int | None]:
+    """A preset, or an uploaded model definition as ``model:<id>``; never a server-side file path."""
+    if not spec.startswith(STORED_MODEL_PREFIX):
+        return resolve_model(spec, allow_files=False), None
+    raw_id = spec.removeprefix(STORED_MODEL_PREFIX)
+    definition = session.get(ModelDefinition, int(raw_id)) if raw_id.isdigit() else None
+    if definition is None:
+        raise UnknownModelError(f"model: no uploaded model definition {spec!r}")
+    return ModelInventory.model_validate(definition.inventory), definition.id
+
+
+def preview_plan(session: Session, request: PlanRequest) -> PlanDocument:
+    inventory, _ = inventory_for_spec(session, request.model)
+    return plan_workload(request, inventory)
+
+
+def save_document(
+    session: Session, document: PlanDocument, name: str | None = None, model_definition_id: int | None = None
+) -> Plan:
+    """Adds the plan to the session; the caller's transaction commits it."""
+    plan = Plan(
+        name=name or f"{document.model.name} {document.strategy.value} ({document.mode.value})",
+        model_name=document.model.name,
+        model_definition_id=model_definition_id,
+        strategy=document.strategy.value,
+        mode=document.mode.value,
+        trials=document.trials,
+        inputs=document.inputs.model_dump(mode="json"),
+        workload=document.model_dump(mode="json"),
+    )
+    session.add(plan)
+    session.flush()
+    return plan
+
+
+def create_plan(session: Session, request: PlanRequest, name: str | None = None) -> Plan:
+    inventory, model_definition_id = inventory_for_spec(session, request.model)
+    return save_document(session, plan_workload(request, inventory), name, model_definition_id)
+
+
+def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:
+    statement = select(Plan).order_by(col(Plan.id).desc()).offset(offset).limit(limit)
+    return list(session.exec(statement).all())
+
+
+def get_plan(session: Session, plan_id: int) -> Plan:
+    plan = session.get(Plan, plan_id)
+    if plan is None:
+        raise PlanNotFound(f"no plan with id {plan_id}")
+    return plan
+
+
+def plan_document(plan: Plan) -> PlanDocument:
+    return PlanDocument.model_validate(plan.workload)
