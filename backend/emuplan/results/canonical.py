@@ -1,0 +1,135 @@
+"""The one table every result format is read into, and the error every parser raises.
+
+One row is one completed collective (one iteration of one data size), whatever the source:
+
+| column | type | meaning |
+|---|---|---|
+| ``iteration`` | int64 | trial / iteration number, the order of the delay chart |
+| ``collective`` | string | a ``CollectiveOp`` value, or the file's own spelling when it is not one we know |
+| ``size_bytes`` | int64, nullable | data size as the file states it (nccl-tests ``size``); null when unknown |
+| ``duration_us`` | float64 | completion time in microseconds |
+| ``start_us`` | float64, nullable | start time in microseconds when the file has one |
+| ``variant`` | string | nccl-tests ``out-of-place`` / ``in-place``; ``""`` otherwise |
+| ``label`` | string | free text from the file (a label column, a KAI row name); ``""`` otherwise |
+| ``algbw_gbps`` / ``busbw_gbps`` | float64, nullable | bandwidths the file itself reports (nccl-tests, KAI) |
+
+Per-flow uploads also keep their flows (``FLOWS_SCHEMA``), one row per flow/chunk.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from emuplan.workload.collectives import normalise_op_name
+
+SAMPLES_SCHEMA = pa.schema(
+    [
+        pa.field("iteration", pa.int64(), nullable=False),
+        pa.field("collective", pa.string(), nullable=False),
+        pa.field("size_bytes", pa.int64()),
+        pa.field("duration_us", pa.float64(), nullable=False),
+        pa.field("start_us", pa.float64()),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("algbw_gbps", pa.float64()),
+        pa.field("busbw_gbps", pa.float64()),
+    ]
+)
+
+FLOWS_SCHEMA = pa.schema(
+    [
+        pa.field("iteration", pa.int64(), nullable=False),
+        pa.field("src", pa.string(), nullable=False),
+        pa.field("dst", pa.string(), nullable=False),
+        pa.field("qp", pa.int64()),
+        pa.field("size_bytes", pa.int64()),
+        pa.field("start_us", pa.float64()),
+        pa.field("fct_us", pa.float64(), nullable=False),
+    ]
+)
+
+# Names of the formats, as detected, accepted as an explicit override and stored in run.source_format.
+PER_ITERATION = "per-iteration"
+KAI_SUMMARY = "kai-summary"
+PER_FLOW = "per-flow"
+NS3_FCT = "ns3-fct"
+NCCL_TESTS = "nccl-tests"
+NCCL_TESTS_JSON = "nccl-tests-json"
+FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS_JSON)
+
+
+class ResultFileError(ValueError):
+    """A result file that cannot be read; the message names the file and, where it applies, row and column."""
+
+    status_code = 400
+
+
+class ResultFileTooLarge(ResultFileError):
+    """A compressed upload whose content passes the decompressed-size cap (a gzip bomb, or just too big)."""
+
+    status_code = 413
+
+
+@dataclass
+class ParsedResult:
+    """What a parser read from one file: samples in the canonical schema, plus what the file says about the set-up."""
+
+    samples: pa.Table
+    source_format: str
+    ranks: int | None = None
+    hosts: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    flows: pa.Table | None = None
+
+
+def samples_table(
+    *,
+    duration_us: np.ndarray,
+    collective: pa.Array | str,
+    iteration: np.ndarray | None = None,
+    size_bytes: pa.Array | np.ndarray | None = None,
+    start_us: pa.Array | np.ndarray | None = None,
+    variant: pa.Array | str = "",
+    label: pa.Array | str = "",
+    algbw_gbps: pa.Array | np.ndarray | None = None,
+    busbw_gbps: pa.Array | np.ndarray | None = None,
+) -> pa.Table:
+    """Assemble a canonical samples table; scalars are broadcast, missing optional columns become nulls."""
+    rows = len(duration_us)
+
+    def column(value, arrow_type: pa.DataType) -> pa.Array:
+        if value is None:
+            return pa.nulls(rows, arrow_type)
+        if isinstance(value, str):
+            return pa.repeat(pa.scalar(value, arrow_type), rows)
+        if isinstance(value, pa.ChunkedArray):
+            value = value.combine_chunks()
+        return (value if isinstance(value, pa.Array) else pa.array(value)).cast(arrow_type)
+
+    return pa.Table.from_arrays(
+        [
+            column(np.arange(rows, dtype=np.int64) if iteration is None else iteration, pa.int64()),
+            column(collective, pa.string()),
+            column(size_bytes, pa.int64()),
+            column(np.asarray(duration_us, dtype=np.float64), pa.float64()),
+            column(start_us, pa.float64()),
+            column(variant, pa.string()),
+            column(label, pa.string()),
+            column(algbw_gbps, pa.float64()),
+            column(busbw_gbps, pa.float64()),
+        ],
+        schema=SAMPLES_SCHEMA,
+    )
+
+
+def collective_from_file_name(file_name: str) -> str | None:
+    """The collective one or two words of a file name spell: 'dp_allreduce_run3.csv', 'all-gather.log'."""
+    stem = file_name.rsplit("/", 1)[-1].lower()
+    words = "".join(ch if ch.isalnum() else " " for ch in stem).split()
+    for width in (2, 1):
+        for start in range(len(words) - width + 1):
+            op = normalise_op_name("".join(words[start : start + width]))
+            if op is not None:
+                return op.value
+    return None

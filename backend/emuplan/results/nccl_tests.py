@@ -1,0 +1,285 @@
+"""nccl-tests / rccl-tests output: the stdout table and the ``-J`` JSON report.
+
+stdout: a ``#`` preamble (``# Collective test starting: all_reduce_perf``, ``#  Rank  3 Group 0 Pid … on
+HOST device …``), a header row read by name — current nccl-tests print ``size count type redop root``
+then ``time algbw busbw #wrong`` for out-of-place and again for in-place; before NCCL 2.13 there is no
+``root`` (except for rooted ops) and ``error`` replaces ``#wrong``, and all_gather has no ``redop`` —
+and one data row per size. Every (size, variant) becomes one sample whose duration is the mean over the
+benchmark's ``iters``.
+
+JSON (nccl-tests ``-J FILE``, shape written by ``src/util.cu``, ``"version": 2``): ``results`` is a list
+of ``{size, count, type, redop, root, out_of_place: {time|cpu_time, alg_bw, bus_bw, nwrong},
+in_place: {...}}``; with per-iteration timing (``-I 1``) each variant also has ``<variant>_per_iter``
+with ``times_us`` — one sample per iteration. ``devices`` lists ranks and host names, ``args[0]`` is the
+binary (and so the collective).
+"""
+
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from emuplan.results.canonical import (
+    NCCL_TESTS,
+    NCCL_TESTS_JSON,
+    ParsedResult,
+    ResultFileError,
+    collective_from_file_name,
+    samples_table,
+)
+from emuplan.workload.collectives import normalise_op_name
+
+_RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")
+_TEST_NAME = re.compile(r"\b([a-z_]+_perf)(?:_mpi)?\b")
+_TIME_TOKENS = ("time", "cputime")
+_VARIANT_NAMES = ("out-of-place", "in-place")
+
+
+def looks_like_nccl_tests(text: str) -> bool:
+    return _find_header(text.splitlines()) is not None
+
+
+def _find_header(lines: list[str]) -> int | None:
+    for index, line in enumerate(lines):
+        if line.startswith("#"):
+            tokens = line.lstrip("#").split()
+            if tokens[:2] == ["size", "count"] and "busbw" in tokens and any(t in _TIME_TOKENS for t in tokens):
+                return index
+    return None
+
+
+def collective_from_text(text: str) -> str | None:
+    """The op of a ``<op>_perf`` binary named anywhere in the text (preamble, command line)."""
+    for match in _TEST_NAME.finditer(text):
+        op = normalise_op_name(match.group(1))
+        if op is not None:
+            return op.value
+    return None
+
+
+def _ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None]:
+    if not rank_hosts:
+        return None, None
+    return len(rank_hosts), len(set(rank_hosts.values()))
+
+
+def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -> ParsedResult:
+    lines = text.splitlines()
+    header_index = _find_header(lines)
+    if header_index is None:
+        raise ResultFileError(f"{file_name}: no nccl-tests header row ('# size count type … time algbw busbw') found")
+    header = lines[header_index].lstrip("#").split()
+    first_time = next(i for i, token in enumerate(header) if token in _TIME_TOKENS)
+    group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
+    group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - first_time
+    key_columns = header[:first_time]
+    needed = first_time + group_width * len(group_starts)
+    if header[-1] == "timestamp":  # -T 1 appends a 'YYYY-MM-DD HH:MM:SS' stamp: two more tokens per row
+        needed -= 1
+    warnings: list[str] = []
+
+    rank_hosts: dict[int, str] = {}
+    for line in lines[:header_index]:
+        if match := _RANK_LINE.match(line):
+            rank_hosts[int(match.group(1))] = match.group(2)
+    ranks, hosts = _ranks_and_hosts(rank_hosts)
+
+    op = collective or collective_from_text(text) or collective_from_file_name(file_name)
+    if op is None and "#wrong" not in header and "root" in key_columns and "redop" not in key_columns:
+        op = "broadcast"  # pre-2.13 headers: only broadcast has a root and no reduction op
+    if op is None:
+        op = "unknown"
+        warnings.append(
+            f"{file_name}: the collective is not named in the log (no '<op>_perf' line); pass it explicitly"
+        )
+
+    sizes: list[int] = []
+    variants: list[str] = []
+    times: list[float] = []
+    algbws: list[float] = []
+    busbws: list[float] = []
+    wrong_rows: list[int] = []
+    data_lines = [
+        (number, line.split())
+        for number, line in enumerate(lines[header_index + 1 :], start=header_index + 2)
+        if line.strip() and not line.startswith("#") and line.split()[0].isdigit()
+    ]
+    for position, (line_number, tokens) in enumerate(data_lines):
+        if len(tokens) < needed:
+            if position == len(data_lines) - 1:
+                warnings.append(
+                    f"{file_name}: line {line_number} is incomplete ({len(tokens)} of {needed} fields): "
+                    "the log looks truncated; the complete rows before it were imported"
+                )
+                break
+            raise ResultFileError(
+                f"{file_name}: line {line_number} has {len(tokens)} fields where the header has {needed}"
+            )
+        try:
+            size = int(tokens[0])
+        except ValueError as error:
+            raise ResultFileError(
+                f"{file_name}: line {line_number}, column 'size': {tokens[0]!r} is not an integer"
+            ) from error
+        for group, start in enumerate(group_starts):
+            fields = dict(zip(header[start : start + group_width], tokens[start : start + group_width], strict=False))
+            time_text = fields.get("time", fields.get("cputime", ""))
+            try:
+                time_us = float(time_text)
+            except ValueError:
+                continue  # 'N/A': this variant is not run for this op (e.g. in-place only)
+            if not np.isfinite(time_us) or time_us < 0:
+                raise ResultFileError(
+                    f"{file_name}: line {line_number}, column 'time' ({_variant(group)}): "
+                    f"{time_text!r} is not a valid time"
+                )
+            wrong = fields.get("#wrong", fields.get("error", "0"))
+            if "#wrong" in fields and wrong not in ("0", "N/A"):
+                wrong_rows.append(line_number)
+            sizes.append(size)
+            variants.append(_variant(group))
+            times.append(time_us)
+            algbws.append(_float_or_nan(fields.get("algbw")))
+            busbws.append(_float_or_nan(fields.get("busbw")))
+    if not times:
+        raise ResultFileError(f"{file_name}: the nccl-tests log has a header but no complete data rows")
+    if wrong_rows:
+        warnings.append(f"{file_name}: nccl-tests reported wrong elements (#wrong > 0) on lines {wrong_rows}")
+    if not any(line.startswith("# Avg bus bandwidth") for line in lines) and not any(
+        "truncated" in w for w in warnings
+    ):
+        warnings.append(f"{file_name}: no '# Avg bus bandwidth' footer: the log may be truncated")
+    warnings.append(
+        "nccl-tests prints the mean time over its timed iterations: each size is one sample (use -J with -I 1 "
+        "for per-iteration samples)"
+    )
+    return ParsedResult(
+        samples=samples_table(
+            duration_us=np.array(times),
+            iteration=np.zeros(len(times), dtype=np.int64),
+            collective=op,
+            size_bytes=np.array(sizes, dtype=np.int64),
+            variant=pa.array(variants),
+            algbw_gbps=_nan_to_null(algbws),
+            busbw_gbps=_nan_to_null(busbws),
+        ),
+        source_format=NCCL_TESTS,
+        ranks=ranks,
+        hosts=hosts,
+        warnings=warnings,
+    )
+
+
+def _variant(group: int) -> str:
+    return _VARIANT_NAMES[group] if group < len(_VARIANT_NAMES) else f"variant-{group}"
+
+
+def _float_or_nan(text: str | None) -> float:
+    try:
+        return float(text) if text is not None else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def _nan_to_null(values: list[float]) -> pa.Array:
+    array = np.array(values, dtype=np.float64)
+    return pa.array(array, mask=np.isnan(array))
+
+
+def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None) -> ParsedResult:
+    results = document.get("results")
+    if not isinstance(results, list):
+        raise ResultFileError(f"{file_name}: JSON without a 'results' list is not an nccl-tests -J report")
+    args = document.get("args") or []
+    op = collective or collective_from_text(" ".join(str(a) for a in args[:1])) or collective_from_file_name(file_name)
+    warnings: list[str] = []
+    if op is None:
+        op = "unknown"
+        warnings.append(f"{file_name}: the collective is not named in the report (args[0]); pass it explicitly")
+    devices = document.get("config", {}).get("devices") or document.get("devices") or []
+    ranks, hosts = _ranks_and_hosts(
+        {int(d["rank"]): str(d.get("hostname", "")) for d in devices if isinstance(d, dict) and "rank" in d}
+    )
+
+    sizes: list[np.ndarray] = []
+    variants: list[str] = []
+    iterations: list[np.ndarray] = []
+    times: list[np.ndarray] = []
+    algbws: list[np.ndarray] = []
+    busbws: list[np.ndarray] = []
+    averaged_only = False
+    for index, result in enumerate(results):
+        where = f"{file_name}: results[{index}]"
+        if not isinstance(result, dict) or "size" not in result:
+            raise ResultFileError(f"{where}: expected an object with 'size'")
+        size = _json_int(result["size"], f"{where}.size")
+        for key, variant in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
+            summary = result.get(key)
+            if not isinstance(summary, dict):
+                continue
+            per_iter = result.get(f"{key}_per_iter")
+            if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
+                values = _json_times(per_iter["times_us"], f"{where}.{key}_per_iter.times_us")
+            else:
+                averaged_only = True
+                values = _json_times([summary.get("time", summary.get("cpu_time"))], f"{where}.{key}.time")
+            sizes.append(np.full(len(values), size, dtype=np.int64))
+            variants.extend([variant] * len(values))
+            iterations.append(np.arange(len(values), dtype=np.int64))
+            times.append(values)
+            # Bandwidths in the report belong to the mean; per-iteration rows get them recomputed by stats.
+            reported = len(values) == 1
+            algbws.append(np.full(len(values), _json_float(summary.get("alg_bw")) if reported else np.nan))
+            busbws.append(np.full(len(values), _json_float(summary.get("bus_bw")) if reported else np.nan))
+    if not times:
+        raise ResultFileError(f"{file_name}: the nccl-tests report has no results")
+    if averaged_only:
+        warnings.append(
+            f"{file_name}: some sizes have no per-iteration times (run with -I 1): their mean time is one sample"
+        )
+    return ParsedResult(
+        samples=samples_table(
+            duration_us=np.concatenate(times),
+            iteration=np.concatenate(iterations),
+            collective=op,
+            size_bytes=np.concatenate(sizes),
+            variant=pa.array(variants),
+            algbw_gbps=_nan_to_null(np.concatenate(algbws).tolist()),
+            busbw_gbps=_nan_to_null(np.concatenate(busbws).tolist()),
+        ),
+        source_format=NCCL_TESTS_JSON,
+        ranks=ranks,
+        hosts=hosts,
+        warnings=warnings,
+    )
+
+
+def _json_float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _json_int(value, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
+        raise ResultFileError(f"{where}: {value!r} is not a byte count")
+    return int(value)
+
+
+def _json_times(values: list, where: str) -> np.ndarray:
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value < 0:
+            raise ResultFileError(f"{where}[{position}]: {value!r} is not a valid time in µs")
+    return np.array(values, dtype=np.float64)
+
+
+def load_json(data: bytes, file_name: str) -> dict:
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ResultFileError(f"{file_name}: not valid JSON ({error})") from error
+    if not isinstance(document, dict):
+        raise ResultFileError(f"{file_name}: expected a JSON object (an nccl-tests -J report)")
+    return document

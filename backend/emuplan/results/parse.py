@@ -1,0 +1,133 @@
+"""``parse_result_file``: bytes of any supported result file → one canonical ``ParsedResult``.
+
+Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, JSON, text), detect the
+format from the content (unless the caller names it), then hand over to that format's parser.
+"""
+
+import zlib
+
+from emuplan.results import nccl_tests, tabular
+from emuplan.results.canonical import (
+    FORMATS,
+    KAI_SUMMARY,
+    NCCL_TESTS,
+    NCCL_TESTS_JSON,
+    NS3_FCT,
+    PER_FLOW,
+    PER_ITERATION,
+    ParsedResult,
+    ResultFileError,
+    ResultFileTooLarge,
+)
+
+GZIP_MAGIC = b"\x1f\x8b"
+ARROW_FILE_MAGIC = b"ARROW1"
+ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
+DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
+
+
+def gunzip_capped(data: bytes, file_name: str, max_bytes: int) -> bytes:
+    """Decompress in bounded steps so a gzip bomb stops at ``max_bytes`` instead of filling memory."""
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    parts: list[bytes] = []
+    produced = 0
+    pending = data
+    try:
+        while True:
+            chunk = decompressor.decompress(pending, max_bytes + 1 - produced)
+            produced += len(chunk)
+            parts.append(chunk)
+            if produced > max_bytes:
+                raise ResultFileTooLarge(
+                    f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
+                )
+            if decompressor.eof:
+                # Concatenated gzip members are valid gzip: go on with the next member.
+                pending = decompressor.unused_data
+                if not pending:
+                    break
+                decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                continue
+            pending = decompressor.unconsumed_tail
+            if not pending and not chunk:
+                raise ResultFileError(f"{file_name}: the gzip stream is truncated")
+    except zlib.error as error:
+        raise ResultFileError(f"{file_name}: not a valid gzip file ({error})") from error
+    return b"".join(parts)
+
+
+def _looks_binary(head: bytes) -> bool:
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        # A multi-byte character cut at the end of the sample is still text.
+        return error.start < len(head) - 4
+    return False
+
+
+def parse_result_file(
+    data: bytes,
+    file_name: str,
+    fmt: str | None = None,
+    column_map: dict[str, str] | None = None,
+    *,
+    collective: str | None = None,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> ParsedResult:
+    """Read any supported result file.
+
+    ``fmt`` forces one of ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``,
+    ``size``, ``iteration``, ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to
+    header names the aliases do not know; ``collective`` names the op when the file does not.
+    Raises ``ResultFileError`` (400) or ``ResultFileTooLarge`` (413) naming file, row and column.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise ResultFileError(f"{file_name}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    if not data:
+        raise ResultFileError(f"{file_name}: the file is empty")
+    if data.startswith(GZIP_MAGIC):
+        data = gunzip_capped(data, file_name, max_decompressed_bytes)
+        if not data:
+            raise ResultFileError(f"{file_name}: the file is empty once decompressed")
+    if data.startswith(ARROW_FILE_MAGIC) or data.startswith(ARROW_STREAM_MAGIC):
+        table = tabular.read_feather(data, file_name)
+        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+    if _looks_binary(data[:65536]):
+        raise ResultFileError(
+            f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
+        )
+    text_head = data[:65536].decode("utf-8", errors="replace")
+    stripped = text_head.lstrip()
+    if not stripped:
+        raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
+    if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
+        return nccl_tests.parse_nccl_tests_json(nccl_tests.load_json(data, file_name), file_name, collective)
+    if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
+        text = data.decode("utf-8", errors="replace")
+        if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
+            return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
+    if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
+        return tabular.parse_ns3_fct(data, file_name)
+    if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
+        # A log with lines before the preamble (e.g. the mpirun command line).
+        return nccl_tests.parse_nccl_tests_stdout(data.decode("utf-8", errors="replace"), file_name, collective)
+    table = tabular.read_csv(data, file_name)
+    return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+
+
+def _parse_columns(table, file_name, fmt, column_map, collective, row_name) -> ParsedResult:
+    try:
+        detected = tabular.detect_table_format(table, column_map)
+    except ValueError as error:
+        raise ResultFileError(f"{file_name}: {error}") from error
+    fmt = fmt or detected
+    if fmt is None:
+        raise ResultFileError(
+            f"{file_name}: unknown format: no completion-time column among {table.column_names} and not an "
+            "nccl-tests log, nccl-tests JSON or ns-3 fct.txt (pass format= or a column mapping)"
+        )
+    if fmt not in (PER_ITERATION, KAI_SUMMARY, PER_FLOW):
+        raise ResultFileError(f"{file_name}: format {fmt!r} is not a table with a header row")
+    return tabular.parse_table(table, file_name, fmt, column_map, collective, row_name)

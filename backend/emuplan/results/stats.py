@@ -1,0 +1,246 @@
+"""Statistics, ECDF grids and delay series of a run — computed once at import and cached as JSON.
+
+Groups are (collective, data size, variant). Per group: count, min, mean, std (sample, ddof=1), the
+percentiles p50 p90 p95 p99 p99.9 (nearest rank: the value at rank ⌈p·n⌉, always an observed sample),
+max, p99/p50, algbw/busbw (nccl-tests convention: size / mean time, GB = 1e9 B, busbw = algbw × factor)
+and the ideal α-β time with the % of it reached (ideal / mean × 100) when a plan gives the network.
+
+The ECDF grid is the sorted sample at ~2000 evenly spaced ranks plus min, max and the ranks of the tail
+percentiles, so a chart drawn from it shows the exact tail. The delay series is min/max-preserving
+(MinMaxLTTB via ``tsdownsample``): no spike disappears.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from tsdownsample import MinMaxLTTBDownsampler
+
+from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+CURVE_POINTS = 2000
+# Cap on all curve points of one run, so a file with hundreds of sizes still caches a modest summary.
+RUN_POINT_BUDGET = 64000
+MIN_CURVE_POINTS = 100
+
+
+@dataclass(frozen=True)
+class NetworkModel:
+    """What the ideal time needs beyond the samples: the plan's network and its collectives."""
+
+    link_gbps: float
+    latency_us: float
+    collectives: list[dict] = field(default_factory=list)  # plan.workload["collectives"]
+
+    @classmethod
+    def from_plan_workload(cls, workload: dict) -> "NetworkModel | None":
+        network = workload.get("network") or {}
+        try:
+            return cls(
+                link_gbps=float(network["link_gbps"]),
+                latency_us=float(network.get("latency_us", 0.0)),
+                collectives=[c for c in workload.get("collectives", []) if isinstance(c, dict)],
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def planned(self, op: str, size_bytes: int) -> dict | None:
+        """The plan's collective of this op whose total or per-rank size is this data size."""
+        for entry in self.collectives:
+            entry_op = normalise_op_name(str(entry.get("op", "")))
+            if (
+                entry_op is not None
+                and entry_op.value == op
+                and size_bytes
+                in (
+                    entry.get("bytes_total"),
+                    entry.get("bytes_per_rank"),
+                )
+            ):
+                return entry
+        return None
+
+
+def nearest_rank_index(count: int, percentile: float) -> int:
+    return max(0, min(count - 1, int(np.ceil(percentile / 100.0 * count)) - 1))
+
+
+def describe(sorted_values: np.ndarray) -> dict:
+    """count, min, mean, std, percentiles, max, p99/p50 of an ascending array (µs)."""
+    count = len(sorted_values)
+    stats = {
+        "count": count,
+        "min_us": float(sorted_values[0]),
+        "mean_us": float(sorted_values.mean()),
+        "std_us": float(sorted_values.std(ddof=1)) if count > 1 else 0.0,
+    }
+    for name, percentile in PERCENTILES.items():
+        stats[f"{name}_us"] = float(sorted_values[nearest_rank_index(count, percentile)])
+    stats["max_us"] = float(sorted_values[-1])
+    stats["p99_over_p50"] = stats["p99_us"] / stats["p50_us"] if stats["p50_us"] > 0 else None
+    return stats
+
+
+def ecdf_grid(sorted_values: np.ndarray, points: int = CURVE_POINTS) -> dict:
+    """x (µs) and cumulative probability at evenly spaced ranks + min, max and the tail percentiles."""
+    count = len(sorted_values)
+    if count <= points:
+        ranks = np.arange(count)
+    else:
+        tails = [nearest_rank_index(count, p) for p in PERCENTILES.values()]
+        ranks = np.unique(
+            np.concatenate([np.linspace(0, count - 1, points).round().astype(np.int64), [0, count - 1], tails])
+        )
+    return {"x": sorted_values[ranks].round(3).tolist(), "p": ((ranks + 1) / count).round(7).tolist()}
+
+
+def delay_series(iterations: np.ndarray, durations: np.ndarray, points: int = CURVE_POINTS) -> dict:
+    """Completion time per iteration, MinMaxLTTB-downsampled to ``points`` (every spike kept)."""
+    if len(durations) > points:
+        index = MinMaxLTTBDownsampler().downsample(iterations.astype(np.float64), durations, n_out=points)
+        iterations, durations = iterations[index], durations[index]
+    return {"x": iterations.tolist(), "y": durations.round(3).tolist()}
+
+
+def group_label(collective: str, size_bytes: int | None, variant: str) -> str:
+    parts = [collective, f"{size_bytes} B" if size_bytes is not None else "size unknown"]
+    if variant:
+        parts.append(variant)
+    return " · ".join(parts)
+
+
+def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | None, str]]]:
+    """A small integer per (collective, size, variant) for every row, and the keys in first-seen order.
+
+    Each key column is hash-encoded by Arrow, the three codes are combined into one integer and encoded
+    again: two linear passes, no sort of the whole table.
+    """
+    encoded = [
+        samples[name].combine_chunks().dictionary_encode(null_encoding="encode")
+        for name in ("collective", "size_bytes", "variant")
+    ]
+    widths = [len(column.dictionary) for column in encoded]
+    combined = np.zeros(samples.num_rows, dtype=np.int64)
+    for column, width in zip(encoded, widths, strict=True):
+        combined = combined * width + column.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    groups = pa.array(combined).dictionary_encode()
+    keys = []
+    for code in groups.dictionary.to_numpy():
+        parts = []
+        for column, width in zip(reversed(encoded), reversed(widths), strict=True):
+            parts.append(column.dictionary[int(code % width)].as_py())
+            code //= width
+        keys.append(tuple(reversed(parts)))
+    codes = groups.indices.to_numpy(zero_copy_only=False)
+    # Few groups → 16-bit codes, for which numpy's stable argsort is a radix sort.
+    return codes.astype(np.uint16 if len(keys) < 65536 else np.int64), keys
+
+
+def summarise(
+    samples: pa.Table,
+    *,
+    ranks: int | None = None,
+    network: NetworkModel | None = None,
+    flows: pa.Table | None = None,
+) -> dict:
+    """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
+    ``overall`` statistics, and ``flows`` (flow-completion statistics and ECDF) for per-flow uploads."""
+    durations = samples["duration_us"].to_numpy()
+    iterations = samples["iteration"].to_numpy()
+    codes, keys = _group_codes(samples)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
+    points = max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * len(keys))))
+    algbw_reported = samples["algbw_gbps"].to_numpy(zero_copy_only=False)
+    busbw_reported = samples["busbw_gbps"].to_numpy(zero_copy_only=False)
+
+    groups, ecdfs, delays = [], [], []
+    for position, (collective, size_bytes, variant) in enumerate(keys):
+        rows = order[bounds[position] : bounds[position + 1]]
+        values = durations[rows]
+        ordered = np.sort(values)
+        stats = {
+            "label": group_label(collective, size_bytes, variant),
+            "collective": collective,
+            "size_bytes": size_bytes,
+            "variant": variant,
+            **describe(ordered),
+        }
+        stats.update(_bandwidths(collective, size_bytes, stats["mean_us"], ranks, network))
+        if stats["busbw_gbps"] is None:
+            stats.update(_reported_bandwidths(algbw_reported[rows], busbw_reported[rows]))
+        stats.update(_ideal(collective, size_bytes, stats["mean_us"], ranks, network))
+        groups.append(stats)
+        ecdfs.append(ecdf_grid(ordered, points))
+        group_iterations = iterations[rows]
+        if len(group_iterations) > 1 and np.any(np.diff(group_iterations) < 0):
+            by_iteration = np.argsort(group_iterations, kind="stable")
+            group_iterations, values = group_iterations[by_iteration], values[by_iteration]
+        delays.append(delay_series(group_iterations, values, points))
+    summary = {
+        "sample_count": samples.num_rows,
+        "overall": describe(np.sort(durations)),
+        "groups": groups,
+        "ecdf": ecdfs,
+        "delay": delays,
+    }
+    if flows is not None and flows.num_rows:
+        fct = np.sort(flows["fct_us"].to_numpy())
+        summary["flows"] = {"label": "flow completion", **describe(fct), "ecdf": ecdf_grid(fct)}
+    return summary
+
+
+def _bandwidths(collective, size_bytes, mean_us, ranks, network) -> dict:
+    empty = {"algbw_gbps": None, "busbw_gbps": None, "bandwidth_source": None}
+    op = normalise_op_name(collective)
+    if size_bytes is None or mean_us <= 0:
+        return empty
+    algbw = size_bytes / (mean_us * 1e-6) / 1e9
+    group_size = ranks or _planned_group_size(network, collective, size_bytes)
+    if op is None or group_size is None:
+        return {"algbw_gbps": algbw, "busbw_gbps": None, "bandwidth_source": "computed"}
+    return {
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * bus_bandwidth_factor(op, group_size),
+        "bandwidth_source": "computed",
+    }
+
+
+def _reported_bandwidths(algbw: np.ndarray, busbw: np.ndarray) -> dict:
+    def mean_or_none(values: np.ndarray) -> float | None:
+        values = values[~np.isnan(values)] if values.dtype.kind == "f" else values[:0]
+        return float(values.mean()) if len(values) else None
+
+    algbw_mean, busbw_mean = mean_or_none(algbw.astype(np.float64)), mean_or_none(busbw.astype(np.float64))
+    if algbw_mean is None and busbw_mean is None:
+        return {}
+    return {"algbw_gbps": algbw_mean, "busbw_gbps": busbw_mean, "bandwidth_source": "reported"}
+
+
+def _planned_group_size(network: NetworkModel | None, collective: str, size_bytes: int) -> int | None:
+    entry = network.planned(collective, size_bytes) if network else None
+    return int(entry["group_size"]) if entry and entry.get("group_size") else None
+
+
+def _ideal(collective, size_bytes, mean_us, ranks, network: NetworkModel | None) -> dict:
+    empty = {"ideal_time_us": None, "pct_of_ideal": None}
+    op = normalise_op_name(collective)
+    if network is None or op is None or size_bytes is None or mean_us <= 0:
+        return empty
+    entry = network.planned(collective, size_bytes)
+    group_size = ranks or (int(entry["group_size"]) if entry and entry.get("group_size") else None)
+    if group_size is None:
+        return empty
+    # nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather size).
+    total = int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
+    ideal_us = ideal_time_s(op, total, group_size, network.link_gbps, network.latency_us) * 1e6
+    return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0}
+
+
+def strip_curves(summary: dict) -> dict:
+    """The summary without its ECDF and delay arrays: what statistics tables show."""
+    result = {k: v for k, v in summary.items() if k not in ("ecdf", "delay")}
+    if "flows" in result:
+        result["flows"] = {k: v for k, v in result["flows"].items() if k != "ecdf"}
+    return result

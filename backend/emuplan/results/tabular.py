@@ -1,0 +1,455 @@
+"""Tables with a header row — CSV (optionally gzipped) or KAI's Feather — read into the canonical samples.
+
+Three formats share this reader because they differ only in which roles their columns play
+(``headers.map_columns``):
+
+- per-iteration: one row per collective execution, with a duration column (unit in its name, in a
+  ``unit`` column, or in the cells as ``"14.2 ms"``);
+- KAI summary: ``Data Size``, ``Collective``, ``Completion Time (ms)``, ``Algbw (GB/s)``, ``Busbw (GB/s)``,
+  ``Ideal (%)`` — one row per data size, kept with the bandwidths KAI reported;
+- per-flow: src, dst, qp, bytes, start, end or fct, iteration — the flows are kept as they are and each
+  iteration's completion is rebuilt as max(end) − min(start).
+
+ns-3's headerless ``fct.txt`` is read here too, with its fixed column order.
+
+Parsing is pyarrow's (multi-threaded C++) and every check is a numpy operation over whole columns;
+only when a check fails is the first offending row looked up, to name it in the message.
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from emuplan.results import headers
+from emuplan.results.canonical import (
+    KAI_SUMMARY,
+    NS3_FCT,
+    PER_FLOW,
+    PER_ITERATION,
+    ParsedResult,
+    ResultFileError,
+    collective_from_file_name,
+    samples_table,
+)
+from emuplan.workload.collectives import normalise_op_name
+
+# (row index) → "line 7" for CSV (header is line 1), "row 6" for Feather.
+RowName = Callable[[int], str]
+
+_VALUE_WITH_UNIT = r"^\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>[A-Za-zµμ]*)\s*$"
+
+
+def csv_line(index: int) -> str:
+    return f"line {index + 2}"
+
+
+def table_row(index: int) -> str:
+    return f"row {index + 1}"
+
+
+def read_csv(data: bytes, file_name: str) -> pa.Table:
+    """Parse CSV bytes; a row with the wrong number of fields is reported with its line number."""
+    bad_rows: list[str] = []
+
+    def on_invalid_row(row) -> str:
+        where = f"line {row.number}" if row.number is not None else _line_with_field_count(data, row.actual_columns)
+        bad_rows.append(
+            f"{file_name}: {where} has {row.actual_columns} fields where the header has {row.expected_columns}"
+        )
+        return "error"
+
+    try:
+        return pacsv.read_csv(
+            pa.py_buffer(data),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
+            # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
+            convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowKeyError) as error:
+        if bad_rows:
+            raise ResultFileError(bad_rows[0]) from error
+        message = str(error).splitlines()[0]
+        if "Empty CSV file" in message:
+            raise ResultFileError(f"{file_name}: the file is empty") from error
+        raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
+
+
+def _line_with_field_count(data: bytes, count: int) -> str:
+    """Error path only: find the first line whose field count is ``count`` (pyarrow may not know its number)."""
+    import csv
+    import io
+
+    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")))
+    for number, fields in enumerate(reader, start=1):
+        if number > 1 and len(fields) == count:
+            return f"line {number}"
+    return "a line"
+
+
+def read_feather(data: bytes, file_name: str) -> pa.Table:
+    import pyarrow.feather as feather
+
+    try:
+        return feather.read_table(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ResultFileError(f"{file_name}: not a readable Feather/Arrow file ({error})") from error
+
+
+def detect_table_format(table: pa.Table, column_map: dict[str, str] | None) -> str | None:
+    mapped = headers.map_columns(table.column_names, column_map)
+    if "src" in mapped and "dst" in mapped and ("end" in mapped or "duration" in mapped):
+        return PER_FLOW
+    if "duration" in mapped and ({"algbw", "busbw", "ideal"} & mapped.keys()) and "iteration" not in mapped:
+        return KAI_SUMMARY
+    if "duration" in mapped:
+        return PER_ITERATION
+    return None
+
+
+def parse_table(
+    table: pa.Table,
+    file_name: str,
+    fmt: str,
+    column_map: dict[str, str] | None,
+    collective: str | None,
+    row_name: RowName,
+) -> ParsedResult:
+    if table.num_rows == 0:
+        raise ResultFileError(f"{file_name}: the header has no data rows under it")
+    try:
+        mapped = headers.map_columns(table.column_names, column_map)
+    except ValueError as error:
+        raise ResultFileError(f"{file_name}: {error}") from error
+    reader = _Columns(table, mapped, file_name, row_name)
+    if fmt == PER_FLOW:
+        return _parse_flows(reader, collective)
+    return _parse_samples(reader, fmt, collective, column_map)
+
+
+class _Columns:
+    """Typed, validated access to the mapped columns of one table."""
+
+    def __init__(self, table: pa.Table, mapped: dict[str, headers.MappedColumn], file_name: str, row_name: RowName):
+        self.table = table
+        self.mapped = mapped
+        self.file_name = file_name
+        self.row_name = row_name
+        self.warnings: list[str] = []
+
+    def has(self, role: str) -> bool:
+        return role in self.mapped
+
+    def header(self, role: str) -> str:
+        return self.mapped[role].name
+
+    def fail(self, role: str, index: int, problem: str) -> ResultFileError:
+        return ResultFileError(f"{self.file_name}: {self.row_name(index)}, column {self.header(role)!r}: {problem}")
+
+    def raw(self, role: str) -> pa.Array:
+        return self.table.column(self.header(role)).combine_chunks()
+
+    def numbers(self, role: str, *, allow_null: bool = False) -> np.ndarray:
+        """A numeric column as float64; nulls are NaN when allowed, an error otherwise."""
+        column = self.raw(role)
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            column = self._cast_text(role, column)
+        elif not (
+            pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_null(column.type)
+        ):
+            raise self.fail(role, 0, f"expected numbers, the column holds {column.type}")
+        values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        if not allow_null and column.null_count:
+            raise self.fail(role, int(np.flatnonzero(np.isnan(values))[0]), "the cell is empty")
+        return values
+
+    def _cast_text(self, role: str, column: pa.Array) -> pa.Array:
+        try:
+            return pc.cast(column, pa.float64())
+        except pa.ArrowInvalid:
+            for index, text in enumerate(column.to_pylist()):
+                try:
+                    float(text)
+                except (TypeError, ValueError):
+                    raise self.fail(role, index, f"{text!r} is not a number") from None
+            raise
+
+    def durations_us(self, role: str) -> np.ndarray:
+        """A time column in µs. The unit comes from the header, a ``unit`` column or the cells themselves."""
+        mapped = self.mapped[role]
+        column = self.raw(role)
+        if mapped.scale is None and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            values, scale = self._values_with_units(role, column)
+        else:
+            values = self.numbers(role)
+            scale = mapped.scale if mapped.scale is not None else self._unit_column_scale(role)
+        self.check_times(role, values)
+        return values * scale
+
+    def check_times(self, role: str, values: np.ndarray) -> None:
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            index = int(np.flatnonzero(bad)[0])
+            value = float(values[index])
+            problem = "negative" if value < 0 else ("not a number (NaN)" if np.isnan(value) else "infinite")
+            raise self.fail(role, index, f"{value!r} is not a valid time: {problem}")
+
+    def _values_with_units(self, role: str, column: pa.Array) -> tuple[np.ndarray, float]:
+        parts = pc.extract_regex(column, _VALUE_WITH_UNIT)
+        if parts.null_count:
+            index = int(np.flatnonzero(parts.is_null().to_numpy(zero_copy_only=False))[0])
+            raise self.fail(role, index, f"{column[index].as_py()!r} is not a number with a unit")
+        units = pc.utf8_lower(parts.field("unit"))
+        distinct = pc.unique(units).to_pylist()
+        if len(distinct) > 1:
+            first = units[0].as_py()
+            index = int(np.flatnonzero(pc.not_equal(units, first).to_numpy(zero_copy_only=False))[0])
+            raise self.fail(
+                role, index, f"mixed units: {units[index].as_py()!r} here but {first!r} on the first row; use one unit"
+            )
+        unit = distinct[0]
+        scale = headers.unit_scale_us(unit) if unit else None
+        if scale is None:
+            scale = self._unit_column_scale(role) if not unit else None
+        if scale is None:
+            raise self.fail(role, 0, f"unknown time unit {unit!r} (use ns, us, ms or s)")
+        return pc.cast(parts.field("value"), pa.float64()).to_numpy(zero_copy_only=False), scale
+
+    def _unit_column_scale(self, role: str) -> float:
+        if not self.has("unit"):
+            raise ResultFileError(
+                f"{self.file_name}: column {self.header(role)!r} has no time unit: name it with a suffix "
+                "such as '(ms)', '_us' or '_ns', or add a 'unit' column"
+            )
+        units = pc.unique(pc.utf8_lower(pc.utf8_trim_whitespace(self.raw("unit").cast(pa.string())))).to_pylist()
+        if len(units) > 1:
+            first = units[0]
+            index = int(
+                np.flatnonzero(
+                    pc.not_equal(
+                        pc.utf8_lower(pc.utf8_trim_whitespace(self.raw("unit").cast(pa.string()))), first
+                    ).to_numpy(zero_copy_only=False)
+                )[0]
+            )
+            raise self.fail("unit", index, f"mixed units: {units} in one file; use one unit")
+        scale = headers.unit_scale_us(units[0] or "")
+        if scale is None:
+            raise self.fail("unit", 0, f"unknown time unit {units[0]!r} (use ns, us, ms or s)")
+        return scale
+
+    def sizes(self) -> np.ndarray | None:
+        if not self.has("size"):
+            return None
+        values = self.numbers("size", allow_null=True)
+        bad = (values < 0) | (np.isfinite(values) & (values != np.round(values)))
+        if bad.any():
+            index = int(np.flatnonzero(bad)[0])
+            raise self.fail("size", index, f"{float(values[index])!r} is not a byte count")
+        scale = self.mapped["size"].scale or 1
+        return values * scale
+
+    def iterations(self) -> np.ndarray | None:
+        if not self.has("iteration"):
+            return None
+        values = self.numbers("iteration")
+        bad = values != np.round(values)
+        if bad.any():
+            index = int(np.flatnonzero(bad)[0])
+            raise self.fail("iteration", index, f"{float(values[index])!r} is not an iteration number")
+        return values.astype(np.int64)
+
+    def text(self, role: str) -> pa.Array | None:
+        return self.raw(role).cast(pa.string()).fill_null("") if self.has(role) else None
+
+    def collectives(self, override: str | None, file_name: str) -> pa.Array | str:
+        """Collective names folded to CollectiveOp values; unknown spellings are kept as written."""
+        if override:
+            return override
+        if not self.has("collective"):
+            op = collective_from_file_name(file_name)
+            if op is None:
+                self.warnings.append(f"{file_name}: no collective column: the collective is recorded as 'unknown'")
+                return "unknown"
+            return op
+        names = self.text("collective").dictionary_encode()
+        folded = [
+            (op.value if (op := normalise_op_name(name)) is not None else name.strip())
+            for name in names.dictionary.to_pylist()
+        ]
+        return pa.DictionaryArray.from_arrays(names.indices, pa.array(folded, pa.string())).cast(pa.string())
+
+
+def _optional_bandwidth(reader: _Columns, role: str) -> np.ndarray | None:
+    return reader.numbers(role, allow_null=True) if reader.has(role) else None
+
+
+def _nullable(values: np.ndarray | None, arrow_type: pa.DataType) -> pa.Array | None:
+    if values is None:
+        return None
+    mask = np.isnan(values)
+    return pa.array(values, mask=mask if mask.any() else None).cast(arrow_type)
+
+
+def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_map) -> ParsedResult:
+    durations = headers.ambiguous_durations(reader.table.column_names, column_map)
+    if len(durations) > 1:
+        raise ResultFileError(
+            f"{reader.file_name}: several columns look like the completion time ({', '.join(map(repr, durations))}); "
+            "choose one with the column mapping (duration=<column>)"
+        )
+    if not reader.has("duration"):
+        raise ResultFileError(
+            f"{reader.file_name}: no completion-time column found among {reader.table.column_names} "
+            "(expected e.g. 'Completion Time (ms)', 'cct_ms', 'time_us', 'duration_ns')"
+        )
+    duration_us = reader.durations_us("duration")
+    iteration = reader.iterations()
+    if iteration is None and fmt == PER_ITERATION:
+        reader.warnings.append(f"{reader.file_name}: no iteration column: the row order is the iteration order")
+    start_us = None
+    if reader.has("start"):
+        start = reader.numbers("start", allow_null=True)
+        scale = reader.mapped["start"].scale or reader.mapped["duration"].scale or 1.0
+        start_us = start * scale
+    return ParsedResult(
+        samples=samples_table(
+            duration_us=duration_us,
+            iteration=iteration,
+            collective=reader.collectives(collective, reader.file_name),
+            size_bytes=_nullable(reader.sizes(), pa.int64()),
+            start_us=_nullable(start_us, pa.float64()),
+            variant=reader.text("variant") or "",
+            label=reader.text("label") or "",
+            algbw_gbps=_nullable(_optional_bandwidth(reader, "algbw"), pa.float64()),
+            busbw_gbps=_nullable(_optional_bandwidth(reader, "busbw"), pa.float64()),
+        ),
+        source_format=fmt,
+        warnings=reader.warnings,
+    )
+
+
+def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
+    has_start = reader.has("start")
+    if reader.has("duration"):
+        fct_us = reader.durations_us("duration")
+        start_us = reader.durations_us("start") if has_start else None
+    elif has_start:
+        start_us = reader.durations_us("start")
+        end_us = reader.durations_us("end")
+        fct_us = end_us - start_us
+        reader.check_times("end", fct_us)
+    else:
+        raise ResultFileError(f"{reader.file_name}: per-flow records need an fct column, or start and end columns")
+    iteration = reader.iterations()
+    if iteration is None:
+        reader.warnings.append(f"{reader.file_name}: no iteration column: all flows count as one iteration")
+        iteration = np.zeros(len(fct_us), dtype=np.int64)
+    qp = reader.numbers("qp", allow_null=True) if reader.has("qp") else None
+    sizes = reader.sizes()
+    flows = pa.table(
+        {
+            "iteration": pa.array(iteration, pa.int64()),
+            "src": reader.text("src"),
+            "dst": reader.text("dst"),
+            "qp": _nullable(qp, pa.int64()) if qp is not None else pa.nulls(len(fct_us), pa.int64()),
+            "size_bytes": _nullable(sizes, pa.int64()) if sizes is not None else pa.nulls(len(fct_us), pa.int64()),
+            "start_us": pa.array(start_us, pa.float64())
+            if start_us is not None
+            else pa.nulls(len(fct_us), pa.float64()),
+            "fct_us": pa.array(fct_us, pa.float64()),
+        }
+    )
+    endpoints = pc.unique(pa.chunked_array([flows["src"], flows["dst"]]))
+    return ParsedResult(
+        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
+        source_format=PER_FLOW,
+        ranks=len(endpoints),
+        warnings=reader.warnings,
+        flows=flows,
+    )
+
+
+def iterations_from_flows(flows: pa.Table, collective: pa.Array | str, warnings: list[str]) -> pa.Table:
+    """Per-iteration completion = max(end) − min(start) over the iteration's flows (the fct alone without starts)."""
+    if not isinstance(collective, str):
+        first = collective[0].as_py() if len(collective) else "unknown"
+        if len(pc.unique(collective)) > 1:
+            warnings.append("flows name several collectives: iterations are labelled with the first one")
+        collective = first
+    with_end = flows.append_column("end_us", pc.add(flows["start_us"], flows["fct_us"]))
+    grouped = (
+        with_end.group_by("iteration")
+        .aggregate([("start_us", "min"), ("end_us", "max"), ("fct_us", "max"), ("size_bytes", "sum")])
+        .sort_by("iteration")
+    )
+    start = grouped["start_us_min"].to_numpy(zero_copy_only=False)
+    if np.isnan(start.astype(np.float64)).all() if len(start) else False:
+        duration = grouped["fct_us_max"].to_numpy(zero_copy_only=False)
+        warnings.append("flows have no start times: each iteration's completion is its longest flow")
+        start_column = None
+    else:
+        duration = grouped["end_us_max"].to_numpy(zero_copy_only=False) - start
+        start_column = start
+    return samples_table(
+        duration_us=np.asarray(duration, dtype=np.float64),
+        iteration=grouped["iteration"].to_numpy(),
+        collective=collective,
+        size_bytes=None,
+        start_us=start_column,
+    )
+
+
+# ns-3 (HPCC simulator) fct.txt: "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
+NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")
+
+
+def looks_like_ns3_fct(text: str) -> bool:
+    first = text.lstrip().split("\n", 1)[0].split()
+    return (
+        len(first) == len(NS3_COLUMNS) and all(t.isalnum() for t in first[:2]) and all(t.isdigit() for t in first[2:])
+    )
+
+
+def parse_ns3_fct(data: bytes, file_name: str) -> ParsedResult:
+    bad_rows: list[str] = []
+
+    def on_invalid_row(row) -> str:
+        where = f"line {row.number}" if row.number is not None else "a line"
+        bad_rows.append(f"{file_name}: {where} has {row.actual_columns} fields; ns-3 fct.txt has {len(NS3_COLUMNS)}")
+        return "error"
+
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pacsv.ReadOptions(column_names=list(NS3_COLUMNS)),
+            parse_options=pacsv.ParseOptions(
+                delimiter=" ", ignore_empty_lines=True, invalid_row_handler=on_invalid_row
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in NS3_COLUMNS[2:]}}
+            ),
+        )
+    except pa.ArrowInvalid as error:
+        raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
+    fct_ns = table["fct_ns"].to_numpy().astype(np.float64)
+    start_ns = table["start_ns"].to_numpy().astype(np.float64)
+    flows = pa.table(
+        {
+            "iteration": pa.array(np.zeros(table.num_rows, dtype=np.int64)),
+            "src": table["sip"],
+            "dst": table["dip"],
+            "qp": pa.nulls(table.num_rows, pa.int64()),
+            "size_bytes": table["size"],
+            "start_us": pa.array(start_ns / 1e3),
+            "fct_us": pa.array(fct_ns / 1e3),
+        }
+    )
+    warnings = [f"{file_name}: ns-3 fct.txt has no iterations: the whole file is one iteration"]
+    return ParsedResult(
+        samples=iterations_from_flows(flows, "unknown", warnings),
+        source_format=NS3_FCT,
+        warnings=warnings,
+        flows=flows,
+    )

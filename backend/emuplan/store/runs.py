@@ -1,0 +1,221 @@
+"""Runs: store a parsed result, list, read, delete, and load its samples back.
+
+Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
+per-flow uploads) and the cached ``run.summary`` (statistics, ECDF grids, delay series from
+``results.stats.summarise``) in the caller's session — one transaction: the caller commits once.
+
+Entry points for other code:
+
+- ``import_result_file(session, data, file_name, *, name, ...)`` — parse + duplicate check + save, what the
+  API's ``POST /api/runs`` and ``emuplan import`` do.
+- ``save_run(session, parsed, *, name, plan_id=None, strategy=None, tags=(), origin="imported",
+  origin_detail="", file_name=None, content_sha256=None) -> Run`` — store results that did not come as
+  an upload (e.g. local measurements: build a ``ParsedResult`` with ``parse_result_file`` on the CSV the
+  measurement wrote, then call ``save_run(..., origin="measured")``).
+
+Duplicates: an upload whose bytes have the SHA-256 of a stored run's upload raises ``DuplicateRun`` with
+the existing run's id (the API answers 409 with ``existing_run_id``; the CLI prints it).
+"""
+
+import hashlib
+import io
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from sqlmodel import Session, col, select
+
+from emuplan.results.canonical import ParsedResult
+from emuplan.results.parse import parse_result_file
+from emuplan.results.stats import NetworkModel, strip_curves, summarise
+from emuplan.store.models import Plan, Run, RunTable
+
+STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
+ORIGINS = ("imported", "measured", "generated")
+
+
+class RunNotFound(LookupError):
+    def __init__(self, run_id: int):
+        super().__init__(f"run {run_id} does not exist")
+        self.run_id = run_id
+
+
+class DuplicateRun(ValueError):
+    def __init__(self, existing: Run, file_name: str | None):
+        super().__init__(
+            f"{file_name or 'this file'}: identical content was already imported "
+            f"as run {existing.id} ({existing.name!r})"
+        )
+        self.existing_run_id = existing.id
+
+
+class RunInputError(ValueError):
+    """A bad field of the import request (strategy, plan, origin) rather than of the file."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _network_of(session: Session, plan_id: int | None) -> NetworkModel | None:
+    if plan_id is None:
+        return None
+    plan = session.get(Plan, plan_id)
+    if plan is None:
+        raise RunInputError(f"plan_id: no plan with id {plan_id}")
+    return NetworkModel.from_plan_workload(plan.workload or {})
+
+
+def save_run(
+    session: Session,
+    parsed: ParsedResult,
+    *,
+    name: str,
+    plan_id: int | None = None,
+    strategy: str | None = None,
+    tags: Iterable[str] = (),
+    origin: str = "imported",
+    origin_detail: str = "",
+    file_name: str | None = None,
+    content_sha256: str | None = None,
+) -> Run:
+    """Add the run, its tables and its summary to ``session`` (flushed, not committed)."""
+    if strategy is not None and strategy not in STRATEGIES:
+        raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if origin not in ORIGINS:
+        raise RunInputError(f"origin: {origin!r} is not one of {', '.join(ORIGINS)}")
+    if not name.strip():
+        raise RunInputError("name: a run needs a name")
+    network = _network_of(session, plan_id)
+    summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
+    run = Run(
+        name=name.strip(),
+        plan_id=plan_id,
+        strategy=strategy,
+        tags=sorted({t.strip() for t in tags if t.strip()}),
+        source_format=parsed.source_format,
+        origin=origin,
+        origin_detail=origin_detail,
+        file_name=file_name,
+        content_sha256=content_sha256,
+        sample_count=parsed.samples.num_rows,
+        ranks=parsed.ranks,
+        hosts=parsed.hosts,
+        warnings=list(parsed.warnings),
+        summary=summary,
+    )
+    session.add(run)
+    session.flush()
+    tables = {"samples": parsed.samples, **({"flows": parsed.flows} if parsed.flows is not None else {})}
+    for kind, table in tables.items():
+        session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=_parquet_bytes(table)))
+    session.flush()
+    return run
+
+
+def find_duplicate(session: Session, content_sha256: str) -> Run | None:
+    return session.exec(select(Run).where(Run.content_sha256 == content_sha256).order_by(Run.id)).first()
+
+
+def import_result_file(
+    session: Session,
+    data: bytes,
+    file_name: str,
+    *,
+    name: str | None = None,
+    plan_id: int | None = None,
+    strategy: str | None = None,
+    tags: Iterable[str] = (),
+    fmt: str | None = None,
+    column_map: dict[str, str] | None = None,
+    collective: str | None = None,
+    max_decompressed_bytes: int,
+) -> Run:
+    """Parse an uploaded file and store it as an imported run; ``DuplicateRun`` if its bytes are known."""
+    digest = sha256_hex(data)
+    existing = find_duplicate(session, digest)
+    if existing is not None:
+        raise DuplicateRun(existing, file_name)
+    parsed = parse_result_file(
+        data, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
+    )
+    return save_run(
+        session,
+        parsed,
+        name=name or file_name,
+        plan_id=plan_id,
+        strategy=strategy,
+        tags=tags,
+        origin="imported",
+        file_name=file_name,
+        content_sha256=digest,
+    )
+
+
+def get_run(session: Session, run_id: int) -> Run:
+    run = session.get(Run, run_id)
+    if run is None:
+        raise RunNotFound(run_id)
+    return run
+
+
+def list_runs(
+    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
+) -> list[Run]:
+    query = select(Run).order_by(col(Run.id).desc())
+    if strategy:
+        query = query.where(Run.strategy == strategy)
+    if plan_id is not None:
+        query = query.where(Run.plan_id == plan_id)
+    runs = list(session.exec(query))
+    # Tags are a JSON list: filtered here, portable across SQLite and PostgreSQL.
+    return [run for run in runs if tag in run.tags] if tag else runs
+
+
+def delete_run(session: Session, run_id: int) -> None:
+    run = get_run(session, run_id)
+    for table in session.exec(select(RunTable).where(RunTable.run_id == run_id)):
+        session.delete(table)
+    session.delete(run)
+    session.flush()
+
+
+def load_table(session: Session, run_id: int, kind: str = "samples") -> pa.Table | None:
+    stored = session.get(RunTable, (run_id, kind))
+    return pq.read_table(io.BytesIO(stored.parquet)) if stored is not None else None
+
+
+def load_samples(session: Session, run_id: int) -> pa.Table:
+    get_run(session, run_id)
+    table = load_table(session, run_id, "samples")
+    if table is None:
+        raise RunNotFound(run_id)
+    return table
+
+
+def run_public(run: Run) -> dict:
+    """The run as the API and ``--json`` CLI show it (summary without its curve arrays)."""
+    return {
+        "id": run.id,
+        "name": run.name,
+        "plan_id": run.plan_id,
+        "strategy": run.strategy,
+        "tags": run.tags,
+        "source_format": run.source_format,
+        "origin": run.origin,
+        "origin_detail": run.origin_detail,
+        "file_name": run.file_name,
+        "content_sha256": run.content_sha256,
+        "sample_count": run.sample_count,
+        "ranks": run.ranks,
+        "hosts": run.hosts,
+        "warnings": run.warnings,
+        "created_at": run.created_at.isoformat(),
+        "summary": strip_curves(run.summary),
+    }

@@ -1,0 +1,291 @@
+"""Result parsers: real nccl-tests logs, generated per-iteration / per-flow / ns-3 files, and bad input."""
+
+import gzip
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pytest
+
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
+from emuplan.results.headers import role_of
+
+SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_modern_nccl_tests_log_16_ranks_on_2_hosts():
+    parsed = parse_result_file(read(SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"), "a100-16rank-allreduce-2.17.txt")
+    assert parsed.source_format == "nccl-tests"
+    assert (parsed.ranks, parsed.hosts) == (16, 2)
+    rows = parsed.samples.to_pylist()
+    assert [(r["collective"], r["size_bytes"], r["variant"], r["duration_us"], r["busbw_gbps"]) for r in rows] == [
+        ("all_reduce", 10737418240, "out-of-place", 90330.0, 222.88),
+        ("all_reduce", 10737418240, "in-place", 91945.0, 218.96),
+    ]
+
+
+def test_nccl_tests_op_from_preamble_and_no_rank_lines():
+    parsed = parse_result_file(read(SHARED_NCCL / "b200-allreduce-2.17.6.txt"), "log.txt")
+    assert parsed.samples.num_rows == 58  # 29 sizes × out-of-place and in-place
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}
+    assert (parsed.ranks, parsed.hosts) == (None, None)
+    last = parsed.samples.slice(57).to_pylist()[0]
+    assert (last["size_bytes"], last["variant"], last["duration_us"], last["algbw_gbps"]) == (
+        2147483648,
+        "in-place",
+        5728.40,
+        374.88,
+    )
+
+
+def test_pre_2_13_header_without_root_and_with_error_column():
+    parsed = parse_result_file(
+        read(SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt"), "v100-12gpu-allreduce-pre2.13.txt"
+    )
+    assert (parsed.ranks, parsed.hosts) == (12, 1)
+    assert parsed.samples.num_rows == 62
+    first = parsed.samples.slice(0, 2).to_pylist()
+    assert [(r["size_bytes"], r["variant"], r["duration_us"]) for r in first] == [
+        (8, "out-of-place", 61.03),
+        (8, "in-place", 61.04),
+    ]
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}  # from the file name
+
+
+def test_pre_2_13_broadcast_is_recognised_by_its_root_column():
+    parsed = parse_result_file(read(SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"), "run.log")
+    assert set(parsed.samples["collective"].to_pylist()) == {"broadcast"}
+    assert parsed.samples.slice(61).to_pylist()[0]["duration_us"] == 70368.0
+
+
+def test_truncated_nccl_tests_log_keeps_complete_rows_and_warns():
+    text = read(SHARED_NCCL / "b200-allreduce-2.17.6.txt").decode()
+    cut = text.index("  536870912     134217728") + 60  # in the middle of the 512 MiB row
+    parsed = parse_result_file(text[:cut].encode(), "cut.txt")
+    assert parsed.samples.num_rows == 2 * 26  # the 26 complete sizes, 8 B … 256 MiB
+    assert any("line 32 is incomplete" in w and "truncated" in w for w in parsed.warnings)
+
+
+def test_explicit_collective_overrides_the_log():
+    parsed = parse_result_file(read(SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"), "x.txt", collective="all_gather")
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_gather"}
+
+
+def nccl_json_report(per_iter: bool) -> bytes:
+    """A report in the shape nccl-tests' src/util.cu writes for -J (JSON_FILE_VERSION 2)."""
+    result = {
+        "size": 1048576,
+        "count": 262144,
+        "type": "float",
+        "redop": "sum",
+        "root": "    -1",
+        "out_of_place": {"time": 100.5, "alg_bw": 10.43, "bus_bw": 15.65, "nwrong": 0.0},
+        "in_place": {"time": 99.5, "alg_bw": 10.54, "bus_bw": 15.81, "nwrong": 0.0},
+        "actual_iterations": 3,
+        "experiment_name": "",
+    }
+    if per_iter:
+        result["out_of_place_per_iter"] = {"times_us": [98.0, 101.0, 102.5]}
+        result["in_place_per_iter"] = {"times_us": [99.0, 99.5, 100.0]}
+    document = {
+        "version": 2,
+        "args": ["./build/all_reduce_perf", "-b", "1M", "-J", "out.json"],
+        "env": [],
+        "config": {
+            "nthreads": 1,
+            "ngpus": 1,
+            "devices": [{"rank": r, "hostname": f"node{r // 2}", "device": r % 2} for r in range(4)],
+        },
+        "results": [result],
+    }
+    return json.dumps(document).encode()
+
+
+def test_nccl_tests_json_per_iteration_times_become_samples():
+    parsed = parse_result_file(nccl_json_report(per_iter=True), "report.json")
+    assert parsed.source_format == "nccl-tests-json"
+    assert (parsed.ranks, parsed.hosts) == (4, 2)
+    assert parsed.samples.select(["iteration", "variant", "duration_us"]).to_pylist() == [
+        {"iteration": 0, "variant": "out-of-place", "duration_us": 98.0},
+        {"iteration": 1, "variant": "out-of-place", "duration_us": 101.0},
+        {"iteration": 2, "variant": "out-of-place", "duration_us": 102.5},
+        {"iteration": 0, "variant": "in-place", "duration_us": 99.0},
+        {"iteration": 1, "variant": "in-place", "duration_us": 99.5},
+        {"iteration": 2, "variant": "in-place", "duration_us": 100.0},
+    ]
+
+
+def test_nccl_tests_json_without_per_iteration_uses_the_mean_and_says_so():
+    parsed = parse_result_file(nccl_json_report(per_iter=False), "report.json")
+    assert parsed.samples["duration_us"].to_pylist() == [100.5, 99.5]
+    assert any("-I 1" in w for w in parsed.warnings)
+
+
+def test_generated_per_iteration_csv():
+    parsed = parse_result_file(read(RESULTS / "generated-per-iteration.csv"), "generated-per-iteration.csv")
+    assert parsed.source_format == "per-iteration"
+    assert parsed.samples.num_rows == 2000
+    first = parsed.samples.slice(0, 1).to_pylist()[0]
+    assert first["iteration"] == 0 and first["size_bytes"] == 2600 and first["label"] == "generated"
+    assert first["duration_us"] == pytest.approx(18342.7, rel=1e-12)
+    assert parsed.samples["start_us"][1].as_py() == pytest.approx(18342.7, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("header", "cell", "expected_us"),
+    [
+        ("Completion Time (ms)", "1.5", 1500.0),
+        ("cct_ms", "2", 2000.0),
+        ("time_us", "7.25", 7.25),
+        ("duration_ns", "3000", 3.0),
+        ("Duration [s]", "0.5", 500000.0),
+        ("LATENCY-USEC", "9", 9.0),
+        ("Time (µs)", "4", 4.0),
+    ],
+)
+def test_duration_header_aliases_and_units(header, cell, expected_us):
+    data = f"iter,Data Size,{header}\n0,1024,{cell}\n".encode()
+    parsed = parse_result_file(data, "f.csv", collective="all_reduce")
+    assert parsed.samples["duration_us"].to_pylist() == [expected_us]
+    assert parsed.samples["size_bytes"].to_pylist() == [1024]
+
+
+@pytest.mark.parametrize(
+    ("header", "role"),
+    [
+        ("trial", "iteration"),
+        ("Step", "iteration"),
+        ("bytes", "size"),
+        ("size", "size"),
+        ("Data_Size", "size"),
+        ("Collective", "collective"),
+        ("start_time_ns", "start"),
+        ("fct_us", "duration"),
+    ],
+)
+def test_header_roles(header, role):
+    assert role_of(header).role == role
+
+
+def test_units_in_cells_and_in_a_unit_column():
+    in_cells = parse_result_file(b"trial,size,latency\n0,8,14 ms\n1,8,15.5 ms\n", "c.csv")
+    assert in_cells.samples["duration_us"].to_pylist() == [14000.0, 15500.0]
+    unit_column = parse_result_file(b"trial,size,latency,unit\n0,8,3,us\n1,8,4,us\n", "c.csv")
+    assert unit_column.samples["duration_us"].to_pylist() == [3.0, 4.0]
+
+
+def test_column_map_names_odd_headers():
+    data = b"n,payload,wall_s\n0,64,1.0\n1,64,2.0\n"
+    parsed = parse_result_file(data, "odd.csv", column_map={"iteration": "n", "size": "payload", "duration": "wall_s"})
+    assert parsed.samples["duration_us"].to_pylist() == [1e6, 2e6]  # the unit still comes from the suffix
+    assert parsed.samples["size_bytes"].to_pylist() == [64, 64]
+
+
+def test_gzip_is_read_and_a_bomb_is_stopped():
+    csv = b"iteration,size,time_ms\n" + b"".join(b"%d,8,1.0\n" % i for i in range(1000))
+    parsed = parse_result_file(gzip.compress(csv), "r.csv.gz")
+    assert parsed.samples.num_rows == 1000
+    bomb = gzip.compress(b"0" * 5_000_000)
+    with pytest.raises(ResultFileTooLarge, match="bomb.csv.gz: decompresses to more than 1000000 bytes"):
+        parse_result_file(bomb, "bomb.csv.gz", max_decompressed_bytes=1_000_000)
+
+
+def test_kai_summary_feather():
+    table = pa.table(
+        {
+            "Data Size": [971048, 6438912],
+            "Collective": ["Ring All-Reduce", "Ring All-Gather"],
+            "Completion Time (ms)": [14.2, 101.0],
+            "Algbw (GB/s)": [0.068, 0.0637],
+            "Busbw (GB/s)": [0.102, 0.0478],
+            "Ideal (%)": [3.1, 2.0],
+        }
+    )
+    sink = io.BytesIO()
+    feather.write_feather(table, sink)
+    parsed = parse_result_file(sink.getvalue(), "kai.feather")
+    assert parsed.source_format == "kai-summary"
+    assert parsed.samples.select(["collective", "size_bytes", "duration_us", "busbw_gbps"]).to_pylist() == [
+        {"collective": "all_reduce", "size_bytes": 971048, "duration_us": 14200.0, "busbw_gbps": 0.102},
+        {"collective": "all_gather", "size_bytes": 6438912, "duration_us": 101000.0, "busbw_gbps": 0.0478},
+    ]
+
+
+def test_per_flow_csv_rebuilds_iterations_as_max_end_minus_min_start():
+    parsed = parse_result_file(read(RESULTS / "generated-per-flow.csv"), "generated-per-flow.csv")
+    assert parsed.source_format == "per-flow"
+    assert parsed.flows.num_rows == 400 and parsed.samples.num_rows == 50 and parsed.ranks == 4
+    flows = parsed.flows.filter(pa.compute.equal(parsed.flows["iteration"], 0))
+    start, fct = flows["start_us"].to_numpy(), flows["fct_us"].to_numpy()
+    assert parsed.samples["duration_us"][0].as_py() == pytest.approx((start + fct).max() - start.min(), rel=1e-12)
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}
+
+
+def test_ns3_fct_txt():
+    parsed = parse_result_file(read(RESULTS / "generated-fct.txt"), "fct.txt")
+    assert parsed.source_format == "ns3-fct"
+    assert parsed.flows.num_rows == 200
+    first = parsed.flows.slice(0, 1).to_pylist()[0]
+    assert (first["src"], first["dst"], first["size_bytes"], first["start_us"], first["fct_us"]) == (
+        "0b000001",
+        "0b010001",
+        1048576,
+        2000000.0,
+        132.227,
+    )
+    assert parsed.samples.num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "e.csv: the file is empty"),
+        (b"iteration,size,time_ms\n", "e.csv: the header has no data rows under it"),
+        (b"a,b,c\n1,2,3\n", "e.csv: unknown format"),
+        (b"iteration,size,label\n0,8,x\n", "e.csv: unknown format"),
+        (b"iteration,size,time_ms\n0,8,1.0\n1,8,fast\n", "e.csv: line 3, column 'time_ms': 'fast' is not a number"),
+        (
+            b"iteration,size,time_ms\n0,8,1.0\n1,8,-2\n",
+            "e.csv: line 3, column 'time_ms': -2.0 is not a valid time: negative",
+        ),
+        (
+            b"iteration,size,time_ms\n0,8,nan\n",
+            "e.csv: line 2, column 'time_ms': nan is not a valid time: not a number",
+        ),
+        (
+            b"iteration,size,time_ms\n0,8,1\n1,8,inf\n",
+            "e.csv: line 3, column 'time_ms': inf is not a valid time: infinite",
+        ),
+        (b"iteration,size,time_ms\n0,8,1\n1,8,2,9\n", "e.csv: line 3 has 4 fields where the header has 3"),
+        (b"iteration,size,latency\n0,8,1 ms\n1,8,900 us\n", "e.csv: line 3, column 'latency': mixed units"),
+        (b"iteration,size,latency,unit\n0,8,1,ms\n1,8,9,us\n", "e.csv: line 3, column 'unit': mixed units"),
+        (b"iteration,size,latency\n0,8,1\n", "e.csv: column 'latency' has no time unit"),
+        (b"iteration,size,time_ms\n0,8,\n", "e.csv: line 2, column 'time_ms': the cell is empty"),
+        (b"iteration,time_ms,duration_us\n0,1,2\n", "several columns look like the completion time"),
+        (b"\x00\x01\x02garbage\xff\xfe" * 100, "e.csv: binary content"),
+        (b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"\xff garbage, not deflate" * 20, "e.csv: not a valid gzip file"),
+        (gzip.compress(b"iteration,size,time_ms\n0,8,1\n")[:-12], "e.csv: the gzip stream is truncated"),
+    ],
+)
+def test_bad_input_names_file_row_and_column(data, message):
+    with pytest.raises(ResultFileError) as raised:
+        parse_result_file(data, "e.csv")
+    assert message in str(raised.value)
+
+
+def test_many_rows_checks_are_vectorised_but_still_name_the_row():
+    rows = 100_000
+    durations = np.full(rows, 1.5)
+    lines = [f"{i},8,{d}" for i, d in enumerate(durations)]
+    lines[77_777] = "77777,8,-1"
+    data = ("iteration,size,time_ms\n" + "\n".join(lines) + "\n").encode()
+    with pytest.raises(ResultFileError, match="line 77779, column 'time_ms'"):
+        parse_result_file(data, "big.csv")

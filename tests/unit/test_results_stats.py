@@ -1,0 +1,89 @@
+"""Statistics, ECDF grid and delay series: exact values on known inputs."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emuplan.results import NetworkModel, parse_result_file, summarise
+from emuplan.results.canonical import samples_table
+from emuplan.results.stats import delay_series, describe, ecdf_grid
+
+SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+
+
+def test_describe_uses_nearest_rank_percentiles():
+    stats = describe(np.arange(1.0, 101.0))
+    assert stats == {
+        "count": 100,
+        "min_us": 1.0,
+        "mean_us": 50.5,
+        "std_us": pytest.approx(29.011491975882016, rel=1e-15),
+        "p50_us": 50.0,
+        "p90_us": 90.0,
+        "p95_us": 95.0,
+        "p99_us": 99.0,
+        "p99_9_us": 100.0,
+        "max_us": 100.0,
+        "p99_over_p50": 99.0 / 50.0,
+    }
+
+
+def test_ecdf_grid_keeps_min_max_and_exact_tail_percentiles():
+    values = np.sort(np.random.default_rng(1).lognormal(3.0, 1.0, 1_000_000))
+    grid = ecdf_grid(values)
+    assert 2000 <= len(grid["x"]) <= 2007
+    assert grid["x"][0] == round(values[0], 3) and grid["x"][-1] == round(values[-1], 3)
+    assert grid["p"][-1] == 1.0
+    for rank in (499_999, 899_999, 949_999, 989_999, 998_999):  # p50, p90, p95, p99, p99.9 (nearest rank)
+        assert round(values[rank], 3) in grid["x"]
+        assert grid["p"][grid["x"].index(round(values[rank], 3))] == round((rank + 1) / 1_000_000, 7)
+
+
+def test_delay_series_never_drops_a_spike():
+    rng = np.random.default_rng(2)
+    durations = rng.normal(14000.0, 300.0, 500_000)
+    durations[123_457] = 5_000_000.0
+    durations[400_001] = 1.0
+    series = delay_series(np.arange(500_000), durations)
+    assert len(series["x"]) == 2000
+    assert 123_457 in series["x"] and 5_000_000.0 in series["y"]
+    assert 400_001 in series["x"] and 1.0 in series["y"]
+
+
+def test_summary_groups_bandwidth_and_percent_of_ideal():
+    durations = np.array([200.0, 300.0, 250.0, 1000.0, 1100.0])
+    samples = samples_table(
+        duration_us=durations,
+        iteration=np.array([0, 1, 2, 0, 1]),
+        collective="all_reduce",
+        size_bytes=np.array([971048, 971048, 971048, 4194304, 4194304]),
+    )
+    network = NetworkModel(
+        link_gbps=100.0,
+        latency_us=5.0,
+        collectives=[{"op": "all_reduce", "bytes_total": 971048, "bytes_per_rank": 971048, "group_size": 4}],
+    )
+    summary = summarise(samples, network=network)
+    small, large = summary["groups"]
+    assert (small["label"], small["count"], small["mean_us"]) == ("all_reduce · 971048 B", 3, 250.0)
+    assert small["algbw_gbps"] == pytest.approx(971048 / 250e-6 / 1e9, rel=1e-12)
+    assert small["busbw_gbps"] == pytest.approx(971048 / 250e-6 / 1e9 * 1.5, rel=1e-12)  # 2(n−1)/n at n = 4
+    # α-β ring: 2(n−1)α + 2(n−1)/n · S/B = 30 µs + 1.5 × 77.68384 µs
+    assert small["ideal_time_us"] == pytest.approx(146.52576, rel=1e-12)
+    assert small["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
+    # The 4 MiB size is not in the plan and the file has no rank count: no ideal, no busbw.
+    assert (large["busbw_gbps"], large["ideal_time_us"]) == (None, None)
+    assert summary["delay"][0] == {"x": [0, 1, 2], "y": [200.0, 300.0, 250.0]}
+    assert summary["ecdf"][1] == {"x": [1000.0, 1100.0], "p": [0.5, 1.0]}
+    assert summary["overall"]["count"] == 5
+
+
+def test_nccl_tests_summary_recomputes_busbw_from_ranks_and_reports_it_otherwise():
+    a100 = parse_result_file((SHARED_NCCL / "a100-16rank-allreduce-2.17.txt").read_bytes(), "allreduce.txt")
+    group = summarise(a100.samples, ranks=a100.ranks)["groups"][0]
+    assert group["bandwidth_source"] == "computed"
+    assert round(group["busbw_gbps"], 2) == 222.88  # what nccl-tests printed
+    b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
+    group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
+    assert (group["bandwidth_source"], group["algbw_gbps"], group["busbw_gbps"]) == ("reported", 374.88, 702.91)
