@@ -1,0 +1,332 @@
+"""The per-rank measurement program: ``python -m emuplan.measure --plan plan.json --output run.csv``.
+
+It reads its rank and world size from torchrun's environment variables (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT), so the same program runs under our local launcher and under
+``torchrun --nnodes ... -m emuplan.measure ...`` on a cluster. Each rank, for every iteration and
+every collective of the plan: barrier, monotonic start, the collective (waited for on the device),
+monotonic end. Rank 0 gathers all timestamps, writes the per-iteration CSV that ``emuplan import``
+reads and a JSON record beside it (warm-up timings, per-rank timestamps, buffer sizes, clock offsets).
+Progress goes to rank 0's stdout as one JSON object per line; everything else goes to stderr.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from emuplan.measure.timings import collective_timings, per_iteration_csv
+from emuplan.measure.workload import (
+    MeasuredCollective,
+    MeasurementError,
+    WorkloadSource,
+    measurement_steps,
+    planned_trials,
+)
+from emuplan.workload.collectives import CollectiveOp
+
+RECORD_FORMAT = "emuplan-measurement/1"
+# Set by our local launcher: the worker dies with the launcher instead of lingering as an orphan.
+PARENT_PID_ENV = "EMUPLAN_MEASURE_PARENT_PID"
+CLOCK_SYNC_ROUNDS = 16
+
+TORCH_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "uint8": torch.uint8,
+}
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A collective bound to its buffers, so nothing but the call itself sits in the timed region."""
+
+    run: Callable[[], None]
+    handed_input_bytes: int
+    handed_output_bytes: int
+
+
+def _nbytes(tensor: torch.Tensor | None) -> int:
+    return 0 if tensor is None else tensor.numel() * tensor.element_size()
+
+
+def prepare_call(
+    step: MeasuredCollective, input_buffer: torch.Tensor, output_buffer: torch.Tensor, rank: int, world_size: int
+) -> PreparedCall:
+    """Views of the shared byte buffers sized per the nccl-tests convention, and the call on them."""
+    dtype = TORCH_DTYPES[step.dtype]
+    whole = step.bytes_total
+    piece = whole // world_size
+
+    def view(buffer: torch.Tensor, size: int) -> torch.Tensor:
+        return buffer[:size].view(dtype)
+
+    op = step.op
+    if op is CollectiveOp.ALL_REDUCE:
+        tensor = view(input_buffer, whole)
+        return PreparedCall(lambda: dist.all_reduce(tensor), _nbytes(tensor), _nbytes(tensor))
+    if op is CollectiveOp.BROADCAST:
+        tensor = view(input_buffer, whole)
+        return PreparedCall(lambda: dist.broadcast(tensor, src=0), _nbytes(tensor), _nbytes(tensor))
+    if op is CollectiveOp.REDUCE:
+        tensor = view(input_buffer, whole)
+        return PreparedCall(lambda: dist.reduce(tensor, dst=0), _nbytes(tensor), _nbytes(tensor))
+    if op is CollectiveOp.ALL_GATHER:
+        source, target = view(input_buffer, piece), view(output_buffer, whole)
+        return PreparedCall(lambda: dist.all_gather_single(target, source), _nbytes(source), _nbytes(target))
+    if op is CollectiveOp.REDUCE_SCATTER:
+        source, target = view(input_buffer, whole), view(output_buffer, piece)
+        return PreparedCall(lambda: dist.reduce_scatter_single(target, source), _nbytes(source), _nbytes(target))
+    if op is CollectiveOp.ALL_TO_ALL:
+        source, target = view(input_buffer, whole), view(output_buffer, whole)
+        return PreparedCall(lambda: dist.all_to_all_single(target, source), _nbytes(source), _nbytes(target))
+    if op is CollectiveOp.SEND_RECV:
+        # Every pipeline stage r sends its boundary activation to r + 1 (its gradient to r − 1 backward).
+        step_to = -1 if step.backward else 1
+        receiver, sender = rank + step_to, rank - step_to
+        outgoing = view(input_buffer, whole) if 0 <= receiver < world_size else None
+        incoming = view(output_buffer, whole) if 0 <= sender < world_size else None
+        p2p = [dist.P2POp(dist.isend, outgoing, receiver)] if outgoing is not None else []
+        p2p += [dist.P2POp(dist.irecv, incoming, sender)] if incoming is not None else []
+
+        def send_and_receive() -> None:
+            for work in dist.batch_isend_irecv(p2p):
+                work.wait()
+
+        return PreparedCall(send_and_receive, _nbytes(outgoing), _nbytes(incoming))
+    raise MeasurementError(f"no torch.distributed call for {op.value}")
+
+
+def prepare_calls(
+    steps: list[MeasuredCollective], rank: int, world_size: int, device: torch.device
+) -> list[PreparedCall]:
+    """One input and one output byte buffer, as large as the largest step needs, shared by all steps."""
+    input_buffer = torch.zeros(max(step.bytes_total for step in steps), dtype=torch.uint8, device=device)
+    output_buffer = torch.zeros(max(step.output_bytes for step in steps) or 1, dtype=torch.uint8, device=device)
+    return [prepare_call(step, input_buffer, output_buffer, rank, world_size) for step in steps]
+
+
+def time_calls(
+    calls: list[PreparedCall],
+    iterations: int,
+    barrier: Callable[[], None],
+    wait_for_device: Callable[[], None],
+    on_iteration: Callable[[int], None] = lambda _done: None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (monotonic ns, this rank's clock) of every call, shaped (iterations, calls)."""
+    starts = np.zeros((iterations, len(calls)), dtype=np.int64)
+    ends = np.zeros((iterations, len(calls)), dtype=np.int64)
+    for iteration in range(iterations):
+        for index, call in enumerate(calls):
+            barrier()
+            start = time.perf_counter_ns()
+            call.run()
+            wait_for_device()
+            end = time.perf_counter_ns()
+            starts[iteration, index] = start
+            ends[iteration, index] = end
+        on_iteration(iteration + 1)
+    return starts, ends
+
+
+def clock_offsets_ns(hosts: list[str], always_estimate: bool, group: Any) -> tuple[int, int]:
+    """This rank's (offset to rank 0's clock, best round trip) in ns.
+
+    Ranks on rank 0's host share its monotonic clock (offset 0). Others estimate the offset with
+    Cristian's algorithm over the best of several ping-pongs with rank 0; the true offset lies within
+    ±round trip / 2 of the estimate.
+    """
+    rank = dist.get_rank()
+    remote = [r for r in range(len(hosts)) if r != 0 and (always_estimate or hosts[r] != hosts[0])]
+    stamp = torch.zeros(1, dtype=torch.int64)
+    if rank == 0:
+        for peer in remote:
+            for _ in range(CLOCK_SYNC_ROUNDS):
+                dist.recv(stamp, src=peer, group=group)
+                stamp[0] = time.perf_counter_ns()
+                dist.send(stamp, dst=peer, group=group)
+        return 0, 0
+    if rank not in remote:
+        return 0, 0
+    best_offset, best_round_trip = 0, None
+    for _ in range(CLOCK_SYNC_ROUNDS):
+        sent = time.perf_counter_ns()
+        dist.send(stamp, dst=0, group=group)
+        dist.recv(stamp, src=0, group=group)
+        received = time.perf_counter_ns()
+        round_trip = received - sent
+        if best_round_trip is None or round_trip < best_round_trip:
+            best_offset, best_round_trip = int(stamp[0]) - (sent + received) // 2, round_trip
+    return best_offset, best_round_trip
+
+
+def _die_with_launcher() -> None:
+    parent = os.environ.get(PARENT_PID_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != int(parent):  # the launcher died before prctl took effect
+        os._exit(1)
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m emuplan.measure",
+        description="Time a plan's collectives with torch.distributed on this rank (run one per rank, e.g. "
+        "under torchrun). Rank 0 writes the per-iteration CSV that `emuplan import` reads.",
+    )
+    parser.add_argument("--plan", required=True, type=Path, help="plan JSON (`emuplan plan --json` or a stored plan)")
+    parser.add_argument("--output", required=True, type=Path, help="per-iteration CSV written by rank 0")
+    parser.add_argument("--record", type=Path, help="JSON record written by rank 0 (default: OUTPUT with .json)")
+    parser.add_argument("--iterations", type=int, help="measured iterations (default: the plan's trials)")
+    parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations, run but not reported (default 2)")
+    parser.add_argument("--workload", choices=[s.value for s in WorkloadSource], default=WorkloadSource.KCCB.value)
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="auto: nccl when CUDA is available, else gloo",
+    )
+    parser.add_argument("--timeout-s", type=float, default=600.0, help="torch.distributed collective timeout")
+    parser.add_argument(
+        "--clock-sync",
+        choices=["auto", "always"],
+        default="auto",
+        help="auto: estimate clock offsets only for ranks on another host than rank 0",
+    )
+    return parser.parse_args(argv)
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout_s))
+    try:
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        document = json.loads(args.plan.read_text())
+        steps = measurement_steps(document, world_size, WorkloadSource(args.workload))
+        iterations = args.iterations or planned_trials(document)
+        # Timestamps and clock pings travel on the CPU even when the collectives run on GPUs.
+        control = dist.new_group(backend="gloo") if backend != "gloo" else None
+        hosts: list[str] = [""] * world_size
+        dist.all_gather_object(hosts, socket.gethostname(), group=control)
+        offset_ns, round_trip_ns = clock_offsets_ns(hosts, args.clock_sync == "always", control)
+        total = args.warmup + iterations
+        if rank == 0:
+            _emit(
+                "started",
+                world_size=world_size,
+                backend=backend,
+                hosts=sorted(set(hosts)),
+                iterations=iterations,
+                warmup=args.warmup,
+                calls_per_iteration=len(steps),
+            )
+
+        calls = prepare_calls(steps, rank, world_size, device)
+        barrier = (lambda: dist.barrier(device_ids=[local_rank])) if backend == "nccl" else dist.barrier
+        wait_for_device = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        on_iteration = (
+            (lambda done: _emit("iteration", done=done, total=total, warmup=done <= args.warmup))
+            if rank == 0
+            else (lambda _done: None)
+        )
+        starts, ends = time_calls(calls, total, barrier, wait_for_device, on_iteration)
+
+        gathered: list[Any] | None = [None] * world_size if rank == 0 else None
+        dist.gather_object((starts, ends, offset_ns, round_trip_ns), gathered, dst=0, group=control)
+        if rank == 0:
+            _write_results(args, backend, hosts, steps, calls, iterations, gathered)
+            _emit("finished", output=str(args.output))
+    finally:
+        dist.destroy_process_group()
+
+
+def _write_results(
+    args: argparse.Namespace,
+    backend: str,
+    hosts: list[str],
+    steps: list[MeasuredCollective],
+    calls: list[PreparedCall],
+    iterations: int,
+    gathered: list[Any],
+) -> None:
+    rank_starts = np.stack([item[0] for item in gathered])
+    rank_ends = np.stack([item[1] for item in gathered])
+    offsets = np.array([item[2] for item in gathered], dtype=np.int64)
+    timings = collective_timings(rank_starts, rank_ends, offsets, args.warmup)
+    record = {
+        "format": RECORD_FORMAT,
+        "backend": backend,
+        "world_size": len(hosts),
+        "hosts": sorted(set(hosts)),
+        "rank_hosts": hosts,
+        "torch_version": torch.__version__,
+        "workload": args.workload,
+        "iterations": iterations,
+        "warmup": args.warmup,
+        "steps": [
+            {
+                **step.as_json(),
+                "handed_input_bytes": call.handed_input_bytes,
+                "handed_output_bytes": call.handed_output_bytes,
+            }
+            for step, call in zip(steps, calls, strict=True)
+        ],
+        "warmup_completion_ns": timings.warmup_completion_ns.tolist(),
+        "clock": {
+            "source": "time.perf_counter_ns (monotonic)",
+            "offsets_ns": offsets.tolist(),
+            "round_trip_ns": [item[3] for item in gathered],
+        },
+        "rank_start_ns": rank_starts.tolist(),
+        "rank_end_ns": rank_ends.tolist(),
+    }
+    record_path = args.record or args.output.with_suffix(".json")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(record_path, json.dumps(record))
+    # The CSV last: its presence means the whole result is there.
+    _write_atomically(args.output, per_iteration_csv(steps, timings))
+
+
+def main(argv: list[str] | None = None) -> int:
+    _die_with_launcher()
+    args = parse_args(argv)
+    try:
+        run_worker(args)
+    except MeasurementError as error:
+        print(f"emuplan.measure: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,262 @@
+"""Which collectives a measurement runs, with which byte sizes, in which order.
+
+Two views of a plan document can be measured:
+
+- ``kccb`` (default): the KCCB export — each ``kccb`` object's data-size list, in KCCB order, with
+  its collective kind. This is what the seed tutorials configure and what an imported KCCB run
+  measured, so a measured run and a KCCB run of the same plan compare like for like.
+- ``collectives``: every entry of the plan's ``collectives`` list in plan order, each repeated
+  ``count_per_step`` times. This is the only view that holds point-to-point pipeline sends.
+
+One measured iteration issues every step once, in order (one training step, a KCCB "trial").
+
+Byte sizes follow nccl-tests: ``bytes_total`` is the whole buffer. All-reduce, broadcast and reduce
+hand the collective one buffer of ``bytes_total``; all-gather takes a per-rank input of
+``bytes_total / n`` and fills an output of ``bytes_total``; reduce-scatter the reverse; all-to-all
+sends and receives ``bytes_total`` per rank (``bytes_total / n`` to each peer); send/recv sends one
+message of ``bytes_total`` from each pipeline stage (rank r) to the next (rank r + 1), or back to the
+previous one for a backward-phase send.
+"""
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from emuplan.workload.collectives import CollectiveOp, normalise_op_name
+
+
+class MeasurementError(ValueError):
+    """The plan cannot be measured as asked, or the measurement itself failed."""
+
+
+class WorkloadSource(StrEnum):
+    KCCB = "kccb"
+    COLLECTIVES = "collectives"
+
+
+# Element sizes of the dtypes a plan may name; anything else (or a size that does not divide) runs as
+# bytes, which puts the same number of bytes on the wire.
+DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "int64": 8,
+    "int32": 4,
+    "uint8": 1,
+}
+
+# Ops whose buffer is cut into n equal pieces: a per-rank piece (all-gather, reduce-scatter) or a
+# per-peer chunk (all-to-all).
+SPLIT_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL)
+# Ops whose KCCB data size is the per-rank piece rather than the whole buffer (the planner's export,
+# after the seed tutorial's tensor-parallel 6438912 = 25755648 / 4).
+KCCB_PER_RANK_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
+
+
+@dataclass(frozen=True)
+class MeasuredCollective:
+    """One collective call of an iteration and the buffer sizes rank 0 hands to torch.distributed."""
+
+    op: CollectiveOp
+    bytes_total: int
+    input_bytes: int
+    output_bytes: int
+    dtype: str
+    label: str
+    planned_group_size: int | None = None
+    ideal_time_us: float | None = None
+    # Point-to-point only: forward activations go from stage r to r + 1, backward gradients return.
+    backward: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> "MeasuredCollective":
+        return cls(**{**document, "op": CollectiveOp(document["op"])})
+
+
+def plan_document_of(document: dict[str, Any]) -> dict[str, Any]:
+    """The workload document itself, whether given bare or wrapped in a stored plan's JSON."""
+    if "collectives" not in document and "kccb" not in document and isinstance(document.get("workload"), dict):
+        return document["workload"]
+    return document
+
+
+def buffer_sizes(op: CollectiveOp, bytes_total: int, world_size: int, backward: bool = False) -> tuple[int, int]:
+    """(input bytes, output bytes) of rank 0's call under the nccl-tests convention."""
+    if op is CollectiveOp.ALL_GATHER:
+        return bytes_total // world_size, bytes_total
+    if op is CollectiveOp.REDUCE_SCATTER:
+        return bytes_total, bytes_total // world_size
+    if op is CollectiveOp.SEND_RECV:
+        # Rank 0 is the first pipeline stage: it sends activations forward and receives gradients back.
+        return (0, bytes_total) if backward else (bytes_total, 0)
+    return bytes_total, bytes_total
+
+
+def _element_type(dtype: str | None, op: CollectiveOp, bytes_total: int, world_size: int) -> str:
+    pieces = world_size if op in SPLIT_OPS else 1
+    element_bytes = DTYPE_BYTES.get(dtype or "")
+    if element_bytes and bytes_total % (element_bytes * pieces) == 0:
+        return dtype
+    return "uint8"
+
+
+def make_step(
+    op: CollectiveOp, bytes_total: int, world_size: int, planned: dict[str, Any], *, label: str, where: str
+) -> MeasuredCollective:
+    """A step of ``bytes_total`` bytes; ``planned`` is the plan's collective entry it measures (or {})."""
+    if bytes_total <= 0:
+        raise MeasurementError(f"{where}: {op.value} of {bytes_total} bytes cannot be measured (size must be > 0)")
+    if op in SPLIT_OPS and bytes_total % world_size:
+        raise MeasurementError(
+            f"{where}: {op.value} of {bytes_total} bytes does not split into {world_size} equal per-rank pieces; "
+            f"choose a world size that divides it"
+        )
+    if op is CollectiveOp.SEND_RECV and world_size < 2:
+        raise MeasurementError(f"{where}: send/recv between pipeline stages needs a world size of at least 2")
+    backward = op is CollectiveOp.SEND_RECV and planned.get("phase") == "backward"
+    input_bytes, output_bytes = buffer_sizes(op, bytes_total, world_size, backward)
+    return MeasuredCollective(
+        op=op,
+        bytes_total=bytes_total,
+        input_bytes=input_bytes,
+        output_bytes=output_bytes,
+        dtype=_element_type(planned.get("dtype"), op, bytes_total, world_size),
+        label=str(planned.get("label") or label),
+        planned_group_size=planned.get("group_size"),
+        ideal_time_us=planned.get("ideal_time_us"),
+        backward=backward,
+    )
+
+
+def _op_of(value: Any, where: str) -> CollectiveOp:
+    op = normalise_op_name(str(value)) if value is not None else None
+    if op is None:
+        raise MeasurementError(f"{where}: unknown collective {value!r}; known: {', '.join(CollectiveOp)}")
+    return op
+
+
+def _kccb_op(kccb: dict[str, Any], where: str) -> CollectiveOp:
+    if kccb.get("collective") is not None:
+        return _op_of(kccb["collective"], f"{where}.collective")
+    algorithm = str(kccb.get("algorithm", ""))
+    # KAI's enum names start with the collective: ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING, ALGO_ALL_GATHER_RING, ...
+    for op in CollectiveOp:
+        if algorithm.startswith(f"ALGO_{op.name}"):
+            return op
+    raise MeasurementError(f"{where}: neither 'collective' nor a known 'algorithm' ({algorithm!r}) names an op")
+
+
+def _planned_collective(
+    document: dict[str, Any], kccb: dict[str, Any], op: CollectiveOp, size: int
+) -> dict[str, Any] | None:
+    """The plan's collective a KCCB data size stands for: same op (and parallel dimension and group
+    size where the KCCB trial names them) whose KCCB size — the per-rank piece for all-gather and
+    reduce-scatter, else the whole buffer — is ``size``."""
+    size_field = "bytes_per_rank" if op in KCCB_PER_RANK_OPS else "bytes_total"
+    for entry in document.get("collectives") or []:
+        if (
+            normalise_op_name(str(entry.get("op"))) is op
+            and entry.get(size_field) == size
+            and all(kccb.get(key) in (None, entry.get(key)) for key in ("parallel_dim", "group_size"))
+        ):
+            return entry
+    return None
+
+
+def _kccb_bytes_total(kccb: dict[str, Any], op: CollectiveOp, size: int, where: str) -> int:
+    """The whole buffer a KCCB data size stands for when the plan lists no matching collective."""
+    if op not in KCCB_PER_RANK_OPS:
+        return size
+    group_size = kccb.get("group_size")
+    if not isinstance(group_size, int) or group_size < 1:
+        raise MeasurementError(
+            f"{where}: {size} bytes of {op.value} is a per-rank piece, but the trial names no group_size to "
+            f"multiply it by"
+        )
+    return size * group_size
+
+
+def _kccb_objects(document: dict[str, Any]) -> list[dict[str, Any]]:
+    kccb = document.get("kccb")
+    if isinstance(kccb, dict):
+        return [kccb]
+    if isinstance(kccb, list) and kccb and all(isinstance(item, dict) for item in kccb):
+        return kccb
+    raise MeasurementError("plan: 'kccb' must be an object or a non-empty list of objects")
+
+
+def _kccb_steps(document: dict[str, Any], world_size: int) -> list[MeasuredCollective]:
+    steps = []
+    for kccb_index, kccb in enumerate(_kccb_objects(document)):
+        where = f"plan.kccb[{kccb_index}]"
+        op = _kccb_op(kccb, where)
+        sizes = kccb.get("data_sizes")
+        if not isinstance(sizes, list) or not sizes:
+            raise MeasurementError(f"{where}.data_sizes: expected a non-empty list of byte counts")
+        for size_index, size in enumerate(sizes):
+            size_where = f"{where}.data_sizes[{size_index}]"
+            if not isinstance(size, int) or isinstance(size, bool):
+                raise MeasurementError(f"{size_where}: expected an integer byte count, got {size!r}")
+            planned = _planned_collective(document, kccb, op, size)
+            bytes_total = planned["bytes_total"] if planned else _kccb_bytes_total(kccb, op, size, size_where)
+            label = f"{op.value} {size} B"
+            steps.append(make_step(op, bytes_total, world_size, planned or {}, label=label, where=size_where))
+    return steps
+
+
+def _collective_list_steps(document: dict[str, Any], world_size: int) -> list[MeasuredCollective]:
+    entries = document.get("collectives")
+    if not isinstance(entries, list) or not entries:
+        raise MeasurementError("plan.collectives: expected a non-empty list")
+    steps = []
+    for index, entry in enumerate(entries):
+        where = f"plan.collectives[{index}]"
+        bytes_total = entry.get("bytes_total")
+        if not isinstance(bytes_total, int) or isinstance(bytes_total, bool):
+            raise MeasurementError(f"{where}.bytes_total: expected an integer byte count, got {bytes_total!r}")
+        count = entry.get("count_per_step", 1)
+        if not isinstance(count, int) or count < 1:
+            raise MeasurementError(f"{where}.count_per_step: expected a positive integer, got {count!r}")
+        op = _op_of(entry.get("op"), f"{where}.op")
+        step = make_step(op, bytes_total, world_size, entry, label=f"{op.value} {bytes_total} B", where=where)
+        steps.extend([step] * count)
+    return steps
+
+
+def measurement_steps(
+    document: dict[str, Any], world_size: int, source: WorkloadSource = WorkloadSource.KCCB
+) -> list[MeasuredCollective]:
+    """The collectives one measured iteration runs, in order, sized for ``world_size`` ranks."""
+    if world_size < 1:
+        raise MeasurementError(f"world size must be at least 1, got {world_size}")
+    document = plan_document_of(document)
+    if source is WorkloadSource.KCCB:
+        return _kccb_steps(document, world_size)
+    return _collective_list_steps(document, world_size)
+
+
+def planned_trials(document: dict[str, Any]) -> int:
+    """The plan's trial count: the number of measured iterations unless the user asks otherwise."""
+    document = plan_document_of(document)
+    trials = document.get("trials")
+    if not isinstance(trials, int) or trials < 1:
+        kccb = _kccb_objects(document)[0]
+        trials = kccb.get("iterations")
+    if not isinstance(trials, int) or trials < 1:
+        raise MeasurementError(f"plan.trials: expected a positive integer, got {trials!r}")
+    return trials
+
+
+def group_size_notes(steps: list[MeasuredCollective], world_size: int) -> list[str]:
+    """Say where the plan's group differs from the ranks measured: the buffer keeps ``bytes_total``."""
+    planned = {step.planned_group_size for step in steps}
+    mismatched = sorted(size for size in planned if size not in (None, world_size))
+    return [
+        f"the plan's collectives run over groups of {size} ranks; measured over {world_size} ranks with the same "
+        f"bytes_total (per-rank pieces are bytes_total / {world_size})"
+        for size in mismatched
+    ]
