@@ -21,49 +21,46 @@ EVERY_OP_PLAN = {
     "trials": 3,
     "kccb": {"collective": "all_reduce", "data_sizes": [4096], "iterations": 3},
     "collectives": [
-        {
-            "op": "all_reduce",
-            "bytes_total": 4096,
-            "bytes_per_rank": 4096,
-            "dtype": "float32",
-            "count_per_step": 2,
-            "phase": "backward",
-            "label": "bucket 0",
-        },
+        {"op": "all_reduce", "bytes_total": 4096, "dtype": "float32", "count_per_step": 2, "label": "bucket 0"},
         {"op": "all_gather", "bytes_total": 8192, "bytes_per_rank": 2048, "dtype": "float32", "label": "params"},
         {"op": "reduce_scatter", "bytes_total": 8192, "bytes_per_rank": 2048, "dtype": "bfloat16", "label": "grads"},
-        {"op": "broadcast", "bytes_total": 1001, "bytes_per_rank": 1001, "dtype": "float32", "label": "odd bytes"},
-        {"op": "reduce", "bytes_total": 512, "bytes_per_rank": 512, "dtype": "float32", "label": "loss"},
-        {"op": "all_to_all", "bytes_total": 4096, "bytes_per_rank": 4096, "dtype": "float16", "label": "experts"},
+        {"op": "broadcast", "bytes_total": 1001, "dtype": "float32", "label": "odd bytes"},
+        {"op": "reduce", "bytes_total": 512, "dtype": "float32", "label": "loss"},
+        {"op": "all_to_all", "bytes_total": 4096, "dtype": "float16", "label": "experts"},
         {
             "op": "send_recv",
             "bytes_total": 2048,
-            "bytes_per_rank": 2048,
             "dtype": "float32",
             "phase": "forward",
-            "label": "activation",
+            "label": "stage 1 → 2 activation",
         },
         {
             "op": "send_recv",
             "bytes_total": 2048,
-            "bytes_per_rank": 2048,
             "dtype": "float32",
             "phase": "backward",
-            "label": "activation grad",
+            "label": "stage 3 → 2 activation gradient",
         },
     ],
 }
-# Rank 0's (input, output) bytes per the nccl-tests convention at 4 ranks.
+OPS = [
+    "all_reduce",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "all_to_all",
+    "send_recv",
+    "send_recv",
+]
+# What every rank hands torch.distributed at 4 ranks, per the nccl-tests convention: [input, output] bytes.
+SYMMETRIC = [[4096, 4096], [4096, 4096], [2048, 8192], [8192, 2048], [1001, 1001], [512, 512], [4096, 4096]]
 EXPECTED_HANDED_BYTES = [
-    ("all_reduce", 4096, 4096),
-    ("all_reduce", 4096, 4096),
-    ("all_gather", 2048, 8192),
-    ("reduce_scatter", 8192, 2048),
-    ("broadcast", 1001, 1001),
-    ("reduce", 512, 512),
-    ("all_to_all", 4096, 4096),
-    ("send_recv", 2048, 0),  # stage 0 sends activations forward, receives nothing
-    ("send_recv", 0, 2048),  # and receives the gradient back
+    SYMMETRIC + [[0, 0], [0, 0]],
+    SYMMETRIC + [[2048, 0], [0, 0]],  # stage 1 sends its activation to stage 2
+    SYMMETRIC + [[0, 2048], [0, 2048]],  # stage 2 receives it, and the gradient from stage 3
+    SYMMETRIC + [[0, 0], [2048, 0]],
 ]
 LONG_PLAN = {"trials": 100000, "kccb": {"collective": "all_reduce", "data_sizes": [64], "iterations": 100000}}
 
@@ -107,8 +104,8 @@ def test_every_op_hands_the_planned_bytes_and_completion_is_max_end_minus_min_st
     result = launcher.run()
     record = result.record
 
-    handed = [(step["op"], step["handed_input_bytes"], step["handed_output_bytes"]) for step in record["steps"]]
-    assert handed == EXPECTED_HANDED_BYTES
+    assert [step["op"] for step in record["steps"]] == OPS
+    assert record["handed_bytes"] == EXPECTED_HANDED_BYTES
     assert [step["dtype"] for step in record["steps"]] == [
         "float32",
         "float32",
@@ -132,7 +129,7 @@ def test_every_op_hands_the_planned_bytes_and_completion_is_max_end_minus_min_st
     rows = list(csv.DictReader(io.StringIO(result.csv_text)))
     assert len(rows) == 2 * 9  # warm-up iteration excluded
     assert [int(row["iteration"]) for row in rows] == [0] * 9 + [1] * 9
-    assert [row["collective"] for row in rows[:9]] == [op for op, _, _ in EXPECTED_HANDED_BYTES]
+    assert [row["collective"] for row in rows[:9]] == OPS
     assert [int(row["size_bytes"]) for row in rows[:9]] == [4096, 4096, 8192, 8192, 1001, 512, 4096, 2048, 2048]
     assert [row["label"] for row in rows[:3]] == ["bucket 0", "bucket 0", "params"]
     assert [row["duration_us"] for row in rows] == [f"{value / 1000:.3f}" for value in completion[1:].ravel()]

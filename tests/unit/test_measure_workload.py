@@ -10,6 +10,9 @@ from emuplan.measure.workload import (
     planned_trials,
 )
 from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import resolve_model
 
 
 def planned(op: str, bytes_total: int, *, group_size: int = 4, count: int = 1, phase: str = "backward", **extra):
@@ -100,7 +103,7 @@ def test_nccl_tests_buffer_convention_for_every_op_of_the_collectives_list() -> 
             planned("broadcast", 1001),
             planned("reduce", 512),
             planned("all_to_all", 4096),
-            planned("send_recv", 2048, group_size=2, phase="forward"),
+            planned("send_recv", 2048, group_size=2, phase="forward", label="stage 2 → 3 activation"),
             planned("send_recv", 2048, group_size=2, phase="backward"),
         ],
     }
@@ -113,12 +116,13 @@ def test_nccl_tests_buffer_convention_for_every_op_of_the_collectives_list() -> 
         ("broadcast", 1001, 1001, 1001),
         ("reduce", 512, 512, 512),
         ("all_to_all", 4096, 4096, 4096),
-        ("send_recv", 2048, 2048, 0),
-        ("send_recv", 2048, 0, 2048),
+        ("send_recv", 2048, 2048, 2048),
+        ("send_recv", 2048, 2048, 2048),
     ]
     # 1001 bytes are not whole float32 elements: they go on the wire as bytes.
     assert [step.dtype for step in steps][4:6] == ["uint8", "float32"]
-    assert [step.backward for step in steps][-2:] == [False, True]
+    # Stages from the planner's label; without one, backward goes from rank 1 back to rank 0.
+    assert [(step.sender, step.receiver) for step in steps][-2:] == [(2, 3), (1, 0)]
     assert group_size_notes(steps, 4) == [
         "the plan's collectives run over groups of 2 ranks; measured over 4 ranks with the same bytes_total "
         "(per-rank pieces are bytes_total / 4)"
@@ -161,6 +165,12 @@ def test_nccl_tests_buffer_convention_for_every_op_of_the_collectives_list() -> 
             "plan.collectives[0]: send/recv between pipeline stages needs a world size of at least 2",
         ),
         (
+            {"collectives": [planned("send_recv", 64, label="stage 4 → 5 activation")]},
+            4,
+            WorkloadSource.COLLECTIVES,
+            "plan.collectives[0]: send/recv from stage 4 to stage 5 needs at least 6 ranks; measuring with 4",
+        ),
+        (
             {"collectives": [planned("all_reduce", 64, count=0)]},
             2,
             WorkloadSource.COLLECTIVES,
@@ -179,3 +189,18 @@ def test_op_named_only_by_kai_algorithm() -> None:
     document = {"kccb": {"algorithm": "ALGO_ALL_REDUCE_DOUBLE_BINARY_TREE", "data_sizes": [64], "iterations": 3}}
     assert measurement_steps(document, 2)[0].op is CollectiveOp.ALL_REDUCE
     assert planned_trials(document) == 3
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        ("data", [("all_reduce", 971048, 971048, 971048)]),
+        ("tensor", [("all_gather", 25755648, 6438912, 25755648)]),
+        ("pipeline", [("all_reduce", size, size, size) for size in (2600, 33024, 131584, 803840)]),
+    ],
+)
+def test_the_planners_seed_plans_measure_the_seed_sizes(strategy: str, expected: list) -> None:
+    request = PlanRequest(model="fashion-mnist-mlp", strategy=strategy)
+    document = plan_workload(request, resolve_model("fashion-mnist-mlp", allow_files=False)).model_dump(mode="json")
+    assert sizes(measurement_steps(document, 4)) == expected
+    assert planned_trials(document) == 8

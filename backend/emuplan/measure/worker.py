@@ -62,8 +62,8 @@ class PreparedCall:
     handed_output_bytes: int
 
 
-def _nbytes(tensor: torch.Tensor | None) -> int:
-    return 0 if tensor is None else tensor.numel() * tensor.element_size()
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def prepare_call(
@@ -97,19 +97,14 @@ def prepare_call(
         source, target = view(input_buffer, whole), view(output_buffer, whole)
         return PreparedCall(lambda: dist.all_to_all_single(target, source), _nbytes(source), _nbytes(target))
     if op is CollectiveOp.SEND_RECV:
-        # Every pipeline stage r sends its boundary activation to r + 1 (its gradient to r − 1 backward).
-        step_to = -1 if step.backward else 1
-        receiver, sender = rank + step_to, rank - step_to
-        outgoing = view(input_buffer, whole) if 0 <= receiver < world_size else None
-        incoming = view(output_buffer, whole) if 0 <= sender < world_size else None
-        p2p = [dist.P2POp(dist.isend, outgoing, receiver)] if outgoing is not None else []
-        p2p += [dist.P2POp(dist.irecv, incoming, sender)] if incoming is not None else []
-
-        def send_and_receive() -> None:
-            for work in dist.batch_isend_irecv(p2p):
-                work.wait()
-
-        return PreparedCall(send_and_receive, _nbytes(outgoing), _nbytes(incoming))
+        # Only the two stages talk; the other ranks time an empty call, which ends at once.
+        if rank == step.sender:
+            message = view(input_buffer, whole)
+            return PreparedCall(lambda: dist.send(message, dst=step.receiver), _nbytes(message), 0)
+        if rank == step.receiver:
+            message = view(output_buffer, whole)
+            return PreparedCall(lambda: dist.recv(message, src=step.sender), 0, _nbytes(message))
+        return PreparedCall(lambda: None, 0, 0)
     raise MeasurementError(f"no torch.distributed call for {op.value}")
 
 
@@ -266,9 +261,10 @@ def run_worker(args: argparse.Namespace) -> None:
         starts, ends = time_calls(calls, total, barrier, wait_for_device, on_iteration)
 
         gathered: list[Any] | None = [None] * world_size if rank == 0 else None
-        dist.gather_object((starts, ends, offset_ns, round_trip_ns), gathered, dst=0, group=control)
+        handed = [(call.handed_input_bytes, call.handed_output_bytes) for call in calls]
+        dist.gather_object((starts, ends, offset_ns, round_trip_ns, handed), gathered, dst=0, group=control)
         if rank == 0:
-            _write_results(args, backend, hosts, steps, calls, iterations, gathered)
+            _write_results(args, backend, hosts, steps, iterations, gathered)
             _emit("finished", output=str(args.output))
     finally:
         dist.destroy_process_group()
@@ -279,7 +275,6 @@ def _write_results(
     backend: str,
     hosts: list[str],
     steps: list[MeasuredCollective],
-    calls: list[PreparedCall],
     iterations: int,
     gathered: list[Any],
 ) -> None:
@@ -297,14 +292,9 @@ def _write_results(
         "workload": args.workload,
         "iterations": iterations,
         "warmup": args.warmup,
-        "steps": [
-            {
-                **step.as_json(),
-                "handed_input_bytes": call.handed_input_bytes,
-                "handed_output_bytes": call.handed_output_bytes,
-            }
-            for step, call in zip(steps, calls, strict=True)
-        ],
+        "steps": [step.as_json() for step in steps],
+        # [rank][step] = [input bytes, output bytes] of the tensors that rank handed torch.distributed.
+        "handed_bytes": [item[4] for item in gathered],
         "warmup_completion_ns": timings.warmup_completion_ns.tolist(),
         "clock": {
             "source": "time.perf_counter_ns (monotonic)",

@@ -14,10 +14,12 @@ Byte sizes follow nccl-tests: ``bytes_total`` is the whole buffer. All-reduce, b
 hand the collective one buffer of ``bytes_total``; all-gather takes a per-rank input of
 ``bytes_total / n`` and fills an output of ``bytes_total``; reduce-scatter the reverse; all-to-all
 sends and receives ``bytes_total`` per rank (``bytes_total / n`` to each peer); send/recv sends one
-message of ``bytes_total`` from each pipeline stage (rank r) to the next (rank r + 1), or back to the
-previous one for a backward-phase send.
+message of ``bytes_total`` from one pipeline stage to another, stage k on rank k. The stages come from
+the planner's label ("stage 0 → 1 activation", "stage 2 → 1 activation gradient"); without one, a
+forward send goes from rank 0 to rank 1 and a backward send back.
 """
 
+import re
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -66,8 +68,9 @@ class MeasuredCollective:
     label: str
     planned_group_size: int | None = None
     ideal_time_us: float | None = None
-    # Point-to-point only: forward activations go from stage r to r + 1, backward gradients return.
-    backward: bool = False
+    # Point-to-point only: the ranks of the sending and the receiving pipeline stage.
+    sender: int | None = None
+    receiver: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,16 +87,31 @@ def plan_document_of(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def buffer_sizes(op: CollectiveOp, bytes_total: int, world_size: int, backward: bool = False) -> tuple[int, int]:
-    """(input bytes, output bytes) of rank 0's call under the nccl-tests convention."""
+def buffer_sizes(op: CollectiveOp, bytes_total: int, world_size: int) -> tuple[int, int]:
+    """(input, output) bytes a rank hands the call under the nccl-tests convention; for send/recv the
+    sender's message and the receiver's buffer."""
     if op is CollectiveOp.ALL_GATHER:
         return bytes_total // world_size, bytes_total
     if op is CollectiveOp.REDUCE_SCATTER:
         return bytes_total, bytes_total // world_size
-    if op is CollectiveOp.SEND_RECV:
-        # Rank 0 is the first pipeline stage: it sends activations forward and receives gradients back.
-        return (0, bytes_total) if backward else (bytes_total, 0)
     return bytes_total, bytes_total
+
+
+_STAGE_PAIR = re.compile(r"stage (\d+) (?:→|->) (\d+)")
+
+
+def _stage_pair(planned: dict[str, Any], world_size: int, where: str) -> tuple[int, int]:
+    match = _STAGE_PAIR.search(str(planned.get("label") or ""))
+    if match:
+        sender, receiver = int(match[1]), int(match[2])
+    else:
+        sender, receiver = (1, 0) if planned.get("phase") == "backward" else (0, 1)
+    if max(sender, receiver) >= world_size:
+        raise MeasurementError(
+            f"{where}: send/recv from stage {sender} to stage {receiver} needs at least "
+            f"{max(sender, receiver) + 1} ranks; measuring with {world_size}"
+        )
+    return sender, receiver
 
 
 def _element_type(dtype: str | None, op: CollectiveOp, bytes_total: int, world_size: int) -> str:
@@ -117,8 +135,8 @@ def make_step(
         )
     if op is CollectiveOp.SEND_RECV and world_size < 2:
         raise MeasurementError(f"{where}: send/recv between pipeline stages needs a world size of at least 2")
-    backward = op is CollectiveOp.SEND_RECV and planned.get("phase") == "backward"
-    input_bytes, output_bytes = buffer_sizes(op, bytes_total, world_size, backward)
+    sender, receiver = _stage_pair(planned, world_size, where) if op is CollectiveOp.SEND_RECV else (None, None)
+    input_bytes, output_bytes = buffer_sizes(op, bytes_total, world_size)
     return MeasuredCollective(
         op=op,
         bytes_total=bytes_total,
@@ -128,7 +146,8 @@ def make_step(
         label=str(planned.get("label") or label),
         planned_group_size=planned.get("group_size"),
         ideal_time_us=planned.get("ideal_time_us"),
-        backward=backward,
+        sender=sender,
+        receiver=receiver,
     )
 
 
