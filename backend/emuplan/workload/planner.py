@@ -261,6 +261,7 @@ def _framework_collectives(
         items += data_parallel_collectives(
             inputs.dp_impl,
             _tp_sharded_units(busiest, inputs, shape is not None),
+            {p.name: index for index, p in enumerate(inventory.parameters)},
             inputs.dp,
             inputs.param_dtype,
             inputs.grad_dtype,

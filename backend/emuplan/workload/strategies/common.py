@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
+from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, dtype_bytes
 
 SHARDED_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
@@ -81,7 +81,7 @@ def parameter_units(inventory: ModelInventory) -> list[Unit]:
 def split_evenly(items: list, parts: int, what: str) -> list[list]:
     """Contiguous split into ``parts`` chunks whose sizes differ by at most one (earlier chunks larger)."""
     if parts > len(items):
-        raise ValueError(f"pp: {parts} pipeline stages but the model has only {len(items)} {what}")
+        raise PlanningError(f"pp: {parts} pipeline stages but the model has only {len(items)} {what}")
     base, extra = divmod(len(items), parts)
     chunks, start = [], 0
     for index in range(parts):

@@ -74,14 +74,16 @@ def _round_up(value: int, multiple: int) -> int:
 def data_parallel_collectives(
     impl: DataParallelImpl,
     units: list[Unit],
+    registration_order: dict[str, int],
     group_size: int,
     param_dtype: str,
     grad_dtype: str,
     bucket_cap_mb: float,
     label_prefix: str = "",
 ) -> list[PlannedCollective]:
+    """``registration_order`` (name → index in ``model.parameters()``) orders DDP's and ZeRO's buckets."""
     dim = ParallelDim.DP
-    parameters = [p for unit in units for p in unit.parameters]
+    parameters = sorted((p for unit in units for p in unit.parameters), key=lambda p: registration_order[p.name])
     if impl is DataParallelImpl.DDP:
         return [
             collective(
@@ -155,22 +157,23 @@ def _sharded_unit_collectives(
             f"{label_prefix}{unit.name} parameters",
         )
 
-    # The root is all-gathered first and stays unsharded until backward ends (no backward all-gather).
-    ordered = [u for u in units if u.is_root] + [u for u in units if not u.is_root]
-    forward = [gather(unit, Phase.FORWARD) for unit in ordered]
-    backward = []
-    for unit in reversed(ordered):
-        if not unit.is_root:
-            backward.append(gather(unit, Phase.BACKWARD))
-        backward.append(
-            collective(
-                CollectiveOp.REDUCE_SCATTER,
-                numel_bytes(padded(unit), grad_dtype),
-                group_size,
-                grad_dtype,
-                Phase.BACKWARD,
-                dim,
-                f"{label_prefix}{unit.name} gradients",
-            )
-        )
+    def scatter(unit: Unit) -> PlannedCollective:
+        return collective(
+            CollectiveOp.REDUCE_SCATTER, numel_bytes(padded(unit), grad_dtype), group_size, grad_dtype,
+            Phase.BACKWARD, dim, f"{label_prefix}{unit.name} gradients",
+        )  # fmt: skip
+
+    # The root is all-gathered first and stays unsharded until backward ends: no backward all-gather,
+    # and its gradients are reduce-scattered last. In backward, FSDP2 prefetches the next unit's
+    # all-gather before reduce-scattering the current unit's gradients.
+    roots = [u for u in units if u.is_root]
+    layers = [u for u in units if not u.is_root]
+    forward = [gather(unit, Phase.FORWARD) for unit in roots + layers]
+    backward_layers = list(reversed(layers))
+    backward = [gather(backward_layers[0], Phase.BACKWARD)] if backward_layers else []
+    for index, unit in enumerate(backward_layers):
+        if index + 1 < len(backward_layers):
+            backward.append(gather(backward_layers[index + 1], Phase.BACKWARD))
+        backward.append(scatter(unit))
+    backward += [scatter(unit) for unit in roots]
     return forward + backward

@@ -1,0 +1,110 @@
+"""The plans API: preview, store, list, read, KCCB export, presets; bad input stores nothing."""
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import func, select
+
+from emuplan.store.db import Database
+from emuplan.store.models import ModelDefinition, Plan
+from emuplan.workload.hf_config import inventory_from_hf_config
+
+LLAMA_2_7B_CONFIG = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json").read_text()
+)
+
+
+def plan_count(database: Database) -> int:
+    with database.read_session() as session:
+        return session.exec(select(func.count()).select_from(Plan)).one()
+
+
+def test_create_list_get_and_export_a_plan(client: TestClient, database: Database) -> None:
+    response = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "pipeline", "name": "seed"})
+    assert response.status_code == 201
+    created = response.json()
+    assert created["name"] == "seed"
+    assert created["workload"]["kccb"]["data_sizes"] == [2600, 33024, 131584, 803840]
+    assert created["workload"]["trials"] == created["trials"] == 8
+    plan_id = created["id"]
+
+    listed = client.get("/api/plans").json()
+    assert [(p["id"], p["strategy"], p["mode"]) for p in listed] == [(plan_id, "pipeline", "tutorial")]
+    fetched = client.get(f"/api/plans/{plan_id}").json()
+    assert fetched["workload"] == created["workload"]
+    assert fetched["inputs"]["gpus"] == 4
+
+    yaml_export = client.get(f"/api/plans/{plan_id}/kccb", params={"format": "yaml"})
+    assert yaml_export.headers["content-type"].startswith("application/yaml")
+    assert "collective_algorithm: ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING" in yaml_export.text
+    text_export = client.get(f"/api/plans/{plan_id}/kccb", params={"format": "text"})
+    assert text_export.text.splitlines()[1:] == ["2600", "33024", "131584", "803840"]
+    assert client.get(f"/api/plans/{plan_id}/kccb", params={"format": "json"}).json()[0]["iterations"] == 8
+    assert client.get(f"/api/plans/{plan_id}/kccb", params={"format": "xml"}).status_code == 422
+    assert plan_count(database) == 1
+
+
+def test_preview_returns_the_document_and_stores_nothing(client: TestClient, database: Database) -> None:
+    for mode, sizes in (("tutorial", [6438912]), ("framework", [4194304, 327680])):
+        response = client.post(
+            "/api/plans/preview", json={"model": "fashion-mnist-mlp", "strategy": "tensor", "mode": mode}
+        )
+        assert response.status_code == 200
+        assert response.json()["kccb"]["data_sizes"] == sizes
+    assert plan_count(database) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "detail"),
+    [
+        ({"model": "fashion-mnist-mlp", "batch_size": 0}, 422, "batch_size: must be at least 1, got 0"),
+        ({"model": "llama-3-8b", "strategy": "hybrid", "gpus": 12, "tp": 8}, 422, "gpus: 12 GPUs are not divisible"),
+        ({"model": "llama-9000"}, 422, "model: unknown model 'llama-9000'"),
+        ({"model": "/etc/hostname.json"}, 422, "model: unknown model '/etc/hostname.json'"),
+        ({"model": "model:999"}, 422, "model: no uploaded model definition 'model:999'"),
+    ],
+)
+def test_bad_input_names_the_field_and_stores_nothing(client, database, body, status, detail) -> None:
+    for path in ("/api/plans", "/api/plans/preview"):
+        response = client.post(path, json=body)
+        assert response.status_code == status
+        assert response.json()["detail"].startswith(detail)
+    assert plan_count(database) == 0
+
+
+def test_malformed_json_and_wrong_types_are_rejected(client: TestClient, database: Database) -> None:
+    response = client.post("/api/plans", content=b'{"model": ', headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    response = client.post("/api/plans", json={"model": "gpt2", "strategy": "diagonal"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "strategy"]
+    assert plan_count(database) == 0
+
+
+def test_unknown_plan_is_404(client: TestClient) -> None:
+    assert client.get("/api/plans/41").status_code == 404
+    assert client.get("/api/plans/41/kccb").status_code == 404
+
+
+def test_presets_carry_exact_parameter_counts(client: TestClient) -> None:
+    presets = {p["name"]: p for p in client.get("/api/presets").json()}
+    assert presets["llama-2-7b"]["parameter_count"] == 6_738_415_616
+    assert presets["fashion-mnist-mlp"]["defaults"]["batch_size"] == 8192
+
+
+def test_an_uploaded_model_definition_is_planned_by_id(client: TestClient, database: Database) -> None:
+    inventory = inventory_from_hf_config(LLAMA_2_7B_CONFIG, name="Llama-2-7b-hf")
+    with database.writing() as session:
+        definition = ModelDefinition(
+            name="Llama-2-7b-hf", source_kind="hf_config", content_sha256="0" * 64,
+            inventory=inventory.model_dump(mode="json"), parameter_count=inventory.parameter_count,
+        )  # fmt: skip
+        session.add(definition)
+        session.flush()
+        definition_id = definition.id
+    response = client.post("/api/plans", json={"model": f"model:{definition_id}", "strategy": "data", "gpus": 8})
+    assert response.status_code == 201
+    assert response.json()["model_definition_id"] == definition_id
+    assert response.json()["workload"]["model"]["parameter_count"] == 6_738_415_616

@@ -1,0 +1,253 @@
+"""Framework mode against PyTorch itself: DDP's bucket assignment, and the collectives FSDP2 and
+DTensor really issue, recorded on one CPU process through PyTorch's fake process group."""
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Replicate
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.inventory import SampleSpec
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import resolve_model
+from emuplan.workload.strategies.data_parallel import ddp_buckets
+from emuplan.workload.torch_module import inventory_from_module
+
+SEED = "fashion-mnist-mlp"
+
+
+def framework(model: str = SEED, **options):
+    return plan_workload(PlanRequest(model=model, mode="framework", **options), resolve_model(model))
+
+
+def sizes(document, op: CollectiveOp, phase: str | None = None) -> list[int]:
+    return [c.bytes_total for c in document.collectives if c.op is op and (phase is None or c.phase.value == phase)]
+
+
+class CollectiveLog(TorchDispatchMode):
+    """Records (op, bytes of the full buffer) for every c10d collective dispatched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket).split(".")[-1]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if name in ("_allgather_base_", "_reduce_scatter_base_", "all_reduce"):
+            # _allgather_base_(output, input), _reduce_scatter_base_(output, input): the larger is the whole buffer.
+            self.calls.append((name, max(t.numel() * t.element_size() for t in tensors)))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def fake_world() -> Iterator:
+    def start(world_size: int) -> None:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+
+    yield start
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class SeedClassifier(nn.Module):
+    def __init__(self, widths=(784, 256, 128, 64, 10)) -> None:
+        super().__init__()
+        self.layers = [f"fc{i + 1}" for i in range(len(widths) - 1)]
+        for name, (fan_in, fan_out) in zip(self.layers, zip(widths, widths[1:], strict=False), strict=True):
+            setattr(self, name, nn.Linear(fan_in, fan_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.view(x.shape[0], -1)
+        for name in self.layers:
+            x = torch.relu(getattr(self, name)(x))
+        return x
+
+
+# --- DDP ---------------------------------------------------------------------------------------
+
+
+def _torch_bucket_bytes(model: nn.Module, bucket_cap_mb: float) -> list[int]:
+    params = list(reversed(list(model.parameters())))
+    limits = [dist._DEFAULT_FIRST_BUCKET_BYTES, int(bucket_cap_mb * 1024 * 1024)]
+    buckets, _ = dist._compute_bucket_assignment_by_size(params, limits)
+    return [sum(params[i].numel() * params[i].element_size() for i in bucket) for bucket in buckets]
+
+
+@pytest.mark.parametrize("bucket_cap_mb", [25.0, 5.0, 1.0])
+def test_ddp_buckets_equal_pytorchs_assignment(bucket_cap_mb: float) -> None:
+    with torch.device("meta"):
+        stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
+    inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
+    ours = [sum(p.nbytes for p in bucket) for bucket in ddp_buckets(inventory.parameters, "float32", bucket_cap_mb)]
+    assert ours == _torch_bucket_bytes(stack, bucket_cap_mb)
+
+
+def test_ddp_stack_gives_the_documented_buckets() -> None:
+    with torch.device("meta"):
+        stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
+    inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", 25)] == [4239400, 20992000]
+
+
+def test_ddp_seed_is_one_bucket_of_all_gradients() -> None:
+    document = framework(strategy="data", bucket_cap_mb=25)
+    assert sizes(document, CollectiveOp.ALL_REDUCE) == [971048]
+    with torch.device("meta"):
+        seed = SeedClassifier()
+    assert _torch_bucket_bytes(seed, 25) == [971048]
+    assert document.kccb.algorithm == "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"
+
+
+def test_ddp_on_llama_buckets_cover_every_gradient_once() -> None:
+    document = framework("llama-2-7b", strategy="data", gpus=16)
+    assert sum(sizes(document, CollectiveOp.ALL_REDUCE)) == 6_738_415_616 * 2
+    assert document.collectives[0].label == "bucket 0 (lm_head.weight)"
+
+
+# --- FSDP2 / ZeRO -----------------------------------------------------------------------------------
+
+
+def test_fsdp2_seed_at_four_gpus_pads_fc4_to_3120_bytes() -> None:
+    document = framework(strategy="data", dp_impl="fsdp2")
+    assert sizes(document, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 3120]
+    assert sizes(document, CollectiveOp.ALL_GATHER, "backward") == [3120, 33024, 131584, 803840]
+    assert sizes(document, CollectiveOp.REDUCE_SCATTER) == [3120, 33024, 131584, 803840]
+    gather, scatter = document.kccb
+    assert (gather.algorithm, gather.data_sizes) == ("ALGO_ALL_GATHER_RING", [200960, 32896, 8256, 780])
+    assert scatter.algorithm == "ALGO_REDUCE_SCATTER_RING"
+    assert document.kccb_trials == 2
+
+
+@pytest.mark.parametrize("world_size", [3, 4, 8])
+def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size: int) -> None:
+    fake_world(world_size)
+    model = SeedClassifier()
+    for name in model.layers:
+        fully_shard(getattr(model, name))
+    fully_shard(model)
+    log = CollectiveLog()
+    with log:
+        model(torch.randn(8, 1, 28, 28)).sum().backward()
+    document = framework(strategy="data", dp_impl="fsdp2", gpus=world_size, hosts=world_size)
+    ours = [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
+            for c in document.collectives]  # fmt: skip
+    assert ours == log.calls
+
+
+def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
+    zero2 = framework(strategy="data", dp_impl="zero2")
+    assert sizes(zero2, CollectiveOp.REDUCE_SCATTER) == [971056]  # 242762 rounded up to a multiple of 4, fp32
+    assert sizes(zero2, CollectiveOp.ALL_GATHER, "optimizer") == [971056]
+    zero3 = framework(strategy="data", dp_impl="zero3")
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 2608]
+    assert len(sizes(zero3, CollectiveOp.ALL_GATHER)) + len(sizes(zero3, CollectiveOp.REDUCE_SCATTER)) == 12
+
+
+# --- Tensor parallel --------------------------------------------------------------------------------
+
+
+def test_dtensor_seed_at_four_gpus() -> None:
+    document = framework(strategy="tensor", gpus=4, batch_size=8192)
+    assert sizes(document, CollectiveOp.ALL_REDUCE, "forward") == [4194304, 327680]
+    assert sizes(document, CollectiveOp.ALL_REDUCE, "backward") == [4194304]
+
+
+@pytest.mark.parametrize("widths", [(784, 256, 128, 64, 10), (32, 48, 24)])
+def test_dtensor_collectives_equal_what_parallelize_module_issues(fake_world, widths) -> None:
+    fake_world(4)
+    model = SeedClassifier(widths)
+    plan = {name: ColwiseParallel() if i % 2 == 0 else RowwiseParallel() for i, name in enumerate(model.layers)}
+    if len(model.layers) % 2:
+        plan[model.layers[-1]] = ColwiseParallel(output_layouts=Replicate())
+    parallelize_module(model, init_device_mesh("cpu", (4,)), plan)
+    log = CollectiveLog()
+    batch = 64
+    with log:
+        model(torch.randn(batch, widths[0])).sum().backward()
+    with torch.device("meta"):
+        meta_model = SeedClassifier(widths)
+    inventory = inventory_from_module(meta_model, "mlp", "test", SampleSpec(shape=[widths[0]]))
+    document = plan_workload(
+        PlanRequest(model="mlp", mode="framework", strategy="tensor", gpus=4, batch_size=batch), inventory
+    )
+    ours = [(c.op.value, c.bytes_total) for c in document.collectives]
+    theirs = [("all_gather" if name == "_allgather_base_" else name, size) for name, size in log.calls]
+    assert ours == theirs
+
+
+def test_megatron_tensor_parallel_on_llama() -> None:
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, micro_batch=1, batch_size=8)
+    activation = 1 * 4096 * 4096 * 2  # b·s·h bf16
+    layers = [c for c in document.collectives if "per layer" in c.label]
+    assert [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in layers] == [
+        (CollectiveOp.ALL_REDUCE, "forward", activation, 2 * 32 * 8),
+        (CollectiveOp.ALL_REDUCE, "backward", activation, 2 * 32 * 8),
+    ]
+    loss = [c for c in document.collectives if "cross-entropy" in c.label]
+    assert [(c.bytes_total, c.dtype, c.count_per_step) for c in loss] == [(4096 * 4, "float32", 3 * 8)]
+    assert document.kccb.hosts == 1 and document.kccb.gpus_per_host == 8
+
+
+def test_sequence_parallel_turns_all_reduces_into_gathers_and_scatters() -> None:
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    per_layer = [c for c in document.collectives if "per layer" in c.label]
+    assert {c.op for c in per_layer} == {CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER}
+    assert {c.bytes_total for c in per_layer} == {4096 * 4096 * 2}
+    assert {c.bytes_per_rank for c in per_layer} == {4096 * 4096 * 2 // 8}
+
+
+# --- Pipeline and hybrid ---------------------------------------------------------------------------
+
+
+def test_pipeline_sends_boundary_activations_two_m_p_minus_one_times() -> None:
+    document = framework(strategy="pipeline", gpus=4, micro_batches=8)
+    sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
+    assert sum(c.count_per_step for c in sends) == 2 * 8 * (4 - 1)
+    micro_batch = 8192 // 8
+    assert [c.bytes_total for c in sends if c.phase.value == "forward"] == [
+        micro_batch * 256 * 4,
+        micro_batch * 128 * 4,
+        micro_batch * 64 * 4,
+    ]
+    assert document.pipeline_bubble == pytest.approx(3 / 8)
+    assert document.kccb.algorithm == "ALGO_BROADCAST_PARALLEL"
+
+
+def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
+    document = framework("llama-3-70b", strategy="hybrid", tp=8, pp=8, dp=16, seq_len=8192, micro_batch=1)
+    assert (document.inputs.gpus, document.inputs.hosts, document.inputs.gpus_per_host) == (1024, 128, 8)
+    assert document.inputs.micro_batches == 1024 // 16
+    trials = {(t.parallel_dim.value, t.algorithm): (t.group_size, t.hosts, t.gpus_per_host) for t in document.kccb}
+    assert trials == {
+        ("tp", "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"): (8, 1, 8),
+        ("pp", "ALGO_BROADCAST_PARALLEL"): (2, 2, 1),
+        ("dp", "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"): (16, 16, 1),
+    }
+    assert document.kccb_trials == 3
+    sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
+    assert sum(c.count_per_step for c in sends) == 2 * 64 * 7
+    assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
+    assert document.pipeline_bubble == pytest.approx(7 / 64)
+    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways.
+    dp_bytes = sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
+    layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
+    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 128256 // 8 * 8192)
+
+
+def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
+    for preset in ("fashion-mnist-mlp", "gpt2", "llama-3-8b", "mistral-7b", "qwen2-7b"):
+        for strategy, options in (("data", {}), ("tensor", {}), ("pipeline", {"pp": 2}),
+                                  ("hybrid", {"tp": 2, "pp": 2, "dp": 2})):  # fmt: skip
+            document = framework(preset, strategy=strategy, **options)
+            assert document.collectives, (preset, strategy)
+            assert all(c.ideal_time_us > 0 for c in document.collectives)

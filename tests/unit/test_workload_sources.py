@@ -1,0 +1,128 @@
+"""Model sources: presets and HuggingFace config.json give exact parameter counts without weights."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
+from emuplan.workload.sources import UnknownModelError, resolve_model
+
+LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
+LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_PATH.read_text())
+
+
+@pytest.mark.parametrize(
+    ("preset", "count"),
+    [
+        ("gpt2", 124_439_808),
+        ("llama-2-7b", 6_738_415_616),
+        ("llama-3-8b", 8_030_261_248),
+        ("llama-3-70b", 70_553_706_496),
+        ("mistral-7b", 7_241_732_096),
+        ("qwen2-7b", 7_615_616_512),
+        ("fashion-mnist-mlp", 242_762),
+    ],
+)
+def test_preset_parameter_counts_are_exact(preset: str, count: int) -> None:
+    assert resolve_model(preset).parameter_count == count
+
+
+def test_seed_mlp_is_read_from_a_real_module_with_its_layer_outputs() -> None:
+    inventory = resolve_model("fashion-mnist-mlp")
+    assert [(p.name, p.shape) for p in inventory.parameters] == [
+        ("fc1.weight", [256, 784]), ("fc1.bias", [256]),
+        ("fc2.weight", [128, 256]), ("fc2.bias", [128]),
+        ("fc3.weight", [64, 128]), ("fc3.bias", [64]),
+        ("fc4.weight", [10, 64]), ("fc4.bias", [10]),
+    ]  # fmt: skip
+    assert inventory.parameter_bytes == 971048
+    assert [(a.module, a.shape) for a in inventory.activations] == [
+        ("fc1", [256]),
+        ("fc2", [128]),
+        ("fc3", [64]),
+        ("fc4", [10]),
+    ]
+    assert inventory.sample.shape == [1, 28, 28]
+    assert inventory.sample.label_dtype == "int64"
+
+
+class _TinyLlamaLayer(torch.nn.Module):
+    """A HuggingFace-shaped Llama decoder layer (names and shapes as LlamaDecoderLayer registers them)."""
+
+    def __init__(self, hidden: int, kv: int, inner: int) -> None:
+        super().__init__()
+        self.self_attn = torch.nn.ModuleDict(
+            {
+                "q_proj": torch.nn.Linear(hidden, hidden, bias=False),
+                "k_proj": torch.nn.Linear(hidden, kv, bias=False),
+                "v_proj": torch.nn.Linear(hidden, kv, bias=False),
+                "o_proj": torch.nn.Linear(hidden, hidden, bias=False),
+            }
+        )
+        self.mlp = torch.nn.ModuleDict(
+            {
+                "gate_proj": torch.nn.Linear(hidden, inner, bias=False),
+                "up_proj": torch.nn.Linear(hidden, inner, bias=False),
+                "down_proj": torch.nn.Linear(inner, hidden, bias=False),
+            }
+        )
+        self.input_layernorm = torch.nn.RMSNorm(hidden)
+        self.post_attention_layernorm = torch.nn.RMSNorm(hidden)
+
+
+def test_llama_formula_matches_a_meta_device_build_of_a_small_equivalent() -> None:
+    config = {**LLAMA_2_7B_CONFIG, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 100}  # fmt: skip
+    with torch.device("meta"):
+        model = torch.nn.Module()
+        model.model = torch.nn.Module()
+        model.model.embed_tokens = torch.nn.Embedding(100, 64)
+        model.model.layers = torch.nn.ModuleList(_TinyLlamaLayer(64, 16, 160) for _ in range(3))
+        model.model.norm = torch.nn.RMSNorm(64)
+        model.lm_head = torch.nn.Linear(64, 100, bias=False)
+    expected = [(name, list(p.shape)) for name, p in model.named_parameters()]
+    inventory = inventory_from_hf_config(config, name="tiny")
+    assert [(p.name, p.shape) for p in inventory.parameters] == expected
+
+
+def test_config_json_file_is_read_and_named_after_its_folder() -> None:
+    inventory = resolve_model(str(LLAMA_2_7B_PATH))
+    assert inventory.name == "Llama-2-7b-hf"
+    assert inventory.source_kind == "hf_config"
+    assert inventory.parameter_count == 6_738_415_616
+    assert inventory.parameters[0].dtype == "float16"
+
+
+def test_unknown_model_type_names_the_supported_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unsupported model_type 'bert'; supported: llama, mistral, qwen2, gpt2"):
+        inventory_from_hf_config({**LLAMA_2_7B_CONFIG, "model_type": "bert"}, name="x")
+
+
+def test_missing_field_is_named() -> None:
+    config = {k: v for k, v in LLAMA_2_7B_CONFIG.items() if k != "intermediate_size"}
+    with pytest.raises(ConfigError, match=r"config.json: missing field 'intermediate_size'"):
+        inventory_from_hf_config(config, name="x")
+
+
+def test_malformed_json_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"config.json: not valid JSON"):
+        read_hf_config(path)
+
+
+def test_non_positive_field_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"field 'num_hidden_layers' must be a positive integer, got 0"):
+        inventory_from_hf_config({**LLAMA_2_7B_CONFIG, "num_hidden_layers": 0}, name="x")
+
+
+def test_unknown_model_lists_presets_and_files_only_when_allowed() -> None:
+    with pytest.raises(
+        UnknownModelError, match=r"expected a preset \(fashion-mnist-mlp, gpt2.*or a file ending in .json"
+    ):
+        resolve_model("llama-9000")
+    with pytest.raises(UnknownModelError) as error:
+        resolve_model("/etc/config.json", allow_files=False)
+    assert ".json" not in str(error.value).split("expected")[1]
