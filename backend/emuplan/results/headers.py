@@ -7,6 +7,7 @@ aliases of each role, optionally followed by a unit suffix (``ms``, ``us``, ``ns
 ``kib``, …).
 """
 
+import json
 from dataclasses import dataclass
 
 # Role → folded aliases. Order inside a role does not matter; a header matches at most one role.
@@ -156,3 +157,21 @@ def _suffix_scale(folded: str, units: dict[str, float]) -> float | None:
         if folded.endswith(suffix):
             return units[suffix]
     return None
+
+
+def parse_column_map(text: str | None) -> dict[str, str] | None:
+    """``{"duration": "wall clock"}`` as JSON, or ``duration=wall clock,size=payload``."""
+    if not text or not text.strip():
+        return None
+    if text.lstrip().startswith("{"):
+        try:
+            mapping = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"column_map: not valid JSON ({error})") from None
+        if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):
+            raise ValueError("column_map: expected an object of role → column name")
+        return mapping
+    pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError("column_map: expected role=column pairs separated by commas, e.g. duration=wall_ms")
+    return {role.strip(): column.strip() for role, column in pairs}

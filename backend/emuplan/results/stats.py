@@ -145,7 +145,8 @@ def summarise(
     flows: pa.Table | None = None,
 ) -> dict:
     """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
-    ``overall`` statistics, and ``flows`` (flow-completion statistics and ECDF) for per-flow uploads."""
+    ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), and ``flows``
+    (flow-completion statistics and ECDF) for per-flow uploads."""
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()
     codes, keys = _group_codes(samples)
@@ -178,9 +179,11 @@ def summarise(
             by_iteration = np.argsort(group_iterations, kind="stable")
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
         delays.append(delay_series(group_iterations, values, points))
+    all_sorted = np.sort(durations)
     summary = {
         "sample_count": samples.num_rows,
-        "overall": describe(np.sort(durations)),
+        "overall": describe(all_sorted),
+        "overall_ecdf": ecdf_grid(all_sorted),
         "groups": groups,
         "ecdf": ecdfs,
         "delay": delays,
@@ -240,7 +243,7 @@ def _ideal(collective, size_bytes, mean_us, ranks, network: NetworkModel | None)
 
 def strip_curves(summary: dict) -> dict:
     """The summary without its ECDF and delay arrays: what statistics tables show."""
-    result = {k: v for k, v in summary.items() if k not in ("ecdf", "delay")}
+    result = {k: v for k, v in summary.items() if k not in ("ecdf", "delay", "overall_ecdf")}
     if "flows" in result:
         result["flows"] = {k: v for k, v in result["flows"].items() if k != "ecdf"}
     return result

@@ -25,13 +25,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session, col, select
 
+from emuplan import charts
 from emuplan.results.canonical import ParsedResult
+from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
 from emuplan.store.models import Plan, Run, RunTable
 
 STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
 ORIGINS = ("imported", "measured", "generated")
+FIGURE_KINDS = ("cdf", "delay", "bandwidth")
 
 
 class RunNotFound(LookupError):
@@ -191,12 +194,15 @@ def load_table(session: Session, run_id: int, kind: str = "samples") -> pa.Table
     return pq.read_table(io.BytesIO(stored.parquet)) if stored is not None else None
 
 
-def load_samples(session: Session, run_id: int) -> pa.Table:
-    get_run(session, run_id)
-    table = load_table(session, run_id, "samples")
-    if table is None:
+def samples_parquet(session: Session, run_id: int) -> bytes:
+    stored = session.get(RunTable, (run_id, "samples"))
+    if stored is None:
         raise RunNotFound(run_id)
-    return table
+    return stored.parquet
+
+
+def load_samples(session: Session, run_id: int) -> pa.Table:
+    return pq.read_table(io.BytesIO(samples_parquet(session, run_id)))
 
 
 def run_public(run: Run) -> dict:
@@ -219,3 +225,37 @@ def run_public(run: Run) -> dict:
         "created_at": run.created_at.isoformat(),
         "summary": strip_curves(run.summary),
     }
+
+
+def run_statistics(run: Run) -> dict:
+    """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics of one run."""
+    return {"run_id": run.id, "name": run.name, "source_format": run.source_format, **strip_curves(run.summary)}
+
+
+def run_figure(run: Run, kind: str, *, log_x: bool = False) -> dict:
+    """One of ``FIGURE_KINDS`` for a run, from its cached summary."""
+    title = run.name
+    if kind == "cdf":
+        return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
+    if kind == "delay":
+        return charts.delay_figure(
+            run.summary, title=f"{title}: completion time per iteration", per_size=run.strategy == "pipeline"
+        )
+    if kind == "bandwidth":
+        return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
+    raise ValueError(f"figure: {kind!r} is not one of {', '.join(FIGURE_KINDS)}")
+
+
+def compare_stored_runs(
+    session: Session, run_ids: list[int], baseline_id: int | None = None, *, log_x: bool = False
+) -> dict:
+    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages)."""
+    stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
+    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, r.summary) for r in stored]
+    comparison = compare_runs(summaries, baseline_id)
+    named = [(f"#{r.id} {r.name}", r.summary) for r in stored]
+    comparison["figures"] = {
+        "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
+        "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
+    }
+    return comparison

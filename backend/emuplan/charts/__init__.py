@@ -1,0 +1,11 @@
+"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons."""
+
+from emuplan.charts.figures import (
+    bandwidth_figure,
+    cdf_figure,
+    comparison_cdf_figure,
+    comparison_small_multiples,
+    delay_figure,
+)
+
+__all__ = ["bandwidth_figure", "cdf_figure", "comparison_cdf_figure", "comparison_small_multiples", "delay_figure"]

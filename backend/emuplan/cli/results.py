@@ -1,0 +1,187 @@
+"""``emuplan import``, ``runs``, ``stats``, ``compare``: the runs API on the command line (same store calls,
+same JSON with ``--json``)."""
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from emuplan.cli.app import app, open_database
+from emuplan.results import ResultFileError
+from emuplan.results.headers import parse_column_map
+from emuplan.settings import get_settings
+from emuplan.store import runs as store
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _echo_json(document) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def _number(value, unit: str = "", digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def _statistics_lines(summary: dict) -> list[str]:
+    lines = [
+        f"  {'group':<44} {'n':>8} {'p50 µs':>12} {'p99 µs':>12} {'max µs':>12} {'p99/p50':>8} "
+        f"{'busbw GB/s':>11} {'% ideal':>8}"
+    ]
+    for group in summary.get("groups", []):
+        lines.append(
+            f"  {group['label'][:44]:<44} {group['count']:>8} {_number(group['p50_us']):>12} "
+            f"{_number(group['p99_us']):>12} {_number(group['max_us']):>12} {_number(group['p99_over_p50'], '', 2):>8} "
+            f"{_number(group.get('busbw_gbps'), '', 2):>11} {_number(group.get('pct_of_ideal')):>8}"
+        )
+    if "flows" in summary:
+        flows = summary["flows"]
+        lines.append(
+            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {_number(flows['p50_us']):>12} "
+            f"{_number(flows['p99_us']):>12} {_number(flows['max_us']):>12}"
+        )
+    return lines
+
+
+@app.command("import")
+def import_run(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Result file to import.")],
+    plan: Annotated[int | None, typer.Option("--plan", help="Link to this plan (for % of ideal).")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the file name).")] = None,
+    strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Repeat for several tags.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="Skip detection, e.g. nccl-tests, per-iteration.")] = None,
+    collective: Annotated[str | None, typer.Option(help="The collective when the file does not name it.")] = None,
+    column_map: Annotated[
+        str | None, typer.Option("--column-map", help='Role → column: JSON or "duration=wall_ms,size=payload".')
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
+) -> None:
+    """Import a result file as a run and print its statistics."""
+    database = open_database()
+    try:
+        with database.writing() as session:
+            run = store.import_result_file(
+                session,
+                file.read_bytes(),
+                file.name,
+                name=name,
+                plan_id=plan,
+                strategy=strategy,
+                tags=tag or (),
+                fmt=fmt,
+                column_map=parse_column_map(column_map),
+                collective=collective,
+                max_decompressed_bytes=get_settings().max_decompressed_bytes,
+            )
+            document = store.run_public(run)
+    except store.DuplicateRun as duplicate:
+        _fail(f"{duplicate} — not imported again")
+    except (ResultFileError, ValueError) as error:
+        _fail(str(error))
+    finally:
+        database.dispose()
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(
+        f"run {document['id']}: {document['name']} ({document['source_format']}, {document['sample_count']} samples"
+        + (f", {document['ranks']} ranks on {document['hosts']} hosts" if document["ranks"] else "")
+        + ")"
+    )
+    for warning in document["warnings"]:
+        typer.echo(f"  note: {warning}")
+    typer.echo("\n".join(_statistics_lines(document["summary"])))
+
+
+@app.command("runs")
+def list_runs(
+    strategy: Annotated[str | None, typer.Option(help="Only runs of this strategy.")] = None,
+    plan: Annotated[int | None, typer.Option("--plan", help="Only runs linked to this plan.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only runs with this tag.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List stored runs, newest first."""
+    database = open_database()
+    try:
+        with database.read_session() as session:
+            documents = [
+                store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
+            ]
+    finally:
+        database.dispose()
+    if as_json:
+        _echo_json(documents)
+        return
+    for document in documents:
+        overall = document["summary"].get("overall", {})
+        typer.echo(
+            f"{document['id']:>5}  {document['name'][:40]:<40} {document['source_format']:<16} "
+            f"{document['origin']:<9} {document['strategy'] or '-':<9} n={document['sample_count']:<9} "
+            f"p50 {_number(overall.get('p50_us'), ' µs')}"
+        )
+
+
+@app.command("stats")
+def run_stats(
+    run_id: Annotated[int, typer.Argument(help="Run id.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
+    database = open_database()
+    try:
+        with database.read_session() as session:
+            document = store.run_statistics(store.get_run(session, run_id))
+    except store.RunNotFound as error:
+        _fail(str(error))
+    finally:
+        database.dispose()
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
+    typer.echo("\n".join(_statistics_lines(document)))
+
+
+@app.command("compare")
+def compare_runs(
+    run_ids: Annotated[list[int], typer.Argument(help="Two or more run ids.")],
+    baseline: Annotated[int | None, typer.Option(help="Baseline run id (default: the first).")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Everything GET /api/compare returns, figures included.")
+    ] = False,
+) -> None:
+    """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair."""
+    database = open_database()
+    try:
+        with database.read_session() as session:
+            document = store.compare_stored_runs(session, run_ids, baseline)
+    except store.RunNotFound as error:
+        _fail(str(error))
+    except ValueError as error:
+        _fail(str(error))
+    finally:
+        database.dispose()
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(f"baseline: run {document['baseline_run_id']}")
+    typer.echo(f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'Δp50':>10} {'p99 µs':>12} {'Δp99':>10} {'max µs':>12}")
+    for row in document["runs"]:
+        overall = row["overall"]
+        typer.echo(
+            f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
+            f"{_number(overall['p50_us']['value']):>12} {_number(overall['p50_us']['delta']):>10} "
+            f"{_number(overall['p99_us']['value']):>12} {_number(overall['p99_us']['delta']):>10} "
+            f"{_number(overall['max_us']['value']):>12}"
+        )
+    typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
+    for test in document["ks_tests"]:
+        typer.echo(
+            f"  run {test['run_a']} vs run {test['run_b']}: D = {test['statistic']:.4f}, p = {test['pvalue']:.3g} "
+            f"({test['method']})"
+        )

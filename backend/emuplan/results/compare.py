@@ -1,0 +1,109 @@
+"""Several runs side by side: statistics with deltas against a baseline run, and a two-sample
+Kolmogorov–Smirnov test for every pair of runs — all from the summaries cached at import.
+
+The KS test compares the runs' overall completion-time distributions. When both runs have at most
+``CURVE_POINTS`` samples the cached ECDF grid holds every sample and ``scipy.stats.ks_2samp`` runs on
+them exactly. For larger runs the statistic D = sup |F₁ − F₂| is taken over the union of both grids
+(each ECDF is exact at its own grid points, so D is low by at most one grid step, ≈ 1/2000), and the
+p-value is the asymptotic Kolmogorov distribution at D·√(n₁n₂/(n₁+n₂)) — the ``method`` field says which.
+"""
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+DELTA_METRICS = (
+    "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
+    "p99_over_p50", "algbw_gbps", "busbw_gbps", "pct_of_ideal",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a comparison needs of one run (the store hands these over; no database here)."""
+
+    id: int
+    name: str
+    strategy: str | None
+    origin: str
+    summary: dict
+
+
+def ks_two_sample(grid_a: dict, count_a: int, grid_b: dict, count_b: int) -> dict:
+    x_a, x_b = np.asarray(grid_a["x"]), np.asarray(grid_b["x"])
+    if len(x_a) == count_a and len(x_b) == count_b:
+        result = scipy_stats.ks_2samp(x_a, x_b)
+        return {"statistic": float(result.statistic), "pvalue": float(result.pvalue), "method": "exact"}
+    p_a, p_b = np.asarray(grid_a["p"]), np.asarray(grid_b["p"])
+    points = np.union1d(x_a, x_b)
+
+    def ecdf_at(x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(x, points, side="right") - 1
+        return np.where(index >= 0, p[np.clip(index, 0, None)], 0.0)
+
+    statistic = float(np.max(np.abs(ecdf_at(x_a, p_a) - ecdf_at(x_b, p_b))))
+    effective = count_a * count_b / (count_a + count_b)
+    pvalue = float(scipy_stats.kstwobign.sf(statistic * np.sqrt(effective)))
+    return {"statistic": statistic, "pvalue": pvalue, "method": "asymptotic from ECDF grids"}
+
+
+def _deltas(stats: dict, baseline: dict) -> dict:
+    result = {}
+    for metric in DELTA_METRICS:
+        value, reference = stats.get(metric), baseline.get(metric)
+        if value is None or reference is None:
+            result[metric] = {"value": value, "baseline": reference, "delta": None, "ratio": None}
+        else:
+            result[metric] = {
+                "value": value,
+                "baseline": reference,
+                "delta": value - reference,
+                "ratio": value / reference if reference else None,
+            }
+    return result
+
+
+def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict:
+    """Statistics table with deltas against the baseline (first run by default) and KS tests per pair."""
+    if not runs:
+        raise ValueError("runs: choose at least one run to compare")
+    ids = [run.id for run in runs]
+    if baseline_id is None:
+        baseline_id = ids[0]
+    if baseline_id not in ids:
+        raise ValueError(f"baseline: run {baseline_id} is not one of the compared runs {ids}")
+    baseline = runs[ids.index(baseline_id)]
+    baseline_groups = {group["label"]: group for group in baseline.summary["groups"]}
+    table = []
+    for run in runs:
+        groups = [
+            {
+                "label": group["label"],
+                "stats": _deltas(group, baseline_groups[group["label"]])
+                if group["label"] in baseline_groups
+                else _deltas(group, {}),
+            }
+            for group in run.summary["groups"]
+        ]
+        table.append(
+            {
+                "run_id": run.id,
+                "name": run.name,
+                "strategy": run.strategy,
+                "origin": run.origin,
+                "overall": _deltas(run.summary["overall"], baseline.summary["overall"]),
+                "groups": groups,
+            }
+        )
+    tests = []
+    for first, second in combinations(runs, 2):
+        result = ks_two_sample(
+            first.summary["overall_ecdf"],
+            first.summary["overall"]["count"],
+            second.summary["overall_ecdf"],
+            second.summary["overall"]["count"],
+        )
+        tests.append({"run_a": first.id, "run_b": second.id, **result})
+    return {"baseline_run_id": baseline_id, "runs": table, "ks_tests": tests}

@@ -1,0 +1,187 @@
+"""The runs API through TestClient on a real migrated database."""
+
+import gzip
+import io
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from sqlmodel import select
+
+from emuplan.settings import Settings
+from emuplan.store.db import Database
+from emuplan.store.models import Plan, Run, RunTable
+
+RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
+SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+
+
+def upload(client, file_name: str, data: bytes, **form):
+    return client.post("/api/runs", files={"file": (file_name, data)}, data=form)
+
+
+def stored_counts(database_url: str) -> tuple[int, int]:
+    database = Database(database_url)
+    try:
+        with database.read_session() as session:
+            return len(session.exec(select(Run)).all()), len(session.exec(select(RunTable)).all())
+    finally:
+        database.dispose()
+
+
+def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
+    response = upload(
+        client, "a100-16rank-allreduce-2.17.txt", (SHARED_NCCL / "a100-16rank-allreduce-2.17.txt").read_bytes(),
+        name="A100 all-reduce", strategy="data", tags="fabric-a, nightly",
+    )  # fmt: skip
+    assert response.status_code == 201, response.text
+    run = response.json()
+    assert (run["source_format"], run["sample_count"], run["ranks"], run["hosts"], run["tags"]) == (
+        "nccl-tests",
+        2,
+        16,
+        2,
+        ["fabric-a", "nightly"],
+    )
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()
+    assert [g["label"] for g in stats["groups"]] == [
+        "all_reduce · 10737418240 B · out-of-place",
+        "all_reduce · 10737418240 B · in-place",
+    ]
+    assert round(stats["groups"][0]["busbw_gbps"], 2) == 222.88
+    for kind in ("cdf", "delay", "bandwidth"):
+        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": "true"})
+        assert figure.status_code == 200 and figure.json()["data"], kind
+    assert client.get(f"/api/runs/{run['id']}/figures/pie").status_code == 422
+    csv = client.get(f"/api/runs/{run['id']}/samples.csv")
+    assert csv.headers["content-type"].startswith("text/csv")
+    assert csv.text.splitlines()[1].startswith('0,"all_reduce",10737418240,90330,')
+    parquet = pq.read_table(io.BytesIO(client.get(f"/api/runs/{run['id']}/samples.parquet").content))
+    assert parquet["duration_us"].to_pylist() == [90330.0, 91945.0]
+    assert [r["id"] for r in client.get("/api/runs", params={"tag": "nightly"}).json()] == [run["id"]]
+    assert client.get("/api/runs", params={"strategy": "tensor"}).json() == []
+
+
+def test_duplicate_upload_is_reported_with_the_existing_run(client, database_url):
+    data = (RESULTS / "generated-per-iteration.csv").read_bytes()
+    first = upload(client, "g.csv", data).json()
+    again = upload(client, "again.csv", data)
+    assert again.status_code == 409
+    assert again.json()["existing_run_id"] == first["id"]
+    assert stored_counts(database_url) == (1, 1)
+
+
+def test_csv_export_neutralises_formula_cells(client):
+    data = b'iteration,size,time_us,label,collective\n0,8,1,=HYPERLINK("x"),all_reduce\n1,8,2,@SUM(A1),+cmd\n'
+    run = upload(client, "evil.csv", data).json()
+    lines = client.get(f"/api/runs/{run['id']}/samples.csv").text.splitlines()
+    assert '"\'=HYPERLINK(""x"")"' in lines[1]
+    assert '"\'@SUM(A1)"' in lines[2] and '"\'+cmd"' in lines[2]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "status", "message"),
+    [
+        ("empty.csv", b"", 400, "empty.csv: the file is empty"),
+        ("h.csv", b"iteration,size,time_ms\n", 400, "h.csv: the header has no data rows"),
+        ("bad.csv", b"iteration,size,time_ms\n0,8,1\n1,8,oops\n", 400, "bad.csv: line 3, column 'time_ms': 'oops'"),
+        ("bomb.csv.gz", gzip.compress(b"1" * 3_000_000), 413, "bomb.csv.gz: decompresses to more than 1000000 bytes"),
+    ],
+)
+def test_bad_files_give_4xx_and_store_nothing(tmp_path, database_url, name, data, status, message):
+    from fastapi.testclient import TestClient
+
+    from emuplan.main import create_app
+
+    settings = Settings(database_url=database_url, demo=False, max_decompressed_bytes=1_000_000)
+    with TestClient(create_app(settings)) as client:
+        response = upload(client, name, data)
+    assert response.status_code == status
+    assert message in response.json()["detail"]
+    assert stored_counts(database_url) == (0, 0)
+
+
+def test_upload_over_the_limit_is_stopped_while_streaming(database_url):
+    from fastapi.testclient import TestClient
+
+    from emuplan.main import create_app
+
+    settings = Settings(database_url=database_url, demo=False, max_upload_bytes=10_000)
+    with TestClient(create_app(settings)) as client:
+        response = upload(client, "big.csv", b"iteration,size,time_ms\n" + b"0,8,1\n" * 5000)
+    assert response.status_code == 413
+    assert stored_counts(database_url) == (0, 0)
+
+
+def test_bad_form_fields_are_422(client):
+    data = b"iteration,size,time_ms\n0,8,1\n"
+    assert upload(client, "a.csv", data, strategy="sideways").status_code == 422
+    response = upload(client, "a.csv", data, plan_id="77")
+    assert (response.status_code, response.json()["detail"]) == (422, "plan_id: no plan with id 77")
+    response = upload(client, "a.csv", data, column_map="duration")
+    assert response.status_code == 422 and "column_map" in response.json()["detail"]
+
+
+def test_column_map_and_format_override(client):
+    data = b"n,payload,wall_ms\n0,64,1.5\n1,64,2.5\n"
+    mapping = '{"iteration": "n", "size": "payload", "duration": "wall_ms"}'
+    response = upload(client, "odd.csv", data, column_map=mapping, format="per-iteration", collective="all_gather")
+    assert response.status_code == 201, response.text
+    group = response.json()["summary"]["groups"][0]
+    assert (group["label"], group["mean_us"]) == ("all_gather · 64 B", 2000.0)
+
+
+def test_percent_of_ideal_from_the_linked_plan(client, database_url):
+    database = Database(database_url)
+    with database.writing() as session:
+        plan = Plan(
+            name="seed dp", model_name="seed-mlp", strategy="data", mode="tutorial", trials=8,
+            workload={"network": {"link_gbps": 100.0, "latency_us": 5.0}, "collectives": [
+                {"op": "all_reduce", "bytes_total": 971048, "bytes_per_rank": 971048, "group_size": 4}
+            ]},
+        )  # fmt: skip
+        session.add(plan)
+        session.flush()
+        plan_id = plan.id
+    database.dispose()
+    data = b"trial,Data Size,Collective,Completion Time (ms)\n0,971048,AllReduce,0.25\n1,971048,AllReduce,0.25\n"
+    run = upload(client, "dp.csv", data, plan_id=str(plan_id), strategy="data").json()
+    group = run["summary"]["groups"][0]
+    assert group["ideal_time_us"] == pytest.approx(146.52576, rel=1e-12)
+    assert group["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
+    assert group["busbw_gbps"] == pytest.approx(971048 / 250e-6 / 1e9 * 1.5, rel=1e-12)
+    assert [r["id"] for r in client.get("/api/runs", params={"plan": plan_id}).json()] == [run["id"]]
+
+
+def test_compare_runs_with_baseline_and_ks_tests(client):
+    fast = b"iteration,size,time_us\n" + b"".join(b"%d,8,%d\n" % (i, 100 + i % 10) for i in range(100))
+    slow = b"iteration,size,time_us\n" + b"".join(b"%d,8,%d\n" % (i, 200 + i % 10) for i in range(100))
+    a = upload(client, "fast.csv", fast, name="fast").json()["id"]
+    b = upload(client, "slow.csv", slow, name="slow").json()["id"]
+    result = client.get("/api/compare", params={"runs": f"{a},{b}", "baseline": a}).json()
+    assert result["baseline_run_id"] == a
+    mean = result["runs"][1]["overall"]["mean_us"]
+    assert (mean["value"], mean["baseline"], mean["delta"], mean["ratio"]) == (204.5, 104.5, 100.0, 204.5 / 104.5)
+    (test,) = result["ks_tests"]
+    assert (test["run_a"], test["run_b"], test["statistic"], test["method"]) == (a, b, 1.0, "exact")
+    assert test["pvalue"] < 1e-50
+    assert set(result["figures"]) == {"cdf", "small_multiples"}
+    assert client.get("/api/compare", params={"runs": f"{a},999"}).status_code == 404
+    assert client.get("/api/compare", params={"runs": f"{a},{b}", "baseline": 5}).status_code == 422
+
+
+def test_delete_removes_run_and_tables(client, database_url):
+    run = upload(client, "g.csv", (RESULTS / "generated-per-flow.csv").read_bytes()).json()
+    assert stored_counts(database_url) == (1, 2)
+    assert client.delete(f"/api/runs/{run['id']}").status_code == 204
+    assert client.get(f"/api/runs/{run['id']}").status_code == 404
+    assert client.delete(f"/api/runs/{run['id']}").status_code == 404
+    assert stored_counts(database_url) == (0, 0)
+
+
+def test_chart_text_from_users_is_escaped(client):
+    data = b"iteration,size,time_us,collective\n0,8,1,<img src=x onerror=alert(1)>\n"
+    run = upload(client, "x.csv", data, name="<b>run</b>").json()
+    figure = client.get(f"/api/runs/{run['id']}/figures/cdf").text
+    assert "<img" not in figure and "<b>" not in figure
+    assert "&lt;img src=x onerror=alert(1)&gt;" in figure and "&lt;b&gt;run&lt;/b&gt;" in figure
