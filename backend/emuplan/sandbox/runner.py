@@ -1,0 +1,262 @@
+"""Runs uploaded PyTorch source in a short-lived bubblewrap sandbox and reads back its JSON answer.
+
+The sandboxed process sees only a read-only system (/usr), the Python installation and the virtual
+environment, the worker script, a fresh /proc and /dev, and a small private tmpfs /tmp. It has no
+network (its own empty network namespace), its own PID, IPC and UTS namespaces, no capabilities,
+and runs as ``nobody`` so that the kernel's per-user process limit applies (root is exempt from
+RLIMIT_NPROC). CPU time, address space, file size and process count are capped with rlimits; a
+wall-clock timeout kills the whole process group, and ``--die-with-parent`` takes the sandbox down
+with it. The request goes in on stdin and the answer comes back on stdout, both as JSON: nothing
+is ever unpickled.
+"""
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKER = Path(__file__).with_name("worker.py")
+SANDBOX_WORKER = "/sandbox/worker.py"
+NOBODY = 65534
+# Answers are small (shapes and byte counts); anything bigger is not an answer.
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+STDERR_TAIL_BYTES = 4000
+
+
+class SandboxError(ValueError):
+    """The model could not be read: its own error, or a limit of the sandbox stopped it."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.line = line
+
+
+class SandboxUnavailable(SandboxError):
+    """bubblewrap is missing and the operator has not allowed unsandboxed runs."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_s: float = 60.0
+    memory_mb: int = 4096
+    max_processes: int = 16  # threads count too; the worker runs torch with one intra-op thread
+    max_file_mb: int = 64
+    tmp_mb: int = 64
+    cpu_s: float | None = None  # CPU seconds; the wall-clock timeout when unset
+
+    @property
+    def cpu_seconds(self) -> int:
+        return max(1, math.ceil(self.cpu_s if self.cpu_s is not None else self.timeout_s))
+
+    @classmethod
+    def from_settings(cls, settings) -> "SandboxLimits":
+        return cls(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb)
+
+
+def _rlimit_arguments(limits: SandboxLimits) -> list[str]:
+    cpu_seconds = limits.cpu_seconds
+    return [
+        "prlimit",
+        f"--as={limits.memory_mb * 1024 * 1024}",
+        # The soft limit sends SIGXCPU, the hard one SIGKILL a moment later.
+        f"--cpu={cpu_seconds}:{cpu_seconds + 2}",
+        f"--nproc={limits.max_processes}",
+        f"--fsize={limits.max_file_mb * 1024 * 1024}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _read_only_directories() -> list[Path]:
+    """The Python installation and the virtual environment, unless /usr already holds them."""
+    directories = []
+    for prefix in (sys.base_prefix, sys.prefix):
+        path = Path(prefix).resolve()
+        if path != Path("/usr") and Path("/usr") not in path.parents and path not in directories:
+            directories.append(path)
+    return directories
+
+
+def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
+    """bwrap makes missing parents mode 0700; ``nobody`` needs to walk through them."""
+    arguments = []
+    for parent in reversed(path.parents):
+        if parent == Path("/") or parent in created:
+            continue
+        created.add(parent)
+        arguments += ["--perms", "0755", "--dir", str(parent)]
+    return arguments
+
+
+def bwrap_command(limits: SandboxLimits) -> list[str]:
+    python = Path(sys.executable)
+    command = [
+        "bwrap",
+        # Every namespace --unshare-all covers except the user namespace: as root, a user namespace
+        # would map only uid 0, and nobody's uid is what makes the process limit count.
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+    ]
+    created: set[Path] = set()
+    for directory in _read_only_directories():
+        command += _parents_with_permissions(directory, created)
+        command += ["--ro-bind", str(directory), str(directory)]
+    command += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/sandbox",
+        "--ro-bind",
+        str(WORKER),
+        SANDBOX_WORKER,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        str(limits.tmp_mb * 1024 * 1024),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--chdir",
+        "/tmp",
+        "--clearenv",
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        "--setenv",
+        "PATH",
+        "/usr/bin",
+    ]
+    if os.geteuid() == 0:
+        # Keep only what setpriv needs to become nobody; it then drops every capability for good.
+        command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        command += [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+        ]
+    return command + [str(python), "-I", "-B", SANDBOX_WORKER]
+
+
+def unsandboxed_command() -> list[str]:
+    return [sys.executable, "-I", "-B", str(WORKER)]
+
+
+def sandbox_command(limits: SandboxLimits, allow_unsandboxed: bool) -> list[str]:
+    if shutil.which("bwrap") is not None:
+        return _rlimit_arguments(limits) + bwrap_command(limits)
+    if allow_unsandboxed:
+        return _rlimit_arguments(limits) + unsandboxed_command()
+    raise SandboxUnavailable(
+        "sandbox_unavailable",
+        "PyTorch source uploads need bubblewrap (Debian package 'bubblewrap'), which is not installed; "
+        "upload a safetensors header, an ONNX file or a config.json instead, or have the operator install "
+        "bubblewrap (EMUPLAN_SANDBOX_ALLOW_UNSANDBOXED=true runs uploads without it: trusted users only).",
+    )
+
+
+def _tail(stream, limit: int = STDERR_TAIL_BYTES) -> str:
+    stream.seek(0, os.SEEK_END)
+    size = stream.tell()
+    stream.seek(max(0, size - limit))
+    return stream.read().decode("utf-8", "replace").strip()
+
+
+def _stopped_by_signal(returncode: int) -> int | None:
+    if returncode < 0:
+        return -returncode
+    if returncode > 128:  # bwrap reports a child killed by a signal as 128 + signal
+        return returncode - 128
+    return None
+
+
+def _limit_message(signal_number: int, limits: SandboxLimits, stderr: str) -> SandboxError:
+    if signal_number == signal.SIGXCPU:
+        return SandboxError("cpu_limit", f"the model used more than {limits.cpu_seconds} s of CPU time")
+    if signal_number == signal.SIGXFSZ:
+        return SandboxError("file_limit", f"the model wrote a file larger than {limits.max_file_mb} MB")
+    detail = f": {stderr.splitlines()[-1]}" if stderr else ""
+    return SandboxError(
+        "killed",
+        f"the sandboxed model process was killed by signal {signal.Signals(signal_number).name}"
+        f" (memory limit {limits.memory_mb} MB){detail}",
+    )
+
+
+def run_in_sandbox(request: dict, limits: SandboxLimits, allow_unsandboxed: bool = False) -> dict:
+    """Runs the worker on ``request`` and returns its answer; raises SandboxError when it fails."""
+    command = sandbox_command(limits, allow_unsandboxed)
+    with (
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as stdout,
+        tempfile.TemporaryFile() as stderr,
+    ):
+        stdin.write(json.dumps(request).encode())
+        stdin.seek(0)
+        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
+        try:
+            returncode = process.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise SandboxError(
+                "time_limit", f"the model did not finish within the time limit of {limits.timeout_s:g} s"
+            ) from None
+        stopped_by = _stopped_by_signal(returncode)
+        if stopped_by is not None:
+            raise _limit_message(stopped_by, limits, _tail(stderr))
+        if stdout.tell() > MAX_ANSWER_BYTES:
+            raise SandboxError("bad_answer", f"the sandbox answered with more than {MAX_ANSWER_BYTES} bytes")
+        stdout.seek(0)
+        raw = stdout.read()
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise SandboxError(
+                "bad_answer", f"the sandbox gave no answer (exit code {returncode}): {_tail(stderr) or 'no output'}"
+            ) from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+        raise SandboxError("bad_answer", "the sandbox's answer is not the expected JSON document")
+    if not answer["ok"]:
+        error = answer.get("error") or {}
+        line = error.get("line")
+        raise SandboxError(
+            str(error.get("kind", "failed")),
+            str(error.get("message", "the model failed")),
+            line if isinstance(line, int) else None,
+        )
+    return answer

@@ -1,0 +1,472 @@
+"""Runs INSIDE the sandbox: loads an uploaded model source and reports its shapes and collectives as JSON.
+
+This file is executed by path (``python -I worker.py``) in a bubblewrap sandbox that holds only the
+system, the Python installation and the virtual environment, so it imports nothing from emuplan:
+only the standard library and torch. It reads one JSON request on stdin and writes one JSON document
+on stdout; the server validates that document before it trusts any of it.
+
+Request: {"source", "file_name", "model_class", "model_kwargs", "input_shape", "input_dtype",
+"label_dtype", "capture": null | {"world_size", "batch_size", "bucket_cap_mb", "sequence_parallel"}}.
+Answer: {"ok": true, "inventory": {...}, "captures": [...]} or
+{"ok": false, "error": {"kind", "message", "line"?}}.
+"""
+
+import errno
+import json
+import os
+import sys
+import traceback
+import types
+
+# Shapes are read from a small batch: two samples keep BatchNorm and friends in their training path.
+SHAPE_BATCH = 2
+USER_MODULE_NAME = "uploaded_model"
+
+
+class ModelError(Exception):
+    def __init__(self, kind: str, message: str, line: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.line = line
+
+
+def _claim_stdout():
+    """Keep the real stdout for the answer and send everything the user's code prints to stderr."""
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return answer
+
+
+def _exception_text(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "MemoryError: the model asked for more memory than the sandbox allows"
+    if isinstance(exc, BlockingIOError) and exc.errno == errno.EAGAIN:
+        return f"{type(exc).__name__}: {exc} (the sandbox's process limit was reached)"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENETUNREACH, errno.ECONNREFUSED, errno.EAFNOSUPPORT):
+        return f"{type(exc).__name__}: {exc} (the sandbox has no network)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _user_line(exc: BaseException, file_name: str) -> int | None:
+    """The line of the uploaded file closest to where ``exc`` was raised."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == file_name:
+            line = frame.lineno
+    return line
+
+
+def load_model_class(source: str, file_name: str, class_name: str):
+    import torch.nn as nn
+
+    try:
+        code = compile(source, file_name, "exec")
+    except SyntaxError as exc:
+        raise ModelError("syntax_error", f"{file_name}, line {exc.lineno}: {exc.msg}", exc.lineno) from None
+    module = types.ModuleType(USER_MODULE_NAME)
+    module.__file__ = file_name
+    sys.modules[USER_MODULE_NAME] = module
+    try:
+        exec(code, module.__dict__)
+    except Exception as exc:
+        line = _user_line(exc, file_name)
+        where = f"{file_name}, line {line}" if line else file_name
+        raise ModelError("import_failed", f"{where}: running the module failed: {_exception_text(exc)}", line) from None
+    candidate = module.__dict__.get(class_name)
+    if candidate is None:
+        modules = sorted(
+            name
+            for name, value in module.__dict__.items()
+            if isinstance(value, type) and issubclass(value, nn.Module) and value.__module__ == USER_MODULE_NAME
+        )
+        found = ", ".join(modules) if modules else "none"
+        raise ModelError("class_not_found", f"{file_name} defines no class {class_name!r} (nn.Module classes: {found})")
+    if not (isinstance(candidate, type) and issubclass(candidate, nn.Module)):
+        raise ModelError("not_a_module", f"{class_name!r} in {file_name} is not a torch.nn.Module subclass")
+    return candidate
+
+
+def construct(model_class, kwargs: dict, file_name: str):
+    try:
+        return model_class(**kwargs)
+    except Exception as exc:
+        line = _user_line(exc, file_name)
+        where = f" ({file_name}, line {line})" if line else ""
+        raise ModelError(
+            "constructor_failed", f"{model_class.__name__}(**{kwargs!r}) failed{where}: {_exception_text(exc)}", line
+        ) from None
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ModelError("bad_dtype", f"unknown dtype {name!r}")
+    return value
+
+
+def make_input(batch: int, shape: list[int], dtype_name: str):
+    import torch
+
+    dtype = _torch_dtype(dtype_name)
+    if dtype.is_floating_point:
+        return torch.randn(batch, *shape, dtype=dtype)
+    return torch.zeros(batch, *shape, dtype=dtype)
+
+
+def training_loss(output):
+    """A scalar that depends on every floating-point output, so backward reaches every parameter."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    parts = [t.float().sum() for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not parts:
+        raise ModelError("forward_failed", "forward() returned no floating-point tensor to run backward from")
+    return torch.stack(parts).sum()
+
+
+def run_step(model, sample, file_name: str, shape_text: str):
+    """One forward and backward; a failure is reported with the sample shape that was fed in."""
+    try:
+        output = model(sample)
+    except ModelError:
+        raise
+    except Exception as exc:
+        line = _user_line(exc, file_name)
+        where = f" ({file_name}, line {line})" if line else ""
+        raise ModelError(
+            "input_shape_mismatch",
+            f"forward() failed for an input of shape {shape_text}{where}: {_exception_text(exc)}",
+            line,
+        ) from None
+    loss = training_loss(output)
+    try:
+        loss.backward()
+    except Exception as exc:
+        raise ModelError("backward_failed", f"backward() failed: {_exception_text(exc)}") from None
+    return output
+
+
+def describe_model(request: dict) -> dict:
+    """Parameters in registration order and leaf-module activations per sample, under FakeTensorMode."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    file_name = request["file_name"]
+    model_class = load_model_class(request["source"], file_name, request["model_class"])
+    input_shape = list(request["input_shape"])
+    activations = []
+
+    def record(name: str):
+        def hook(module, _inputs, output):
+            if isinstance(output, torch.Tensor):
+                shape = list(output.shape)
+                if shape and shape[0] == SHAPE_BATCH:
+                    shape = shape[1:]
+                activations.append(
+                    {
+                        "module": name,
+                        "module_type": type(module).__name__,
+                        "shape": shape,
+                        "dtype": _dtype_name(output.dtype),
+                    }
+                )
+
+        return hook
+
+    with FakeTensorMode():
+        model = construct(model_class, request.get("model_kwargs") or {}, file_name)
+        parameters = [
+            {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype)}
+            for name, p in model.named_parameters()
+        ]
+        for name, module in model.named_modules():
+            if name and not any(True for _ in module.children()):
+                module.register_forward_hook(record(name))
+        sample = make_input(SHAPE_BATCH, input_shape, request.get("input_dtype", "float32"))
+        run_step(
+            model, sample, file_name, f"[{SHAPE_BATCH}, {', '.join(map(str, input_shape))}] (batch of {SHAPE_BATCH})"
+        )
+    return {
+        "name": request.get("name") or model_class.__name__,
+        "source_kind": "pytorch",
+        "parameters": parameters,
+        "activations": activations,
+        "sample": {
+            "shape": input_shape,
+            "dtype": request.get("input_dtype", "float32"),
+            "label_shape": [],
+            "label_dtype": request.get("label_dtype", "int64"),
+        },
+    }
+
+
+# --- exact collective capture with torch's fake process group -------------------------------------
+
+
+def _collective_kind(op_name: str) -> str | None:
+    folded = op_name.split(".")[0].strip("_").replace("_", "")
+    for prefix, kind in (
+        ("allreduce", "all_reduce"),
+        ("allgather", "all_gather"),
+        ("reducescatter", "reduce_scatter"),
+        ("alltoall", "all_to_all"),
+        ("broadcast", "broadcast"),
+        ("send", "send_recv"),
+        ("recv", "send_recv"),
+    ):
+        if folded.startswith(prefix):
+            return kind
+    return None
+
+
+class CollectiveLogger:
+    """A TorchDispatchMode that writes down every c10d / functional-collective op and its buffer size.
+
+    Byte counts follow nccl-tests: the whole buffer (for all-gather the gathered output, for
+    reduce-scatter the unscattered input), and the per-rank piece next to it.
+    """
+
+    def __init__(self, world_size: int):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        logger = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func.namespace in ("c10d", "_c10d_functional"):
+                    logger._note(func.__name__, args)
+                return func(*args, **kwargs)
+
+        self.mode = _Mode()
+        self.world_size = world_size
+        self.phase = "forward"
+        self.records: list[dict] = []
+
+    def _note(self, op_name: str, args) -> None:
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        kind = _collective_kind(op_name)
+        if kind is None:
+            return
+        tensors = [t for t in tree_leaves(args) if isinstance(t, torch.Tensor)]
+        if not tensors:
+            return
+        sizes = [t.numel() * t.element_size() for t in tensors]
+        if kind in ("all_gather", "reduce_scatter") and len(tensors) >= 2:
+            whole = max(sizes)
+        elif kind == "all_reduce" and op_name.startswith("allreduce_"):
+            whole = sum(sizes)  # c10d.allreduce_ takes the list of tensors reduced together
+        else:
+            whole = sizes[0]
+        piece = whole // self.world_size if kind in ("all_gather", "reduce_scatter") else whole
+        self.records.append(
+            {
+                "op": kind,
+                "phase": self.phase,
+                "bytes": whole,
+                "per_rank_bytes": piece,
+                "dtype": _dtype_name(tensors[0].dtype),
+                "torch_op": op_name,
+            }
+        )
+
+
+def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> list[list[dict]]:
+    """Runs ``steps`` training steps and returns the collectives of each, in issue order.
+
+    DDP rebuilds its buckets at the start of the second step (broadcasting the new assignment), so
+    the third is the steady state.
+    """
+    per_step = []
+    for _ in range(steps):
+        logger.records = []
+        logger.phase = "forward"
+        with logger.mode:
+            output = model(sample)
+            logger.phase = "backward"
+            training_loss(output).backward()
+        per_step.append(logger.records)
+        for parameter in model.parameters():
+            parameter.grad = None
+    return per_step
+
+
+def capture_ddp(model_class, request: dict, world_size: int, cap: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+    # torch 2.13 keeps the 1 MiB first bucket only when bucket_cap_mb is left at its default (None);
+    # an explicit cap applies to the first bucket too.
+    bucket_cap_mb = cap.get("bucket_cap_mb")
+    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+
+    def record_bucket(_state, bucket):
+        # torch's fake process group completes its work with no value, which DDP's default hook
+        # cannot unpack; issue the same all-reduce and hand DDP its (unchanged) bucket back.
+        buffer = bucket.buffer()
+        dist.all_reduce(buffer)
+        future = torch.futures.Future()
+        future.set_result(buffer)
+        return future
+
+    ddp.register_comm_hook(None, record_bucket)
+    sample = make_input(SHAPE_BATCH, request["input_shape"], request.get("input_dtype", "float32"))
+    logger = CollectiveLogger(world_size)
+    steps = _run_checked(ddp, sample, logger)
+    return {
+        "strategy": "ddp",
+        "world_size": world_size,
+        "first_step": steps[0],
+        "steady_step": steps[-1],
+        "settings": {
+            "bucket_cap_mb": bucket_cap_mb,
+            "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
+            "bucket_bytes": ddp.bucket_bytes_cap,
+            "batch_size": SHAPE_BATCH,
+        },
+    }
+
+
+def _run_checked(model, sample, logger):
+    try:
+        return _captured_steps(model, sample, logger)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError("capture_failed", f"capturing collectives failed: {_exception_text(exc)}") from None
+
+
+def capture_fsdp2(model_class, request: dict, world_size: int, mesh) -> dict:
+    import torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    sample = make_input(SHAPE_BATCH, request["input_shape"], request.get("input_dtype", "float32"))
+    steps = _run_checked(model, sample, CollectiveLogger(world_size))
+    return {
+        "strategy": "fsdp2",
+        "world_size": world_size,
+        "first_step": steps[0],
+        "steady_step": steps[-1],
+        "settings": {"wrapped": "each nn.Linear, then the root", "batch_size": SHAPE_BATCH},
+    }
+
+
+def tensor_parallel_plan(model, sequence_parallel: bool) -> dict:
+    """Linear layers alternate column-/row-wise in forward order, as in Megatron's MLP pairs.
+
+    An unpaired last column-wise layer gathers its output so the model's output stays whole. With
+    sequence parallelism activations between pairs are sharded on dim 1 and norms/dropout run
+    sequence-parallel, turning the all-reduces into all-gathers and reduce-scatters.
+    """
+    import torch.nn as nn
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
+
+    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    plan = {}
+    for index, name in enumerate(linears):
+        column = index % 2 == 0
+        last = index == len(linears) - 1
+        if column:
+            layouts = {"input_layouts": Shard(1)} if sequence_parallel else {}
+            if last:
+                layouts["output_layouts"] = Replicate()
+            plan[name] = ColwiseParallel(**layouts)
+        else:
+            plan[name] = RowwiseParallel(output_layouts=Shard(1)) if sequence_parallel else RowwiseParallel()
+    if sequence_parallel:
+        for name, module in model.named_modules():
+            if isinstance(module, nn.LayerNorm | nn.Dropout | getattr(nn, "RMSNorm", nn.LayerNorm)):
+                plan[name] = SequenceParallel()
+    return plan
+
+
+def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, cap: dict) -> dict:
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    sequence_parallel = bool(cap.get("sequence_parallel", False))
+    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+    plan = tensor_parallel_plan(model, sequence_parallel)
+    parallelize_module(model, mesh, plan)
+    batch = int(cap.get("batch_size", SHAPE_BATCH))
+    sample = make_input(batch, request["input_shape"], request.get("input_dtype", "float32"))
+    steps = _run_checked(model, sample, CollectiveLogger(world_size))
+    return {
+        "strategy": "tensor",
+        "world_size": world_size,
+        "first_step": steps[0],
+        "steady_step": steps[-1],
+        "settings": {
+            "batch_size": batch,
+            "sequence_parallel": sequence_parallel,
+            "plan": {name: type(style).__name__ for name, style in plan.items()},
+        },
+    }
+
+
+def capture_collectives(request: dict) -> list[dict]:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    cap = request["capture"]
+    world_size = int(cap["world_size"])
+    model_class = load_model_class(request["source"], request["file_name"], request["model_class"])
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        mesh = init_device_mesh("cpu", (world_size,))
+        return [
+            capture_ddp(model_class, request, world_size, cap),
+            capture_fsdp2(model_class, request, world_size, mesh),
+            capture_tensor_parallel(model_class, request, world_size, mesh, cap),
+        ]
+    finally:
+        dist.destroy_process_group()
+
+
+def handle(request: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    answer = {"ok": True, "inventory": describe_model(request), "captures": []}
+    if request.get("capture"):
+        answer["captures"] = capture_collectives(request)
+    return answer
+
+
+def main() -> int:
+    answer_stream = _claim_stdout()
+    worker_pid = os.getpid()
+    try:
+        request = json.loads(sys.stdin.read())
+        answer = handle(request)
+    except ModelError as exc:
+        answer = {"ok": False, "error": {"kind": exc.kind, "message": exc.message, "line": exc.line}}
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from user code are failures too
+        answer = {"ok": False, "error": {"kind": "failed", "message": _exception_text(exc)}}
+    if os.getpid() != worker_pid:
+        os._exit(1)  # a process the model forked: only the worker itself answers
+    answer_stream.write(json.dumps(answer))
+    answer_stream.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

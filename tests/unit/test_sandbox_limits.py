@@ -1,0 +1,120 @@
+"""Each limit of the bubblewrap sandbox stops a hostile model upload with a clear message."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from emuplan.sandbox.runner import SandboxError, SandboxLimits, SandboxUnavailable, run_in_sandbox
+
+pytestmark = pytest.mark.sandbox
+
+MODELS = Path(__file__).parents[1] / "fixtures" / "models"
+LIMITS = SandboxLimits(timeout_s=8, memory_mb=4096)
+
+
+def request_for(fixture: str, model_class: str = "Model", input_shape=(4,)) -> dict:
+    return {
+        "source": (MODELS / fixture).read_text(),
+        "file_name": fixture,
+        "model_class": model_class,
+        "model_kwargs": {},
+        "input_shape": list(input_shape),
+    }
+
+
+def failure(fixture: str, limits: SandboxLimits = LIMITS) -> SandboxError:
+    with pytest.raises(SandboxError) as caught:
+        run_in_sandbox(request_for(fixture), limits)
+    return caught.value
+
+
+def worker_processes_after_a_moment() -> list[str]:
+    """Sandboxed processes still alive; SIGKILL through --die-with-parent takes a few ms to land."""
+    deadline = time.monotonic() + 3
+    while True:
+        listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+        alive = [line for line in listing.splitlines() if line.endswith("/sandbox/worker.py")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def test_the_seed_classifier_runs_in_the_sandbox():
+    answer = run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), LIMITS)
+    assert [p["name"] for p in answer["inventory"]["parameters"]][:2] == ["fc1.weight", "fc1.bias"]
+
+
+def test_an_endless_loop_is_killed_at_the_wall_clock_limit_with_its_whole_process_tree():
+    error = failure("hostile_infinite_loop.py", SandboxLimits(timeout_s=5))
+    assert error.kind == "time_limit"
+    assert error.message == "the model did not finish within the time limit of 5 s"
+    assert worker_processes_after_a_moment() == []
+
+
+def test_the_cpu_time_limit_stops_a_busy_model_before_the_clock_limit():
+    error = failure("hostile_infinite_loop.py", SandboxLimits(timeout_s=20, cpu_s=3))
+    assert error.kind == "cpu_limit"
+    assert error.message == "the model used more than 3 s of CPU time"
+
+
+def test_allocating_50_gb_fails_with_a_memory_error():
+    error = failure("hostile_allocate_50gb.py")
+    assert error.kind == "import_failed"
+    assert error.line == 5
+    assert "MemoryError: the model asked for more memory than the sandbox allows" in error.message
+
+
+def test_a_fork_bomb_hits_the_process_limit():
+    error = failure("hostile_fork_bomb.py")
+    assert error.kind == "import_failed"
+    assert "the sandbox's process limit was reached" in error.message
+    assert worker_processes_after_a_moment() == []
+
+
+def test_the_network_is_unreachable():
+    error = failure("hostile_socket.py")
+    assert error.line == 7
+    assert "Network is unreachable (the sandbox has no network)" in error.message
+
+
+def test_host_files_are_not_visible():
+    error = failure("hostile_read_shadow.py")
+    assert "No such file or directory: '/etc/shadow'" in error.message
+
+
+def test_nothing_outside_the_private_tmp_is_writable():
+    error = failure("hostile_write_outside.py")
+    assert error.line == 6
+    assert "PermissionError: [Errno 13] Permission denied: '/sandbox/worker.py.escaped'" in error.message
+
+
+def test_the_private_tmp_is_writable_but_the_system_is_read_only(tmp_path: Path):
+    source = (
+        "from torch import nn\n"
+        "open('/tmp/scratch', 'w').write('fine')\n"
+        "open('/usr/escaped', 'w')\n"
+        "class Model(nn.Module):\n    pass\n"
+    )
+    with pytest.raises(SandboxError) as caught:
+        run_in_sandbox({**request_for("hostile_write_outside.py"), "source": source}, LIMITS)
+    assert caught.value.line == 3
+    assert "OSError: [Errno 30] Read-only file system: '/usr/escaped'" in caught.value.message
+
+
+def test_without_bubblewrap_python_uploads_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty PATH: no bwrap
+    with pytest.raises(SandboxUnavailable) as caught:
+        run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), LIMITS)
+    assert "need bubblewrap (Debian package 'bubblewrap'), which is not installed" in caught.value.message
+
+
+def test_the_operator_can_allow_unsandboxed_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    os.symlink("/usr/bin/prlimit", tmp_path / "prlimit")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    answer = run_in_sandbox(
+        request_for("seed_classifier.py", "Classifier", (1, 28, 28)), LIMITS, allow_unsandboxed=True
+    )
+    assert len(answer["inventory"]["parameters"]) == 8
