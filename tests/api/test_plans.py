@@ -80,6 +80,9 @@ def test_malformed_json_and_wrong_types_are_rejected(client: TestClient, databas
     response = client.post("/api/plans", json={"model": "gpt2", "strategy": "diagonal"})
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "strategy"]
+    response = client.post("/api/plans", json={"model": "gpt2", "batchsize": 8})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "batchsize"]
     assert plan_count(database) == 0
 
 

@@ -85,6 +85,7 @@ def test_trials_are_batches_times_epochs(dataset, batch, epochs, drop_last, tria
         ({"strategy": "hybrid"}, r"^mode: tutorial mode has rules for data, tensor and pipeline only"),
         ({"mode": "framework", "gpus": 1}, r"^gpus: one GPU exchanges nothing"),
         ({"mode": "framework", "strategy": "pipeline", "pp": 5, "gpus": 5}, r"^pp: 5 pipeline stages but the model"),
+        ({"dp": 1 << 30}, r"^gpus: 1073741824 GPUs is more than the planner accepts"),
     ],
 )
 def test_bad_inputs_name_the_field(options: dict, message: str) -> None:

@@ -6,7 +6,7 @@ The CLI's ``--json``, the JSON API and the stored ``plan.workload`` column all c
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.workload.collectives import CollectiveOp
 
@@ -49,6 +49,9 @@ class ParallelDim(StrEnum):
 
 class PlanRequest(BaseModel):
     """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``)."""
+
+    # A misspelt option must fail loudly instead of silently planning with the default.
+    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="Preset name (see /api/presets) or, on the CLI, a config.json path.")
     strategy: Strategy = Strategy.DATA

@@ -40,6 +40,8 @@ from emuplan.workload.strategies.tutorial import tutorial_collectives
 from emuplan.workload.trials import count_trials
 
 _PHASE_ORDER = {Phase.FORWARD: 0, Phase.BACKWARD: 1, Phase.OPTIMIZER: 2}
+# Far above any cluster KCCB emulates; keeps a request from making the planner loop for minutes.
+MAX_GPUS = 1 << 20
 
 
 def _at_least_one(field: str, value: int | None) -> None:
@@ -88,6 +90,8 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         gpus = request.dp * (request.tp or 1) * (request.pp or 1)
     else:
         gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1))
+    if gpus > MAX_GPUS:
+        raise PlanningError(f"gpus: {gpus} GPUs is more than the planner accepts ({MAX_GPUS})")
     tp = request.tp or (gpus if strategy is Strategy.TENSOR else 1)
     pp = request.pp or (gpus if strategy is Strategy.PIPELINE else 1)
     if gpus % (tp * pp):

@@ -98,35 +98,24 @@ def data_parallel_collectives(
             for index, bucket in enumerate(ddp_buckets(parameters, grad_dtype, bucket_cap_mb))
         ]
     if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2):
-        items = []
         buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
-        for index, bucket in enumerate(buckets):
-            numel = _round_up(sum(p.numel for p in bucket), group_size)
-            items.append(
-                collective(
-                    CollectiveOp.REDUCE_SCATTER,
-                    numel_bytes(numel, grad_dtype),
-                    group_size,
-                    grad_dtype,
-                    Phase.BACKWARD,
-                    dim,
-                    label_prefix + "gradients " + _bucket_label(index, bucket),
-                )
+        passes = (
+            (CollectiveOp.REDUCE_SCATTER, grad_dtype, Phase.BACKWARD, "gradients "),
+            (CollectiveOp.ALL_GATHER, param_dtype, Phase.OPTIMIZER, "updated parameters "),
+        )
+        return [
+            collective(
+                op,
+                numel_bytes(_round_up(sum(p.numel for p in bucket), group_size), dtype),
+                group_size,
+                dtype,
+                phase,
+                dim,
+                label_prefix + what + _bucket_label(index, bucket),
             )
-        for index, bucket in enumerate(buckets):
-            numel = _round_up(sum(p.numel for p in bucket), group_size)
-            items.append(
-                collective(
-                    CollectiveOp.ALL_GATHER,
-                    numel_bytes(numel, param_dtype),
-                    group_size,
-                    param_dtype,
-                    Phase.OPTIMIZER,
-                    dim,
-                    label_prefix + "updated parameters " + _bucket_label(index, bucket),
-                )
-            )
-        return items
+            for op, dtype, phase, what in passes
+            for index, bucket in enumerate(buckets)
+        ]
     return _sharded_unit_collectives(impl, units, group_size, param_dtype, grad_dtype, label_prefix)
 
 
