@@ -134,7 +134,14 @@ def test_every_op_hands_the_planned_bytes_and_completion_is_max_end_minus_min_st
     assert [row["label"] for row in rows[:3]] == ["bucket 0", "bucket 0", "params"]
     assert [row["duration_us"] for row in rows] == [f"{value / 1000:.3f}" for value in completion[1:].ravel()]
 
-    assert [event["event"] for event in events] == ["started", "iteration", "iteration", "iteration", "finished"]
+    assert [event["event"] for event in events] == [
+        "launching",
+        "started",
+        "iteration",
+        "iteration",
+        "iteration",
+        "finished",
+    ]
     assert [event["warmup"] for event in events if event["event"] == "iteration"] == [True, False, False]
     assert_no_worker_left(launcher)
 

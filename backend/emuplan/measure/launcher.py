@@ -134,7 +134,8 @@ def _exit_description(code: int) -> str:
 
 class LocalLauncher:
     """One measurement of one plan on local processes. ``run()`` blocks; ``cancel()`` may come from
-    any thread. ``on_event`` receives rank 0's progress events (dicts with an ``event`` key)."""
+    any thread. ``on_event`` receives "launching" and then rank 0's progress events ("started",
+    "iteration", "finished"): dicts with an ``event`` key."""
 
     def __init__(
         self,
@@ -155,6 +156,7 @@ class LocalLauncher:
         self._cancelled.set()
 
     def run(self) -> MeasurementResult:
+        self.on_event({"event": "launching", "world_size": self.options.world_size, "backend": self.options.backend})
         with tempfile.TemporaryDirectory(prefix="emuplan-measure-") as scratch:
             workdir = Path(scratch)
             try:

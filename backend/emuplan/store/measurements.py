@@ -1,0 +1,113 @@
+"""Measured runs: measure a stored plan on local processes and store the timings as a run.
+
+The per-iteration CSV the workers write goes through the same ``parse_result_file`` and ``save_run``
+as an upload, so a measured run gets the same statistics, figures and % of ideal as an imported KCCB
+run. The run is stored only when the measurement finished: a failed, hung or cancelled measurement
+raises before anything is written. The CLI, the API's background jobs and the demo all call
+``measure_and_store``; ``emuplan measure --from-file`` calls ``save_measured_run`` on a torchrun result.
+"""
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlmodel import Session
+
+from emuplan.measure.launcher import LocalLauncher, MeasurementOptions, MeasurementResult
+from emuplan.measure.workload import MeasurementError
+from emuplan.results.canonical import PER_ITERATION
+from emuplan.results.parse import parse_result_file
+from emuplan.store.db import Database
+from emuplan.store.models import Plan, Run
+from emuplan.store.plans import get_plan
+from emuplan.store.runs import save_run, sha256_hex
+
+MEASURED_FILE_NAME = "measured.csv"
+
+
+def _hosts_text(hosts: list[str]) -> str:
+    if len(hosts) == 1:
+        return f"host {hosts[0]}"
+    shown = ", ".join(hosts[:4]) + (", …" if len(hosts) > 4 else "")
+    return f"{len(hosts)} hosts: {shown}"
+
+
+def measured_origin_detail(record: dict[str, Any], launched_by: str) -> str:
+    """'measured locally (gloo, world size 4, host vm); 8 iterations after 2 warm-up iterations (excluded)'."""
+    warmup = record["warmup"]
+    return (
+        f"measured {launched_by} ({record['backend']}, world size {record['world_size']}, "
+        f"{_hosts_text(record['hosts'])}); {record['iterations']} iterations after {warmup} warm-up "
+        f"iteration{'s' if warmup != 1 else ''} (excluded)"
+    )
+
+
+def save_measured_run(
+    session: Session,
+    plan: Plan,
+    csv_text: str,
+    record: dict[str, Any],
+    *,
+    launched_by: str = "locally",
+    notes: Iterable[str] = (),
+    name: str | None = None,
+    tags: Iterable[str] = (),
+    file_name: str | None = None,
+) -> Run:
+    """Store a finished measurement of ``plan`` as a run with origin "measured" (caller commits)."""
+    data = csv_text.encode()
+    parsed = parse_result_file(data, file_name or MEASURED_FILE_NAME, PER_ITERATION)
+    # The CSV carries no set-up; the worker's record does, and busbw and % of ideal need the rank count.
+    parsed.ranks = record["world_size"]
+    parsed.hosts = len(record["hosts"])
+    parsed.warnings.extend(notes)
+    return save_run(
+        session,
+        parsed,
+        name=name or f"{plan.name}: measured {launched_by} ({record['backend']}, {record['world_size']} ranks)",
+        plan_id=plan.id,
+        strategy=plan.strategy,
+        tags=tags,
+        origin="measured",
+        origin_detail=measured_origin_detail(record, launched_by),
+        file_name=file_name,
+        content_sha256=sha256_hex(data),
+    )
+
+
+def store_measurement(
+    database: Database, plan_id: int, result: MeasurementResult, *, name: str | None = None, tags: Iterable[str] = ()
+) -> Run:
+    """Store a finished local measurement in one transaction."""
+    with database.writing() as session:
+        plan = get_plan(session, plan_id)
+        return save_measured_run(
+            session, plan, result.csv_text, result.record, notes=result.notes, name=name, tags=tags
+        )
+
+
+def local_launcher(
+    database: Database,
+    plan_id: int,
+    options: MeasurementOptions,
+    on_event: Callable[[dict[str, Any]], None] = lambda _event: None,
+) -> LocalLauncher:
+    """A launcher for the stored plan, its options already checked (nothing started yet)."""
+    with database.read_session() as session:
+        plan = get_plan(session, plan_id)
+    if not plan.workload:
+        raise MeasurementError(f"plan {plan_id} has no workload document to measure")
+    return LocalLauncher(plan.workload, options, on_event)
+
+
+def measure_and_store(
+    database: Database,
+    plan_id: int,
+    options: MeasurementOptions,
+    on_event: Callable[[dict[str, Any]], None] = lambda _event: None,
+    *,
+    name: str | None = None,
+    tags: Iterable[str] = (),
+) -> Run:
+    """Measure the plan on local processes, then store the run; raises before storing on any failure."""
+    result = local_launcher(database, plan_id, options, on_event).run()
+    return store_measurement(database, plan_id, result, name=name, tags=tags)
