@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emuplan.store.db import Database
+
 logger = logging.getLogger(__name__)
 
 DEMO_COMPARISON_NAME = "Demo: data vs tensor vs pipeline"
@@ -60,3 +62,42 @@ def generated_run_csv(shape: GeneratedShape, seed: int = DEMO_SEED) -> bytes:
         for iteration, milliseconds in enumerate(body):
             out.write(f"{iteration},{size},{shape.collective},{milliseconds:.4f}\n")
     return out.getvalue().encode()
+
+
+SEED_STRATEGIES = ("data", "tensor", "pipeline")
+
+
+def load_demo(database: Database) -> bool:
+    """Add the demo plans, runs and comparison unless the demo comparison exists. True when added.
+
+    Everything is written in one transaction, so a failure leaves no half demo behind; a user who
+    deletes demo runs later keeps the rest and is not given new ones.
+    """
+    from emuplan.results import parse_result_file
+    from emuplan.store import comparisons, plans, runs
+    from emuplan.workload.document import Mode, PlanRequest, Strategy
+
+    with database.writing() as session:
+        if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
+            return False
+        run_ids = []
+        for shape in DEMO_SHAPES:
+            request = PlanRequest(model="fashion-mnist-mlp", strategy=Strategy(shape.strategy), mode=Mode.TUTORIAL)
+            plan = plans.create_plan(session, request, f"Seed MLP: {shape.strategy} parallel (tutorial)")
+            file_name = f"demo-{shape.strategy}-generated.csv"
+            parsed = parse_result_file(generated_run_csv(shape), file_name)
+            run = runs.save_run(
+                session,
+                parsed,
+                name=f"Demo {shape.strategy} parallel (generated)",
+                plan_id=plan.id,
+                strategy=shape.strategy,
+                tags=[DEMO_TAG],
+                origin="generated",
+                origin_detail=GENERATED_ORIGIN_DETAIL.format(seed=DEMO_SEED),
+                file_name=file_name,
+            )
+            run_ids.append(run.id)
+        comparisons.create_comparison(session, DEMO_COMPARISON_NAME, run_ids, run_ids[0], {"log_x": True})
+    logger.info("demo content added: 3 seed plans, 3 generated runs, 1 comparison")
+    return True

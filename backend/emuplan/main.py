@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from emuplan import __version__
 from emuplan.api import comparisons, health, pages, plans, runs
 from emuplan.api.uploads import BodySizeLimitMiddleware
+from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
 from emuplan.store.db import Database, migrate
 
@@ -58,6 +59,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         migrate(settings.database_url, settings.migrations_dir)
+        if settings.demo:
+            load_demo(app.state.database)
         yield
         app.state.database.dispose()
 

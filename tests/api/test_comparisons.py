@@ -11,20 +11,25 @@ from sqlmodel import select
 
 from emuplan.api.comparisons import RedactShareTokens, redact_share_tokens
 from emuplan.store.db import Database
-from emuplan.store.models import Run, ShareLink
+from emuplan.store.models import ShareLink
 
 
-def _add_runs(database: Database, names: list[str]) -> list[int]:
-    with database.writing() as session:
-        runs = [Run(name=name, source_format="per-iteration-csv", origin="imported") for name in names]
-        session.add_all(runs)
-        session.flush()
-        return [run.id for run in runs]
+def _add_runs(client: TestClient, names: list[str]) -> list[int]:
+    """Real imports through the upload API: a tiny per-iteration CSV per run."""
+    ids = []
+    for index, name in enumerate(names):
+        csv = "iteration,data size,collective,completion time (ms)\n" + "".join(
+            f"{i},971048,all_reduce,{10 + index + i / 10}\n" for i in range(5)
+        )
+        response = client.post("/api/runs", files={"file": (f"{name}.csv", csv.encode())}, data={"name": name})
+        assert response.status_code == 201, response.text
+        ids.append(response.json()["id"])
+    return ids
 
 
 @pytest.fixture
 def comparison_id(client: TestClient, database: Database) -> int:
-    run_ids = _add_runs(database, ["data", "tensor", "pipeline"])
+    run_ids = _add_runs(client, ["data", "tensor", "pipeline"])
     response = client.post(
         "/api/comparisons",
         json={"name": "dp vs tp vs pp", "run_ids": run_ids, "baseline_run_id": run_ids[0], "options": {"log_x": False}},
@@ -34,7 +39,7 @@ def comparison_id(client: TestClient, database: Database) -> int:
 
 
 def test_comparison_is_saved_with_runs_baseline_and_options(client: TestClient, database: Database) -> None:
-    run_ids = _add_runs(database, ["a", "b"])
+    run_ids = _add_runs(client, ["a", "b"])
     created = client.post("/api/comparisons", json={"name": " a vs b ", "run_ids": run_ids}).json()
     assert created["name"] == "a vs b"
     assert created["run_ids"] == run_ids
@@ -54,7 +59,7 @@ def test_comparison_is_saved_with_runs_baseline_and_options(client: TestClient, 
     ],
 )
 def test_bad_comparison_is_refused_with_the_field_named(client, database, body, message) -> None:
-    _add_runs(database, ["only"])
+    _add_runs(client, ["only"])
     response = client.post("/api/comparisons", json=body)
     assert response.status_code == 422
     assert response.json()["detail"] == message
@@ -160,3 +165,35 @@ def test_access_log_lines_never_carry_a_token() -> None:
     assert RedactShareTokens().filter(record)
     assert token not in record.getMessage()
     assert "/s/[redacted]" in record.getMessage()
+
+
+def test_shared_json_is_the_compare_document_of_its_runs_and_nothing_else(client: TestClient) -> None:
+    run_ids = _add_runs(client, ["data", "tensor", "pipeline", "private"])
+    compared = run_ids[:3]
+    comparison = client.post(
+        "/api/comparisons", json={"name": "three", "run_ids": compared, "baseline_run_id": compared[1]}
+    ).json()
+    token = client.post(f"/api/comparisons/{comparison['id']}/shares", json={}).json()["token"]
+    shared = client.get(f"/api/shared/{token}").json()
+    direct = client.get(f"/api/compare?runs={','.join(map(str, compared))}&baseline={compared[1]}&log_x=true").json()
+    assert {k: v for k, v in shared.items() if k != "comparison"} == direct
+    assert [run["name"] for run in shared["runs"]] == ["data", "tensor", "pipeline"]
+    assert shared["baseline_run_id"] == compared[1]
+    assert len(shared["ks_tests"]) == 3
+    assert "private" not in client.get(f"/s/{token}").text
+    figure = client.get(f"/api/shared/{token}/runs/{compared[0]}/figures/delay")
+    assert figure.status_code == 200
+    assert figure.json() == client.get(f"/api/runs/{compared[0]}/figures/delay").json()
+    # The token opens its own runs only.
+    assert client.get(f"/api/shared/{token}/runs/{run_ids[3]}/figures/delay").status_code == 404
+
+
+def test_shared_comparison_drops_a_deleted_run(client: TestClient) -> None:
+    run_ids = _add_runs(client, ["kept", "deleted"])
+    comparison = client.post("/api/comparisons", json={"name": "two", "run_ids": run_ids}).json()
+    token = client.post(f"/api/comparisons/{comparison['id']}/shares", json={}).json()["token"]
+    assert client.delete(f"/api/runs/{run_ids[0]}").status_code == 204
+    shared = client.get(f"/api/shared/{token}").json()
+    assert [run["name"] for run in shared["runs"]] == ["deleted"]
+    assert shared["baseline_run_id"] == run_ids[1]
+    assert client.get(f"/s/{token}").status_code == 200

@@ -7,12 +7,14 @@ comparison it names: never a general run endpoint, never another run.
 import logging
 import re
 from datetime import datetime
+from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.store import comparisons as store
+from emuplan.store import runs as runs_store
 from emuplan.store.models import Comparison
 
 router = APIRouter(tags=["comparisons"])
@@ -157,8 +159,29 @@ def install_share_token_redaction() -> None:
 
 @router.get("/api/shared/{token}")
 def shared_comparison(token: str, session: ReadSessionDep, response: Response) -> dict:
-    """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens."""
+    """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens, with the
+    statistics, KS tests and figures of ``GET /api/compare`` for its runs."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"
     comparison = shared_comparison_or_error(session, token)
-    return {"comparison": store.comparison_document(comparison)}
+    runs = store.present_runs(session, comparison)
+    if not runs:
+        raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
+    document = runs_store.compare_stored_runs(
+        session, [run.id for run in runs], store.present_baseline(comparison, runs),
+        log_x=bool(comparison.options.get("log_x")),
+    )
+    return {"comparison": store.comparison_document(comparison), **document}
+
+
+@router.get("/api/shared/{token}/runs/{run_id}/figures/{kind}")
+def shared_run_figure(
+    token: str, run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, response: Response
+) -> dict:
+    """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
+    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    comparison = shared_comparison_or_error(session, token)
+    run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
+    if run is None:
+        raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
+    return runs_store.run_figure(run, kind)

@@ -5,16 +5,20 @@ small ES modules from the JSON twins, because the Content-Security-Policy allows
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
-from sqlmodel import col, select
 
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_error
 from emuplan.api.deps import ReadSessionDep
+from emuplan.api.runs import parse_run_ids
+from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.store import comparisons as comparison_store
-from emuplan.store.models import Plan, Run
+from emuplan.store import plans as plan_store
+from emuplan.store import runs as run_store
+from emuplan.store.models import Comparison, Run
 from emuplan.workload.presets import PRESETS
 
 router = APIRouter(include_in_schema=False)
@@ -38,23 +42,15 @@ def render(
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, session: ReadSessionDep) -> HTMLResponse:
-    plans = session.exec(select(Plan).order_by(col(Plan.id).desc()).limit(RECENT)).all()
-    runs = session.exec(select(Run).order_by(col(Run.id).desc()).limit(RECENT)).all()
-    comparisons = comparison_store.list_comparisons(session, RECENT)
-    demo = comparison_store.find_comparison_by_name(session, "Demo: data vs tensor vs pipeline")
     return render(
-        request, "home.html", nav="home", plans=plans, runs=runs, comparisons=comparisons, demo_comparison=demo
+        request,
+        "home.html",
+        nav="home",
+        plans=plan_store.list_plans(session, RECENT),
+        runs=run_store.list_runs(session)[:RECENT],
+        comparisons=comparison_store.list_comparisons(session, RECENT),
+        demo_comparison=comparison_store.find_comparison_by_name(session, DEMO_COMPARISON_NAME),
     )
-
-
-@router.get("/s/{token}", response_class=HTMLResponse)
-def shared_comparison_page(token: str, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}
-    try:
-        comparison = shared_comparison_or_error(session, token)
-    except HTTPException as error:
-        return render(request, "share_gone.html", status_code=error.status_code, headers=headers, detail=error.detail)
-    return render(request, "shared.html", headers=headers, comparison=comparison, token=token)
 
 
 def _preset_choices() -> list[dict]:
@@ -71,7 +67,113 @@ def plan_page(request: Request) -> HTMLResponse:
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    plan = session.get(Plan, plan_id)
-    if plan is None:
-        raise HTTPException(status_code=404, detail=f"no plan with id {plan_id}")
+    try:
+        plan = plan_store.get_plan(session, plan_id)
+    except plan_store.PlanNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
     return render(request, "plan.html", nav="plan", presets=_preset_choices(), plan=plan, initial=plan.inputs)
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs_page(
+    request: Request, session: ReadSessionDep, strategy: str = "", plan: str = "", tag: str = ""
+) -> HTMLResponse:
+    plan_id = int(plan) if plan.isdigit() else None
+    runs = run_store.list_runs(session, strategy=strategy or None, plan_id=plan_id, tag=tag or None)
+    return render(
+        request,
+        "runs.html",
+        nav="runs",
+        runs=runs,
+        plans=plan_store.list_plans(session, 1000),
+        strategies=run_store.STRATEGIES,
+        filters={"strategy": strategy, "plan": plan_id, "tag": tag},
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+    try:
+        run = run_store.get_run(session, run_id)
+    except run_store.RunNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
+    stats = run_store.run_statistics(run)
+    plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
+    return render(
+        request,
+        "run.html",
+        nav="runs",
+        run=run,
+        plan=plan,
+        stats=stats,
+        has_bandwidth=any(group.get("algbw_gbps") is not None for group in stats["groups"]),
+    )
+
+
+def _compare_url(run_ids: list[int], baseline_id: int | None) -> str:
+    query = {"runs": ",".join(map(str, run_ids))}
+    if baseline_id is not None:
+        query["baseline"] = str(baseline_id)
+    return "/api/compare?" + urlencode(query, safe=",")
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, session: ReadSessionDep, runs: str = "", baseline: str = "") -> HTMLResponse:
+    all_runs = run_store.list_runs(session)
+    context = {"nav": "compare", "all_runs": all_runs, "comparison": None, "runs": [], "selected_ids": []}
+    baseline_id = int(baseline) if baseline.isdigit() else None
+    if runs:
+        try:
+            selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
+            selected = [run_store.get_run(session, run_id) for run_id in selected_ids]
+        except HTTPException as error:
+            return render(request, "compare.html", status_code=error.status_code, error=error.detail, **context)
+        except run_store.RunNotFound as error:
+            return render(request, "compare.html", status_code=404, error=str(error), **context)
+        if baseline_id not in selected_ids:
+            baseline_id = None
+        context.update(
+            runs=selected,
+            selected_ids=selected_ids,
+            baseline_id=baseline_id,
+            compare_url=_compare_url(selected_ids, baseline_id),
+            run_figure_base="/api/runs",
+            suggested_name=" vs ".join(run.name for run in selected)[:200],
+            log_x=True,
+        )
+    return render(request, "compare.html", **context)
+
+
+def _saved_comparison_context(session, comparison: Comparison) -> dict:
+    runs: list[Run] = comparison_store.present_runs(session, comparison)
+    baseline_id = comparison_store.present_baseline(comparison, runs)
+    return {
+        "comparison": comparison,
+        "runs": runs,
+        "baseline_id": baseline_id,
+        "compare_url": _compare_url([run.id for run in runs], baseline_id),
+        "log_x": bool(comparison.options.get("log_x")),
+    }
+
+
+@router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
+def saved_comparison_page(comparison_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+    try:
+        comparison = comparison_store.get_comparison(session, comparison_id)
+    except comparison_store.ComparisonNotFound as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
+    context = _saved_comparison_context(session, comparison)
+    return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
+
+
+@router.get("/s/{token}", response_class=HTMLResponse)
+def shared_comparison_page(token: str, request: Request, session: ReadSessionDep) -> HTMLResponse:
+    """The read-only page a share link opens: this comparison, nothing else (no navigation, no edits)."""
+    headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}
+    try:
+        comparison = shared_comparison_or_error(session, token)
+    except HTTPException as error:
+        return render(request, "share_gone.html", status_code=error.status_code, headers=headers, detail=error.detail)
+    context = _saved_comparison_context(session, comparison)
+    context.update(compare_url=f"/api/shared/{token}", run_figure_base=f"/api/shared/{token}/runs")
+    return render(request, "shared.html", headers=headers, **context)

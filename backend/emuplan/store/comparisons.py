@@ -165,3 +165,14 @@ def comparison_document(comparison: Comparison) -> dict:
         "options": comparison.options,
         "created_at": _as_utc(comparison.created_at),
     }
+
+
+def present_runs(session: Session, comparison: Comparison) -> list[Run]:
+    """The comparison's runs that still exist, in the saved order (a run deleted later drops out)."""
+    runs = {run.id: run for run in session.exec(select(Run).where(col(Run.id).in_(comparison.run_ids))).all()}
+    return [runs[run_id] for run_id in comparison.run_ids if run_id in runs]
+
+
+def present_baseline(comparison: Comparison, runs: list[Run]) -> int | None:
+    ids = [run.id for run in runs]
+    return comparison.baseline_run_id if comparison.baseline_run_id in ids else (ids[0] if ids else None)

@@ -1,0 +1,58 @@
+// Draws the Plotly figures the server built (charts/ builds them; nothing is computed here).
+// Every element with data-figure-url gets its figure fetched and drawn as SVG traces; the modebar
+// downloads PNG (Plotly's camera button) and SVG (our button).
+import { el, fetchJSON } from "/static/util.js";
+
+const svgDownload = {
+  name: "Download plot as SVG",
+  icon: { width: 24, height: 24, path: "M5 20h14v-2H5v2zM12 2l-5.5 5.5 1.41 1.41L11 5.83V16h2V5.83l3.09 3.08 1.41-1.41z" },
+  click: (graph) => window.Plotly.downloadImage(graph, { format: "svg", filename: graph.dataset.filename || "chart" }),
+};
+
+function config(filename) {
+  return {
+    responsive: true,
+    displaylogo: false,
+    toImageButtonOptions: { format: "png", filename, scale: 2 },
+    modeBarButtonsToAdd: [svgDownload],
+  };
+}
+
+export async function drawFigure(container, figure) {
+  const filename = container.dataset.filename || "chart";
+  // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
+  const data = figure.data.map((trace) => (trace.type === "scattergl" ? { ...trace, type: "scatter" } : trace));
+  const layout = { ...figure.layout, autosize: true };
+  delete layout.width;
+  if (container.dataset.logX === "true" && layout.xaxis) layout.xaxis = { ...layout.xaxis, type: "log" };
+  await window.Plotly.newPlot(container, data, layout, config(filename));
+  container.dataset.drawn = "true";
+}
+
+export async function drawFromUrl(container) {
+  try {
+    const figure = await fetchJSON(container.dataset.figureUrl);
+    await drawFigure(container, figure);
+  } catch (error) {
+    container.replaceChildren(el("p", { class: "error", text: `Chart unavailable: ${error.message}` }));
+    container.dataset.drawn = "error";
+  }
+}
+
+export function drawAll(root = document) {
+  return Promise.all([...root.querySelectorAll("[data-figure-url]")].map(drawFromUrl));
+}
+
+// A "log x" checkbox next to a CDF: data-log-toggle names the chart element's id.
+export function wireLogToggles(root = document) {
+  for (const box of root.querySelectorAll("input[data-log-toggle]")) {
+    box.addEventListener("change", () => {
+      for (const id of box.dataset.logToggle.split(" ")) {
+        const chart = document.getElementById(id);
+        if (chart && chart.dataset.drawn === "true") window.Plotly.relayout(chart, { "xaxis.type": box.checked ? "log" : "linear" });
+        if (chart) chart.dataset.logX = String(box.checked);
+      }
+      box.dispatchEvent(new CustomEvent("logchange", { bubbles: true }));
+    });
+  }
+}
