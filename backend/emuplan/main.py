@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import comparisons, health, pages, plans, runs
+from emuplan.api import comparisons, health, measure, pages, plans, runs
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -83,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(comparisons.router)
     app.include_router(plans.router)
     app.include_router(runs.router)
+    app.include_router(measure.router)
     app.include_router(pages.router)
     comparisons.install_share_token_redaction()
     return app

@@ -1,0 +1,122 @@
+"""Background measurements through the API: start without blocking, progress, one at a time, cancel,
+failures store nothing and leave no worker behind."""
+
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+LONG = {"world_size": 2, "backend": "gloo", "iterations": 100000, "warmup": 0}
+
+
+def create_seed_plan(client: TestClient, strategy: str = "pipeline") -> int:
+    response = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": strategy})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def wait_for(client: TestClient, job_id: str, states: tuple[str, ...], timeout_s: float = 90.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = client.get(f"/api/measurements/{job_id}").json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} never reached {states}: {job}")
+
+
+def worker_pids(client: TestClient, job_id: str) -> list[int]:
+    return client.app.state.measurement_jobs.get(job_id).launcher.worker_pids
+
+
+def running(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+def test_measure_runs_in_the_background_and_stores_a_measured_run(client: TestClient) -> None:
+    plan_id = create_seed_plan(client)
+    started = time.monotonic()
+    response = client.post(
+        f"/api/plans/{plan_id}/measure", json={"world_size": 2, "backend": "gloo", "iterations": 3, "warmup": 1}
+    )
+    # The answer comes before the workers have even imported torch.
+    assert response.status_code == 202, response.text
+    assert time.monotonic() - started < 2.0
+    job = response.json()
+    assert response.headers["location"] == f"/api/measurements/{job['id']}"
+    assert (job["plan_id"], job["state"], job["world_size"], job["backend"], job["run_id"]) == (
+        plan_id,
+        "starting",
+        2,
+        "gloo",
+        None,
+    )
+
+    done = wait_for(client, job["id"], ("succeeded", "failed"))
+    assert done["state"] == "succeeded", done["error"]
+    assert (done["iterations_done"], done["iterations_total"], done["warmup"]) == (4, 4, False)
+    run = client.get(f"/api/runs/{done['run_id']}").json()
+    assert (run["origin"], run["plan_id"], run["strategy"], run["ranks"], run["sample_count"]) == (
+        "measured",
+        plan_id,
+        "pipeline",
+        2,
+        12,
+    )
+    assert run["origin_detail"].startswith("measured locally (gloo, world size 2, host ")
+    assert [group["size_bytes"] for group in run["summary"]["groups"]] == [2600, 33024, 131584, 803840]
+    assert [job["id"] for job in client.get("/api/measurements").json()] == [job["id"]]
+    assert running(worker_pids(client, job["id"])) == []
+
+
+def test_one_measurement_at_a_time_and_cancel_kills_the_workers(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "data")
+    job = client.post(f"/api/plans/{plan_id}/measure", json=LONG).json()
+    wait_for(client, job["id"], ("running",))
+
+    busy = client.post(f"/api/plans/{plan_id}/measure", json=LONG)
+    assert busy.status_code == 409
+    assert busy.json()["detail"] == {"message": "a measurement is already running", "job_id": job["id"]}
+
+    progressing = client.get(f"/api/measurements/{job['id']}").json()
+    assert progressing["iterations_total"] == 100000
+
+    cancelled = client.delete(f"/api/measurements/{job['id']}")
+    assert cancelled.status_code == 200
+    assert (cancelled.json()["state"], cancelled.json()["error"]) == ("cancelled", "the measurement was cancelled")
+    assert running(worker_pids(client, job["id"])) == []
+    assert client.get("/api/runs").json() == []
+
+    # Free again: the next measurement may start.
+    again = client.post(f"/api/plans/{plan_id}/measure", json={**LONG, "iterations": 1})
+    assert again.status_code == 202
+    assert wait_for(client, again.json()["id"], ("succeeded", "failed"))["state"] == "succeeded"
+
+
+def test_a_measurement_that_times_out_fails_and_stores_nothing(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "data")
+    job = client.post(f"/api/plans/{plan_id}/measure", json={**LONG, "timeout_s": 0.5}).json()
+    failed = wait_for(client, job["id"], ("succeeded", "failed"))
+    assert failed["state"] == "failed"
+    assert failed["error"].startswith("measurement timed out after 0.5 s")
+    assert failed["run_id"] is None
+    assert client.get("/api/runs").json() == []
+    assert running(worker_pids(client, job["id"])) == []
+
+
+def test_bad_requests_are_refused_before_anything_starts(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "tensor")
+    assert client.post("/api/plans/999/measure", json={}).json() == {"detail": "no plan with id 999"}
+    assert client.post("/api/plans/999/measure", json={}).status_code == 404
+    response = client.post(f"/api/plans/{plan_id}/measure", json={"world_size": 5})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "plan.kccb[0].data_sizes[0]: all_gather of 25755648 bytes does not split into 5 equal per-rank pieces; "
+        "choose a world size that divides it"
+    )
+    response = client.post(f"/api/plans/{plan_id}/measure", json={"iterations": 0, "backend": "mpi"})
+    assert response.status_code == 422
+    assert {error["loc"][-1] for error in response.json()["detail"]} == {"iterations", "backend"}
+    assert client.get("/api/measurements/nope").status_code == 404
+    assert client.delete("/api/measurements/nope").status_code == 404
+    assert client.get("/api/measurements").json() == []
