@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from emuplan.sandbox.runner import SandboxError, SandboxLimits
+from emuplan.sandbox.runner import SandboxError, SandboxPolicy
 from emuplan.workload.pytorch_source import (
     CaptureSettings,
     PytorchSourceError,
@@ -20,7 +20,7 @@ from emuplan.workload.pytorch_source import (
 pytestmark = pytest.mark.sandbox
 
 MODELS = Path(__file__).parents[1] / "fixtures" / "models"
-LIMITS = SandboxLimits(timeout_s=60)
+LIMITS = SandboxPolicy(timeout_s=60)
 
 
 def inspect(fixture: str, model_class: str, input_shape: str, capture: CaptureSettings | None = None, **kwargs):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from emuplan.sandbox.runner import SandboxError, SandboxLimits, SandboxUnavailable, run_in_sandbox
+from emuplan.sandbox.runner import SandboxError, SandboxPolicy, SandboxUnavailable, run_in_sandbox
 
 pytestmark = pytest.mark.sandbox
 
 MODELS = Path(__file__).parents[1] / "fixtures" / "models"
-LIMITS = SandboxLimits(timeout_s=8, memory_mb=4096)
+LIMITS = SandboxPolicy(timeout_s=8, memory_mb=4096)
 
 
 def request_for(fixture: str, model_class: str = "Model", input_shape=(4,)) -> dict:
@@ -25,7 +25,7 @@ def request_for(fixture: str, model_class: str = "Model", input_shape=(4,)) -> d
     }
 
 
-def failure(fixture: str, limits: SandboxLimits = LIMITS) -> SandboxError:
+def failure(fixture: str, limits: SandboxPolicy = LIMITS) -> SandboxError:
     with pytest.raises(SandboxError) as caught:
         run_in_sandbox(request_for(fixture), limits)
     return caught.value
@@ -48,14 +48,14 @@ def test_the_seed_classifier_runs_in_the_sandbox():
 
 
 def test_an_endless_loop_is_killed_at_the_wall_clock_limit_with_its_whole_process_tree():
-    error = failure("hostile_infinite_loop.py", SandboxLimits(timeout_s=5))
+    error = failure("hostile_infinite_loop.py", SandboxPolicy(timeout_s=5))
     assert error.kind == "time_limit"
     assert error.message == "the model did not finish within the time limit of 5 s"
     assert worker_processes_after_a_moment() == []
 
 
 def test_the_cpu_time_limit_stops_a_busy_model_before_the_clock_limit():
-    error = failure("hostile_infinite_loop.py", SandboxLimits(timeout_s=20, cpu_s=3))
+    error = failure("hostile_infinite_loop.py", SandboxPolicy(timeout_s=20, cpu_s=3))
     assert error.kind == "cpu_limit"
     assert error.message == "the model used more than 3 s of CPU time"
 
@@ -114,7 +114,6 @@ def test_without_bubblewrap_python_uploads_are_refused(monkeypatch: pytest.Monke
 def test_the_operator_can_allow_unsandboxed_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     os.symlink("/usr/bin/prlimit", tmp_path / "prlimit")
     monkeypatch.setenv("PATH", str(tmp_path))
-    answer = run_in_sandbox(
-        request_for("seed_classifier.py", "Classifier", (1, 28, 28)), LIMITS, allow_unsandboxed=True
-    )
+    policy = SandboxPolicy(timeout_s=8, allow_unsandboxed=True)
+    answer = run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), policy)
     assert len(answer["inventory"]["parameters"]) == 8

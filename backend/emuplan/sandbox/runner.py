@@ -44,32 +44,39 @@ class SandboxUnavailable(SandboxError):
 
 
 @dataclass(frozen=True)
-class SandboxLimits:
+class SandboxPolicy:
+    """How uploaded Python may run: its limits, and whether a missing bwrap is acceptable."""
+
     timeout_s: float = 60.0
     memory_mb: int = 4096
     max_processes: int = 16  # threads count too; the worker runs torch with one intra-op thread
     max_file_mb: int = 64
     tmp_mb: int = 64
     cpu_s: float | None = None  # CPU seconds; the wall-clock timeout when unset
+    allow_unsandboxed: bool = False  # EMUPLAN_SANDBOX_ALLOW_UNSANDBOXED: trusted users only
 
     @property
     def cpu_seconds(self) -> int:
         return max(1, math.ceil(self.cpu_s if self.cpu_s is not None else self.timeout_s))
 
     @classmethod
-    def from_settings(cls, settings) -> "SandboxLimits":
-        return cls(timeout_s=settings.sandbox_timeout_s, memory_mb=settings.sandbox_memory_mb)
+    def from_settings(cls, settings) -> "SandboxPolicy":
+        return cls(
+            timeout_s=settings.sandbox_timeout_s,
+            memory_mb=settings.sandbox_memory_mb,
+            allow_unsandboxed=settings.sandbox_allow_unsandboxed,
+        )
 
 
-def _rlimit_arguments(limits: SandboxLimits) -> list[str]:
-    cpu_seconds = limits.cpu_seconds
+def _rlimit_arguments(policy: SandboxPolicy) -> list[str]:
+    cpu_seconds = policy.cpu_seconds
     return [
         "prlimit",
-        f"--as={limits.memory_mb * 1024 * 1024}",
+        f"--as={policy.memory_mb * 1024 * 1024}",
         # The soft limit sends SIGXCPU, the hard one SIGKILL a moment later.
         f"--cpu={cpu_seconds}:{cpu_seconds + 2}",
-        f"--nproc={limits.max_processes}",
-        f"--fsize={limits.max_file_mb * 1024 * 1024}",
+        f"--nproc={policy.max_processes}",
+        f"--fsize={policy.max_file_mb * 1024 * 1024}",
         "--core=0",
         "--",
     ]
@@ -96,7 +103,7 @@ def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
     return arguments
 
 
-def bwrap_command(limits: SandboxLimits) -> list[str]:
+def bwrap_command(policy: SandboxPolicy) -> list[str]:
     python = Path(sys.executable)
     command = [
         "bwrap",
@@ -139,7 +146,7 @@ def bwrap_command(limits: SandboxLimits) -> list[str]:
         "--dev",
         "/dev",
         "--size",
-        str(limits.tmp_mb * 1024 * 1024),
+        str(policy.tmp_mb * 1024 * 1024),
         "--perms",
         "1777",
         "--tmpfs",
@@ -176,11 +183,11 @@ def unsandboxed_command() -> list[str]:
     return [sys.executable, "-I", "-B", str(WORKER)]
 
 
-def sandbox_command(limits: SandboxLimits, allow_unsandboxed: bool) -> list[str]:
+def sandbox_command(policy: SandboxPolicy) -> list[str]:
     if shutil.which("bwrap") is not None:
-        return _rlimit_arguments(limits) + bwrap_command(limits)
-    if allow_unsandboxed:
-        return _rlimit_arguments(limits) + unsandboxed_command()
+        return _rlimit_arguments(policy) + bwrap_command(policy)
+    if policy.allow_unsandboxed:
+        return _rlimit_arguments(policy) + unsandboxed_command()
     raise SandboxUnavailable(
         "sandbox_unavailable",
         "PyTorch source uploads need bubblewrap (Debian package 'bubblewrap'), which is not installed; "
@@ -204,22 +211,22 @@ def _stopped_by_signal(returncode: int) -> int | None:
     return None
 
 
-def _limit_message(signal_number: int, limits: SandboxLimits, stderr: str) -> SandboxError:
+def _limit_message(signal_number: int, policy: SandboxPolicy, stderr: str) -> SandboxError:
     if signal_number == signal.SIGXCPU:
-        return SandboxError("cpu_limit", f"the model used more than {limits.cpu_seconds} s of CPU time")
+        return SandboxError("cpu_limit", f"the model used more than {policy.cpu_seconds} s of CPU time")
     if signal_number == signal.SIGXFSZ:
-        return SandboxError("file_limit", f"the model wrote a file larger than {limits.max_file_mb} MB")
+        return SandboxError("file_limit", f"the model wrote a file larger than {policy.max_file_mb} MB")
     detail = f": {stderr.splitlines()[-1]}" if stderr else ""
     return SandboxError(
         "killed",
         f"the sandboxed model process was killed by signal {signal.Signals(signal_number).name}"
-        f" (memory limit {limits.memory_mb} MB){detail}",
+        f" (memory limit {policy.memory_mb} MB){detail}",
     )
 
 
-def run_in_sandbox(request: dict, limits: SandboxLimits, allow_unsandboxed: bool = False) -> dict:
+def run_in_sandbox(request: dict, policy: SandboxPolicy) -> dict:
     """Runs the worker on ``request`` and returns its answer; raises SandboxError when it fails."""
-    command = sandbox_command(limits, allow_unsandboxed)
+    command = sandbox_command(policy)
     with (
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stdout,
@@ -229,16 +236,16 @@ def run_in_sandbox(request: dict, limits: SandboxLimits, allow_unsandboxed: bool
         stdin.seek(0)
         process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
         try:
-            returncode = process.wait(timeout=limits.timeout_s)
+            returncode = process.wait(timeout=policy.timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise SandboxError(
-                "time_limit", f"the model did not finish within the time limit of {limits.timeout_s:g} s"
+                "time_limit", f"the model did not finish within the time limit of {policy.timeout_s:g} s"
             ) from None
         stopped_by = _stopped_by_signal(returncode)
         if stopped_by is not None:
-            raise _limit_message(stopped_by, limits, _tail(stderr))
+            raise _limit_message(stopped_by, policy, _tail(stderr))
         if stdout.tell() > MAX_ANSWER_BYTES:
             raise SandboxError("bad_answer", f"the sandbox answered with more than {MAX_ANSWER_BYTES} bytes")
         stdout.seek(0)

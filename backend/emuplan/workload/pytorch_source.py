@@ -8,7 +8,7 @@ comes back is validated here before anyone uses it.
 
 from pydantic import BaseModel, Field
 
-from emuplan.sandbox.runner import SandboxLimits, run_in_sandbox
+from emuplan.sandbox.runner import SandboxPolicy, run_in_sandbox
 from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
 
 
@@ -82,8 +82,7 @@ def inspect_pytorch_source(
     source: str,
     file_name: str,
     options: PytorchSourceOptions,
-    limits: SandboxLimits,
-    allow_unsandboxed: bool = False,
+    policy: SandboxPolicy,
     capture: CaptureSettings | None = None,
     name: str | None = None,
 ) -> PytorchSourceResult:
@@ -96,5 +95,5 @@ def inspect_pytorch_source(
         **options.model_dump(),
         "capture": capture.model_dump() if capture else None,
     }
-    answer = run_in_sandbox(request, limits, allow_unsandboxed)
+    answer = run_in_sandbox(request, policy)
     return PytorchSourceResult(inventory=answer["inventory"], captures=answer.get("captures") or [])
