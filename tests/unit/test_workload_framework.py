@@ -251,3 +251,17 @@ def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
             document = framework(preset, strategy=strategy, **options)
             assert document.collectives, (preset, strategy)
             assert all(c.ideal_time_us > 0 for c in document.collectives)
+
+
+def test_tied_embeddings_across_stages_add_one_embedding_all_reduce() -> None:
+    document = framework("gpt2", strategy="pipeline", pp=2, gpus=2, batch_size=8, micro_batch=1, grad_dtype="float32")
+    tied = [c for c in document.collectives if "tied word-embedding" in c.label]
+    assert [(c.op, c.bytes_total, c.group_size) for c in tied] == [(CollectiveOp.ALL_REDUCE, 50257 * 768 * 4, 2)]
+    assert document.inputs.micro_batches == 8
+
+
+def test_micro_batches_and_batch_size_fit_together() -> None:
+    document = framework("llama-3-8b", strategy="hybrid", tp=8, pp=4, dp=2, micro_batch=2, micro_batches=16)
+    assert (document.inputs.batch_size, document.inputs.dataset_size) == (2 * 16 * 2, 2 * 16 * 2 * 100)
+    with pytest.raises(ValueError, match=r"^micro_batch: 600 is more than the 512 samples each of the 2 data-parallel"):
+        framework("llama-3-8b", strategy="hybrid", tp=8, pp=4, dp=2, micro_batch=600)

@@ -4,8 +4,9 @@ the trial count and the KCCB configuration. The CLI, the API and the pages all c
 
 from math import gcd, prod
 
-from emuplan.workload.collectives import ideal_time_s
+from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import (
+    DataParallelImpl,
     Mode,
     ModelSummary,
     NetworkSpec,
@@ -21,7 +22,7 @@ from emuplan.workload.document import (
 from emuplan.workload.inventory import ModelInventory, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.presets import TRANSFORMER_STEPS, workload_defaults
-from emuplan.workload.strategies.common import Unit, numel_bytes, parameter_units
+from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
 from emuplan.workload.strategies.data_parallel import data_parallel_collectives
 from emuplan.workload.strategies.pipeline_parallel import (
     Stage,
@@ -117,7 +118,34 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         hosts = gpus // gpus_per_host
 
     transformer = inventory.transformer
-    batch_size = request.batch_size or defaults.batch_size
+    micro_batch, micro_batches = request.micro_batch, request.micro_batches
+    if request.batch_size is None and micro_batch is not None and micro_batches is not None:
+        batch_size = micro_batch * micro_batches * dp
+    else:
+        batch_size = request.batch_size or defaults.batch_size
+    if batch_size < dp:
+        raise PlanningError(f"batch_size: {batch_size} samples cannot feed {dp} data-parallel replicas")
+    per_replica = -(-batch_size // dp)
+    if micro_batch is not None and micro_batches is not None:
+        if micro_batch * micro_batches * dp != batch_size:
+            raise PlanningError(
+                f"micro_batch: micro_batch × micro_batches × dp = {micro_batch} × {micro_batches} × {dp}, "
+                f"but batch_size = {batch_size}"
+            )
+    elif micro_batch is not None:
+        if micro_batch > per_replica:
+            raise PlanningError(
+                f"micro_batch: {micro_batch} is more than the {per_replica} samples each of the {dp} "
+                "data-parallel replicas gets per step"
+            )
+        micro_batches = -(-per_replica // micro_batch)
+    elif micro_batches is None and transformer is not None:
+        micro_batch = min(defaults.micro_batch, per_replica)
+        micro_batches = -(-per_replica // micro_batch)
+    else:
+        micro_batches = min(micro_batches or pp, per_replica)
+        micro_batch = -(-per_replica // micro_batches)
+
     if request.dataset_size is not None:
         dataset_size = request.dataset_size
     elif transformer is not None:
@@ -131,26 +159,6 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
             raise PlanningError(
                 f"seq_len: {seq_len} exceeds the model's max_position_embeddings {transformer.max_position_embeddings}"
             )
-
-    if batch_size < dp:
-        raise PlanningError(f"batch_size: {batch_size} samples cannot feed {dp} data-parallel replicas")
-    per_replica = -(-batch_size // dp)
-    micro_batch, micro_batches = request.micro_batch, request.micro_batches
-    if micro_batch is not None and micro_batches is not None:
-        if micro_batch * micro_batches * dp != batch_size:
-            raise PlanningError(
-                f"micro_batch: micro_batch × micro_batches × dp = {micro_batch} × {micro_batches} × {dp}, "
-                f"but batch_size = {batch_size}"
-            )
-    elif micro_batch is not None:
-        micro_batches = -(-per_replica // micro_batch)
-    else:
-        if micro_batches is None and transformer is not None:
-            micro_batch = defaults.micro_batch
-            micro_batches = -(-per_replica // micro_batch)
-        else:
-            micro_batches = micro_batches or pp
-            micro_batch = -(-per_replica // micro_batches)
 
     param_dtype = _dtype("param_dtype", request.param_dtype or defaults.dtype)
     return NormalisedInputs(
@@ -261,6 +269,20 @@ def _framework_collectives(
         items += pipeline_collectives(
             _boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
         )
+        if shape is not None and shape.tie_word_embeddings:
+            # Megatron keeps a copy of the tied word embedding on the last stage and sums the two
+            # copies' gradients over the first and last stage once per step.
+            items.append(
+                collective(
+                    CollectiveOp.ALL_REDUCE,
+                    numel_bytes(-(-shape.vocab_size // inputs.tp) * shape.hidden_size, inputs.grad_dtype),
+                    2,
+                    inputs.grad_dtype,
+                    Phase.BACKWARD,
+                    ParallelDim.PP,
+                    "tied word-embedding gradients (first and last stage)",
+                )
+            )
     if inputs.dp > 1:
         items += data_parallel_collectives(
             inputs.dp_impl,
@@ -307,15 +329,10 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
             f"Framework mode: rank = dp_index·{inputs.pp * inputs.tp} + pp_index·{inputs.tp} + tp_index "
             "(TP innermost, then PP, then DP); each KCCB trial covers the group holding rank 0."
         )
-        if inputs.dp > 1 and inputs.dp_impl.value == "ddp":
+        if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0 (first bucket 1 MiB, then bucket_cap_mb, reverse "
                 "parameter order); iteration 0 all-reduces everything in one bucket."
-            )
-        if inventory.transformer is not None and inputs.pp > 1 and inventory.transformer.tie_word_embeddings:
-            notes.append(
-                "Tied embeddings across pipeline stages add one embedding-gradient all-reduce between "
-                "the first and last stage (not listed)."
             )
     return notes
 
