@@ -19,6 +19,7 @@ from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import SampleSpec
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
+from emuplan.workload.strategies.common import parameter_units
 from emuplan.workload.strategies.data_parallel import ddp_buckets
 from emuplan.workload.torch_module import inventory_from_module
 
@@ -265,3 +266,14 @@ def test_micro_batches_and_batch_size_fit_together() -> None:
     assert (document.inputs.batch_size, document.inputs.dataset_size) == (2 * 16 * 2, 2 * 16 * 2 * 100)
     with pytest.raises(ValueError, match=r"^micro_batch: 600 is more than the 512 samples each of the 2 data-parallel"):
         framework("llama-3-8b", strategy="hybrid", tp=8, pp=4, dp=2, micro_batch=600)
+
+
+def test_parameter_units_follow_numbered_layers_or_owning_modules() -> None:
+    units = parameter_units(resolve_model("gpt2"))
+    assert [u.name for u in units[:3]] == ["root", "transformer.h.0", "transformer.h.1"]
+    assert [p.name for p in units[0].parameters] == [
+        "transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"
+    ]  # fmt: skip
+    assert [(u.name, u.is_root) for u in parameter_units(resolve_model(SEED))] == [
+        ("fc1", False), ("fc2", False), ("fc3", False), ("fc4", False)
+    ]  # fmt: skip

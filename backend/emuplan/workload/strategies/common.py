@@ -53,7 +53,8 @@ class Unit:
         return sum(p.numel for p in self.parameters)
 
 
-_LAYER_INDEX = re.compile(r"^(.*?\.?\d+)\.")
+# The name up to a component that is all digits: "model.layers.3" of "model.layers.3.mlp.up_proj.weight".
+_LAYER_INDEX = re.compile(r"^((?:[^.]+\.)*?\d+)\.")
 
 
 def parameter_units(inventory: ModelInventory) -> list[Unit]:
