@@ -21,7 +21,7 @@ from emuplan.workload.document import (
 )
 from emuplan.workload.inventory import ModelInventory, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
-from emuplan.workload.presets import TRANSFORMER_STEPS, workload_defaults
+from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
 from emuplan.workload.strategies.data_parallel import data_parallel_collectives
 from emuplan.workload.strategies.pipeline_parallel import (
@@ -58,6 +58,79 @@ def _dtype(field: str, value: str) -> str:
     return value
 
 
+def _parallel_degrees(request: PlanRequest, defaults: WorkloadDefaults) -> tuple[int, int, int, int]:
+    """GPUs, tp, pp, dp: the strategy's own dimension spans all GPUs unless given."""
+    if request.gpus is not None:
+        gpus = request.gpus
+    elif request.dp is not None:
+        gpus = request.dp * (request.tp or 1) * (request.pp or 1)
+    else:
+        gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1))
+    if gpus > MAX_GPUS:
+        raise PlanningError(f"gpus: {gpus} GPUs is more than the planner accepts ({MAX_GPUS})")
+    tp = request.tp or (gpus if request.strategy is Strategy.TENSOR else 1)
+    pp = request.pp or (gpus if request.strategy is Strategy.PIPELINE else 1)
+    if gpus % (tp * pp):
+        raise PlanningError(f"gpus: {gpus} GPUs are not divisible by tp × pp = {tp} × {pp} = {tp * pp}")
+    dp = request.dp or gpus // (tp * pp)
+    if dp * tp * pp != gpus:
+        raise PlanningError(f"dp: dp × tp × pp = {dp} × {tp} × {pp} = {dp * tp * pp}, but gpus = {gpus}")
+    return gpus, tp, pp, dp
+
+
+def _host_layout(request: PlanRequest, gpus: int, defaults: WorkloadDefaults) -> tuple[int, int]:
+    """Hosts and GPUs per host, from whichever of the two is given."""
+    hosts, gpus_per_host = request.hosts, request.gpus_per_host
+    if hosts is not None and gpus_per_host is not None:
+        if hosts * gpus_per_host != gpus:
+            raise PlanningError(f"hosts: hosts × gpus_per_host = {hosts} × {gpus_per_host}, but gpus = {gpus}")
+        return hosts, gpus_per_host
+    if hosts is not None:
+        if gpus % hosts:
+            raise PlanningError(f"hosts: {gpus} GPUs cannot be spread evenly over {hosts} hosts")
+        return hosts, gpus // hosts
+    if gpus_per_host is not None:
+        if gpus % gpus_per_host:
+            raise PlanningError(f"gpus_per_host: {gpus} GPUs are not a multiple of {gpus_per_host} per host")
+        return gpus // gpus_per_host, gpus_per_host
+    gpus_per_host = gcd(gpus, defaults.gpus_per_host)
+    return gpus // gpus_per_host, gpus_per_host
+
+
+def _batching(
+    request: PlanRequest, dp: int, pp: int, defaults: WorkloadDefaults, is_transformer: bool
+) -> tuple[int, int, int]:
+    """Global batch, micro-batch size and micro-batches per step and data-parallel replica."""
+    micro_batch, micro_batches = request.micro_batch, request.micro_batches
+    if request.batch_size is None and micro_batch is not None and micro_batches is not None:
+        batch_size = micro_batch * micro_batches * dp
+    else:
+        batch_size = request.batch_size or defaults.batch_size
+    if batch_size < dp:
+        raise PlanningError(f"batch_size: {batch_size} samples cannot feed {dp} data-parallel replicas")
+    per_replica = -(-batch_size // dp)
+    if micro_batch is not None and micro_batches is not None:
+        if micro_batch * micro_batches * dp != batch_size:
+            raise PlanningError(
+                f"micro_batch: micro_batch × micro_batches × dp = {micro_batch} × {micro_batches} × {dp}, "
+                f"but batch_size = {batch_size}"
+            )
+    elif micro_batch is not None:
+        if micro_batch > per_replica:
+            raise PlanningError(
+                f"micro_batch: {micro_batch} is more than the {per_replica} samples each of the {dp} "
+                "data-parallel replicas gets per step"
+            )
+        micro_batches = -(-per_replica // micro_batch)
+    elif micro_batches is None and is_transformer:
+        micro_batch = min(defaults.micro_batch, per_replica)
+        micro_batches = -(-per_replica // micro_batch)
+    else:
+        micro_batches = min(micro_batches or pp, per_replica)
+        micro_batch = -(-per_replica // micro_batches)
+    return batch_size, micro_batch, micro_batches
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -83,68 +156,10 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         raise PlanningError(f"bucket_cap_mb: must be positive, got {request.bucket_cap_mb}")
     defaults = workload_defaults(inventory)
     mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
-    strategy = request.strategy
-
-    if request.gpus is not None:
-        gpus = request.gpus
-    elif request.dp is not None:
-        gpus = request.dp * (request.tp or 1) * (request.pp or 1)
-    else:
-        gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1))
-    if gpus > MAX_GPUS:
-        raise PlanningError(f"gpus: {gpus} GPUs is more than the planner accepts ({MAX_GPUS})")
-    tp = request.tp or (gpus if strategy is Strategy.TENSOR else 1)
-    pp = request.pp or (gpus if strategy is Strategy.PIPELINE else 1)
-    if gpus % (tp * pp):
-        raise PlanningError(f"gpus: {gpus} GPUs are not divisible by tp × pp = {tp} × {pp} = {tp * pp}")
-    dp = request.dp or gpus // (tp * pp)
-    if dp * tp * pp != gpus:
-        raise PlanningError(f"dp: dp × tp × pp = {dp} × {tp} × {pp} = {dp * tp * pp}, but gpus = {gpus}")
-
-    hosts, gpus_per_host = request.hosts, request.gpus_per_host
-    if hosts is not None and gpus_per_host is not None:
-        if hosts * gpus_per_host != gpus:
-            raise PlanningError(f"hosts: hosts × gpus_per_host = {hosts} × {gpus_per_host}, but gpus = {gpus}")
-    elif hosts is not None:
-        if gpus % hosts:
-            raise PlanningError(f"hosts: {gpus} GPUs cannot be spread evenly over {hosts} hosts")
-        gpus_per_host = gpus // hosts
-    elif gpus_per_host is not None:
-        if gpus % gpus_per_host:
-            raise PlanningError(f"gpus_per_host: {gpus} GPUs are not a multiple of {gpus_per_host} per host")
-        hosts = gpus // gpus_per_host
-    else:
-        gpus_per_host = gcd(gpus, defaults.gpus_per_host)
-        hosts = gpus // gpus_per_host
-
+    gpus, tp, pp, dp = _parallel_degrees(request, defaults)
+    hosts, gpus_per_host = _host_layout(request, gpus, defaults)
     transformer = inventory.transformer
-    micro_batch, micro_batches = request.micro_batch, request.micro_batches
-    if request.batch_size is None and micro_batch is not None and micro_batches is not None:
-        batch_size = micro_batch * micro_batches * dp
-    else:
-        batch_size = request.batch_size or defaults.batch_size
-    if batch_size < dp:
-        raise PlanningError(f"batch_size: {batch_size} samples cannot feed {dp} data-parallel replicas")
-    per_replica = -(-batch_size // dp)
-    if micro_batch is not None and micro_batches is not None:
-        if micro_batch * micro_batches * dp != batch_size:
-            raise PlanningError(
-                f"micro_batch: micro_batch × micro_batches × dp = {micro_batch} × {micro_batches} × {dp}, "
-                f"but batch_size = {batch_size}"
-            )
-    elif micro_batch is not None:
-        if micro_batch > per_replica:
-            raise PlanningError(
-                f"micro_batch: {micro_batch} is more than the {per_replica} samples each of the {dp} "
-                "data-parallel replicas gets per step"
-            )
-        micro_batches = -(-per_replica // micro_batch)
-    elif micro_batches is None and transformer is not None:
-        micro_batch = min(defaults.micro_batch, per_replica)
-        micro_batches = -(-per_replica // micro_batch)
-    else:
-        micro_batches = min(micro_batches or pp, per_replica)
-        micro_batch = -(-per_replica // micro_batches)
+    batch_size, micro_batch, micro_batches = _batching(request, dp, pp, defaults, transformer is not None)
 
     if request.dataset_size is not None:
         dataset_size = request.dataset_size
@@ -163,7 +178,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     param_dtype = _dtype("param_dtype", request.param_dtype or defaults.dtype)
     return NormalisedInputs(
         model=request.model,
-        strategy=strategy,
+        strategy=request.strategy,
         mode=mode,
         dp_impl=request.dp_impl,
         dataset_size=dataset_size,
