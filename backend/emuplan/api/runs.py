@@ -11,8 +11,13 @@ from typing import Annotated, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from fastapi import APIRouter, File, Form, HTTPException, Query, Response, UploadFile
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.results import ResultFileError
@@ -37,44 +42,131 @@ def parse_tags(text: str | None) -> list[str]:
     return [tag.strip() for tag in (text or "").split(",") if tag.strip()]
 
 
-@router.post("/api/runs", status_code=201)
-def upload_run(
-    session: WriteSessionDep,
-    settings: SettingsDep,
-    file: Annotated[
-        UploadFile,
-        File(description="The result file (CSV, .csv.gz, Feather, nccl-tests log or -J JSON, ns-3 fct.txt)."),
-    ],
-    name: Annotated[str | None, Form(max_length=200)] = None,
-    plan_id: Annotated[int | None, Form()] = None,
-    strategy: Annotated[Literal["data", "tensor", "pipeline", "hybrid"] | None, Form()] = None,
-    tags: Annotated[str | None, Form(description="Comma-separated.")] = None,
-    fmt: Annotated[
-        str | None,
-        Form(
-            alias="format",
-            description="Skip detection: per-iteration, kai-summary, per-flow, ns3-fct, nccl-tests, nccl-tests-json.",
-        ),
-    ] = None,
-    column_map: Annotated[
-        str | None, Form(description='Role → column, JSON or "duration=wall_ms,size=payload".')
-    ] = None,
-    collective: Annotated[str | None, Form(description="The collective when the file does not name it.")] = None,
-):
-    file_name = file.filename or "upload"
-    data = file.file.read()
+class UploadForm(BaseModel):
+    """The form fields next to ``file`` in ``POST /api/runs`` (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=200)
+    plan_id: int | None = None
+    strategy: Literal["data", "tensor", "pipeline", "hybrid"] | None = None
+    tags: str | None = Field(default=None, description="Comma-separated.")
+    format: str | None = Field(
+        default=None,
+        description="Skip detection: per-iteration, kai-summary, per-flow, ns3-fct, nccl-tests, nccl-tests-json.",
+    )
+    column_map: str | None = Field(default=None, description='Role → column, JSON or "duration=wall_ms,size=payload".')
+    collective: str | None = Field(default=None, description="The collective when the file does not name it.")
+
+
+UPLOAD_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "CSV (.csv.gz), Feather, nccl-tests log or -J JSON, ns-3 fct.txt.",
+                        },
+                        **UploadForm.model_json_schema()["properties"],
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+async def read_upload(request: Request) -> tuple[str, bytes, UploadForm]:
+    """The multipart body parsed in memory: (file name, file bytes, form fields).
+
+    Starlette's form parser spools file parts to disk past 1 MiB; a result file is parsed from memory
+    right after, so writing it out and reading it back would only cost time (it doubled the import time
+    of a 100 MB CSV). The body size is capped while it streams in (``BodySizeLimitMiddleware``).
+    """
+    content_type, options = parse_options_header(request.headers.get("content-type", ""))
+    if content_type != b"multipart/form-data" or b"boundary" not in options:
+        raise HTTPException(
+            status_code=415, detail="Send the result file as multipart/form-data in a field named 'file'."
+        )
+    body = await request.body()
+    parts: list[dict] = []
+    header: dict[str, bytearray] = {}
+
+    def on_part_begin() -> None:
+        parts.append({"headers": {}, "data": []})
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        header.setdefault("field", bytearray()).extend(data[start:end])
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        header.setdefault("value", bytearray()).extend(data[start:end])
+
+    def on_header_end() -> None:
+        parts[-1]["headers"][bytes(header.pop("field", b"")).lower()] = bytes(header.pop("value", b""))
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        parts[-1]["data"].append(data[start:end])
+
+    parser = MultipartParser(
+        options[b"boundary"],
+        {
+            "on_part_begin": on_part_begin,
+            "on_header_field": on_header_field,
+            "on_header_value": on_header_value,
+            "on_header_end": on_header_end,
+            "on_part_data": on_part_data,
+        },
+    )
+    try:
+        parser.write(body)
+        parser.finalize()
+    except MultipartParseError as error:
+        raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
+    del body
+    file_name, data, fields = None, None, {}
+    for part in parts:
+        _, disposition = parse_options_header(part["headers"].get(b"content-disposition", b""))
+        field = disposition.get(b"name", b"").decode("utf-8", errors="replace")
+        content = part["data"][0] if len(part["data"]) == 1 else b"".join(part["data"])
+        if field == "file":
+            file_name = disposition.get(b"filename", b"upload").decode("utf-8", errors="replace") or "upload"
+            data = content
+        elif content:
+            fields[field] = content.decode("utf-8", errors="replace")
+    if data is None:
+        raise HTTPException(status_code=422, detail="file: the upload has no part named 'file'")
+    try:
+        form = UploadForm.model_validate(fields)
+    except ValidationError as error:
+        raise HTTPException(status_code=422, detail=jsonable_encoder(error.errors(include_url=False))) from None
+    return file_name, data, form
+
+
+@router.post("/api/runs", status_code=201, openapi_extra=UPLOAD_OPENAPI)
+async def upload_run(request: Request, session: WriteSessionDep, settings: SettingsDep):
+    file_name, data, form = await read_upload(request)
+    return await run_in_threadpool(_import_upload, session, settings, file_name, data, form)
+
+
+def _import_upload(session, settings, file_name: str, data: bytes, form: UploadForm):
     try:
         run = store.import_result_file(
             session,
             data,
             file_name,
-            name=name,
-            plan_id=plan_id,
-            strategy=strategy,
-            tags=parse_tags(tags),
-            fmt=fmt or None,
-            column_map=parse_column_map(column_map),
-            collective=collective or None,
+            name=form.name,
+            plan_id=form.plan_id,
+            strategy=form.strategy,
+            tags=parse_tags(form.tags),
+            fmt=form.format,
+            column_map=parse_column_map(form.column_map),
+            collective=form.collective,
             max_decompressed_bytes=settings.max_decompressed_bytes,
         )
     except store.DuplicateRun as duplicate:
@@ -119,7 +211,14 @@ def run_figure(
 def neutralise_formulas(table: pa.Table) -> pa.Table:
     """Prefix text cells a spreadsheet would run as a formula with a quote."""
     for index, field in enumerate(table.schema):
-        if pa.types.is_string(field.type):
+        if pa.types.is_dictionary(field.type) and pa.types.is_string(field.type.value_type):
+            # Only the distinct values need checking; the codes stay as they are.
+            column = table.column(index).combine_chunks()
+            values = column.dictionary
+            risky = pc.match_substring_regex(values, _FORMULA_START)
+            safe = pc.if_else(risky, pc.binary_join_element_wise("'", values, ""), values)
+            table = table.set_column(index, field, pa.DictionaryArray.from_arrays(column.indices, safe))
+        elif pa.types.is_string(field.type):
             column = table.column(index)
             risky = pc.match_substring_regex(column, _FORMULA_START)
             table = table.set_column(

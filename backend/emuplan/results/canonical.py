@@ -5,13 +5,16 @@ One row is one completed collective (one iteration of one data size), whatever t
 | column | type | meaning |
 |---|---|---|
 | ``iteration`` | int64 | trial / iteration number, the order of the delay chart |
-| ``collective`` | string | a ``CollectiveOp`` value, or the file's own spelling when it is not one we know |
+| ``collective`` | text | a ``CollectiveOp`` value, or the file's own spelling when it is not one we know |
 | ``size_bytes`` | int64, nullable | data size as the file states it (nccl-tests ``size``); null when unknown |
 | ``duration_us`` | float64 | completion time in microseconds |
 | ``start_us`` | float64, nullable | start time in microseconds when the file has one |
-| ``variant`` | string | nccl-tests ``out-of-place`` / ``in-place``; ``""`` otherwise |
-| ``label`` | string | free text from the file (a label column, a KAI row name); ``""`` otherwise |
+| ``variant`` | text | nccl-tests ``out-of-place`` / ``in-place``; ``""`` otherwise |
+| ``label`` | text | free text from the file (a label column, a KAI row name); ``""`` otherwise |
 | ``algbw_gbps`` / ``busbw_gbps`` | float64, nullable | bandwidths the file itself reports (nccl-tests, KAI) |
+
+Text columns are dictionary-encoded (``TEXT``): a few distinct values repeated over millions of rows,
+so grouping works on small integer codes and the Parquet blob stores each value once.
 
 Per-flow uploads also keep their flows (``FLOWS_SCHEMA``), one row per flow/chunk.
 """
@@ -23,15 +26,17 @@ import pyarrow as pa
 
 from emuplan.workload.collectives import normalise_op_name
 
+TEXT = pa.dictionary(pa.int32(), pa.string())
+
 SAMPLES_SCHEMA = pa.schema(
     [
         pa.field("iteration", pa.int64(), nullable=False),
-        pa.field("collective", pa.string(), nullable=False),
+        pa.field("collective", TEXT, nullable=False),
         pa.field("size_bytes", pa.int64()),
         pa.field("duration_us", pa.float64(), nullable=False),
         pa.field("start_us", pa.float64()),
-        pa.field("variant", pa.string(), nullable=False),
-        pa.field("label", pa.string(), nullable=False),
+        pa.field("variant", TEXT, nullable=False),
+        pa.field("label", TEXT, nullable=False),
         pa.field("algbw_gbps", pa.float64()),
         pa.field("busbw_gbps", pa.float64()),
     ]
@@ -40,8 +45,8 @@ SAMPLES_SCHEMA = pa.schema(
 FLOWS_SCHEMA = pa.schema(
     [
         pa.field("iteration", pa.int64(), nullable=False),
-        pa.field("src", pa.string(), nullable=False),
-        pa.field("dst", pa.string(), nullable=False),
+        pa.field("src", TEXT, nullable=False),
+        pa.field("dst", TEXT, nullable=False),
         pa.field("qp", pa.int64()),
         pa.field("size_bytes", pa.int64()),
         pa.field("start_us", pa.float64()),
@@ -101,8 +106,8 @@ def samples_table(
     def column(value, arrow_type: pa.DataType) -> pa.Array:
         if value is None:
             return pa.nulls(rows, arrow_type)
-        if isinstance(value, str):
-            return pa.repeat(pa.scalar(value, arrow_type), rows)
+        if arrow_type == TEXT:
+            return text_column(value, rows)
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
         return (value if isinstance(value, pa.Array) else pa.array(value)).cast(arrow_type)
@@ -110,17 +115,28 @@ def samples_table(
     return pa.Table.from_arrays(
         [
             column(np.arange(rows, dtype=np.int64) if iteration is None else iteration, pa.int64()),
-            column(collective, pa.string()),
+            column(collective, TEXT),
             column(size_bytes, pa.int64()),
             column(np.asarray(duration_us, dtype=np.float64), pa.float64()),
             column(start_us, pa.float64()),
-            column(variant, pa.string()),
-            column(label, pa.string()),
+            column(variant, TEXT),
+            column(label, TEXT),
             column(algbw_gbps, pa.float64()),
             column(busbw_gbps, pa.float64()),
         ],
         schema=SAMPLES_SCHEMA,
     )
+
+
+def text_column(value: pa.Array | pa.ChunkedArray | str, rows: int) -> pa.DictionaryArray:
+    """A ``TEXT`` column: a scalar repeated ``rows`` times, or any string/dictionary array (nulls → "")."""
+    if isinstance(value, str):
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, dtype=np.int32)), pa.array([value]))
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()  # unifies the chunks' dictionaries
+    if pa.types.is_dictionary(value.type) and value.null_count == 0:
+        return value.cast(TEXT)
+    return value.cast(pa.string()).fill_null("").dictionary_encode()
 
 
 def collective_from_file_name(file_name: str) -> str | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from tsdownsample import MinMaxLTTBDownsampler
 
 from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
@@ -111,28 +112,38 @@ def group_label(collective: str, size_bytes: int | None, variant: str) -> str:
 
 
 def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | None, str]]]:
-    """A small integer per (collective, size, variant) for every row, and the keys in first-seen order.
+    """A small integer per (collective, size, variant) for every row, and the keys.
 
-    Each key column is hash-encoded by Arrow, the three codes are combined into one integer and encoded
-    again: two linear passes, no sort of the whole table.
+    Each key column is dictionary-encoded (text columns already are), the three codes are combined into
+    one integer and numbered: linear passes, no sort of the whole table.
     """
-    encoded = [
-        samples[name].combine_chunks().dictionary_encode(null_encoding="encode")
-        for name in ("collective", "size_bytes", "variant")
-    ]
+    encoded = []
+    for name in ("collective", "size_bytes", "variant"):
+        column = samples[name].combine_chunks()
+        is_dictionary = pa.types.is_dictionary(column.type)
+        encoded.append(column if is_dictionary else column.dictionary_encode(null_encoding="encode"))
     widths = [len(column.dictionary) for column in encoded]
     combined = np.zeros(samples.num_rows, dtype=np.int64)
     for column, width in zip(encoded, widths, strict=True):
         combined = combined * width + column.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    groups = pa.array(combined).dictionary_encode()
+    span = int(np.prod(widths))
+    if span <= 1 << 20:
+        # Dense combined codes: a histogram finds the used ones without hashing or sorting.
+        used = np.flatnonzero(np.bincount(combined, minlength=span))
+        position = np.zeros(span, dtype=np.int64)
+        position[used] = np.arange(len(used))
+        codes = position[combined]
+    else:
+        groups = pa.array(combined).dictionary_encode()
+        used = groups.dictionary.to_numpy()
+        codes = groups.indices.to_numpy(zero_copy_only=False)
     keys = []
-    for code in groups.dictionary.to_numpy():
+    for code in used:
         parts = []
         for column, width in zip(reversed(encoded), reversed(widths), strict=True):
             parts.append(column.dictionary[int(code % width)].as_py())
             code //= width
         keys.append(tuple(reversed(parts)))
-    codes = groups.indices.to_numpy(zero_copy_only=False)
     # Few groups → 16-bit codes, for which numpy's stable argsort is a radix sort.
     return codes.astype(np.uint16 if len(keys) < 65536 else np.int64), keys
 
@@ -153,14 +164,16 @@ def summarise(
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
     points = max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * len(keys))))
-    algbw_reported = samples["algbw_gbps"].to_numpy(zero_copy_only=False)
-    busbw_reported = samples["busbw_gbps"].to_numpy(zero_copy_only=False)
 
-    groups, ecdfs, delays = [], [], []
+    # One gather puts each group's rows next to each other; groups are then slices (views).
+    durations_by_group = durations[order] if len(keys) > 1 else durations
+    iterations_by_group = iterations[order] if len(keys) > 1 else iterations
+    groups, ecdfs, delays, sorted_parts = [], [], [], []
     for position, (collective, size_bytes, variant) in enumerate(keys):
-        rows = order[bounds[position] : bounds[position + 1]]
-        values = durations[rows]
+        start, end = bounds[position], bounds[position + 1]
+        values = durations_by_group[start:end]
         ordered = np.sort(values)
+        sorted_parts.append(ordered)
         stats = {
             "label": group_label(collective, size_bytes, variant),
             "collective": collective,
@@ -170,16 +183,18 @@ def summarise(
         }
         stats.update(_bandwidths(collective, size_bytes, stats["mean_us"], ranks, network))
         if stats["busbw_gbps"] is None:
-            stats.update(_reported_bandwidths(algbw_reported[rows], busbw_reported[rows]))
+            rows = pa.array(order[start:end])
+            stats.update(_reported_bandwidths(samples["algbw_gbps"].take(rows), samples["busbw_gbps"].take(rows)))
         stats.update(_ideal(collective, size_bytes, stats["mean_us"], ranks, network))
         groups.append(stats)
         ecdfs.append(ecdf_grid(ordered, points))
-        group_iterations = iterations[rows]
+        group_iterations = iterations_by_group[start:end]
         if len(group_iterations) > 1 and np.any(np.diff(group_iterations) < 0):
             by_iteration = np.argsort(group_iterations, kind="stable")
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
         delays.append(delay_series(group_iterations, values, points))
-    all_sorted = np.sort(durations)
+    # Merging the groups' sorted runs (timsort) is cheaper than sorting all samples again.
+    all_sorted = sorted_parts[0] if len(sorted_parts) == 1 else np.sort(np.concatenate(sorted_parts), kind="stable")
     summary = {
         "sample_count": samples.num_rows,
         "overall": describe(all_sorted),
@@ -210,12 +225,8 @@ def _bandwidths(collective, size_bytes, mean_us, ranks, network) -> dict:
     }
 
 
-def _reported_bandwidths(algbw: np.ndarray, busbw: np.ndarray) -> dict:
-    def mean_or_none(values: np.ndarray) -> float | None:
-        values = values[~np.isnan(values)] if values.dtype.kind == "f" else values[:0]
-        return float(values.mean()) if len(values) else None
-
-    algbw_mean, busbw_mean = mean_or_none(algbw.astype(np.float64)), mean_or_none(busbw.astype(np.float64))
+def _reported_bandwidths(algbw: pa.ChunkedArray, busbw: pa.ChunkedArray) -> dict:
+    algbw_mean, busbw_mean = pc.mean(algbw).as_py(), pc.mean(busbw).as_py()  # nulls skipped
     if algbw_mean is None and busbw_mean is None:
         return {}
     return {"algbw_gbps": algbw_mean, "busbw_gbps": busbw_mean, "bandwidth_source": "reported"}

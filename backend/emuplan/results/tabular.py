@@ -33,6 +33,7 @@ from emuplan.results.canonical import (
     ResultFileError,
     collective_from_file_name,
     samples_table,
+    text_column,
 )
 from emuplan.workload.collectives import normalise_op_name
 
@@ -66,7 +67,8 @@ def read_csv(data: bytes, file_name: str) -> pa.Table:
             pa.py_buffer(data),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
             # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
-            convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False),
+            # Text columns arrive dictionary-encoded: cheap for millions of repeated collective names.
+            convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False, auto_dict_encode=True),
         )
     except (pa.ArrowInvalid, pa.ArrowKeyError) as error:
         if bad_rows:
@@ -151,9 +153,14 @@ class _Columns:
     def raw(self, role: str) -> pa.Array:
         return self.table.column(self.header(role)).combine_chunks()
 
+    def plain(self, role: str) -> pa.Array:
+        """The column with dictionary encoding undone (for text that has to become numbers)."""
+        column = self.raw(role)
+        return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
+
     def numbers(self, role: str, *, allow_null: bool = False) -> np.ndarray:
         """A numeric column as float64; nulls are NaN when allowed, an error otherwise."""
-        column = self.raw(role)
+        column = self.plain(role)
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
             column = self._cast_text(role, column)
         elif not (
@@ -179,7 +186,7 @@ class _Columns:
     def durations_us(self, role: str) -> np.ndarray:
         """A time column in µs. The unit comes from the header, a ``unit`` column or the cells themselves."""
         mapped = self.mapped[role]
-        column = self.raw(role)
+        column = self.plain(role)
         if mapped.scale is None and (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             values, scale = self._values_with_units(role, column)
         else:
@@ -260,8 +267,8 @@ class _Columns:
             raise self.fail("iteration", index, f"{float(values[index])!r} is not an iteration number")
         return values.astype(np.int64)
 
-    def text(self, role: str) -> pa.Array | None:
-        return self.raw(role).cast(pa.string()).fill_null("") if self.has(role) else None
+    def text(self, role: str) -> pa.DictionaryArray | None:
+        return text_column(self.raw(role), self.table.num_rows) if self.has(role) else None
 
     def collectives(self, override: str | None, file_name: str) -> pa.Array | str:
         """Collective names folded to CollectiveOp values; unknown spellings are kept as written."""
@@ -273,12 +280,16 @@ class _Columns:
                 self.warnings.append(f"{file_name}: no collective column: the collective is recorded as 'unknown'")
                 return "unknown"
             return op
-        names = self.text("collective").dictionary_encode()
+        names = self.text("collective")
         folded = [
             (op.value if (op := normalise_op_name(name)) is not None else name.strip())
             for name in names.dictionary.to_pylist()
         ]
-        return pa.DictionaryArray.from_arrays(names.indices, pa.array(folded, pa.string())).cast(pa.string())
+        # 'AllReduce' and 'all_reduce' fold to one value: merge their codes so they form one group.
+        distinct = list(dict.fromkeys(folded))
+        remap = np.array([distinct.index(name) for name in folded], dtype=np.int32)
+        indices = remap[names.indices.to_numpy(zero_copy_only=False)]
+        return pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(distinct, pa.string()))
 
 
 def _optional_bandwidth(reader: _Columns, role: str) -> np.ndarray | None:
@@ -361,7 +372,8 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
             "fct_us": pa.array(fct_us, pa.float64()),
         }
     )
-    endpoints = pc.unique(pa.chunked_array([flows["src"], flows["dst"]]))
+    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
+                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
     return ParsedResult(
         samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
         source_format=PER_FLOW,
@@ -438,8 +450,8 @@ def parse_ns3_fct(data: bytes, file_name: str) -> ParsedResult:
     flows = pa.table(
         {
             "iteration": pa.array(np.zeros(table.num_rows, dtype=np.int64)),
-            "src": table["sip"],
-            "dst": table["dip"],
+            "src": text_column(table["sip"], table.num_rows),
+            "dst": text_column(table["dip"], table.num_rows),
             "qp": pa.nulls(table.num_rows, pa.int64()),
             "size_bytes": table["size"],
             "start_us": pa.array(start_ns / 1e3),

@@ -20,6 +20,7 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 import hashlib
 import io
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -61,8 +62,10 @@ def sha256_hex(data: bytes) -> str:
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
+    # LZ4 without column statistics: twice as fast to write as zstd for ~25% more bytes; text columns
+    # are already dictionaries and stay so.
     sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
+    pq.write_table(table, sink, compression="lz4", write_statistics=False)
     return sink.getvalue()
 
 
@@ -96,7 +99,12 @@ def save_run(
     if not name.strip():
         raise RunInputError("name: a run needs a name")
     network = _network_of(session, plan_id)
-    summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
+    tables = {"samples": parsed.samples, **({"flows": parsed.flows} if parsed.flows is not None else {})}
+    # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
+        summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
+        encoded = {kind: blob.result() for kind, blob in blobs.items()}
     run = Run(
         name=name.strip(),
         plan_id=plan_id,
@@ -115,9 +123,8 @@ def save_run(
     )
     session.add(run)
     session.flush()
-    tables = {"samples": parsed.samples, **({"flows": parsed.flows} if parsed.flows is not None else {})}
     for kind, table in tables.items():
-        session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=_parquet_bytes(table)))
+        session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
     session.flush()
     return run
 
@@ -140,14 +147,18 @@ def import_result_file(
     collective: str | None = None,
     max_decompressed_bytes: int,
 ) -> Run:
-    """Parse an uploaded file and store it as an imported run; ``DuplicateRun`` if its bytes are known."""
-    digest = sha256_hex(data)
+    """Parse an uploaded file and store it as an imported run; ``DuplicateRun`` if its bytes are known.
+
+    Hashing and parsing touch no table, so the write transaction starts only after them."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        digest = pool.submit(sha256_hex, data)  # hashlib releases the GIL: hashes while Arrow parses
+        parsed = parse_result_file(
+            data, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
+        )
+        digest = digest.result()
     existing = find_duplicate(session, digest)
     if existing is not None:
         raise DuplicateRun(existing, file_name)
-    parsed = parse_result_file(
-        data, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
-    )
     return save_run(
         session,
         parsed,
