@@ -1,9 +1,11 @@
 """Demo content, so a newcomer's first dashboard is not empty: the seed tutorials' three plans and
 three runs to compare, saved as one comparison.
 
-The runs are NOT KCCB results. Until runs measured on this machine exist, they come from a seeded
-random generator shaped like the seed tutorials' charts (a tight body with rare multi-second spikes),
-are stored with ``origin="generated"`` and every page that shows them says so.
+The runs are NOT KCCB results. On the run command's first start (``emuplan serve``) they are measured
+on this machine — the seed plans' collectives on 4 local gloo processes (``emuplan.measure.demo``),
+stored with ``origin="measured"``. Otherwise (an app created by ``create_app`` alone, as in tests, or
+when measuring fails) they come from a seeded random generator shaped like the seed tutorials' charts (a tight body with
+rare multi-second spikes), are stored with ``origin="generated"`` and every page that shows them says so.
 """
 
 import io
@@ -67,23 +69,65 @@ def generated_run_csv(shape: GeneratedShape, seed: int = DEMO_SEED) -> bytes:
 SEED_STRATEGIES = ("data", "tensor", "pipeline")
 
 
-def load_demo(database: Database) -> bool:
-    """Add the demo plans, runs and comparison unless the demo comparison exists. True when added.
-
-    Everything is written in one transaction, so a failure leaves no half demo behind; a user who
-    deletes demo runs later keeps the rest and is not given new ones.
-    """
-    from emuplan.results import parse_result_file
-    from emuplan.store import comparisons, plans, runs
+def _seed_request(strategy: str):
     from emuplan.workload.document import Mode, PlanRequest, Strategy
 
+    return PlanRequest(model="fashion-mnist-mlp", strategy=Strategy(strategy), mode=Mode.TUTORIAL)
+
+
+def _measure_seed_plans(database: Database) -> dict:
+    """Measured results per strategy, or {} when the demo exists already or measuring fails."""
+    from emuplan.measure.demo import measure_demo_plans, print_to_terminal
+    from emuplan.measure.workload import MeasurementError
+    from emuplan.store import comparisons, plans
+
+    with database.read_session() as session:
+        if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
+            return {}
+        documents = {
+            strategy: plans.preview_plan(session, _seed_request(strategy)).model_dump(mode="json")
+            for strategy in SEED_STRATEGIES
+        }
+    try:
+        return measure_demo_plans(documents)
+    except MeasurementError as error:
+        print_to_terminal(f"demo: measuring failed, generated runs stand in: {error}")
+        return {}
+
+
+def load_demo(database: Database, measure_locally: bool = False) -> bool:
+    """Add the demo plans, runs and comparison unless the demo comparison exists. True when added.
+
+    With ``measure_locally`` the runs are measured on this machine first (progress on stderr), outside
+    the transaction. Everything is then written in one transaction, so a failure leaves no half demo
+    behind; a user who deletes demo runs later keeps the rest and is not given new ones.
+    """
+    from emuplan.measure.demo import demo_run_name
+    from emuplan.results import parse_result_file
+    from emuplan.store import comparisons, plans, runs
+    from emuplan.store.measurements import save_measured_run
+
+    measured = _measure_seed_plans(database) if measure_locally else {}
     with database.writing() as session:
         if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
             return False
         run_ids = []
         for shape in DEMO_SHAPES:
-            request = PlanRequest(model="fashion-mnist-mlp", strategy=Strategy(shape.strategy), mode=Mode.TUTORIAL)
+            request = _seed_request(shape.strategy)
             plan = plans.create_plan(session, request, f"Seed MLP: {shape.strategy} parallel (tutorial)")
+            if shape.strategy in measured:
+                result = measured[shape.strategy]
+                run = save_measured_run(
+                    session,
+                    plan,
+                    result.csv_text,
+                    result.record,
+                    notes=result.notes,
+                    name=demo_run_name(shape.strategy),
+                    tags=[DEMO_TAG],
+                )
+                run_ids.append(run.id)
+                continue
             file_name = f"demo-{shape.strategy}-generated.csv"
             parsed = parse_result_file(generated_run_csv(shape), file_name)
             run = runs.save_run(
@@ -99,5 +143,5 @@ def load_demo(database: Database) -> bool:
             )
             run_ids.append(run.id)
         comparisons.create_comparison(session, DEMO_COMPARISON_NAME, run_ids, run_ids[0], {"log_x": True})
-    logger.info("demo content added: 3 seed plans, 3 generated runs, 1 comparison")
+    logger.info("demo content added: 3 seed plans, 3 %s runs, 1 comparison", "measured" if measured else "generated")
     return True

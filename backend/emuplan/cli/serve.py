@@ -3,7 +3,8 @@
 import typer
 import uvicorn
 
-from emuplan.cli.app import app
+from emuplan.cli.app import app, open_database
+from emuplan.demo import load_demo
 from emuplan.main import create_app
 from emuplan.settings import get_settings
 
@@ -18,5 +19,9 @@ def serve(
     host = host or settings.host
     port = port or settings.port
     shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    if settings.demo:  # first start: the demo's runs are measured here, with progress in this terminal
+        database = open_database()
+        load_demo(database, measure_locally=True)
+        database.dispose()
     typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
