@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import comparisons, health, measure, pages, plans, runs
+from emuplan.api import comparisons, health, measure, models, pages, plans, runs
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(health.router)
     app.include_router(comparisons.router)
+    app.include_router(models.router)
     app.include_router(plans.router)
     app.include_router(runs.router)
     app.include_router(measure.router)

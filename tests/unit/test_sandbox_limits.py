@@ -1,4 +1,6 @@
-"""Each limit of the bubblewrap sandbox stops a hostile model upload with a clear message."""
+"""The bubblewrap sandbox's limits, seen from the runner: what is left running after a kill, the CPU
+limit, the writable /tmp, and what happens without bwrap. tests/api/test_models.py sends every hostile
+model through the API."""
 
 import os
 import subprocess
@@ -12,7 +14,8 @@ from emuplan.sandbox.runner import SandboxError, SandboxPolicy, SandboxUnavailab
 pytestmark = pytest.mark.sandbox
 
 MODELS = Path(__file__).parents[1] / "fixtures" / "models"
-LIMITS = SandboxPolicy(timeout_s=8, memory_mb=4096)
+# Generous: the limit tests below set their own; others only must not hit it on a loaded machine.
+LIMITS = SandboxPolicy(timeout_s=60, memory_mb=4096)
 
 
 def request_for(fixture: str, model_class: str = "Model", input_shape=(4,)) -> dict:
@@ -31,14 +34,13 @@ def failure(fixture: str, limits: SandboxPolicy = LIMITS) -> SandboxError:
     return caught.value
 
 
-def worker_processes_after_a_moment() -> list[str]:
-    """Sandboxed processes still alive; SIGKILL through --die-with-parent takes a few ms to land."""
+def processes_of(uid: int) -> list[str]:
+    """The sandbox's processes still alive; SIGKILL through --die-with-parent takes a few ms to land."""
     deadline = time.monotonic() + 3
     while True:
-        listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-        alive = [line for line in listing.splitlines() if line.endswith("/sandbox/worker.py")]
-        if not alive or time.monotonic() > deadline:
-            return alive
+        listing = subprocess.run(["ps", "-o", "args=", "-u", str(uid)], capture_output=True, text=True).stdout
+        if not listing.strip() or time.monotonic() > deadline:
+            return listing.splitlines()
         time.sleep(0.1)
 
 
@@ -48,10 +50,10 @@ def test_the_seed_classifier_runs_in_the_sandbox():
 
 
 def test_an_endless_loop_is_killed_at_the_wall_clock_limit_with_its_whole_process_tree():
-    error = failure("hostile_infinite_loop.py", SandboxPolicy(timeout_s=5))
+    error = failure("hostile_infinite_loop.py", SandboxPolicy(timeout_s=5, uid=250_001))
     assert error.kind == "time_limit"
     assert error.message == "the model did not finish within the time limit of 5 s"
-    assert worker_processes_after_a_moment() == []
+    assert processes_of(250_001) == []
 
 
 def test_the_cpu_time_limit_stops_a_busy_model_before_the_clock_limit():
@@ -60,35 +62,11 @@ def test_the_cpu_time_limit_stops_a_busy_model_before_the_clock_limit():
     assert error.message == "the model used more than 3 s of CPU time"
 
 
-def test_allocating_50_gb_fails_with_a_memory_error():
-    error = failure("hostile_allocate_50gb.py")
-    assert error.kind == "import_failed"
-    assert error.line == 5
-    assert "MemoryError: the model asked for more memory than the sandbox allows" in error.message
-
-
 def test_a_fork_bomb_hits_the_process_limit():
-    error = failure("hostile_fork_bomb.py")
+    error = failure("hostile_fork_bomb.py", SandboxPolicy(timeout_s=60, uid=250_002))
     assert error.kind == "import_failed"
     assert "the sandbox's process limit was reached" in error.message
-    assert worker_processes_after_a_moment() == []
-
-
-def test_the_network_is_unreachable():
-    error = failure("hostile_socket.py")
-    assert error.line == 7
-    assert "Network is unreachable (the sandbox has no network)" in error.message
-
-
-def test_host_files_are_not_visible():
-    error = failure("hostile_read_shadow.py")
-    assert "No such file or directory: '/etc/shadow'" in error.message
-
-
-def test_nothing_outside_the_private_tmp_is_writable():
-    error = failure("hostile_write_outside.py")
-    assert error.line == 6
-    assert "PermissionError: [Errno 13] Permission denied: '/sandbox/worker.py.escaped'" in error.message
+    assert processes_of(250_002) == []
 
 
 def test_the_private_tmp_is_writable_but_the_system_is_read_only(tmp_path: Path):
@@ -114,6 +92,6 @@ def test_without_bubblewrap_python_uploads_are_refused(monkeypatch: pytest.Monke
 def test_the_operator_can_allow_unsandboxed_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     os.symlink("/usr/bin/prlimit", tmp_path / "prlimit")
     monkeypatch.setenv("PATH", str(tmp_path))
-    policy = SandboxPolicy(timeout_s=8, allow_unsandboxed=True)
+    policy = SandboxPolicy(timeout_s=60, allow_unsandboxed=True)
     answer = run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), policy)
     assert len(answer["inventory"]["parameters"]) == 8

@@ -3,16 +3,18 @@
 The sandboxed process sees only a read-only system (/usr), the Python installation and the virtual
 environment, the worker script, a fresh /proc and /dev, and a small private tmpfs /tmp. It has no
 network (its own empty network namespace), its own PID, IPC and UTS namespaces, no capabilities,
-and runs as ``nobody`` so that the kernel's per-user process limit applies (root is exempt from
-RLIMIT_NPROC). CPU time, address space, file size and process count are capped with rlimits; a
-wall-clock timeout kills the whole process group, and ``--die-with-parent`` takes the sandbox down
-with it. The request goes in on stdin and the answer comes back on stdout, both as JSON: nothing
-is ever unpickled.
+and runs as an unprivileged uid of its own, picked at random per run from a range no account uses:
+the kernel counts RLIMIT_NPROC per uid (and exempts root), so each run gets its own process budget
+and one upload's fork bomb cannot starve another's. CPU time, address space, file size and process
+count are capped with rlimits; a wall-clock timeout kills the whole process group, and
+``--die-with-parent`` takes the sandbox down with it. The request goes in on stdin and the answer
+comes back on stdout, both as JSON: nothing is ever unpickled.
 """
 
 import json
 import math
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -23,7 +25,9 @@ from pathlib import Path
 
 WORKER = Path(__file__).with_name("worker.py")
 SANDBOX_WORKER = "/sandbox/worker.py"
-NOBODY = 65534
+# Unprivileged uids far above the ones Debian hands out; nothing on the host is owned by them.
+SANDBOX_UID_BASE = 200_000
+SANDBOX_UID_COUNT = 100_000
 # Answers are small (shapes and byte counts); anything bigger is not an answer.
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 STDERR_TAIL_BYTES = 4000
@@ -54,6 +58,7 @@ class SandboxPolicy:
     tmp_mb: int = 64
     cpu_s: float | None = None  # CPU seconds; the wall-clock timeout when unset
     allow_unsandboxed: bool = False  # EMUPLAN_SANDBOX_ALLOW_UNSANDBOXED: trusted users only
+    uid: int | None = None  # the uid to run as (when started as root); None: a fresh random one per run
 
     @property
     def cpu_seconds(self) -> int:
@@ -93,7 +98,7 @@ def _read_only_directories() -> list[Path]:
 
 
 def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
-    """bwrap makes missing parents mode 0700; ``nobody`` needs to walk through them."""
+    """bwrap makes missing parents mode 0700; the sandbox's unprivileged uid needs to walk through them."""
     arguments = []
     for parent in reversed(path.parents):
         if parent == Path("/") or parent in created:
@@ -105,77 +110,44 @@ def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
 
 def bwrap_command(policy: SandboxPolicy) -> list[str]:
     python = Path(sys.executable)
+    # fmt: off
     command = [
         "bwrap",
         # Every namespace --unshare-all covers except the user namespace: as root, a user namespace
-        # would map only uid 0, and nobody's uid is what makes the process limit count.
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
+        # would map only uid 0, and a real unprivileged uid is what makes the process limit count.
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--die-with-parent",
         "--new-session",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin",
+        "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64",
     ]
     created: set[Path] = set()
     for directory in _read_only_directories():
         command += _parents_with_permissions(directory, created)
         command += ["--ro-bind", str(directory), str(directory)]
     command += [
-        "--perms",
-        "0755",
-        "--dir",
-        "/sandbox",
-        "--ro-bind",
-        str(WORKER),
-        SANDBOX_WORKER,
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(policy.tmp_mb * 1024 * 1024),
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--chdir",
-        "/tmp",
+        "--perms", "0755", "--dir", "/sandbox",
+        "--ro-bind", str(WORKER), SANDBOX_WORKER,
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", str(policy.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp",
+        "--chdir", "/tmp",
         "--clearenv",
-        "--setenv",
-        "HOME",
-        "/tmp",
-        "--setenv",
-        "TMPDIR",
-        "/tmp",
-        "--setenv",
-        "PATH",
-        "/usr/bin",
+        "--setenv", "HOME", "/tmp",
+        "--setenv", "TMPDIR", "/tmp",
+        "--setenv", "PATH", "/usr/bin",
     ]
     if os.geteuid() == 0:
-        # Keep only what setpriv needs to become nobody; it then drops every capability for good.
+        uid = policy.uid if policy.uid is not None else SANDBOX_UID_BASE + secrets.randbelow(SANDBOX_UID_COUNT)
+        # Keep only what setpriv needs to change uid; it then drops every capability for good.
         command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         command += [
-            "setpriv",
-            f"--reuid={NOBODY}",
-            f"--regid={NOBODY}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
+            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
         ]
+    # fmt: on
     return command + [str(python), "-I", "-B", SANDBOX_WORKER]
 
 

@@ -1,0 +1,129 @@
+"""Model definitions: upload (config.json, .safetensors, .onnx, PyTorch .py), list, read.
+
+Glue only: reading lives in ``workload/model_files.py`` (PyTorch source runs in the sandbox),
+storage in ``store/model_definitions.py``. Errors: unusable form fields → 422; a file that cannot be
+read as a model, or a model the sandbox stopped → 400; pickles and unknown kinds → 415; over the
+upload limit → 413 (counted while streaming); no bubblewrap for a .py upload → 503.
+"""
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
+from pydantic import BaseModel, ValidationError
+
+from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
+from emuplan.store import model_definitions as store
+from emuplan.store.models import ModelDefinition
+from emuplan.workload.inventory import ModelInventory
+from emuplan.workload.model_files import UnsupportedModelFile, check_model_file_name
+from emuplan.workload.pytorch_source import (
+    PytorchSourceError,
+    PytorchSourceOptions,
+    check_options,
+    parse_input_shape,
+)
+
+router = APIRouter(tags=["models"])
+
+
+class ModelDefinitionSummary(BaseModel):
+    id: int
+    name: str
+    source_kind: str
+    file_name: str | None
+    content_sha256: str
+    parameter_count: int
+    options: dict
+    created_at: datetime
+
+
+class ModelDefinitionPublic(ModelDefinitionSummary):
+    inventory: ModelInventory
+
+
+def _summary(definition: ModelDefinition) -> ModelDefinitionSummary:
+    return ModelDefinitionSummary(**definition.model_dump(exclude={"content", "inventory"}))
+
+
+def _public(definition: ModelDefinition) -> ModelDefinitionPublic:
+    return ModelDefinitionPublic(
+        **_summary(definition).model_dump(), inventory=store.definition_inventory(definition)
+    )
+
+
+def _pytorch_options(
+    model_class: str | None, model_kwargs: str | None, input_shape: str | None, input_dtype: str, label_dtype: str
+) -> PytorchSourceOptions:
+    """The form fields a .py upload needs, checked before the sandbox starts (422 when unusable)."""
+    missing = [field for field, value in (("model_class", model_class), ("input_shape", input_shape)) if not value]
+    if missing:
+        raise HTTPException(422, detail=f"a PyTorch source upload needs the form field(s) {', '.join(missing)}")
+    try:
+        kwargs = json.loads(model_kwargs) if model_kwargs else {}
+    except json.JSONDecodeError as error:
+        raise HTTPException(422, detail=f"model_kwargs: not valid JSON ({error})") from None
+    if not isinstance(kwargs, dict):
+        raise HTTPException(422, detail="model_kwargs: expected a JSON object of constructor arguments")
+    try:
+        options = PytorchSourceOptions(
+            model_class=model_class,
+            model_kwargs=kwargs,
+            input_shape=parse_input_shape(input_shape),
+            input_dtype=input_dtype,
+            label_dtype=label_dtype,
+        )
+        check_options(options)
+    except (PytorchSourceError, ValidationError) as error:
+        raise HTTPException(422, detail=str(error)) from None
+    return options
+
+
+@router.post("/api/models", status_code=201)
+def upload_model(
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    file: Annotated[UploadFile, File(description="config.json, .safetensors (header or whole), .onnx or .py.")],
+    name: Annotated[str | None, Form(max_length=200)] = None,
+    model_class: Annotated[str | None, Form(description=".py: the nn.Module class to build.")] = None,
+    model_kwargs: Annotated[str | None, Form(description=".py: constructor keyword arguments, JSON.")] = None,
+    input_shape: Annotated[str | None, Form(description=".py: one sample's shape, e.g. 1,28,28.")] = None,
+    input_dtype: Annotated[str, Form()] = "float32",
+    label_dtype: Annotated[str, Form()] = "int64",
+) -> ModelDefinitionPublic:
+    file_name = file.filename or "upload"
+    try:
+        suffix = check_model_file_name(file_name)
+    except UnsupportedModelFile as error:
+        raise HTTPException(415, detail=str(error)) from None
+    pytorch_options = (
+        _pytorch_options(model_class, model_kwargs, input_shape, input_dtype, label_dtype) if suffix == ".py" else None
+    )
+    try:
+        definition = store.create_model_definition(
+            session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
+        )
+    except SandboxUnavailable as error:
+        raise HTTPException(503, detail=str(error)) from None
+    except ValueError as error:
+        raise HTTPException(400, detail=str(error)) from None
+    session.commit()
+    session.refresh(definition)  # as GET returns it (SQLite hands back naive UTC timestamps)
+    return _public(definition)
+
+
+@router.get("/api/models")
+def list_models(
+    session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
+) -> list[ModelDefinitionSummary]:
+    return [_summary(definition) for definition in store.list_model_definitions(session, limit, offset)]
+
+
+@router.get("/api/models/{definition_id}")
+def get_model(definition_id: int, session: ReadSessionDep) -> ModelDefinitionPublic:
+    try:
+        return _public(store.get_model_definition(session, definition_id))
+    except store.ModelDefinitionNotFound as error:
+        raise HTTPException(404, detail=str(error)) from None

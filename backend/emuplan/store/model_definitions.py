@@ -1,0 +1,61 @@
+"""Stored model definitions: read an upload into its inventory and keep it in one row.
+
+The API and the CLI both call these functions; reading (and for PyTorch source, the sandbox run)
+happens before anything is added to the session, so a bad file leaves nothing behind.
+"""
+
+import hashlib
+from typing import BinaryIO
+
+from sqlmodel import Session, col, select
+
+from emuplan.sandbox.runner import SandboxPolicy
+from emuplan.store.models import ModelDefinition
+from emuplan.workload.inventory import ModelInventory
+from emuplan.workload.model_files import read_model_file
+from emuplan.workload.pytorch_source import PytorchSourceOptions
+
+
+class ModelDefinitionNotFound(LookupError):
+    pass
+
+
+def create_model_definition(
+    session: Session,
+    stream: BinaryIO,
+    file_name: str,
+    policy: SandboxPolicy,
+    name: str | None = None,
+    pytorch_options: PytorchSourceOptions | None = None,
+) -> ModelDefinition:
+    """Adds the definition to the session; the caller's transaction commits it."""
+    model_file = read_model_file(stream, file_name, name, policy, pytorch_options)
+    definition = ModelDefinition(
+        name=model_file.inventory.name,
+        source_kind=model_file.source_kind,
+        file_name=file_name,
+        content_sha256=hashlib.sha256(model_file.content).hexdigest(),
+        content=model_file.content,
+        options=model_file.options,
+        inventory=model_file.inventory.model_dump(mode="json"),
+        parameter_count=model_file.inventory.parameter_count,
+    )
+    session.add(definition)
+    session.flush()
+    return definition
+
+
+def list_model_definitions(session: Session, limit: int = 100, offset: int = 0) -> list[ModelDefinition]:
+    statement = select(ModelDefinition).order_by(col(ModelDefinition.id).desc()).offset(offset).limit(limit)
+    return list(session.exec(statement).all())
+
+
+def get_model_definition(session: Session, definition_id: int) -> ModelDefinition:
+    definition = session.get(ModelDefinition, definition_id)
+    if definition is None:
+        raise ModelDefinitionNotFound(f"no model definition with id {definition_id}")
+    return definition
+
+
+def definition_inventory(definition: ModelDefinition) -> ModelInventory:
+    return ModelInventory.model_validate(definition.inventory)
