@@ -4,9 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from emuplan.results import NetworkModel, parse_result_file, summarise
 from emuplan.results.canonical import samples_table
+from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
 from emuplan.results.stats import delay_series, describe, ecdf_grid
 
 SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
@@ -87,3 +89,33 @@ def test_nccl_tests_summary_recomputes_busbw_from_ranks_and_reports_it_otherwise
     b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
     group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
     assert (group["bandwidth_source"], group["algbw_gbps"], group["busbw_gbps"]) == ("reported", 374.88, 702.91)
+
+
+def test_ks_from_ecdf_grids_is_within_one_grid_step_of_scipy_on_all_samples():
+    rng = np.random.default_rng(3)
+    a = np.sort(rng.lognormal(3.0, 0.5, 300_000))
+    b = np.sort(rng.lognormal(3.02, 0.5, 200_000))
+    exact = scipy_stats.ks_2samp(a, b)
+    result = ks_two_sample(ecdf_grid(a), len(a), ecdf_grid(b), len(b))
+    assert result["method"] == "asymptotic from ECDF grids"
+    assert abs(result["statistic"] - exact.statistic) <= 1 / 2000
+    small = ks_two_sample(ecdf_grid(a[:500]), 500, ecdf_grid(b[:400]), 400)
+    assert small == {
+        "statistic": pytest.approx(scipy_stats.ks_2samp(a[:500].round(3), b[:400].round(3)).statistic, abs=0),
+        "pvalue": pytest.approx(scipy_stats.ks_2samp(a[:500].round(3), b[:400].round(3)).pvalue, rel=1e-12),
+        "method": "exact",
+    }
+
+
+def test_compare_runs_deltas_against_the_chosen_baseline():
+    def run(run_id: int, durations: list[float]) -> RunSummary:
+        summary = summarise(samples_table(duration_us=np.array(durations), collective="all_reduce", size_bytes=None))
+        return RunSummary(run_id, f"run {run_id}", "data", "imported", summary)
+
+    result = compare_runs([run(1, [10.0, 20.0, 30.0]), run(2, [20.0, 40.0, 60.0])], baseline_id=2)
+    assert result["baseline_run_id"] == 2
+    p50 = result["runs"][0]["overall"]["p50_us"]
+    assert p50 == {"value": 20.0, "baseline": 40.0, "delta": -20.0, "ratio": 0.5}
+    assert result["runs"][0]["groups"][0]["stats"]["max_us"]["delta"] == -30.0
+    with pytest.raises(ValueError, match="baseline: run 5 is not one of the compared runs"):
+        compare_runs([run(1, [1.0])], baseline_id=5)

@@ -35,16 +35,20 @@ def _time_unit(summaries: list[dict]) -> tuple[str, float]:
     return ("ms", 1e-3) if typical >= 1000.0 else ("µs", 1.0)
 
 
-def _layout(figure: go.Figure, title: str, x_title: str, y_title: str, *, log_x: bool = False) -> go.Figure:
+def _layout(figure: go.Figure, title: str, x_title: str, y_title: str | None, *, log_x: bool = False) -> go.Figure:
     figure.update_layout(
         title={"text": escape(title)},
         xaxis={"title": {"text": x_title}, "type": "log" if log_x else "linear"},
-        yaxis={"title": {"text": y_title}},
+        yaxis={"title": {"text": y_title}} if y_title else {},
         legend={"orientation": "h", "y": -0.2},
         margin={"l": 60, "r": 20, "t": 50, "b": 60},
         template="plotly_white",
     )
     return figure
+
+
+# Below this many points a curve also gets markers: a one-sample group would otherwise draw nothing.
+SPARSE_POINTS = 50
 
 
 def _curve(
@@ -54,7 +58,7 @@ def _curve(
     return go.Scatter(
         x=np.asarray(x, dtype=np.float32) * np.float32(x_scale),
         y=np.asarray(y, dtype=np.float32) * np.float32(y_scale),
-        mode="lines",
+        mode="lines" if len(x) > SPARSE_POINTS else "lines+markers",
         line={"shape": shape},
         name=escape(name),
         legendgroup=legendgroup,
@@ -69,9 +73,8 @@ def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendg
     return go.Scatter(
         x=x,
         y=y,
-        mode="markers+text",
+        mode="markers",
         text=labels,
-        textposition="middle left",
         marker={"size": 7, "symbol": "diamond"},
         name=escape(f"{name} percentiles"),
         legendgroup=legendgroup,
@@ -101,20 +104,35 @@ def delay_figure(summary: dict, *, title: str = "Completion time per iteration",
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
     if per_size and len(groups) > 1:
-        figure = make_subplots(
-            rows=len(groups), cols=1, shared_xaxes=True, vertical_spacing=0.04,
-            subplot_titles=[escape(group["label"]) for group, _ in groups],
-        )  # fmt: skip
-        for row, (group, series) in enumerate(groups, start=1):
-            trace = _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear")
-            figure.add_trace(trace, row=row, col=1)
-            figure.update_yaxes(title_text=unit, row=row, col=1)
-        figure.update_layout(height=max(400, 180 * len(groups)))
-        return to_dict(_layout(figure, title, "iteration", f"completion time ({unit})"))
+        return to_dict(_stacked_delay_panels(groups, title, unit, scale))
     figure = go.Figure()
     for group, series in groups:
         figure.add_trace(_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear"))
     return to_dict(_layout(figure, title, "iteration", f"completion time ({unit})"))
+
+
+PANEL_GAP = 0.05
+
+
+def _stacked_delay_panels(groups: list[tuple[dict, dict]], title: str, unit: str, scale: float) -> go.Figure:
+    """One panel per data size sharing the iteration axis. The axes are laid out directly: plotly's
+    make_subplots costs more than the whole figure otherwise."""
+    count = len(groups)
+    height = (1 - PANEL_GAP * (count - 1)) / count
+    traces, axes, titles = [], {}, []
+    for index, (group, series) in enumerate(groups):
+        suffix = "" if index == 0 else str(index + 1)
+        trace = _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear")
+        trace.yaxis = f"y{suffix}"
+        traces.append(trace)
+        top = 1 - index * (height + PANEL_GAP)
+        axes[f"yaxis{suffix}"] = {"domain": [max(0.0, top - height), top], "anchor": "x", "title": {"text": unit}}
+        titles.append({"text": escape(group["label"]), "x": 0.5, "xref": "paper", "y": top, "yref": "paper",
+                       "xanchor": "center", "yanchor": "bottom", "showarrow": False})  # fmt: skip
+    figure = go.Figure(data=traces, layout={**axes, "annotations": titles, "height": max(400, 180 * count)})
+    _layout(figure, title, "iteration", None)
+    figure.update_xaxes(anchor=f"y{count}")
+    return figure
 
 
 def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") -> dict:

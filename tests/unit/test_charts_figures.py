@@ -1,0 +1,93 @@
+"""Plotly figures from cached summaries: traces, exact marked percentiles, sizes, escaping."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emuplan.charts import (
+    bandwidth_figure,
+    cdf_figure,
+    comparison_cdf_figure,
+    comparison_small_multiples,
+    delay_figure,
+)
+from emuplan.results import parse_result_file, summarise
+from emuplan.results.canonical import samples_table
+
+SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+
+
+def values(array) -> np.ndarray:
+    """Plotly's typed-array JSON ({"dtype", "bdata"}) or a plain list, as numpy."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=np.dtype(array["dtype"]))
+    return np.asarray(array)
+
+
+@pytest.fixture(scope="module")
+def big_summary() -> dict:
+    rng = np.random.default_rng(7)
+    durations = rng.lognormal(np.log(14000.0), 0.1, 400_000)
+    durations[[1000, 250_000]] = [5_000_000.0, 4_200_000.0]  # two multi-second spikes
+    sizes = np.where(np.arange(400_000) % 2 == 0, 971048, 4239400)
+    return summarise(samples_table(duration_us=durations, collective="all_reduce", size_bytes=sizes))
+
+
+def test_cdf_has_one_capped_curve_per_group_and_exact_percentile_markers(big_summary):
+    figure = cdf_figure(big_summary, log_x=True)
+    curves = [t for t in figure["data"] if t["mode"] == "lines"]
+    markers = [t for t in figure["data"] if t["mode"] == "markers"]
+    assert [t["name"] for t in curves] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"]
+    assert all(t["type"] == "scatter" for t in figure["data"])  # SVG, not scattergl
+    assert all(len(values(t["x"])) <= 2007 for t in curves)
+    group = big_summary["groups"][0]
+    assert markers[0]["text"] == ["p50", "p90", "p99", "p99.9", "max"]
+    expected_ms = [group[k] / 1000 for k in ("p50_us", "p90_us", "p99_us", "p99_9_us", "max_us")]
+    assert values(markers[0]["x"]) == pytest.approx(expected_ms, rel=1e-12)
+    assert values(markers[0]["x"])[-1] == 5000.0  # the spike is the max, in ms
+    assert figure["layout"]["xaxis"]["type"] == "log"
+    assert figure["layout"]["xaxis"]["title"]["text"] == "completion time (ms)"
+    assert len(json.dumps(figure)) < 300_000
+
+
+def test_delay_keeps_spikes_and_splits_sizes_for_pipeline(big_summary):
+    overlaid = delay_figure(big_summary)
+    assert len(overlaid["data"]) == 2
+    first = overlaid["data"][0]
+    assert len(values(first["y"])) == 2000
+    assert values(first["y"]).max() == pytest.approx(5000.0)  # ms: the 5 s spike survived downsampling
+    panels = delay_figure(big_summary, per_size=True)
+    assert [t["yaxis"] for t in panels["data"]] == ["y", "y2"]
+    assert [a["text"] for a in panels["layout"]["annotations"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"]
+
+
+def test_bandwidth_vs_size_from_nccl_tests():
+    parsed = parse_result_file((SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt").read_bytes(), "allreduce.txt")
+    figure = bandwidth_figure(summarise(parsed.samples, ranks=parsed.ranks))
+    names = [t["name"] for t in figure["data"]]
+    assert names == [
+        "all_reduce out-of-place algbw", "all_reduce out-of-place busbw",
+        "all_reduce in-place algbw", "all_reduce in-place busbw",
+    ]  # fmt: skip
+    busbw = figure["data"][1]
+    assert values(busbw["x"])[-1] == 8589934592
+    assert round(float(values(busbw["y"])[-1]), 2) == 123.56  # nccl-tests printed 123.56
+    assert figure["layout"]["xaxis"]["type"] == "log"
+
+
+def test_comparison_figures_and_escaping(big_summary):
+    small = summarise(samples_table(duration_us=np.array([10.0, 20.0]), collective="all_gather", size_bytes=None))
+    runs = [("#1 <script>alert(1)</script>", big_summary), ("#2 small", small)]
+    overlaid = comparison_cdf_figure(runs)
+    text = json.dumps(overlaid)
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert [t["name"] for t in overlaid["data"] if t["mode"] != "markers"] == [
+        "#1 &lt;script&gt;alert(1)&lt;/script&gt;",
+        "#2 small",
+    ]
+    panels = comparison_small_multiples(runs, log_x=True)
+    assert len(panels["data"]) == 3  # two groups in run 1, one in run 2
+    assert "<script>" not in json.dumps(panels)
