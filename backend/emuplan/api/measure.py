@@ -40,6 +40,9 @@ class MeasureRequest(BaseModel):
     timeout_s: float = Field(default=600.0, gt=0, le=3600, description="A hung measurement is killed after this.")
     name: str | None = Field(default=None, max_length=200, description="Run name. Default: plan and set-up.")
 
+    def options(self) -> MeasurementOptions:
+        return MeasurementOptions(**self.model_dump(exclude={"name"}))
+
 
 class MeasurementJobPublic(BaseModel):
     id: str
@@ -72,21 +75,16 @@ class MeasurementJob:
     finished_at: datetime | None = None
     thread: threading.Thread | None = None
 
+    @property
+    def world_size(self) -> int:
+        return self.request.world_size
+
+    @property
+    def backend(self) -> str:
+        return self.request.backend
+
     def public(self) -> MeasurementJobPublic:
-        return MeasurementJobPublic(
-            id=self.id,
-            plan_id=self.plan_id,
-            state=self.state,
-            world_size=self.request.world_size,
-            backend=self.request.backend,
-            iterations_done=self.iterations_done,
-            iterations_total=self.iterations_total,
-            warmup=self.warmup,
-            error=self.error,
-            run_id=self.run_id,
-            started_at=self.started_at,
-            finished_at=self.finished_at,
-        )
+        return MeasurementJobPublic.model_validate(self, from_attributes=True)
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
@@ -117,19 +115,11 @@ class MeasurementJobs:
         return next((job for job in self._jobs.values() if job.state in ACTIVE_STATES), None)
 
     def start(self, database: Database, plan_id: int, request: MeasureRequest) -> MeasurementJob:
-        options = MeasurementOptions(
-            world_size=request.world_size,
-            backend=request.backend,
-            iterations=request.iterations,
-            warmup=request.warmup,
-            workload=request.workload,
-            timeout_s=request.timeout_s,
-        )
         with self._lock:
             running = self.active()
             if running is not None:
                 raise HTTPException(409, detail={"message": "a measurement is already running", "job_id": running.id})
-            launcher = local_launcher(database, plan_id, options)
+            launcher = local_launcher(database, plan_id, request.options())
             job = MeasurementJob(id=secrets.token_hex(8), plan_id=plan_id, request=request, launcher=launcher)
             launcher.on_event = job.on_event
             self._forget_old_jobs()
