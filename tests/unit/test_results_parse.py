@@ -289,3 +289,33 @@ def test_many_rows_checks_are_vectorised_but_still_name_the_row():
     data = ("iteration,size,time_ms\n" + "\n".join(lines) + "\n").encode()
     with pytest.raises(ResultFileError, match="line 77779, column 'time_ms'"):
         parse_result_file(data, "big.csv")
+
+
+LOCAL_NCCL = RESULTS / "nccl-tests"
+
+
+def test_pre_2_13_all_gather_without_redop():
+    parsed = parse_result_file(read(LOCAL_NCCL / "gtx1080-2gpu-allgather-pre2.13.txt"), "log.txt")
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_gather"}  # from '===begin all_gather_perf'
+    assert (parsed.ranks, parsed.hosts, parsed.samples.num_rows) == (2, 1, 50)
+    last = parsed.samples.slice(49).to_pylist()[0]
+    assert (last["size_bytes"], last["variant"], last["duration_us"], last["busbw_gbps"]) == (
+        134217728, "in-place", 85704.0, 0.78
+    )
+
+
+def test_log_with_the_mpirun_command_line_before_the_preamble():
+    parsed = parse_result_file(read(LOCAL_NCCL / "h100-16rank-allreduce-mpirun.txt"), "result.md")
+    assert parsed.source_format == "nccl-tests"
+    assert (parsed.ranks, parsed.hosts, parsed.samples.num_rows) == (16, 2, 62)
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}
+
+
+def test_several_tests_in_one_log_keep_their_own_collective_and_skip_nccl_debug_lines():
+    all_gather = read(LOCAL_NCCL / "gtx1080-2gpu-allgather-pre2.13.txt").decode()
+    all_reduce = read(LOCAL_NCCL / "h100-16rank-allreduce-mpirun.txt").decode()
+    noisy = all_reduce.replace("#        (B)", "host:6899:6899 [0] NCCL INFO Launch mode Parallel\n#        (B)")
+    parsed = parse_result_file((all_gather + "\n" + noisy).encode(), "two-tests.log")
+    collectives = parsed.samples["collective"].to_pylist()
+    assert collectives[:50] == ["all_gather"] * 50 and collectives[50:] == ["all_reduce"] * 62
+    assert not any("truncated" in w for w in parsed.warnings)

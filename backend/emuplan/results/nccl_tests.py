@@ -37,16 +37,18 @@ _VARIANT_NAMES = ("out-of-place", "in-place")
 
 
 def looks_like_nccl_tests(text: str) -> bool:
-    return _find_header(text.splitlines()) is not None
+    return bool(_header_indices(text.splitlines()))
 
 
-def _find_header(lines: list[str]) -> int | None:
+def _header_indices(lines: list[str]) -> list[int]:
+    """Every header row: a log may hold several tests run one after the other (all_reduce_perf, then …)."""
+    found = []
     for index, line in enumerate(lines):
         if line.startswith("#"):
             tokens = line.lstrip("#").split()
             if tokens[:2] == ["size", "count"] and "busbw" in tokens and any(t in _TIME_TOKENS for t in tokens):
-                return index
-    return None
+                found.append(index)
+    return found
 
 
 def collective_from_text(text: str) -> str | None:
@@ -64,90 +66,113 @@ def _ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None
     return len(rank_hosts), len(set(rank_hosts.values()))
 
 
-def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -> ParsedResult:
-    lines = text.splitlines()
-    header_index = _find_header(lines)
-    if header_index is None:
-        raise ResultFileError(f"{file_name}: no nccl-tests header row ('# size count type … time algbw busbw') found")
-    header = lines[header_index].lstrip("#").split()
-    first_time = next(i for i, token in enumerate(header) if token in _TIME_TOKENS)
-    group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
-    group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - first_time
-    key_columns = header[:first_time]
-    needed = first_time + group_width * len(group_starts)
-    if header[-1] == "timestamp":  # -T 1 appends a 'YYYY-MM-DD HH:MM:SS' stamp: two more tokens per row
-        needed -= 1
-    warnings: list[str] = []
+class _Rows:
+    """Samples collected from the data rows of one or more test sections."""
 
-    rank_hosts: dict[int, str] = {}
-    for line in lines[:header_index]:
-        if match := _RANK_LINE.match(line):
-            rank_hosts[int(match.group(1))] = match.group(2)
-    ranks, hosts = _ranks_and_hosts(rank_hosts)
+    def __init__(self) -> None:
+        self.collectives: list[str] = []
+        self.sizes: list[int] = []
+        self.variants: list[str] = []
+        self.times: list[float] = []
+        self.algbws: list[float] = []
+        self.busbws: list[float] = []
+        self.wrong_lines: list[int] = []
 
-    op = collective or collective_from_text(text) or collective_from_file_name(file_name)
+
+def _section_op(preamble: str, header: list[str], file_name: str, collective: str | None, only: bool) -> str | None:
+    """The collective of one test section: the caller's, the ``<op>_perf`` in its preamble, else (for a log
+    with one test) the file name, else what the pre-2.13 header itself implies."""
+    op = collective or collective_from_text(preamble) or (collective_from_file_name(file_name) if only else None)
+    key_columns = header[: next(i for i, token in enumerate(header) if token in _TIME_TOKENS)]
     if op is None and "#wrong" not in header and "root" in key_columns and "redop" not in key_columns:
         op = "broadcast"  # pre-2.13 headers: only broadcast has a root and no reduction op
-    if op is None:
-        op = "unknown"
-        warnings.append(
-            f"{file_name}: the collective is not named in the log (no '<op>_perf' line); pass it explicitly"
-        )
+    return op
 
-    sizes: list[int] = []
-    variants: list[str] = []
-    times: list[float] = []
-    algbws: list[float] = []
-    busbws: list[float] = []
-    wrong_rows: list[int] = []
-    data_lines = [
-        (number, line.split())
-        for number, line in enumerate(lines[header_index + 1 :], start=header_index + 2)
-        if line.strip() and not line.startswith("#") and line.split()[0].isdigit()
-    ]
+
+def _read_section(
+    rows: _Rows, op: str, header: list[str], numbered_lines: list[tuple[int, str]], file_name: str, last: bool
+) -> str | None:
+    """Add a section's complete rows; returns a warning when its last row is cut off (a truncated log)."""
+    group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
+    group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - group_starts[0]
+    needed = group_starts[0] + group_width * len(group_starts)
+    if header[-1] == "timestamp":  # -T 1 appends a 'YYYY-MM-DD HH:MM:SS' stamp: two more tokens per row
+        needed -= 1
+    # NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO …') and other noise do not start with a number.
+    data_lines = [(n, line.split()) for n, line in numbered_lines if line.strip() and line.split()[0].isdigit()]
     for position, (line_number, tokens) in enumerate(data_lines):
         if len(tokens) < needed:
-            if position == len(data_lines) - 1:
-                warnings.append(
+            if last and position == len(data_lines) - 1:
+                return (
                     f"{file_name}: line {line_number} is incomplete ({len(tokens)} of {needed} fields): "
                     "the log looks truncated; the complete rows before it were imported"
                 )
-                break
             raise ResultFileError(
                 f"{file_name}: line {line_number} has {len(tokens)} fields where the header has {needed}"
             )
-        try:
-            size = int(tokens[0])
-        except ValueError as error:
-            raise ResultFileError(
-                f"{file_name}: line {line_number}, column 'size': {tokens[0]!r} is not an integer"
-            ) from error
+        size = int(tokens[0])
         for group, start in enumerate(group_starts):
             fields = dict(zip(header[start : start + group_width], tokens[start : start + group_width], strict=False))
             time_text = fields.get("time", fields.get("cputime", ""))
             try:
                 time_us = float(time_text)
             except ValueError:
-                continue  # 'N/A': this variant is not run for this op (e.g. in-place only)
+                continue  # 'N/A': this variant is not run for this op
             if not np.isfinite(time_us) or time_us < 0:
                 raise ResultFileError(
                     f"{file_name}: line {line_number}, column 'time' ({_variant(group)}): "
                     f"{time_text!r} is not a valid time"
                 )
-            wrong = fields.get("#wrong", fields.get("error", "0"))
-            if "#wrong" in fields and wrong not in ("0", "N/A"):
-                wrong_rows.append(line_number)
-            sizes.append(size)
-            variants.append(_variant(group))
-            times.append(time_us)
-            algbws.append(_float_or_nan(fields.get("algbw")))
-            busbws.append(_float_or_nan(fields.get("busbw")))
-    if not times:
+            if fields.get("#wrong", "0") not in ("0", "N/A"):
+                rows.wrong_lines.append(line_number)
+            rows.collectives.append(op)
+            rows.sizes.append(size)
+            rows.variants.append(_variant(group))
+            rows.times.append(time_us)
+            rows.algbws.append(_float_or_nan(fields.get("algbw")))
+            rows.busbws.append(_float_or_nan(fields.get("busbw")))
+    return None
+
+
+def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -> ParsedResult:
+    lines = text.splitlines()
+    headers = _header_indices(lines)
+    if not headers:
+        raise ResultFileError(f"{file_name}: no nccl-tests header row ('# size count type … time algbw busbw') found")
+    warnings: list[str] = []
+    rank_hosts: dict[int, str] = {}
+    for line in lines[: headers[-1]]:
+        if match := _RANK_LINE.match(line):
+            rank_hosts[int(match.group(1))] = match.group(2)
+    ranks, hosts = _ranks_and_hosts(rank_hosts)
+
+    rows = _Rows()
+    bounds = [*headers, len(lines)]
+    previous_end = 0
+    for section, header_index in enumerate(headers):
+        header = lines[header_index].lstrip("#").split()
+        preamble = "\n".join(lines[previous_end:header_index])
+        op = _section_op(preamble, header, file_name, collective, only=len(headers) == 1)
+        if op is None:
+            op = "unknown"
+            warnings.append(
+                f"{file_name}: line {header_index + 1}: the test's collective is not named in the log "
+                "(no '<op>_perf' line); pass it explicitly"
+            )
+        next_header = bounds[section + 1]
+        numbered = list(enumerate(lines[header_index + 1 : next_header], start=header_index + 2))
+        # The next test's preamble starts after this test's last data row.
+        data_numbers = [n for n, line in numbered if line.strip()[:1].isdigit()]
+        previous_end = data_numbers[-1] if data_numbers else header_index + 1
+        truncated = _read_section(rows, op, header, numbered, file_name, last=section == len(headers) - 1)
+        if truncated:
+            warnings.append(truncated)
+    if not rows.times:
         raise ResultFileError(f"{file_name}: the nccl-tests log has a header but no complete data rows")
-    if wrong_rows:
-        warnings.append(f"{file_name}: nccl-tests reported wrong elements (#wrong > 0) on lines {wrong_rows}")
-    if not any(line.startswith("# Avg bus bandwidth") for line in lines) and not any(
-        "truncated" in w for w in warnings
+    if rows.wrong_lines:
+        warnings.append(f"{file_name}: nccl-tests reported wrong elements (#wrong > 0) on lines {rows.wrong_lines}")
+    if not any("truncated" in w for w in warnings) and not any(
+        line.startswith("# Avg bus bandwidth") for line in lines[headers[-1] :]
     ):
         warnings.append(f"{file_name}: no '# Avg bus bandwidth' footer: the log may be truncated")
     warnings.append(
@@ -156,13 +181,13 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
     )
     return ParsedResult(
         samples=samples_table(
-            duration_us=np.array(times),
-            iteration=np.zeros(len(times), dtype=np.int64),
-            collective=op,
-            size_bytes=np.array(sizes, dtype=np.int64),
-            variant=pa.array(variants),
-            algbw_gbps=_nan_to_null(algbws),
-            busbw_gbps=_nan_to_null(busbws),
+            duration_us=np.array(rows.times),
+            iteration=np.zeros(len(rows.times), dtype=np.int64),
+            collective=pa.array(rows.collectives),
+            size_bytes=np.array(rows.sizes, dtype=np.int64),
+            variant=pa.array(rows.variants),
+            algbw_gbps=_nan_to_null(rows.algbws),
+            busbw_gbps=_nan_to_null(rows.busbws),
         ),
         source_format=NCCL_TESTS,
         ranks=ranks,
