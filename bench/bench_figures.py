@@ -8,7 +8,6 @@ cache (read the samples' Parquet blob, sort, take the grid, build the figure).
 """
 
 import argparse
-import importlib.util
 import io
 import statistics
 import sys
@@ -28,17 +27,10 @@ from emuplan.settings import Settings
 from emuplan.store import runs as store
 from emuplan.store.db import Database, migrate
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_import import load_generator  # noqa: E402  (the sibling script)
+
 TARGETS = {"cdf": (0.050, 300_000), "delay": (0.050, 300_000), "compare": (0.300, 1_500_000)}
-
-
-def load_generator():
-    spec = importlib.util.spec_from_file_location(
-        "generate_results", REPO / "tests" / "fixtures" / "generate_results.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def timed(repeat: int, action) -> tuple[float, object]:

@@ -2,16 +2,19 @@
 same JSON with ``--json``)."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
+from sqlmodel import Session
 
 from emuplan.cli.app import app, open_database
-from emuplan.results import ResultFileError
 from emuplan.results.headers import parse_column_map
 from emuplan.settings import get_settings
 from emuplan.store import runs as store
+
+T = TypeVar("T")
 
 
 def _fail(message: str) -> None:
@@ -21,6 +24,20 @@ def _fail(message: str) -> None:
 
 def _echo_json(document) -> None:
     typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def _with_store(action: Callable[[Session], T], *, write: bool = False) -> T:
+    """``action(session)`` on the configured database; a domain error exits 2 with its message."""
+    database = open_database()
+    try:
+        with database.writing() if write else database.read_session() as session:
+            return action(session)
+    except store.DuplicateRun as duplicate:
+        _fail(f"{duplicate} — not imported again")
+    except (LookupError, ValueError) as error:  # RunNotFound, ResultFileError, RunInputError, bad options
+        _fail(str(error))
+    finally:
+        database.dispose()
 
 
 def _number(value, unit: str = "", digits: int = 1) -> str:
@@ -62,10 +79,9 @@ def import_run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
 ) -> None:
     """Import a result file as a run and print its statistics."""
-    database = open_database()
-    try:
-        with database.writing() as session:
-            run = store.import_result_file(
+    document = _with_store(
+        lambda session: store.run_public(
+            store.import_result_file(
                 session,
                 file.read_bytes(),
                 file.name,
@@ -78,13 +94,9 @@ def import_run(
                 collective=collective,
                 max_decompressed_bytes=get_settings().max_decompressed_bytes,
             )
-            document = store.run_public(run)
-    except store.DuplicateRun as duplicate:
-        _fail(f"{duplicate} — not imported again")
-    except (ResultFileError, ValueError) as error:
-        _fail(str(error))
-    finally:
-        database.dispose()
+        ),
+        write=True,
+    )
     if as_json:
         _echo_json(document)
         return
@@ -106,14 +118,11 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List stored runs, newest first."""
-    database = open_database()
-    try:
-        with database.read_session() as session:
-            documents = [
-                store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
-            ]
-    finally:
-        database.dispose()
+    documents = _with_store(
+        lambda session: [
+            store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
+        ]
+    )
     if as_json:
         _echo_json(documents)
         return
@@ -132,14 +141,7 @@ def run_stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
-    database = open_database()
-    try:
-        with database.read_session() as session:
-            document = store.run_statistics(store.get_run(session, run_id))
-    except store.RunNotFound as error:
-        _fail(str(error))
-    finally:
-        database.dispose()
+    document = _with_store(lambda session: store.run_statistics(store.get_run(session, run_id)))
     if as_json:
         _echo_json(document)
         return
@@ -156,16 +158,7 @@ def compare_runs(
     ] = False,
 ) -> None:
     """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair."""
-    database = open_database()
-    try:
-        with database.read_session() as session:
-            document = store.compare_stored_runs(session, run_ids, baseline)
-    except store.RunNotFound as error:
-        _fail(str(error))
-    except ValueError as error:
-        _fail(str(error))
-    finally:
-        database.dispose()
+    document = _with_store(lambda session: store.compare_stored_runs(session, run_ids, baseline))
     if as_json:
         _echo_json(document)
         return
