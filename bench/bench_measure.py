@@ -50,10 +50,7 @@ def harness_completion_ns(iterations: int, rank: int, world_size: int) -> np.nda
     if rank != 0:
         return None
     timings = collective_timings(
-        np.stack([item[0] for item in gathered]),
-        np.stack([item[1] for item in gathered]),
-        np.zeros(world_size, dtype=np.int64),
-        WARMUP,
+        np.stack([item[0] for item in gathered]), np.stack([item[1] for item in gathered]), WARMUP
     )
     return timings.measured_completion_ns[:, 0]
 

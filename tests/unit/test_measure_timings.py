@@ -2,7 +2,13 @@
 
 import numpy as np
 
-from emuplan.measure.timings import collective_timings, per_iteration_csv
+from emuplan.measure.timings import (
+    SHARED_CLOCK,
+    ClockEstimate,
+    collective_timings,
+    per_iteration_csv,
+    to_reference_clock,
+)
 from emuplan.measure.workload import make_step
 from emuplan.workload.collectives import CollectiveOp
 
@@ -26,21 +32,24 @@ STEPS = [
 
 
 def test_completion_is_last_end_minus_first_start_across_ranks() -> None:
-    timings = collective_timings(STARTS, ENDS, np.array([0, 0]), warmup=1)
+    timings = collective_timings(STARTS, ENDS, warmup=1)
     assert timings.completion_ns.tolist() == [[100, 130], [150, 100], [100, 210]]
     assert timings.warmup_completion_ns.tolist() == [[100, 130]]
     assert timings.measured_completion_ns.tolist() == [[150, 100], [100, 210]]
     assert timings.start_ns.tolist() == [[100, 290], [1000, 1300], [2000, 2290]]
 
 
-def test_clock_offsets_move_every_rank_onto_rank_0s_clock() -> None:
-    timings = collective_timings(STARTS, ENDS, np.array([0, 50]), warmup=0)
-    # Rank 1 shifted by +50 ns: starts 160/340, ends 240/470 in the first iteration.
-    assert timings.completion_ns[0].tolist() == [140, 170]
+def test_other_hosts_clocks_move_onto_rank_0s_with_the_drift_between_two_estimates() -> None:
+    # Rank 0's clock is 1000 ns ahead at local time 10_000 and 1100 ns ahead at 20_000: 10 ns per 1000 ns.
+    before = ClockEstimate(local_ns=10_000, offset_ns=1000, round_trip_ns=40)
+    after = ClockEstimate(local_ns=20_000, offset_ns=1100, round_trip_ns=50)
+    local = np.array([[10_000, 15_000], [20_000, 30_000]])
+    assert to_reference_clock(local, before, after).tolist() == [[11_000, 16_050], [21_100, 31_200]]
+    assert to_reference_clock(local, SHARED_CLOCK, SHARED_CLOCK).tolist() == local.tolist()
 
 
 def test_csv_holds_measured_iterations_only_in_microseconds() -> None:
-    text = per_iteration_csv(STEPS, collective_timings(STARTS, ENDS, np.array([0, 0]), warmup=1))
+    text = per_iteration_csv(STEPS, collective_timings(STARTS, ENDS, warmup=1))
     assert text.splitlines() == [
         "iteration,collective,size_bytes,label,start_us,duration_us",
         "0,all_reduce,971048,bucket 0,0.000,0.150",

@@ -5,7 +5,8 @@ MASTER_ADDR, MASTER_PORT), so the same program runs under our local launcher and
 ``torchrun --nnodes ... -m emuplan.measure ...`` on a cluster. Each rank, for every iteration and
 every collective of the plan: barrier, monotonic start, the collective (waited for on the device),
 monotonic end. Rank 0 gathers all timestamps, writes the per-iteration CSV that ``emuplan import``
-reads and a JSON record beside it (warm-up timings, per-rank timestamps, buffer sizes, clock offsets).
+reads and a JSON record beside it (warm-up timings, per-rank timestamps on rank 0's clock, buffer sizes,
+clock offset estimates).
 Progress goes to rank 0's stdout as one JSON object per line; everything else goes to stderr.
 """
 
@@ -18,7 +19,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from emuplan.measure.timings import collective_timings, per_iteration_csv
+from emuplan.measure.timings import (
+    SHARED_CLOCK,
+    ClockEstimate,
+    collective_timings,
+    per_iteration_csv,
+    to_reference_clock,
+)
 from emuplan.measure.workload import (
     MeasuredCollective,
     MeasurementError,
@@ -140,12 +147,11 @@ def time_calls(
     return starts, ends
 
 
-def clock_offsets_ns(hosts: list[str], always_estimate: bool, group: Any) -> tuple[int, int]:
-    """This rank's (offset to rank 0's clock, best round trip) in ns.
+def estimate_clock(hosts: list[str], always_estimate: bool, group: Any) -> ClockEstimate:
+    """This rank's clock against rank 0's.
 
-    Ranks on rank 0's host share its monotonic clock (offset 0). Others estimate the offset with
-    Cristian's algorithm over the best of several ping-pongs with rank 0; the true offset lies within
-    ±round trip / 2 of the estimate.
+    Ranks on rank 0's host share its monotonic clock. Others use Cristian's algorithm: the best (shortest)
+    of several ping-pongs with rank 0; the true offset lies within ±round trip / 2 of the estimate.
     """
     rank = dist.get_rank()
     remote = [r for r in range(len(hosts)) if r != 0 and (always_estimate or hosts[r] != hosts[0])]
@@ -156,19 +162,18 @@ def clock_offsets_ns(hosts: list[str], always_estimate: bool, group: Any) -> tup
                 dist.recv(stamp, src=peer, group=group)
                 stamp[0] = time.perf_counter_ns()
                 dist.send(stamp, dst=peer, group=group)
-        return 0, 0
     if rank not in remote:
-        return 0, 0
-    best_offset, best_round_trip = 0, None
+        return SHARED_CLOCK
+    best: ClockEstimate | None = None
     for _ in range(CLOCK_SYNC_ROUNDS):
         sent = time.perf_counter_ns()
         dist.send(stamp, dst=0, group=group)
         dist.recv(stamp, src=0, group=group)
         received = time.perf_counter_ns()
-        round_trip = received - sent
-        if best_round_trip is None or round_trip < best_round_trip:
-            best_offset, best_round_trip = int(stamp[0]) - (sent + received) // 2, round_trip
-    return best_offset, best_round_trip
+        middle = (sent + received) // 2
+        if best is None or received - sent < best.round_trip_ns:
+            best = ClockEstimate(local_ns=middle, offset_ns=int(stamp[0]) - middle, round_trip_ns=received - sent)
+    return best
 
 
 def _die_with_launcher() -> None:
@@ -237,7 +242,8 @@ def run_worker(args: argparse.Namespace) -> None:
         control = dist.new_group(backend="gloo") if backend != "gloo" else None
         hosts: list[str] = [""] * world_size
         dist.all_gather_object(hosts, socket.gethostname(), group=control)
-        offset_ns, round_trip_ns = clock_offsets_ns(hosts, args.clock_sync == "always", control)
+        always_estimate = args.clock_sync == "always"
+        clock_before = estimate_clock(hosts, always_estimate, control)
         total = args.warmup + iterations
         if rank == 0:
             _emit(
@@ -259,10 +265,13 @@ def run_worker(args: argparse.Namespace) -> None:
             else (lambda _done: None)
         )
         starts, ends = time_calls(calls, total, barrier, wait_for_device, on_iteration)
+        clock_after = estimate_clock(hosts, always_estimate, control)
+        starts, ends = (to_reference_clock(stamps, clock_before, clock_after) for stamps in (starts, ends))
 
         gathered: list[Any] | None = [None] * world_size if rank == 0 else None
         handed = [(call.handed_input_bytes, call.handed_output_bytes) for call in calls]
-        dist.gather_object((starts, ends, offset_ns, round_trip_ns, handed), gathered, dst=0, group=control)
+        clocks = (asdict(clock_before), asdict(clock_after))
+        dist.gather_object((starts, ends, clocks, handed), gathered, dst=0, group=control)
         if rank == 0:
             _write_results(args, backend, hosts, steps, iterations, gathered)
             _emit("finished", output=str(args.output))
@@ -280,8 +289,7 @@ def _write_results(
 ) -> None:
     rank_starts = np.stack([item[0] for item in gathered])
     rank_ends = np.stack([item[1] for item in gathered])
-    offsets = np.array([item[2] for item in gathered], dtype=np.int64)
-    timings = collective_timings(rank_starts, rank_ends, offsets, args.warmup)
+    timings = collective_timings(rank_starts, rank_ends, args.warmup)
     record = {
         "format": RECORD_FORMAT,
         "backend": backend,
@@ -294,13 +302,10 @@ def _write_results(
         "warmup": args.warmup,
         "steps": [step.as_json() for step in steps],
         # [rank][step] = [input bytes, output bytes] of the tensors that rank handed torch.distributed.
-        "handed_bytes": [item[4] for item in gathered],
+        "handed_bytes": [item[3] for item in gathered],
         "warmup_completion_ns": timings.warmup_completion_ns.tolist(),
-        "clock": {
-            "source": "time.perf_counter_ns (monotonic)",
-            "offsets_ns": offsets.tolist(),
-            "round_trip_ns": [item[3] for item in gathered],
-        },
+        # Per rank, the estimates before and after the measurement (all zero: rank 0's own clock).
+        "clock": {"source": "time.perf_counter_ns (monotonic)", "estimates": [item[2] for item in gathered]},
         "rank_start_ns": rank_starts.tolist(),
         "rank_end_ns": rank_ends.tolist(),
     }
