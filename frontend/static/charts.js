@@ -24,6 +24,8 @@ export async function drawFigure(container, figure) {
   const data = figure.data.map((trace) => (trace.type === "scattergl" ? { ...trace, type: "scatter" } : trace));
   const layout = { ...figure.layout, autosize: true };
   delete layout.width;
+  // One height per kind of slot, so small multiples line up; multi-panel figures bring their own.
+  if (layout.height === undefined) layout.height = container.classList.contains("small") ? 340 : 420;
   if (container.dataset.logX === "true" && layout.xaxis) layout.xaxis = { ...layout.xaxis, type: "log" };
   await window.Plotly.newPlot(container, data, layout, config(filename));
   container.dataset.drawn = "true";

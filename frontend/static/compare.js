@@ -59,7 +59,7 @@ function renderTests(doc) {
   const headers = [{ text: "Run A" }, { text: "Run B" }, { text: "KS statistic D", num: true }, { text: "p-value", num: true }, { text: "At 5 %" }, { text: "Method" }];
   const rows = doc.ks_tests.map((test) => [
     names[test.run_a], names[test.run_b], fixed(test.statistic, 4),
-    test.pvalue < 1e-4 ? Number(test.pvalue).toExponential(2) : fixed(test.pvalue, 4),
+    test.pvalue === 0 ? "< 1e-300" : test.pvalue < 1e-4 ? Number(test.pvalue).toExponential(2) : fixed(test.pvalue, 4),
     test.pvalue < 0.05 ? "differ" : "no evidence they differ", test.method,
   ]);
   document.getElementById("compare-tests").replaceChildren(table(headers, rows));

@@ -77,7 +77,6 @@ function renderWorkload(container, documentForMode) {
   const model = documentForMode.model;
   const notes = (documentForMode.notes || []).map((note) => el("li", { text: note }));
   container.replaceChildren(
-    el("h3", { text: "Workload per training step" }),
     el("p", { class: "sub", text: `${model.name}: ${integer(model.parameter_count)} parameters, ${integer(model.parameter_bytes)} bytes` }),
     table(headers, rows),
     notes.length ? el("ul", { class: "notes" }, notes) : null,
@@ -87,7 +86,7 @@ function renderWorkload(container, documentForMode) {
 function renderMode(mode, result) {
   const card = document.getElementById(`mode-${mode}`);
   const kccb = card.querySelector(".kccb");
-  const workload = card.querySelector(".workload");
+  const workload = document.querySelector(`#workload-${mode} .workload`);
   if (result.error) {
     kccb.replaceChildren(el("p", { class: "error", text: result.error }));
     workload.replaceChildren();

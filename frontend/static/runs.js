@@ -2,7 +2,8 @@
 for (const form of document.querySelectorAll("form[data-compare-picker]")) {
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const ids = [...form.querySelectorAll("input[name=run]:checked")].map((box) => box.value);
+    // Oldest first, whatever order the list shows: the first is the default baseline.
+    const ids = [...form.querySelectorAll("input[name=run]:checked")].map((box) => box.value).sort((a, b) => a - b);
     const params = new URLSearchParams();
     if (ids.length) params.set("runs", ids.join(","));
     const baseline = form.querySelector("select[name=baseline]");

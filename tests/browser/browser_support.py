@@ -78,6 +78,11 @@ class PageWatch:
         if message.type == "error":
             self.console_errors.append(message.text)
 
+    def forgive_http_status(self, *codes: int) -> None:
+        """Chromium logs every 4xx response; drop those a test provoked on purpose."""
+        provoked = tuple(f"status of {code} " for code in codes)
+        self.console_errors = [text for text in self.console_errors if not any(p in text for p in provoked)]
+
     def assert_clean(self) -> None:
         assert self.dialogs == [], f"a dialog opened (script ran): {self.dialogs}"
         assert self.page_errors == [], f"JavaScript errors: {self.page_errors}"

@@ -106,7 +106,8 @@ def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResp
         run=run,
         plan=plan,
         stats=stats,
-        has_bandwidth=any(group.get("algbw_gbps") is not None for group in stats["groups"]),
+        # Bandwidth against data size says something from two sizes on (nccl-tests sweeps, KAI summaries).
+        has_bandwidth=len({g["size_bytes"] for g in stats["groups"] if g.get("algbw_gbps") is not None}) > 1,
     )
 
 

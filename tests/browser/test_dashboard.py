@@ -1,0 +1,252 @@
+"""The dashboard walked through in Chromium against a real server: plan, upload, analyse, compare, share."""
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from browser_support import PHONE, LiveServer, PageWatch, screenshot
+from playwright.sync_api import Browser, Page, expect
+
+from emuplan.demo import DEMO_SHAPES, generated_run_csv
+
+XSS_NAME = "<img src=x onerror=alert(1)>"
+SEED_SIZES = {"data": "[971048]", "tensor": "[6438912]", "pipeline": "[2600, 33024, 131584, 803840]"}
+
+
+def upload(server: LiveServer, name: str, content: bytes, strategy: str | None = None) -> int:
+    data = {"name": name, **({"strategy": strategy} if strategy else {})}
+    response = httpx.post(f"{server.url}/api/runs", files={"file": ("run.csv", content)}, data=data, timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def wait_for_charts(page: Page) -> None:
+    # wait_for_function would eval a string in the page, which our CSP (rightly) forbids.
+    page.wait_for_selector("body[data-charts-drawn='true']", state="attached", timeout=30000)
+
+
+def trace_count(page: Page, selector: str) -> int:
+    return page.locator(f"{selector} .scatterlayer .trace").count()
+
+
+def axis_title(page: Page, selector: str, axis: str = "x") -> str:
+    return page.locator(f"{selector} .g-{axis}title text").first.text_content()
+
+
+def no_page_overflow(page: Page) -> bool:
+    """No horizontal scrolling of the whole page, once Plotly has followed the resize (it debounces)."""
+    for _ in range(50):
+        if page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"):
+            return True
+        page.wait_for_timeout(100)
+    return False
+
+
+def test_planning_the_three_seed_strategies_shows_the_seed_numbers(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    page.goto(live_server.url + "/plan")
+    page.select_option("#model", "fashion-mnist-mlp")
+    tutorial = page.locator("#mode-tutorial")
+    framework = page.locator("#mode-framework")
+    for strategy, sizes in SEED_SIZES.items():
+        page.select_option("#strategy", strategy)
+        expect(tutorial.locator(".data-sizes")).to_have_text([sizes], timeout=30000)
+        expect(tutorial.locator(".trial-count")).to_have_text("8")
+        expect(tutorial.locator("button.copy[data-copy]").first).to_have_attribute("data-copy", "8")
+        expect(tutorial.locator(".data-sizes + button.copy")).to_have_attribute("data-copy", sizes[1:-1])
+        expect(framework.locator(".trial-count")).to_have_text("8")  # framework results side by side
+        if strategy == "data":
+            # DDP: the seed MLP fits one 971048-byte bucket, so both modes agree here.
+            expect(framework.locator(".data-sizes")).to_have_text(["[971048]"])
+            expect(page.locator("#workload-tutorial table")).to_contain_text("971,048")
+        screenshot(page, f"plan-{strategy}-desktop")
+    # Inputs change the plan: two epochs double the trials.
+    page.fill("#epochs", "2")
+    expect(tutorial.locator(".trial-count")).to_have_text("16")
+    page.fill("#epochs", "")
+    expect(tutorial.locator(".trial-count")).to_have_text("8")
+    # A bad input shows the planner's own message.
+    page.fill("#batch_size", "0")
+    expect(page.locator("#mode-tutorial .error")).to_contain_text("batch_size")
+    page.fill("#batch_size", "")
+    page.fill("#plan-name", "seed pipeline")
+    page.click("#save-plan")
+    page.wait_for_url(re.compile(r"/plans/\d+$"))
+    expect(page.locator("h1")).to_have_text("seed pipeline")
+    expect(tutorial.locator(".data-sizes")).to_have_text([SEED_SIZES["pipeline"]])
+    yaml_url = page.locator("#download-yaml").get_attribute("href")
+    exported = httpx.get(live_server.url + yaml_url)
+    assert exported.status_code == 200 and "803840" in exported.text
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-saved-phone")
+    watch.forgive_http_status(422)  # the batch size of 0
+    watch.assert_clean()
+
+
+def test_uploading_a_result_draws_cdf_and_delay_charts_and_escapes_the_name(
+    live_server: LiveServer, page: Page, watch: PageWatch, tmp_path: Path
+) -> None:
+    result = tmp_path / "data-parallel.csv"
+    result.write_bytes(generated_run_csv(DEMO_SHAPES[0]))
+    page.goto(live_server.url + "/runs")
+    page.set_input_files("#upload-file", str(result))
+    page.fill("#upload-name", XSS_NAME)
+    page.select_option("#upload-strategy", "data")
+    page.fill("#upload-tags", "lab-a, <b>bold</b>")
+    page.click("#upload-submit")
+    page.wait_for_url(re.compile(r"/runs/\d+$"))
+    wait_for_charts(page)
+    expect(page.locator("#run-name")).to_have_text(XSS_NAME)
+    # CDF: one curve and its percentile markers; delay: one series. Axis titles as the charts module sets them.
+    assert trace_count(page, "#cdf-chart") == 2
+    assert axis_title(page, "#cdf-chart") == "completion time (ms)"
+    assert axis_title(page, "#cdf-chart", "y") == "fraction of completions ≤ x"
+    assert trace_count(page, "#delay-chart") == 1
+    assert axis_title(page, "#delay-chart") == "iteration"
+    assert axis_title(page, "#delay-chart", "y") == "completion time (ms)"
+    # The name in the chart title is text, not markup.
+    expect(page.locator("#cdf-chart .gtitle")).to_have_text(f"{XSS_NAME}: completion-time CDF")
+    assert page.locator("img").count() == 0
+    expect(page.locator(".badge", has_text="<b>bold</b>")).to_have_count(1)
+    expect(page.locator("#stats-table tbody tr")).to_have_count(1)
+    expect(page.locator("#stats-table td[data-key=count]")).to_have_text("2,000")
+    page.check("#cdf-log-x")
+    first_tick = page.locator("#cdf-chart .xaxislayer-above .xtick text").first
+    expect(first_tick).to_have_text(re.compile(r"^(1|10|100|1000)$"))
+    assert page.evaluate("document.querySelector('#cdf-chart').layout.xaxis.type") == "log"
+    screenshot(page, "run-desktop")
+    page.set_viewport_size(PHONE)
+    page.reload()
+    wait_for_charts(page)
+    assert no_page_overflow(page)
+    screenshot(page, "run-phone")
+    page.goto(live_server.url + "/runs")
+    expect(page.locator("#runs-table tbody tr td a").first).to_have_text(XSS_NAME)
+    page.goto(live_server.url + "/")
+    expect(page.get_by_role("link", name=XSS_NAME)).to_have_count(1)
+    assert page.locator("img").count() == 0
+    watch.assert_clean()
+
+
+def test_an_upload_error_is_shown_inline_with_the_servers_message(
+    live_server: LiveServer, page: Page, watch: PageWatch, tmp_path: Path
+) -> None:
+    bad = tmp_path / "broken.csv"
+    bad.write_text("iteration,completion time (ms)\n1,12.5\n2,not-a-number\n")
+    expected = httpx.post(f"{live_server.url}/api/runs", files={"file": ("broken.csv", bad.read_bytes())})
+    assert expected.status_code == 400
+    page.goto(live_server.url + "/runs")
+    page.set_input_files("#upload-file", str(bad))
+    page.click("#upload-submit")
+    expect(page.locator("#upload-error")).to_have_text(expected.json()["detail"])
+    expect(page.locator("#upload-error")).to_contain_text("broken.csv")
+    assert page.url == live_server.url + "/runs"
+    screenshot(page, "runs-upload-error")
+    watch.forgive_http_status(400)
+    watch.assert_clean()
+
+
+def test_comparing_three_runs_then_sharing_a_read_only_link(
+    live_server: LiveServer, page: Page, watch: PageWatch, browser: Browser
+) -> None:
+    ids = {shape.strategy: upload(live_server, f"{shape.strategy} run", generated_run_csv(shape), shape.strategy)
+           for shape in DEMO_SHAPES}  # fmt: skip
+    private_id = upload(live_server, "private run", generated_run_csv(DEMO_SHAPES[0], seed=7))
+    page.goto(live_server.url + "/runs")
+    for strategy in ("data", "tensor", "pipeline"):
+        page.check(f"#runs-table input[value='{ids[strategy]}']")
+    page.click("#compare-selected")
+    selection = ",".join(str(ids[s]) for s in ("data", "tensor", "pipeline"))
+    page.wait_for_url(re.compile(re.escape(f"/compare?runs={selection}") + "$"))
+    wait_for_charts(page)
+    # Overlaid CDF: a curve + percentile markers per run; one delay chart per run.
+    assert trace_count(page, "#cdf-chart") == 6
+    assert axis_title(page, "#cdf-chart") == "completion time (ms)"
+    for run_id in ids.values():
+        assert trace_count(page, f"#delay-{run_id}") >= 1
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
+    expect(page.locator("#compare-stats tr.baseline")).to_contain_text("data run")
+    expect(page.locator("#compare-tests tbody tr")).to_have_count(3)
+    screenshot(page, "compare-desktop")
+    # The URL carries the selection: a reload shows the same runs.
+    page.reload()
+    wait_for_charts(page)
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "compare-phone")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    page.fill("#save-name", "dp vs tp vs pp")
+    page.select_option("#share-expiry", "7")
+    page.click("#save-and-share")
+    share_url = page.locator("#share-url").text_content()
+    assert re.fullmatch(re.escape(live_server.url) + r"/s/[A-Za-z0-9_\-]{43}", share_url)
+    token = share_url.rsplit("/", 1)[1]
+
+    # A fresh browser context: no cookies, no history, only the link.
+    outsider = browser.new_context(viewport={"width": 1280, "height": 800})
+    shared = outsider.new_page()
+    outsider_watch = PageWatch(shared)
+    requested: list[str] = []
+    shared.on("request", lambda request: requested.append(request.url))
+    response = shared.goto(share_url)
+    assert response.status == 200
+    assert response.headers["referrer-policy"] == "no-referrer"
+    wait_for_charts(shared)
+    expect(shared.locator("#comparison-name")).to_have_text("dp vs tp vs pp")
+    assert trace_count(shared, "#cdf-chart") == 6
+    expect(shared.locator("#compare-stats tbody tr")).to_have_count(3)
+    # Nothing leads anywhere else: no navigation, no edit, delete, upload or share controls, no other run.
+    assert shared.locator("main a, header a").count() == 0
+    assert shared.locator("button:not(.modebar-btn), input[type=file], form").count() == 0
+    assert "private run" not in shared.content()
+    paths = {re.sub(r"^http://127\.0\.0\.1:\d+", "", url) for url in requested}
+    allowed = (f"/s/{token}", f"/api/shared/{token}", "/static/")
+    assert all(path.startswith(allowed) for path in paths), paths
+    other = shared.request.get(f"{live_server.url}/api/shared/{token}/runs/{private_id}/figures/delay")
+    assert other.status == 404
+    screenshot(shared, "shared-desktop")
+    outsider_watch.assert_clean()
+
+    # Revoke it from the comparison page: the outsider now gets 410.
+    page.click("#manage-shares")
+    page.wait_for_url(re.compile(r"/comparisons/\d+$"))
+    expect(page.locator("#share-table tbody tr")).to_have_count(1)
+    page.click("#share-table button.revoke")
+    expect(page.locator("#share-table .badge")).to_have_text("revoked")
+    screenshot(page, "comparison-shares")
+    gone = shared.goto(share_url)
+    assert gone.status == 410
+    expect(shared.locator(".error")).to_contain_text("revoked")
+    outsider.close()
+    watch.assert_clean()
+
+
+@pytest.fixture
+def demo_server(database_url: str):
+    from browser_support import start_server, stop_server
+
+    from emuplan.settings import Settings
+
+    live = start_server(Settings(database_url=database_url, demo=True))
+    yield live
+    stop_server(live)
+
+
+def test_a_newcomer_reaches_the_demo_comparison_in_one_click(
+    demo_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    page.goto(demo_server.url + "/")
+    screenshot(page, "home-demo-desktop")
+    page.click("#demo-link")
+    wait_for_charts(page)
+    expect(page.locator("h1")).to_have_text("Demo: data vs tensor vs pipeline")
+    expect(page.locator(".generated-note").first).to_contain_text("Generated demo data, not a KCCB result.")
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
+    expect(page.locator("#compare-stats .badge.origin-generated")).to_have_count(3)
+    screenshot(page, "demo-comparison-desktop")
+    watch.assert_clean()
