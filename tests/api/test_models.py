@@ -221,3 +221,47 @@ def test_model_kwargs_must_be_json_text_not_a_file(client: TestClient):
     response = upload(client, "model.py", b"x", **SEED_FORM, model_kwargs=json.dumps({"width": 3}))
     assert response.status_code == 400  # reaches the sandbox: b"x" names no class
     assert response.json()["detail"].startswith("model.py, line 1: running the module failed: NameError")
+
+
+@pytest.mark.sandbox
+def test_plans_of_an_uploaded_pytorch_model_carry_the_captured_collectives(client: TestClient, database: Database):
+    source = (MODELS / "seed_classifier.py").read_bytes()
+    definition_id = upload(client, "model.py", source, **SEED_FORM).json()["id"]
+    request = {"model_definition_id": definition_id, "strategy": "data", "dp_impl": "fsdp2", "mode": "framework"}
+    response = client.post("/api/plans", json=request)
+    assert response.status_code == 201, response.text
+    plan = response.json()
+    assert plan["model_definition_id"] == definition_id
+    workload = plan["workload"]
+    captured = [(c["op"], c["phase"], c["bytes_total"]) for c in workload["captured"]]
+    assert [size for op, phase, size in captured if op == "all_gather" and phase == "forward"] == [
+        803840,
+        131584,
+        33024,
+        3120,
+    ]
+    assert [size for op, _, size in captured if op == "reduce_scatter"] == [3120, 33024, 131584, 803840]
+    assert captured == [(c["op"], c["phase"], c["bytes_total"]) for c in workload["collectives"]]
+    assert workload["capture_differences"] == []
+    assert client.get(f"/api/plans/{plan['id']}").json()["workload"]["captured"] == workload["captured"]
+
+    preview = client.post("/api/plans/preview", json={"model": f"model:{definition_id}", "strategy": "data"})
+    assert preview.status_code == 200, preview.text
+    assert [c["bytes_total"] for c in preview.json()["captured"]] == [971048]
+
+
+def test_a_plan_names_its_model_once(client: TestClient):
+    header = (MODELS / "seed_classifier.header.safetensors").read_bytes()
+    definition_id = upload(client, "model.safetensors", header).json()["id"]
+    conflicting = client.post("/api/plans", json={"model": "gpt2", "model_definition_id": definition_id})
+    assert conflicting.status_code == 422
+    assert conflicting.json()["detail"] == f"model: 'gpt2' contradicts model_definition_id 'model:{definition_id}'"
+    missing = client.post("/api/plans", json={"strategy": "data"})
+    assert (missing.status_code, missing.json()["detail"]) == (
+        422,
+        "model: give a preset name or a model_definition_id",
+    )
+    planned = client.post("/api/plans", json={"model_definition_id": definition_id, "mode": "tutorial"})
+    assert planned.status_code == 201, planned.text
+    assert planned.json()["workload"]["kccb"]["data_sizes"] == [971048]
+    assert planned.json()["workload"]["captured"] == []

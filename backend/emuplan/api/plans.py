@@ -7,7 +7,8 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.kccb import export_kccb
@@ -22,6 +23,19 @@ EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}
 
 class PlanCreate(PlanRequest):
     name: str | None = Field(default=None, max_length=200, description="Default: model, strategy and mode.")
+    model: str = Field(default="", description="Preset name, or 'model:<id>' for an uploaded model definition.")
+    model_definition_id: int | None = Field(default=None, description="An uploaded model (GET /api/models).")
+
+    def plan_request(self) -> PlanRequest:
+        """The planner's request, with ``model_definition_id`` folded into ``model``."""
+        model = self.model
+        if self.model_definition_id is not None:
+            model = store.stored_model_spec(self.model_definition_id)
+            if self.model and self.model != model:
+                raise _unprocessable(ValueError(f"model: {self.model!r} contradicts model_definition_id {model!r}"))
+        if not model:
+            raise _unprocessable(ValueError("model: give a preset name or a model_definition_id"))
+        return PlanRequest.model_validate({**self.model_dump(exclude={"name", "model_definition_id"}), "model": model})
 
 
 class PlanSummary(BaseModel):
@@ -63,20 +77,27 @@ def _read_plan(session, plan_id: int):
 
 
 @router.post("/api/plans/preview")
-def preview_plan(request: PlanRequest, session: ReadSessionDep) -> PlanDocument:
+def preview_plan(request: PlanRequest, session: ReadSessionDep, settings: SettingsDep) -> PlanDocument:
     """The plan document for these inputs, computed and returned without storing anything."""
     try:
-        return store.preview_plan(session, request)
+        return store.preview_plan(session, request, SandboxPolicy.from_settings(settings))
     except ValueError as error:
         raise _unprocessable(error) from None
 
 
 @router.post("/api/plans", status_code=201)
-def create_plan(body: PlanCreate, session: WriteSessionDep) -> PlanPublic:
+def create_plan(
+    body: PlanCreate, session: WriteSessionDep, read_session: ReadSessionDep, settings: SettingsDep
+) -> PlanPublic:
     """Plan and store; the response carries the new plan's ``id``."""
-    request = PlanRequest.model_validate(body.model_dump(exclude={"name"}))
+    request = body.plan_request()
     try:
-        plan = store.create_plan(session, request, body.name)
+        # Planned on the read session: an uploaded PyTorch model's capture runs in the sandbox for
+        # seconds, and must not hold the database's write lock meanwhile.
+        document, model_definition_id = store.plan_for_request(
+            read_session, request, SandboxPolicy.from_settings(settings)
+        )
+        plan = store.save_document(session, document, body.name, model_definition_id)
     except ValueError as error:
         raise _unprocessable(error) from None
     session.commit()

@@ -1,4 +1,5 @@
-"""``emuplan plan``: plan a KCCB emulation from a preset or a HuggingFace config.json."""
+"""``emuplan plan``: plan a KCCB emulation from a preset or a model file (config.json, safetensors, ONNX,
+PyTorch source run in the sandbox)."""
 
 import json
 from pathlib import Path
@@ -7,13 +8,23 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, open_database
+from emuplan.sandbox.runner import SandboxPolicy
+from emuplan.settings import get_settings
 from emuplan.store import plans as store
 from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.sources import resolve_model
+from emuplan.workload.pytorch_source import (
+    PytorchSourceError,
+    PytorchSourceOptions,
+    capture_for_plan,
+    check_options,
+    parse_input_shape,
+)
+from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX, resolve_model
 
+FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
 _DEFAULT_FROM_MODEL = "Default: the model's (see `emuplan plan --list-presets`)."
 
 
@@ -71,13 +82,55 @@ def render_plan(document: PlanDocument) -> str:
             f"  note         {trial.note}",
             "",
         ]
+    if document.captured:
+        captured_rows = [
+            [item.label, item.op.value, f"{item.bytes_total:,}", f"{item.bytes_per_rank:,}", item.phase.value]
+            for item in document.captured
+        ]
+        lines += [
+            "captured by PyTorch (fake process group; the truth where it differs):",
+            _table(["collective", "op", "bytes_total", "bytes/rank", "phase"], captured_rows, numeric={2, 3}),
+            "differences: " + ("; ".join(document.capture_differences) or "none"),
+            "",
+        ]
     lines += ["notes:", *(f"  - {note}" for note in document.notes)]
     return "\n".join(lines)
 
 
+def _pytorch_options(
+    model_class: str | None, model_kwargs: str | None, input_shape: str | None, input_dtype: str, label_dtype: str
+) -> PytorchSourceOptions | None:
+    if model_class is None or input_shape is None:
+        return None
+    try:
+        kwargs = json.loads(model_kwargs) if model_kwargs else {}
+    except json.JSONDecodeError as error:
+        raise PytorchSourceError(f"--model-kwargs: not valid JSON ({error})") from None
+    if not isinstance(kwargs, dict):
+        raise PytorchSourceError("--model-kwargs: expected a JSON object of constructor arguments")
+    options = PytorchSourceOptions(
+        model_class=model_class,
+        model_kwargs=kwargs,
+        input_shape=parse_input_shape(input_shape),
+        input_dtype=input_dtype,
+        label_dtype=label_dtype,
+    )
+    check_options(options)
+    return options
+
+
 @app.command()
 def plan(
-    model: str = typer.Option(None, help=f"Preset ({', '.join(PRESETS)}) or a HuggingFace config.json path."),
+    model: str = typer.Option(
+        None,
+        help=f"Preset ({', '.join(PRESETS)}) or a file: HuggingFace config.json, .safetensors, .onnx, or PyTorch "
+        "source .py (run in the sandbox; needs --model-class and --input-shape).",
+    ),
+    model_class: str = typer.Option(None, help=".py: the nn.Module class to build."),
+    model_kwargs: str = typer.Option(None, help='.py: constructor keyword arguments as JSON, e.g. \'{"width": 64}\'.'),
+    input_shape: str = typer.Option(None, help=".py: one sample's shape without the batch, e.g. 1,28,28."),
+    input_dtype: str = typer.Option("float32", help=".py: the input's dtype."),
+    label_dtype: str = typer.Option("int64", help=".py: the labels' dtype."),
     strategy: Annotated[Strategy, typer.Option(help="Parallelism to plan.")] = Strategy.DATA,
     mode: Annotated[
         Mode | None,
@@ -134,14 +187,16 @@ def plan(
             )
         return
     if model is None:
-        raise typer.BadParameter("give a preset name or a config.json path", param_hint="--model")
+        raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
     if stages is not None and pp is not None and stages != pp:
         raise typer.BadParameter(f"--stages {stages} contradicts --pp {pp}", param_hint="--stages")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
     try:
-        inventory = resolve_model(model)
-        if Path(model).suffix == ".json":
+        sandbox = SandboxPolicy.from_settings(get_settings())
+        pytorch_options = _pytorch_options(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
+        inventory = resolve_model(model, pytorch_options=pytorch_options, sandbox=sandbox)
+        if Path(model).suffix in FILE_SUFFIXES:
             model = str(Path(model).resolve())
         request = PlanRequest(
             model=model,
@@ -171,6 +226,8 @@ def plan(
             latency_us=latency_us,
         )
         document = plan_workload(request, inventory)
+        if Path(model).suffix == PYTORCH_SUFFIX:
+            document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None

@@ -301,7 +301,7 @@ def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> 
     return per_step
 
 
-def capture_ddp(model_class, request: dict, world_size: int, cap: dict) -> dict:
+def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -> dict:
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -348,7 +348,7 @@ def _run_checked(model, sample, logger):
         raise ModelError("capture_failed", f"capturing collectives failed: {_exception_text(exc)}") from None
 
 
-def capture_fsdp2(model_class, request: dict, world_size: int, mesh) -> dict:
+def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict) -> dict:
     import torch.nn as nn
     from torch.distributed.fsdp import fully_shard
 
@@ -421,6 +421,9 @@ def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, c
     }
 
 
+CAPTURES = {"ddp": capture_ddp, "fsdp2": capture_fsdp2, "tensor": capture_tensor_parallel}
+
+
 def capture_collectives(request: dict) -> list[dict]:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -428,15 +431,15 @@ def capture_collectives(request: dict) -> list[dict]:
 
     cap = request["capture"]
     world_size = int(cap["world_size"])
+    strategies = cap.get("strategies") or list(CAPTURES)
+    unknown = [name for name in strategies if name not in CAPTURES]
+    if unknown:
+        raise ModelError("bad_request", f"unknown capture strategies {unknown}; known: {', '.join(CAPTURES)}")
     model_class = load_model_class(request["source"], request["file_name"], request["model_class"])
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
     try:
         mesh = init_device_mesh("cpu", (world_size,))
-        return [
-            capture_ddp(model_class, request, world_size, cap),
-            capture_fsdp2(model_class, request, world_size, mesh),
-            capture_tensor_parallel(model_class, request, world_size, mesh, cap),
-        ]
+        return [CAPTURES[name](model_class, request, world_size, mesh, cap) for name in strategies]
     finally:
         dist.destroy_process_group()
 

@@ -6,10 +6,12 @@ uploaded model definition, ``model:<id>`` (its stored inventory is planned, no f
 
 from sqlmodel import Session, col, select
 
+from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition, Plan
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
+from emuplan.workload.pytorch_source import PytorchSourceOptions, capture_for_plan
 from emuplan.workload.sources import UnknownModelError, resolve_model
 
 STORED_MODEL_PREFIX = "model:"
@@ -34,9 +36,29 @@ def inventory_for_spec(session: Session, spec: str) -> tuple[ModelInventory, int
     return ModelInventory.model_validate(definition.inventory), definition.id
 
 
-def preview_plan(session: Session, request: PlanRequest) -> PlanDocument:
-    inventory, _ = inventory_for_spec(session, request.model)
-    return plan_workload(request, inventory)
+def plan_for_request(
+    session: Session, request: PlanRequest, sandbox: SandboxPolicy | None = None
+) -> tuple[PlanDocument, int | None]:
+    """The plan document and the uploaded model's id. With ``sandbox``, an uploaded PyTorch source
+    also gets the collectives PyTorch itself issues (``captured``), run in the sandbox."""
+    inventory, model_definition_id = inventory_for_spec(session, request.model)
+    document = plan_workload(request, inventory)
+    if sandbox is None or model_definition_id is None:
+        return document, model_definition_id
+    definition = session.get(ModelDefinition, model_definition_id)
+    if definition.source_kind == "pytorch" and definition.content is not None:
+        document = capture_for_plan(
+            document,
+            definition.content.decode("utf-8"),
+            definition.file_name or "model.py",
+            PytorchSourceOptions.model_validate(definition.options),
+            sandbox,
+        )
+    return document, model_definition_id
+
+
+def preview_plan(session: Session, request: PlanRequest, sandbox: SandboxPolicy | None = None) -> PlanDocument:
+    return plan_for_request(session, request, sandbox)[0]
 
 
 def save_document(
@@ -58,9 +80,11 @@ def save_document(
     return plan
 
 
-def create_plan(session: Session, request: PlanRequest, name: str | None = None) -> Plan:
-    inventory, model_definition_id = inventory_for_spec(session, request.model)
-    return save_document(session, plan_workload(request, inventory), name, model_definition_id)
+def create_plan(
+    session: Session, request: PlanRequest, name: str | None = None, sandbox: SandboxPolicy | None = None
+) -> Plan:
+    document, model_definition_id = plan_for_request(session, request, sandbox)
+    return save_document(session, document, name, model_definition_id)
 
 
 def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:

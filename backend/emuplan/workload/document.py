@@ -165,6 +165,12 @@ class PlanDocument(BaseModel):
     kccb_trials: int
     notes: list[str]
     pipeline_bubble: float | None = Field(default=None, description="(p − 1) / m, pipeline strategies only.")
+    captured: list[PlannedCollective] = Field(
+        default_factory=list,
+        description="PyTorch source models in framework mode: the collectives PyTorch itself issued (fake process "
+        "group, one steady-state step). Where they differ from `collectives`, these are the truth.",
+    )
+    capture_differences: list[str] = Field(default_factory=list, description="Where analytic and captured differ.")
 
     def kccb_list(self) -> list[KccbTrial]:
         return self.kccb if isinstance(self.kccb, list) else [self.kccb]

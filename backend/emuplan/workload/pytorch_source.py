@@ -6,10 +6,23 @@ write down the exact collectives DDP, FSDP2 and DTensor tensor parallelism issue
 comes back is validated here before anyone uses it.
 """
 
+from collections import Counter
+from importlib.metadata import version
+from pathlib import Path
+
 from pydantic import BaseModel, Field
 
-from emuplan.sandbox.runner import SandboxPolicy, run_in_sandbox
+from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
+from emuplan.workload.collectives import CollectiveOp, ideal_time_s
+from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
+
+# The planner's (and DDP's) default bucket_cap_mb.
+DEFAULT_BUCKET_CAP_MB = 25.0
+
+
+def torch_version() -> str:
+    return version("torch")
 
 
 class PytorchSourceError(ValueError):
@@ -29,6 +42,7 @@ class CaptureSettings(BaseModel):
     batch_size: int = 8192  # the tensor-parallel capture feeds one whole batch; DDP/FSDP2 need no real batch
     bucket_cap_mb: float | None = None  # None: PyTorch's default (first bucket 1 MiB, then 25 MiB)
     sequence_parallel: bool = False
+    strategies: list[str] = Field(default_factory=lambda: ["ddp", "fsdp2", "tensor"])
 
 
 class CapturedCollective(BaseModel):
@@ -97,3 +111,119 @@ def inspect_pytorch_source(
     }
     answer = run_in_sandbox(request, policy)
     return PytorchSourceResult(inventory=answer["inventory"], captures=answer.get("captures") or [])
+
+
+def read_pytorch_file(path: Path, options: PytorchSourceOptions | None, policy: SandboxPolicy) -> ModelInventory:
+    """``emuplan plan --model model.py --model-class ... --input-shape ...``."""
+    if options is None:
+        raise PytorchSourceError(f"{path.name}: a PyTorch source needs --model-class and --input-shape")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PytorchSourceError(f"{path}: no such file") from None
+    return inspect_pytorch_source(source, path.name, options, policy).inventory
+
+
+# --- captured collectives next to the planner's analytic ones ---------------------------------------
+
+
+def _capture_target(inputs: NormalisedInputs) -> tuple[str, ParallelDim, int] | None:
+    """Which capture answers this plan: (strategy, dimension, group size), or None when none does."""
+    if inputs.pp == 1 and inputs.tp == 1 and inputs.dp > 1 and inputs.dp_impl.value in ("ddp", "fsdp2"):
+        return inputs.dp_impl.value, ParallelDim.DP, inputs.dp
+    if inputs.pp == 1 and inputs.dp == 1 and inputs.tp > 1:
+        return "tensor", ParallelDim.TP, inputs.tp
+    return None
+
+
+def captured_collectives(
+    captured: CapturedStrategy, dimension: ParallelDim, inputs: NormalisedInputs
+) -> list[PlannedCollective]:
+    """The steady-state step as the plan document lists collectives, one entry per issue."""
+    items = []
+    for index, collective in enumerate(captured.steady_step):
+        op = CollectiveOp(collective.op)
+        items.append(
+            PlannedCollective(
+                op=op,
+                bytes_total=collective.bytes,
+                bytes_per_rank=collective.per_rank_bytes,
+                dtype=collective.dtype,
+                group_size=captured.world_size,
+                count_per_step=1,
+                phase=Phase(collective.phase),
+                parallel_dim=dimension,
+                label=f"captured {captured.strategy} #{index} ({collective.torch_op})",
+                ideal_time_us=ideal_time_s(
+                    op, collective.bytes, captured.world_size, inputs.link_gbps, inputs.latency_us
+                )
+                * 1e6,
+            )
+        )
+    return items
+
+
+def capture_differences(analytic: list[PlannedCollective], captured: list[PlannedCollective]) -> list[str]:
+    """What the analytic plan gets wrong, with the captured list as the truth ([] when they agree)."""
+
+    def keyed(items: list[PlannedCollective]) -> list[tuple[str, str, int]]:
+        return [(i.op.value, i.phase.value, i.bytes_total) for i in items for _ in range(i.count_per_step)]
+
+    analytic_keys, captured_keys = keyed(analytic), keyed(captured)
+    missing, extra = Counter(captured_keys) - Counter(analytic_keys), Counter(analytic_keys) - Counter(captured_keys)
+    differences = [
+        f"PyTorch issues {count} × {op} of {size} bytes ({phase}) that the analytic plan does not list"
+        for (op, phase, size), count in missing.items()
+    ]
+    differences += [
+        f"the analytic plan lists {count} × {op} of {size} bytes ({phase}) that PyTorch does not issue"
+        for (op, phase, size), count in extra.items()
+    ]
+    if not differences and analytic_keys != captured_keys:
+        differences.append("the same collectives, but PyTorch issues them in a different order: " f"{captured_keys}")
+    return differences
+
+
+def capture_for_plan(
+    document: PlanDocument, source: str, file_name: str, options: PytorchSourceOptions, policy: SandboxPolicy
+) -> PlanDocument:
+    """The plan with ``captured`` (PyTorch's own collectives, fake process group) and ``capture_differences``.
+
+    Framework mode only, and only for what one CPU process can capture: DDP or FSDP2 data parallelism,
+    or DTensor tensor parallelism, each on its own. A sandbox failure leaves the analytic plan standing,
+    with a note saying why nothing was captured.
+    """
+    if document.mode is not Mode.FRAMEWORK:
+        return document
+    inputs = document.inputs
+    target = _capture_target(inputs)
+    if target is None:
+        note = "Exact capture covers DDP or FSDP2 data parallelism and DTensor tensor parallelism on their own; "
+        return document.model_copy(update={"notes": [*document.notes, note + "this plan was not captured."]})
+    strategy, dimension, group_size = target
+    settings = CaptureSettings(
+        world_size=group_size,
+        batch_size=inputs.micro_batch,
+        # PyTorch's default keeps the 1 MiB first bucket; an explicit 25 MiB would not.
+        bucket_cap_mb=None if inputs.bucket_cap_mb == DEFAULT_BUCKET_CAP_MB else inputs.bucket_cap_mb,
+        sequence_parallel=inputs.sequence_parallel,
+        strategies=[strategy],
+    )
+    try:
+        result = inspect_pytorch_source(source, file_name, options, policy, capture=settings)
+    except SandboxError as error:
+        note = f"Exact capture failed, only the analytic collectives are shown: {error.message}"
+        return document.model_copy(update={"notes": [*document.notes, note]})
+    captured = captured_collectives(result.captures[0], dimension, inputs)
+    analytic = [item for item in document.collectives if item.parallel_dim is dimension]
+    note = (
+        f"captured: the {strategy} collectives PyTorch {torch_version()} itself issued for one steady-state step "
+        f"on {group_size} ranks (fake process group); where they differ from the analytic list, they are the truth."
+    )
+    return document.model_copy(
+        update={
+            "captured": captured,
+            "capture_differences": capture_differences(analytic, captured),
+            "notes": [*document.notes, note],
+        }
+    )

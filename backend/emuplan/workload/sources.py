@@ -1,16 +1,20 @@
 """One entry point from a user's model spec to a ``ModelInventory``.
 
-``resolve_model`` dispatches on the spec: a preset name, or a file path by its suffix. New sources
-(``.py`` through the sandbox, ``.onnx``, ``.safetensors``) add one entry to ``FILE_SOURCES``.
+``resolve_model`` dispatches on the spec: a preset name, or a file path by its suffix (``.json``,
+``.onnx``, ``.safetensors`` in ``FILE_SOURCES``; ``.py`` through the sandbox).
 """
 
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
+from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.workload.hf_config import read_hf_config
 from emuplan.workload.inventory import ModelInventory
+from emuplan.workload.onnx_source import read_onnx
 from emuplan.workload.presets import PRESETS
+from emuplan.workload.pytorch_source import PytorchSourceOptions, read_pytorch_file
+from emuplan.workload.safetensors_source import read_safetensors
 
 
 class UnknownModelError(ValueError):
@@ -19,7 +23,11 @@ class UnknownModelError(ValueError):
 
 FILE_SOURCES: dict[str, Callable[[Path], ModelInventory]] = {
     ".json": read_hf_config,
+    ".onnx": read_onnx,
+    ".safetensors": read_safetensors,
 }
+# PyTorch source runs only in the sandbox and needs the class to build and the input shape.
+PYTORCH_SUFFIX = ".py"
 
 
 @cache
@@ -28,15 +36,24 @@ def _preset_inventory(name: str) -> ModelInventory:
     return PRESETS[name].build()
 
 
-def resolve_model(spec: str, allow_files: bool = True) -> ModelInventory:
-    """Preset name → its inventory; ``*.json`` path → HuggingFace config. Paths only when ``allow_files``."""
+def resolve_model(
+    spec: str,
+    allow_files: bool = True,
+    pytorch_options: PytorchSourceOptions | None = None,
+    sandbox: SandboxPolicy | None = None,
+) -> ModelInventory:
+    """Preset name → its inventory; a path → its reader by suffix (``*.py`` through the sandbox, with
+    ``pytorch_options``). Paths only when ``allow_files``."""
     if spec in PRESETS:
         return _preset_inventory(spec)
     path = Path(spec)
-    reader = FILE_SOURCES.get(path.suffix.lower())
+    suffix = path.suffix.lower()
+    reader = FILE_SOURCES.get(suffix)
     if allow_files and reader is not None:
         return reader(path)
+    if allow_files and suffix == PYTORCH_SUFFIX:
+        return read_pytorch_file(path, pytorch_options, sandbox or SandboxPolicy())
     accepted = f"a preset ({', '.join(PRESETS)})"
     if allow_files:
-        accepted += f" or a file ending in {', '.join(FILE_SOURCES)}"
+        accepted += f" or a file ending in {', '.join([*FILE_SOURCES, PYTORCH_SUFFIX])}"
     raise UnknownModelError(f"model: unknown model {spec!r}; expected {accepted}")
