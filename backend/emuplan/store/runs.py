@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -194,8 +195,8 @@ def list_runs(
 
 def delete_run(session: Session, run_id: int) -> None:
     run = get_run(session, run_id)
-    for table in session.exec(select(RunTable).where(RunTable.run_id == run_id)):
-        session.delete(table)
+    # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
+    session.exec(delete(RunTable).where(RunTable.run_id == run_id))
     session.delete(run)
     session.flush()
 
