@@ -76,7 +76,8 @@ def test_one_measurement_at_a_time_and_cancel_kills_the_workers(client: TestClie
 
     busy = client.post(f"/api/plans/{plan_id}/measure", json=LONG)
     assert busy.status_code == 409
-    assert busy.json()["detail"] == {"message": "a measurement is already running", "job_id": job["id"]}
+    assert busy.json()["detail"] == (f"a measurement is already running (job {job['id']}); wait for it or cancel it")
+    assert busy.headers["location"] == f"/api/measurements/{job['id']}"
 
     progressing = client.get(f"/api/measurements/{job['id']}").json()
     assert progressing["iterations_total"] == 100000

@@ -3,8 +3,8 @@
 ``POST /api/plans/{id}/measure`` checks the options, starts the job on a thread and answers 202 at once;
 ``GET /api/measurements/{job_id}`` reports state and progress and, when done, the new run's id;
 ``DELETE /api/measurements/{job_id}`` cancels (the workers are killed). A second start while one job
-runs answers 409 with the running job's id. The job thread itself starts the workers, so they die with
-it (``PR_SET_PDEATHSIG``) if the server goes away.
+runs answers 409 with the running job as ``Location``. The job thread itself starts the workers, so
+they die with it (``PR_SET_PDEATHSIG``) if the server goes away.
 """
 
 import secrets
@@ -118,7 +118,11 @@ class MeasurementJobs:
         with self._lock:
             running = self.active()
             if running is not None:
-                raise HTTPException(409, detail={"message": "a measurement is already running", "job_id": running.id})
+                raise HTTPException(
+                    409,
+                    detail=f"a measurement is already running (job {running.id}); wait for it or cancel it",
+                    headers={"Location": f"/api/measurements/{running.id}"},
+                )
             launcher = local_launcher(database, plan_id, request.options())
             job = MeasurementJob(id=secrets.token_hex(8), plan_id=plan_id, request=request, launcher=launcher)
             launcher.on_event = job.on_event
