@@ -14,7 +14,9 @@ def test_demo_is_loaded_once_with_seed_plans_and_honestly_labelled_runs(database
         runs = client.get("/api/runs").json()
         comparisons = client.get("/api/comparisons").json()
         home = client.get("/").text
-        run_page = client.get(f"/runs/{runs[0]['id']}").text
+        data_run = next(run for run in runs if run["strategy"] == "data")
+        run_page = client.get(f"/runs/{data_run['id']}").text
+        data_stats = client.get(f"/api/runs/{data_run['id']}/stats").json()
     with TestClient(create_app(settings)) as client:  # a second start adds nothing
         assert len(client.get("/api/runs").json()) == 3
         assert len(client.get("/api/comparisons").json()) == 1
@@ -38,6 +40,10 @@ def test_demo_is_loaded_once_with_seed_plans_and_honestly_labelled_runs(database
     assert f'href="/comparisons/{comparisons[0]["id"]}"' in home
     assert "Generated demo data, not a KCCB result." in home
     assert "Generated demo data, not a KCCB result." in run_page
+    # Linked to its seed plan, the run has a network model: % of ideal is computed and shown.
+    pct_of_ideal = data_stats["groups"][0]["pct_of_ideal"]
+    assert pct_of_ideal is not None and 0 < pct_of_ideal < 100
+    assert f'data-key="pct_of_ideal">{pct_of_ideal:,.1f}</td>' in run_page
 
 
 def test_generated_runs_are_reproducible_and_shaped_like_the_seed_charts() -> None:

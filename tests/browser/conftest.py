@@ -1,6 +1,7 @@
 """A real uvicorn server on a free loopback port with a fresh migrated database, and Debian's Chromium
 driven by Playwright. Missing Chromium fails the tests: CI must never pass by skipping them."""
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +49,22 @@ def page(context: BrowserContext) -> Page:
 @pytest.fixture
 def watch(page: Page) -> PageWatch:
     return PageWatch(page)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def access_log() -> Iterator[list[str]]:
+    """The lines uvicorn's access log writes while the test runs (after the app's filters)."""
+    handler = _Collect()
+    logger = logging.getLogger("uvicorn.access")
+    logger.addHandler(handler)
+    yield handler.lines
+    logger.removeHandler(handler)

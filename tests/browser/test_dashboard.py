@@ -113,6 +113,10 @@ def test_uploading_a_result_draws_cdf_and_delay_charts_and_escapes_the_name(
     expect(page.locator(".badge", has_text="<b>bold</b>")).to_have_count(1)
     expect(page.locator("#stats-table tbody tr")).to_have_count(1)
     expect(page.locator("#stats-table td[data-key=count]")).to_have_text("2,000")
+    expect(page.locator("#stats-table-rates td[data-key=pct_of_ideal]")).to_have_text("—")  # no plan, no ideal
+    assert page.evaluate("document.querySelector('#cdf-chart').layout.xaxis.type") == "log"  # tails span decades
+    page.uncheck("#cdf-log-x")
+    expect(page.locator("#cdf-chart .xaxislayer-above .xtick text").first).to_have_text("0")
     page.check("#cdf-log-x")
     first_tick = page.locator("#cdf-chart .xaxislayer-above .xtick text").first
     expect(first_tick).to_have_text(re.compile(r"^(1|10|100|1000)$"))
@@ -150,7 +154,7 @@ def test_an_upload_error_is_shown_inline_with_the_servers_message(
 
 
 def test_comparing_three_runs_then_sharing_a_read_only_link(
-    live_server: LiveServer, page: Page, watch: PageWatch, browser: Browser
+    live_server: LiveServer, page: Page, watch: PageWatch, browser: Browser, access_log: list[str]
 ) -> None:
     ids = {shape.strategy: upload(live_server, f"{shape.strategy} run", generated_run_csv(shape), shape.strategy)
            for shape in DEMO_SHAPES}  # fmt: skip
@@ -224,6 +228,11 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     expect(shared.locator(".error")).to_contain_text("revoked")
     outsider.close()
     watch.assert_clean()
+    # The access log saw every request of the outsider, and never the token.
+    assert any('"GET /s/[redacted] HTTP/1.1" 200' in line for line in access_log)
+    assert any('"GET /s/[redacted] HTTP/1.1" 410' in line for line in access_log)
+    assert any("/api/shared/[redacted]/runs/" in line for line in access_log)
+    assert not [line for line in access_log if token in line]
 
 
 @pytest.fixture
