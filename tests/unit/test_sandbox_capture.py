@@ -16,6 +16,7 @@ from emuplan.workload.pytorch_source import (
     inspect_pytorch_source,
     parse_input_shape,
 )
+from emuplan.workload.sources import resolve_model
 
 pytestmark = pytest.mark.sandbox
 
@@ -111,6 +112,19 @@ def test_an_explicit_bucket_cap_also_caps_the_first_bucket():
     # torch 2.13: the 1 MiB first bucket exists only while bucket_cap_mb is left at its default.
     result = inspect("deep_linear.py", "DeepLinear", "1024", CaptureSettings(world_size=4, bucket_cap_mb=25))
     assert sizes(result, "ddp", "all_reduce", "backward") == [25231400]
+
+
+def test_a_gpt2_sized_source_is_read_without_allocating_its_weights():
+    result = inspect("gpt2.py", "GPT2", "1024", input_dtype="int64")
+    # GPT-2 small as HuggingFace counts it (tied embeddings once), from 124M fake parameters.
+    assert result.inventory.parameter_count == 124439808 == resolve_model("gpt2").parameter_count
+    assert [p.name for p in result.inventory.parameters][:3] == ["wte.weight", "wpe.weight", "h.0.ln_1.weight"]
+    assert result.inventory.activations[-1].model_dump() == {
+        "module": "lm_head",
+        "module_type": "Linear",
+        "shape": [1024, 50257],
+        "dtype": "float32",
+    }
 
 
 def test_constructor_kwargs_reach_the_model():

@@ -8,12 +8,13 @@ on stdout; the server validates that document before it trusts any of it.
 Request: {"source", "file_name", "model_class", "model_kwargs", "input_shape", "input_dtype",
 "label_dtype", "capture": null | {"world_size", "batch_size", "bucket_cap_mb", "sequence_parallel"}}.
 Answer: {"ok": true, "inventory": {...}, "captures": [...]} or
-{"ok": false, "error": {"kind", "message", "line"?}}.
+{"ok": false, "error": {"kind", "message", "line"?}}, each with the worker's "peak_rss_bytes".
 """
 
 import errno
 import json
 import os
+import resource
 import sys
 import traceback
 import types
@@ -466,6 +467,7 @@ def main() -> int:
         answer = {"ok": False, "error": {"kind": "failed", "message": _exception_text(exc)}}
     if os.getpid() != worker_pid:
         os._exit(1)  # a process the model forked: only the worker itself answers
+    answer["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux counts KiB
     answer_stream.write(json.dumps(answer))
     answer_stream.flush()
     return 0
