@@ -152,9 +152,9 @@ def measure(
 ) -> None:
     """Measure a plan's collectives with torch.distributed on local processes and store a measured run.
 
-    Per iteration and collective every rank waits at a barrier, reads a monotonic clock, runs the
-    collective with the plan's byte sizes and reads the clock again; completion is max(end) − min(start)
-    across ranks. Progress goes to stderr.
+    Per collective: barrier, monotonic clock, the collective, clock; completion = max(end) − min(start).
+
+    Progress goes to stderr; a failed, hung (--timeout) or interrupted measurement stores nothing.
     """
     if backend not in BACKENDS:
         _fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
