@@ -133,23 +133,28 @@ async function save() {
   }
 }
 
-async function uploadModel() {
-  const file = document.getElementById("model-file").files[0];
+async function uploadModel(event) {
+  event.preventDefault();
+  const modelForm = document.getElementById("model-form");
   const modelError = document.getElementById("model-error");
-  if (!file) { showError(modelError, "Choose a file first."); return; }
-  const data = new FormData();
-  data.append("file", file);
+  if (!modelForm.file.files[0]) { showError(modelError, "Choose a model file first."); return; }
+  const data = new FormData(modelForm);
+  for (const [key, value] of [...data.entries()]) if (value === "") data.delete(key);
+  const button = document.getElementById("model-upload");
+  button.disabled = true;
   try {
     const model = await fetchJSON("/api/models", { method: "POST", body: data });
-    const spec = model.spec || model.name;
-    const option = el("option", { value: spec, text: `${model.name} (uploaded)` });
-    form.model.append(option);
+    const spec = `model:${model.id}`;
+    document.getElementById("uploaded-models").append(
+      el("option", { value: spec, text: `${model.name} (${model.source_kind}, #${model.id})` }));
     form.model.value = spec;
     showError(modelError, "");
     applyPresetDefaults();
     preview();
   } catch (error) {
     showError(modelError, error.message);
+  } finally {
+    button.disabled = false;
   }
 }
 
@@ -170,5 +175,5 @@ form.addEventListener("input", debounce(preview, 150));
 form.model.addEventListener("change", applyPresetDefaults);
 form.addEventListener("submit", (event) => event.preventDefault());
 document.getElementById("save-plan").addEventListener("click", save);
-document.getElementById("model-upload").addEventListener("click", uploadModel);
+document.getElementById("model-form").addEventListener("submit", uploadModel);
 preview();

@@ -16,9 +16,10 @@ from emuplan.api.deps import ReadSessionDep
 from emuplan.api.runs import parse_run_ids
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.store import comparisons as comparison_store
+from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
-from emuplan.store.models import Comparison, Run
+from emuplan.store.models import Comparison, Plan, Run
 from emuplan.workload.presets import PRESETS
 
 router = APIRouter(include_in_schema=False)
@@ -60,9 +61,21 @@ def _preset_choices() -> list[dict]:
     ]
 
 
+def _plan_page(request: Request, session, plan: Plan | None) -> HTMLResponse:
+    return render(
+        request,
+        "plan.html",
+        nav="plan",
+        presets=_preset_choices(),
+        uploaded_models=model_store.list_model_definitions(session, 1000),
+        plan=plan,
+        initial=plan.inputs if plan else {},
+    )
+
+
 @router.get("/plan", response_class=HTMLResponse)
-def plan_page(request: Request) -> HTMLResponse:
-    return render(request, "plan.html", nav="plan", presets=_preset_choices(), plan=None, initial={})
+def plan_page(request: Request, session: ReadSessionDep) -> HTMLResponse:
+    return _plan_page(request, session, None)
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
@@ -71,7 +84,7 @@ def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> 
         plan = plan_store.get_plan(session, plan_id)
     except plan_store.PlanNotFound as error:
         raise HTTPException(status_code=404, detail=str(error)) from None
-    return render(request, "plan.html", nav="plan", presets=_preset_choices(), plan=plan, initial=plan.inputs)
+    return _plan_page(request, session, plan)
 
 
 @router.get("/runs", response_class=HTMLResponse)
