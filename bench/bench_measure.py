@@ -10,7 +10,7 @@ Both run in the same gloo process group, one after the other, on ``--world-size`
 
 Target: harness mean / baseline mean ≤ 1.2.
 
-    .venv/bin/python bench/bench_measure.py [--world-size 2] [--iterations 2000] [--repeat 3]
+    .venv/bin/python bench/bench_measure.py [--world-size 2] [--iterations 2000] [--repeat 5]
 """
 
 import argparse
@@ -77,7 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
     with socket.socket() as probe:
