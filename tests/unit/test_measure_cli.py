@@ -1,5 +1,6 @@
 """``emuplan measure`` through the real Typer app, real gloo processes and a real migrated database."""
 
+import gzip
 import json
 import socket
 from pathlib import Path
@@ -132,6 +133,18 @@ def test_from_file_stores_a_torchrun_result_as_measured(cli_env: str, seed_plan_
         "2 iterations after 0 warm-up iterations (excluded)"
     )
     assert (run["file_name"], run["sample_count"], run["plan_id"]) == ("out.csv", 2, seed_plan_id)
+
+    # The worker's CSV is a per-iteration file `emuplan import` reads (here gzipped: other bytes, same rows).
+    (tmp_path / "out.csv.gz").write_bytes(gzip.compress(result.csv_text.encode()))
+    imported = runner.invoke(app, ["import", str(tmp_path / "out.csv.gz"), "--plan", str(seed_plan_id), "--json"])
+    assert imported.exit_code == 0, imported.output
+    assert (json.loads(imported.stdout)["source_format"], json.loads(imported.stdout)["sample_count"]) == (
+        "per-iteration",
+        2,
+    )
+    again = runner.invoke(app, ["measure", str(seed_plan_id), "--from-file", str(tmp_path / "out.csv")])
+    assert again.exit_code == 2
+    assert f"out.csv: identical content was already imported as run {run['id']}" in again.stderr
 
     (tmp_path / "out.json").unlink()
     missing = runner.invoke(app, ["measure", str(seed_plan_id), "--from-file", str(tmp_path / "out.csv")])

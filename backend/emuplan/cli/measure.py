@@ -2,6 +2,7 @@
 command for a cluster) and store the timings as a measured run."""
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,14 +10,14 @@ import typer
 
 from emuplan.cli.app import app, open_database
 from emuplan.measure.launcher import BACKENDS, MeasurementOptions
-from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, shell_line, torchrun_command
+from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, torchrun_command
 from emuplan.measure.workload import MeasurementError, WorkloadSource
 from emuplan.results.canonical import ResultFileError
 from emuplan.store.db import Database
 from emuplan.store.measurements import measure_and_store, save_measured_run
 from emuplan.store.models import Run
 from emuplan.store.plans import PlanNotFound, get_plan
-from emuplan.store.runs import RunInputError, run_public
+from emuplan.store.runs import DuplicateRun, RunInputError, run_public
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
 
@@ -82,12 +83,12 @@ def _print_torchrun(
     )
     typer.echo(
         f"# wrote {plan_file}; copy it to every node (same path), install emuplan there, then run on each node\n"
-        f"# ({HEAD_NODE_HINT}):\n{shell_line(command)}\n\n"
+        f"# ({HEAD_NODE_HINT}):\n{shlex.join(command)}\n\n"
         f"# rank 0 writes {output} (and {Path(output).with_suffix('.json')}) on its node. Store it as a measured run\n"
         f"# of this plan:\n"
-        f"{shell_line(['emuplan', 'measure', str(plan_id), '--from-file', output])}\n"
+        f"{shlex.join(['emuplan', 'measure', str(plan_id), '--from-file', output])}\n"
         f"# or import the CSV like any per-iteration file:\n"
-        f"{shell_line(['emuplan', 'import', output, '--plan', str(plan_id), '--strategy', plan.strategy])}"
+        f"{shlex.join(['emuplan', 'import', output, '--plan', str(plan_id), '--strategy', plan.strategy])}"
     )
 
 
@@ -175,7 +176,7 @@ def measure(
             run = _store_torchrun_result(database, plan_id, from_file, name, tag)
         else:
             run = measure_and_store(database, plan_id, options, _progress_printer(), name=name, tags=tag)
-    except (PlanNotFound, MeasurementError, ResultFileError, RunInputError) as error:
+    except (PlanNotFound, MeasurementError, ResultFileError, RunInputError, DuplicateRun) as error:
         _fail(str(error))
     finally:
         database.dispose()

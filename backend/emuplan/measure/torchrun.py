@@ -1,6 +1,5 @@
 """The ``torchrun`` command that measures a plan across machines with the same worker program."""
 
-import shlex
 from typing import Any
 
 from emuplan.measure.launcher import MeasurementOptions
@@ -46,7 +45,3 @@ def torchrun_command(
         output_file,
         *options.worker_arguments(),
     ]
-
-
-def shell_line(command: list[str]) -> str:
-    return shlex.join(command)

@@ -75,10 +75,6 @@ class MeasuredCollective:
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> "MeasuredCollective":
-        return cls(**{**document, "op": CollectiveOp(document["op"])})
-
 
 def plan_document_of(document: dict[str, Any]) -> dict[str, Any]:
     """The workload document itself, whether given bare or wrapped in a stored plan's JSON."""

@@ -19,7 +19,7 @@ from emuplan.results.parse import parse_result_file
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan
-from emuplan.store.runs import save_run, sha256_hex
+from emuplan.store.runs import DuplicateRun, find_duplicate, save_run, sha256_hex
 
 MEASURED_FILE_NAME = "measured.csv"
 
@@ -53,8 +53,12 @@ def save_measured_run(
     tags: Iterable[str] = (),
     file_name: str | None = None,
 ) -> Run:
-    """Store a finished measurement of ``plan`` as a run with origin "measured" (caller commits)."""
+    """Store a finished measurement of ``plan`` as a run with origin "measured" (caller commits).
+    ``DuplicateRun`` when the same CSV is stored already (a torchrun result imported twice)."""
     data = csv_text.encode()
+    existing = find_duplicate(session, sha256_hex(data))
+    if existing is not None:
+        raise DuplicateRun(existing, file_name)
     parsed = parse_result_file(data, file_name or MEASURED_FILE_NAME, PER_ITERATION)
     # The CSV carries no set-up; the worker's record does, and busbw and % of ideal need the rank count.
     parsed.ranks = record["world_size"]
