@@ -6,7 +6,6 @@ read as a model, or a model the sandbox stopped → 400; pickles and unknown kin
 upload limit → 413 (counted while streaming); no bubblewrap for a .py upload → 503.
 """
 
-import json
 from datetime import datetime
 from typing import Annotated
 
@@ -19,12 +18,7 @@ from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import UnsupportedModelFile, check_model_file_name
-from emuplan.workload.pytorch_source import (
-    PytorchSourceError,
-    PytorchSourceOptions,
-    check_options,
-    parse_input_shape,
-)
+from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOptions, options_from_text
 
 router = APIRouter(tags=["models"])
 
@@ -49,9 +43,7 @@ def _summary(definition: ModelDefinition) -> ModelDefinitionSummary:
 
 
 def _public(definition: ModelDefinition) -> ModelDefinitionPublic:
-    return ModelDefinitionPublic(
-        **_summary(definition).model_dump(), inventory=store.definition_inventory(definition)
-    )
+    return ModelDefinitionPublic(**_summary(definition).model_dump(), inventory=store.definition_inventory(definition))
 
 
 def _pytorch_options(
@@ -62,23 +54,9 @@ def _pytorch_options(
     if missing:
         raise HTTPException(422, detail=f"a PyTorch source upload needs the form field(s) {', '.join(missing)}")
     try:
-        kwargs = json.loads(model_kwargs) if model_kwargs else {}
-    except json.JSONDecodeError as error:
-        raise HTTPException(422, detail=f"model_kwargs: not valid JSON ({error})") from None
-    if not isinstance(kwargs, dict):
-        raise HTTPException(422, detail="model_kwargs: expected a JSON object of constructor arguments")
-    try:
-        options = PytorchSourceOptions(
-            model_class=model_class,
-            model_kwargs=kwargs,
-            input_shape=parse_input_shape(input_shape),
-            input_dtype=input_dtype,
-            label_dtype=label_dtype,
-        )
-        check_options(options)
+        return options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
     except (PytorchSourceError, ValidationError) as error:
         raise HTTPException(422, detail=str(error)) from None
-    return options
 
 
 @router.post("/api/models", status_code=201)

@@ -15,13 +15,7 @@ from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, Plan
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import (
-    PytorchSourceError,
-    PytorchSourceOptions,
-    capture_for_plan,
-    check_options,
-    parse_input_shape,
-)
+from emuplan.workload.pytorch_source import capture_for_plan, options_from_text
 from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX, resolve_model
 
 FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
@@ -95,28 +89,6 @@ def render_plan(document: PlanDocument) -> str:
         ]
     lines += ["notes:", *(f"  - {note}" for note in document.notes)]
     return "\n".join(lines)
-
-
-def _pytorch_options(
-    model_class: str | None, model_kwargs: str | None, input_shape: str | None, input_dtype: str, label_dtype: str
-) -> PytorchSourceOptions | None:
-    if model_class is None or input_shape is None:
-        return None
-    try:
-        kwargs = json.loads(model_kwargs) if model_kwargs else {}
-    except json.JSONDecodeError as error:
-        raise PytorchSourceError(f"--model-kwargs: not valid JSON ({error})") from None
-    if not isinstance(kwargs, dict):
-        raise PytorchSourceError("--model-kwargs: expected a JSON object of constructor arguments")
-    options = PytorchSourceOptions(
-        model_class=model_class,
-        model_kwargs=kwargs,
-        input_shape=parse_input_shape(input_shape),
-        input_dtype=input_dtype,
-        label_dtype=label_dtype,
-    )
-    check_options(options)
-    return options
 
 
 @app.command()
@@ -194,7 +166,11 @@ def plan(
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
     try:
         sandbox = SandboxPolicy.from_settings(get_settings())
-        pytorch_options = _pytorch_options(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
+        pytorch_options = (
+            options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
+            if model_class is not None and input_shape is not None
+            else None
+        )
         inventory = resolve_model(model, pytorch_options=pytorch_options, sandbox=sandbox)
         if Path(model).suffix in FILE_SUFFIXES:
             model = str(Path(model).resolve())

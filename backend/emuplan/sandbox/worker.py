@@ -302,6 +302,24 @@ def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> 
     return per_step
 
 
+def _captured(strategy: str, model, request: dict, world_size: int, batch: int, settings: dict) -> dict:
+    """Runs the wrapped model for a few steps on a batch of ``batch`` samples and reports what it sent."""
+    sample = make_input(batch, request["input_shape"], request.get("input_dtype", "float32"))
+    try:
+        steps = _captured_steps(model, sample, CollectiveLogger(world_size))
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError("capture_failed", f"capturing {strategy} collectives failed: {_exception_text(exc)}") from None
+    return {
+        "strategy": strategy,
+        "world_size": world_size,
+        "first_step": steps[0],
+        "steady_step": steps[-1],
+        "settings": {**settings, "batch_size": batch},
+    }
+
+
 def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -> dict:
     import torch
     import torch.distributed as dist
@@ -323,30 +341,12 @@ def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -
         return future
 
     ddp.register_comm_hook(None, record_bucket)
-    sample = make_input(SHAPE_BATCH, request["input_shape"], request.get("input_dtype", "float32"))
-    logger = CollectiveLogger(world_size)
-    steps = _run_checked(ddp, sample, logger)
-    return {
-        "strategy": "ddp",
-        "world_size": world_size,
-        "first_step": steps[0],
-        "steady_step": steps[-1],
-        "settings": {
-            "bucket_cap_mb": bucket_cap_mb,
-            "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
-            "bucket_bytes": ddp.bucket_bytes_cap,
-            "batch_size": SHAPE_BATCH,
-        },
+    settings = {
+        "bucket_cap_mb": bucket_cap_mb,
+        "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
+        "bucket_bytes": ddp.bucket_bytes_cap,
     }
-
-
-def _run_checked(model, sample, logger):
-    try:
-        return _captured_steps(model, sample, logger)
-    except ModelError:
-        raise
-    except Exception as exc:
-        raise ModelError("capture_failed", f"capturing collectives failed: {_exception_text(exc)}") from None
+    return _captured("ddp", ddp, request, world_size, SHAPE_BATCH, settings)
 
 
 def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict) -> dict:
@@ -358,15 +358,8 @@ def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict)
         if isinstance(module, nn.Linear):
             fully_shard(module, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    sample = make_input(SHAPE_BATCH, request["input_shape"], request.get("input_dtype", "float32"))
-    steps = _run_checked(model, sample, CollectiveLogger(world_size))
-    return {
-        "strategy": "fsdp2",
-        "world_size": world_size,
-        "first_step": steps[0],
-        "steady_step": steps[-1],
-        "settings": {"wrapped": "each nn.Linear, then the root", "batch_size": SHAPE_BATCH},
-    }
+    settings = {"wrapped": "each nn.Linear, then the root"}
+    return _captured("fsdp2", model, request, world_size, SHAPE_BATCH, settings)
 
 
 def tensor_parallel_plan(model, sequence_parallel: bool) -> dict:
@@ -406,20 +399,11 @@ def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, c
     model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
     plan = tensor_parallel_plan(model, sequence_parallel)
     parallelize_module(model, mesh, plan)
-    batch = int(cap.get("batch_size", SHAPE_BATCH))
-    sample = make_input(batch, request["input_shape"], request.get("input_dtype", "float32"))
-    steps = _run_checked(model, sample, CollectiveLogger(world_size))
-    return {
-        "strategy": "tensor",
-        "world_size": world_size,
-        "first_step": steps[0],
-        "steady_step": steps[-1],
-        "settings": {
-            "batch_size": batch,
-            "sequence_parallel": sequence_parallel,
-            "plan": {name: type(style).__name__ for name, style in plan.items()},
-        },
+    settings = {
+        "sequence_parallel": sequence_parallel,
+        "plan": {name: type(style).__name__ for name, style in plan.items()},
     }
+    return _captured("tensor", model, request, world_size, int(cap.get("batch_size", SHAPE_BATCH)), settings)
 
 
 CAPTURES = {"ddp": capture_ddp, "fsdp2": capture_fsdp2, "tensor": capture_tensor_parallel}

@@ -6,6 +6,7 @@ write down the exact collectives DDP, FSDP2 and DTensor tensor parallelism issue
 comes back is validated here before anyone uses it.
 """
 
+import json
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
@@ -90,6 +91,31 @@ def check_options(options: PytorchSourceOptions) -> None:
             raise PytorchSourceError(f"{field} {value!r} is not one of {', '.join(DTYPE_BYTES)}")
     if not options.model_class.isidentifier():
         raise PytorchSourceError(f"model class {options.model_class!r} is not a Python class name")
+
+
+def options_from_text(
+    model_class: str,
+    model_kwargs: str | None,
+    input_shape: str,
+    input_dtype: str = "float32",
+    label_dtype: str = "int64",
+) -> PytorchSourceOptions:
+    """The options as a form or the command line gives them: kwargs as JSON text, the shape as '1,28,28'."""
+    try:
+        kwargs = json.loads(model_kwargs) if model_kwargs else {}
+    except json.JSONDecodeError as error:
+        raise PytorchSourceError(f"model_kwargs: not valid JSON ({error})") from None
+    if not isinstance(kwargs, dict):
+        raise PytorchSourceError("model_kwargs: expected a JSON object of constructor arguments")
+    options = PytorchSourceOptions(
+        model_class=model_class,
+        model_kwargs=kwargs,
+        input_shape=parse_input_shape(input_shape),
+        input_dtype=input_dtype,
+        label_dtype=label_dtype,
+    )
+    check_options(options)
+    return options
 
 
 def inspect_pytorch_source(
@@ -180,7 +206,7 @@ def capture_differences(analytic: list[PlannedCollective], captured: list[Planne
         for (op, phase, size), count in extra.items()
     ]
     if not differences and analytic_keys != captured_keys:
-        differences.append("the same collectives, but PyTorch issues them in a different order: " f"{captured_keys}")
+        differences.append(f"the same collectives, but PyTorch issues them in a different order: {captured_keys}")
     return differences
 
 
