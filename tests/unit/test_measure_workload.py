@@ -123,9 +123,10 @@ def test_nccl_tests_buffer_convention_for_every_op_of_the_collectives_list() -> 
     assert [step.dtype for step in steps][4:6] == ["uint8", "float32"]
     # Stages from the planner's label; without one, backward goes from rank 1 back to rank 0.
     assert [(step.sender, step.receiver) for step in steps][-2:] == [(2, 3), (1, 0)]
-    assert group_size_notes(steps, 4) == [
-        "the plan's collectives run over groups of 2 ranks; measured over 4 ranks with the same bytes_total "
-        "(per-rank pieces are bytes_total / 4)"
+    assert group_size_notes(steps, 4) == []  # send/recv pairs (group 2) involve their two stages only
+    wider = measurement_steps({"collectives": [planned("all_gather", 64, group_size=8)]}, 4, WorkloadSource.COLLECTIVES)
+    assert group_size_notes(wider, 4) == [
+        "the plan runs all_gather over groups of 8 ranks; measured over all 4 ranks with the plan's bytes_total"
     ]
 
 

@@ -267,11 +267,17 @@ def planned_trials(document: dict[str, Any]) -> int:
 
 
 def group_size_notes(steps: list[MeasuredCollective], world_size: int) -> list[str]:
-    """Say where the plan's group differs from the ranks measured: the buffer keeps ``bytes_total``."""
-    planned = {step.planned_group_size for step in steps}
-    mismatched = sorted(size for size in planned if size not in (None, world_size))
+    """Say where the plan's group differs from the ranks measured: the buffer keeps ``bytes_total``.
+    Point-to-point sends always involve their two stages, whatever the world size."""
+    mismatched = sorted(
+        {
+            (step.op.value, step.planned_group_size)
+            for step in steps
+            if step.op is not CollectiveOp.SEND_RECV and step.planned_group_size not in (None, world_size)
+        }
+    )
     return [
-        f"the plan's collectives run over groups of {size} ranks; measured over {world_size} ranks with the same "
-        f"bytes_total (per-rank pieces are bytes_total / {world_size})"
-        for size in mismatched
+        f"the plan runs {op} over groups of {size} ranks; measured over all {world_size} ranks with the plan's "
+        f"bytes_total"
+        for op, size in mismatched
     ]
