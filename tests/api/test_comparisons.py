@@ -197,3 +197,18 @@ def test_shared_comparison_drops_a_deleted_run(client: TestClient) -> None:
     assert [run["name"] for run in shared["runs"]] == ["deleted"]
     assert shared["baseline_run_id"] == run_ids[1]
     assert client.get(f"/s/{token}").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/plans/99", "/runs/99", "/comparisons/99"])
+def test_pages_of_missing_things_are_404(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 404
+    assert "99" in response.json()["detail"]
+
+
+def test_compare_page_names_a_missing_run(client: TestClient) -> None:
+    run_ids = _add_runs(client, ["one"])
+    response = client.get(f"/compare?runs={run_ids[0]},77")
+    assert response.status_code == 404
+    assert "run 77 does not exist" in response.text
+    assert client.get("/compare?runs=1,x").status_code == 422

@@ -2,14 +2,17 @@
 computed once, in the domain and store modules, never here or in the browser. Charts are fetched by
 small ES modules from the JSON twins, because the Content-Security-Policy allows no inline script."""
 
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
+from sqlmodel import Session
 
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_error
 from emuplan.api.deps import ReadSessionDep
@@ -25,6 +28,7 @@ from emuplan.workload.presets import PRESETS
 router = APIRouter(include_in_schema=False)
 
 RECENT = 8
+T = TypeVar("T")
 
 
 @lru_cache
@@ -39,6 +43,14 @@ def render(
     environment = _environment(request.app.state.settings.frontend_dir / "templates")
     html = environment.get_template(template).render(request=request, **context)
     return HTMLResponse(html, status_code=status_code, headers=headers)
+
+
+def found(lookup: Callable[[Session, int], T], session: Session, item_id: int) -> T:
+    """``lookup(session, id)``, or 404 with its message (the store modules raise LookupError subclasses)."""
+    try:
+        return lookup(session, item_id)
+    except LookupError as error:
+        raise HTTPException(status_code=404, detail=str(error)) from None
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -80,11 +92,7 @@ def plan_page(request: Request, session: ReadSessionDep) -> HTMLResponse:
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    try:
-        plan = plan_store.get_plan(session, plan_id)
-    except plan_store.PlanNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
-    return _plan_page(request, session, plan)
+    return _plan_page(request, session, found(plan_store.get_plan, session, plan_id))
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -106,10 +114,7 @@ def runs_page(
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    try:
-        run = run_store.get_run(session, run_id)
-    except run_store.RunNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+    run = found(run_store.get_run, session, run_id)
     stats = run_store.run_statistics(run)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
     return render(
@@ -172,10 +177,7 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
 def saved_comparison_page(comparison_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    try:
-        comparison = comparison_store.get_comparison(session, comparison_id)
-    except comparison_store.ComparisonNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+    comparison = found(comparison_store.get_comparison, session, comparison_id)
     context = _saved_comparison_context(session, comparison)
     return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
 
