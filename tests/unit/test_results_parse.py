@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.headers import role_of
 
 SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
@@ -213,10 +213,30 @@ def test_kai_summary_feather():
     feather.write_feather(table, sink)
     parsed = parse_result_file(sink.getvalue(), "kai.feather")
     assert parsed.source_format == "kai-summary"
-    assert parsed.samples.select(["collective", "size_bytes", "duration_us", "busbw_gbps"]).to_pylist() == [
-        {"collective": "all_reduce", "size_bytes": 971048, "duration_us": 14200.0, "busbw_gbps": 0.102},
-        {"collective": "all_gather", "size_bytes": 6438912, "duration_us": 101000.0, "busbw_gbps": 0.0478},
+    columns = ["collective", "size_bytes", "duration_us", "busbw_gbps", "ideal_pct"]
+    assert parsed.samples.select(columns).to_pylist() == [
+        {
+            "collective": "all_reduce",
+            "size_bytes": 971048,
+            "duration_us": 14200.0,
+            "busbw_gbps": 0.102,
+            "ideal_pct": 3.1,
+        },
+        {
+            "collective": "all_gather",
+            "size_bytes": 6438912,
+            "duration_us": 101000.0,
+            "busbw_gbps": 0.0478,
+            "ideal_pct": 2.0,
+        },
     ]
+    group = summarise(parsed.samples)["groups"][0]
+    assert (group["busbw_gbps"], group["bandwidth_source"], group["pct_of_ideal"], group["ideal_source"]) == (
+        0.102,
+        "reported",
+        3.1,
+        "reported",
+    )
 
 
 def test_per_flow_csv_rebuilds_iterations_as_max_end_minus_min_start():
@@ -300,7 +320,10 @@ def test_pre_2_13_all_gather_without_redop():
     assert (parsed.ranks, parsed.hosts, parsed.samples.num_rows) == (2, 1, 50)
     last = parsed.samples.slice(49).to_pylist()[0]
     assert (last["size_bytes"], last["variant"], last["duration_us"], last["busbw_gbps"]) == (
-        134217728, "in-place", 85704.0, 0.78
+        134217728,
+        "in-place",
+        85704.0,
+        0.78,
     )
 
 

@@ -12,6 +12,7 @@ One row is one completed collective (one iteration of one data size), whatever t
 | ``variant`` | text | nccl-tests ``out-of-place`` / ``in-place``; ``""`` otherwise |
 | ``label`` | text | free text from the file (a label column, a KAI row name); ``""`` otherwise |
 | ``algbw_gbps`` / ``busbw_gbps`` | float64, nullable | bandwidths the file itself reports (nccl-tests, KAI) |
+| ``ideal_pct`` | float64, nullable | % of ideal the file itself reports (KAI ``Ideal (%)``) |
 
 Text columns are dictionary-encoded (``TEXT``): a few distinct values repeated over millions of rows,
 so grouping works on small integer codes and the Parquet blob stores each value once.
@@ -39,6 +40,7 @@ SAMPLES_SCHEMA = pa.schema(
         pa.field("label", TEXT, nullable=False),
         pa.field("algbw_gbps", pa.float64()),
         pa.field("busbw_gbps", pa.float64()),
+        pa.field("ideal_pct", pa.float64()),
     ]
 )
 
@@ -99,6 +101,7 @@ def samples_table(
     label: pa.Array | str = "",
     algbw_gbps: pa.Array | np.ndarray | None = None,
     busbw_gbps: pa.Array | np.ndarray | None = None,
+    ideal_pct: pa.Array | np.ndarray | None = None,
 ) -> pa.Table:
     """Assemble a canonical samples table; scalars are broadcast, missing optional columns become nulls."""
     rows = len(duration_us)
@@ -123,6 +126,7 @@ def samples_table(
             column(label, TEXT),
             column(algbw_gbps, pa.float64()),
             column(busbw_gbps, pa.float64()),
+            column(ideal_pct, pa.float64()),
         ],
         schema=SAMPLES_SCHEMA,
     )

@@ -2,8 +2,9 @@
 
 Groups are (collective, data size, variant). Per group: count, min, mean, std (sample, ddof=1), the
 percentiles p50 p90 p95 p99 p99.9 (nearest rank: the value at rank ⌈p·n⌉, always an observed sample),
-max, p99/p50, algbw/busbw (nccl-tests convention: size / mean time, GB = 1e9 B, busbw = algbw × factor)
-and the ideal α-β time with the % of it reached (ideal / mean × 100) when a plan gives the network.
+max, p99/p50, algbw/busbw (nccl-tests convention: size / mean time, GB = 1e9 B, busbw = algbw × factor;
+the file's own figures when the rank count is unknown), and the ideal α-β time with the % of it reached
+(ideal / mean × 100) when a plan gives the network, else the % the file reports (KAI ``Ideal (%)``).
 
 The ECDF grid is the sorted sample at ~2000 evenly spaced ranks plus min, max and the ranks of the tail
 percentiles, so a chart drawn from it shows the exact tail. The delay series is min/max-preserving
@@ -186,6 +187,10 @@ def summarise(
             rows = pa.array(order[start:end])
             stats.update(_reported_bandwidths(samples["algbw_gbps"].take(rows), samples["busbw_gbps"].take(rows)))
         stats.update(_ideal(collective, size_bytes, stats["mean_us"], ranks, network))
+        if stats["pct_of_ideal"] is None:
+            reported = pc.mean(samples["ideal_pct"].take(pa.array(order[start:end]))).as_py()
+            if reported is not None:
+                stats.update(pct_of_ideal=reported, ideal_source="reported")
         groups.append(stats)
         ecdfs.append(ecdf_grid(ordered, points))
         group_iterations = iterations_by_group[start:end]
@@ -238,18 +243,18 @@ def _planned_group_size(network: NetworkModel | None, collective: str, size_byte
 
 
 def _ideal(collective, size_bytes, mean_us, ranks, network: NetworkModel | None) -> dict:
-    empty = {"ideal_time_us": None, "pct_of_ideal": None}
+    empty = {"ideal_time_us": None, "pct_of_ideal": None, "ideal_source": None}
     op = normalise_op_name(collective)
     if network is None or op is None or size_bytes is None or mean_us <= 0:
         return empty
     entry = network.planned(collective, size_bytes)
-    group_size = ranks or (int(entry["group_size"]) if entry and entry.get("group_size") else None)
+    group_size = ranks or _planned_group_size(network, collective, size_bytes)
     if group_size is None:
         return empty
     # nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather size).
     total = int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
     ideal_us = ideal_time_s(op, total, group_size, network.link_gbps, network.latency_us) * 1e6
-    return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0}
+    return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
 
 
 def strip_curves(summary: dict) -> dict:

@@ -292,7 +292,7 @@ class _Columns:
         return pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(distinct, pa.string()))
 
 
-def _optional_bandwidth(reader: _Columns, role: str) -> np.ndarray | None:
+def _optional_numbers(reader: _Columns, role: str) -> np.ndarray | None:
     return reader.numbers(role, allow_null=True) if reader.has(role) else None
 
 
@@ -333,8 +333,9 @@ def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_ma
             start_us=_nullable(start_us, pa.float64()),
             variant=reader.text("variant") or "",
             label=reader.text("label") or "",
-            algbw_gbps=_nullable(_optional_bandwidth(reader, "algbw"), pa.float64()),
-            busbw_gbps=_nullable(_optional_bandwidth(reader, "busbw"), pa.float64()),
+            algbw_gbps=_nullable(_optional_numbers(reader, "algbw"), pa.float64()),
+            busbw_gbps=_nullable(_optional_numbers(reader, "busbw"), pa.float64()),
+            ideal_pct=_nullable(_optional_numbers(reader, "ideal"), pa.float64()),
         ),
         source_format=fmt,
         warnings=reader.warnings,
