@@ -182,6 +182,15 @@ def test_units_in_cells_and_in_a_unit_column():
     assert unit_column.samples["duration_us"].to_pylist() == [3.0, 4.0]
 
 
+@pytest.mark.parametrize("delimiter", [";", "\t", "|"])
+def test_other_delimiters(delimiter):
+    data = delimiter.join(["Iteration", "Data Size", "Completion Time (ms)"]) + "\n" + delimiter.join(["0", "8", "1.5"])
+    parsed = parse_result_file(data.encode(), "semicolons.csv")
+    assert parsed.samples.select(["iteration", "size_bytes", "duration_us"]).to_pylist() == [
+        {"iteration": 0, "size_bytes": 8, "duration_us": 1500.0}
+    ]
+
+
 def test_column_map_names_odd_headers():
     data = b"n,payload,wall_s\n0,64,1.0\n1,64,2.0\n"
     parsed = parse_result_file(data, "odd.csv", column_map={"iteration": "n", "size": "payload", "duration": "wall_s"})

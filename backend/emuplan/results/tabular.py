@@ -65,7 +65,7 @@ def read_csv(data: bytes, file_name: str) -> pa.Table:
     try:
         return pacsv.read_csv(
             pa.py_buffer(data),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid_row),
+            parse_options=pacsv.ParseOptions(delimiter=sniff_delimiter(data), invalid_row_handler=on_invalid_row),
             # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
             # Text columns arrive dictionary-encoded: cheap for millions of repeated collective names.
             convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False, auto_dict_encode=True),
@@ -79,12 +79,22 @@ def read_csv(data: bytes, file_name: str) -> pa.Table:
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
 
 
+DELIMITERS = (",", ";", "\t", "|")
+
+
+def sniff_delimiter(data: bytes) -> str:
+    """The delimiter the header row uses most: ',' unless it is ';' (spreadsheets with decimal commas),
+    tab or '|'."""
+    header = data[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    return max(DELIMITERS, key=header.count) if any(d in header for d in DELIMITERS) else ","
+
+
 def _line_with_field_count(data: bytes, count: int) -> str:
     """Error path only: find the first line whose field count is ``count`` (pyarrow may not know its number)."""
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")))
+    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")), delimiter=sniff_delimiter(data))
     for number, fields in enumerate(reader, start=1):
         if number > 1 and len(fields) == count:
             return f"line {number}"
