@@ -134,49 +134,29 @@ def test_constructor_kwargs_reach_the_model():
 
 
 @pytest.mark.parametrize(
-    ("fixture", "model_class", "input_shape", "kwargs", "kind", "message"),
+    ("sequence_parallel", "expected"),
     [
-        ("syntax_error.txt", "Broken", "4", {}, "syntax_error", "syntax_error.py, line 4: expected ':'"),
-        (
-            "seed_classifier.py",
-            "Missing",
-            "1,28,28",
-            {},
-            "class_not_found",
-            "seed_classifier.py defines no class 'Missing' (nn.Module classes: Classifier)",
-        ),
-        (
-            "bad_inputs.py",
-            "NotAModule",
-            "4",
-            {},
-            "not_a_module",
-            "'NotAModule' in bad_inputs.py is not a torch.nn.Module subclass",
-        ),
-        (
-            "bad_inputs.py",
-            "NeedsWidth",
-            "4",
-            {"width": -1},
-            "constructor_failed",
-            "NeedsWidth(**{'width': -1}) failed (bad_inputs.py, line 14): ValueError: width must be positive, got -1",
-        ),
-        (
-            "seed_classifier.py",
-            "Classifier",
-            "1,28,27",
-            {},
-            "input_shape_mismatch",
-            "forward() failed for an input of shape [2, 1, 28, 27] (batch of 2) (seed_classifier.py, line 18): "
-            "RuntimeError: a and b must have same reduction dim, but got [2, 756] X [784, 256].",
-        ),
+        (False, [("all_reduce", "forward", 65536, 65536), ("all_reduce", "backward", 65536, 65536)]),
+        # Megatron's sequence parallelism: the same b·s·h bytes as all-gather + reduce-scatter pairs.
+        (True, [("all_gather", "forward", 65536, 16384), ("reduce_scatter", "forward", 65536, 16384),
+                ("all_gather", "backward", 65536, 16384), ("reduce_scatter", "backward", 65536, 16384)]),
     ],
-)
-def test_bad_uploads_name_the_problem(fixture, model_class, input_shape, kwargs, kind, message):
+)  # fmt: skip
+def test_sequence_parallel_turns_all_reduces_into_gathers_and_scatters(sequence_parallel, expected):
+    capture = CaptureSettings(world_size=4, batch_size=8, sequence_parallel=sequence_parallel, strategies=["tensor"])
+    result = inspect("mlp_block.py", "MLPBlock", "32,64", capture)
+    (tensor,) = result.captures
+    # b·s·h·4 bytes = 8 × 32 × 64 × 4 = 65536
+    assert [(c.op, c.phase, c.bytes, c.per_rank_bytes) for c in tensor.steady_step] == expected
+    norm = {"norm": "SequenceParallel"} if sequence_parallel else {}
+    assert tensor.settings["plan"] == {"up": "ColwiseParallel", "down": "RowwiseParallel", **norm}
+
+
+def test_a_failing_upload_is_reported_with_its_line():
+    # Every kind of bad source goes through the API in tests/api/test_models.py; here the typed error.
     with pytest.raises(SandboxError) as caught:
-        inspect(fixture, model_class, input_shape, model_kwargs=kwargs)
-    assert caught.value.kind == kind
-    assert caught.value.message == message
+        inspect("syntax_error.txt", "Broken", "4")
+    assert (caught.value.kind, caught.value.line) == ("syntax_error", 4)
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,9 @@ class CollectiveLogger:
             return
         sizes = [t.numel() * t.element_size() for t in tensors]
         if kind in ("all_gather", "reduce_scatter") and len(tensors) >= 2:
-            whole = max(sizes)
+            whole = max(sizes)  # c10d's in-place ops take the output and the input
+        elif kind == "all_gather":
+            whole = sizes[0] * self.world_size  # functional all_gather_into_tensor takes only the input piece
         elif kind == "all_reduce" and op_name.startswith("allreduce_"):
             whole = sum(sizes)  # c10d.allreduce_ takes the list of tensors reduced together
         else:
@@ -302,9 +304,12 @@ def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> 
     return per_step
 
 
-def _captured(strategy: str, model, request: dict, world_size: int, batch: int, settings: dict) -> dict:
-    """Runs the wrapped model for a few steps on a batch of ``batch`` samples and reports what it sent."""
-    sample = make_input(batch, request["input_shape"], request.get("input_dtype", "float32"))
+def _captured(
+    strategy: str, model, request: dict, world_size: int, batch: int, settings: dict, shape: list[int] | None = None
+) -> dict:
+    """Runs the wrapped model for a few steps on ``batch`` samples (of ``shape``, by default the request's
+    input shape) and reports what it sent."""
+    sample = make_input(batch, shape or request["input_shape"], request.get("input_dtype", "float32"))
     try:
         steps = _captured_steps(model, sample, CollectiveLogger(world_size))
     except ModelError:
@@ -403,7 +408,18 @@ def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, c
         "sequence_parallel": sequence_parallel,
         "plan": {name: type(style).__name__ for name, style in plan.items()},
     }
-    return _captured("tensor", model, request, world_size, int(cap.get("batch_size", SHAPE_BATCH)), settings)
+    shape = list(request["input_shape"])
+    if sequence_parallel:
+        # Each rank holds its slice of the sequence (the sample's first dimension), as in Megatron.
+        if shape[0] % world_size:
+            raise ModelError(
+                "bad_request",
+                f"sequence parallelism splits the input's sequence dimension ({shape[0]}) over {world_size} ranks; "
+                "it must divide evenly",
+            )
+        shape[0] //= world_size
+    batch = int(cap.get("batch_size", SHAPE_BATCH))
+    return _captured("tensor", model, request, world_size, batch, settings, shape)
 
 
 CAPTURES = {"ddp": capture_ddp, "fsdp2": capture_fsdp2, "tensor": capture_tensor_parallel}
