@@ -297,6 +297,7 @@ def test_ns3_fct_txt():
         (b"iteration,size,latency\n0,8,1 ms\n1,8,900 us\n", "e.csv: line 3, column 'latency': mixed units"),
         (b"iteration,size,latency,unit\n0,8,1,ms\n1,8,9,us\n", "e.csv: line 3, column 'unit': mixed units"),
         (b"iteration,size,latency\n0,8,1\n", "e.csv: column 'latency' has no time unit"),
+        (b"iteration,size,latency\n0,8,3 fortnights\n", "line 2, column 'latency': unknown time unit 'fortnights'"),
         (b"iteration,size,time_ms\n0,8,\n", "e.csv: line 2, column 'time_ms': the cell is empty"),
         (b"iteration,time_ms,duration_us\n0,1,2\n", "several columns look like the completion time"),
         (b"\x00\x01\x02garbage\xff\xfe" * 100, "e.csv: binary content"),

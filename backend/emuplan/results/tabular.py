@@ -218,21 +218,27 @@ class _Columns:
         if parts.null_count:
             index = int(np.flatnonzero(parts.is_null().to_numpy(zero_copy_only=False))[0])
             raise self.fail(role, index, f"{column[index].as_py()!r} is not a number with a unit")
-        units = pc.utf8_lower(parts.field("unit"))
-        distinct = pc.unique(units).to_pylist()
-        if len(distinct) > 1:
-            first = units[0].as_py()
-            index = int(np.flatnonzero(pc.not_equal(units, first).to_numpy(zero_copy_only=False))[0])
+        unit = self._one_unit(role, parts.field("unit"))
+        scale = self._unit_column_scale(role) if unit == "" else self._scale_of(role, unit)
+        return pc.cast(parts.field("value"), pa.float64()).to_numpy(zero_copy_only=False), scale
+
+    def _one_unit(self, role: str, units: pa.Array) -> str:
+        """The unit every row states; mixed units are an error naming the first row that differs."""
+        units = pc.utf8_lower(pc.utf8_trim_whitespace(units.cast(pa.string()).fill_null("")))
+        first = units[0].as_py()
+        differs = pc.not_equal(units, first).to_numpy(zero_copy_only=False)
+        if differs.any():
+            index = int(np.flatnonzero(differs)[0])
             raise self.fail(
                 role, index, f"mixed units: {units[index].as_py()!r} here but {first!r} on the first row; use one unit"
             )
-        unit = distinct[0]
-        scale = headers.unit_scale_us(unit) if unit else None
-        if scale is None:
-            scale = self._unit_column_scale(role) if not unit else None
+        return first
+
+    def _scale_of(self, role: str, unit: str) -> float:
+        scale = headers.unit_scale_us(unit)
         if scale is None:
             raise self.fail(role, 0, f"unknown time unit {unit!r} (use ns, us, ms or s)")
-        return pc.cast(parts.field("value"), pa.float64()).to_numpy(zero_copy_only=False), scale
+        return scale
 
     def _unit_column_scale(self, role: str) -> float:
         if not self.has("unit"):
@@ -240,21 +246,7 @@ class _Columns:
                 f"{self.file_name}: column {self.header(role)!r} has no time unit: name it with a suffix "
                 "such as '(ms)', '_us' or '_ns', or add a 'unit' column"
             )
-        units = pc.unique(pc.utf8_lower(pc.utf8_trim_whitespace(self.raw("unit").cast(pa.string())))).to_pylist()
-        if len(units) > 1:
-            first = units[0]
-            index = int(
-                np.flatnonzero(
-                    pc.not_equal(
-                        pc.utf8_lower(pc.utf8_trim_whitespace(self.raw("unit").cast(pa.string()))), first
-                    ).to_numpy(zero_copy_only=False)
-                )[0]
-            )
-            raise self.fail("unit", index, f"mixed units: {units} in one file; use one unit")
-        scale = headers.unit_scale_us(units[0] or "")
-        if scale is None:
-            raise self.fail("unit", 0, f"unknown time unit {units[0]!r} (use ns, us, ms or s)")
-        return scale
+        return self._scale_of("unit", self._one_unit("unit", self.plain("unit")))
 
     def sizes(self) -> np.ndarray | None:
         if not self.has("size"):
