@@ -1,6 +1,6 @@
 // The runs page's upload: file picker or drag-and-drop, XMLHttpRequest for its upload progress,
 // the server's own error message shown inline.
-import { errorMessage } from "/static/util.js";
+import { el, errorMessage } from "/static/util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");
@@ -70,6 +70,9 @@ form.addEventListener("submit", (event) => {
     status.textContent = "";
     progress.hidden = true;
     showError(errorMessage(request.status, body));
+    if (body && body.existing_run_id !== undefined) {
+      errorBox.append(" ", el("a", { href: `/runs/${body.existing_run_id}`, id: "existing-run", text: `Open run ${body.existing_run_id}` }));
+    }
   });
   request.addEventListener("error", () => {
     status.textContent = "";

@@ -156,7 +156,8 @@ def test_an_upload_error_is_shown_inline_with_the_servers_message(
 def test_comparing_three_runs_then_sharing_a_read_only_link(
     live_server: LiveServer, page: Page, watch: PageWatch, browser: Browser, access_log: list[str]
 ) -> None:
-    ids = {shape.strategy: upload(live_server, f"{shape.strategy} run", generated_run_csv(shape), shape.strategy)
+    names = {"data": "data run", "tensor": XSS_NAME, "pipeline": "pipeline run"}
+    ids = {shape.strategy: upload(live_server, names[shape.strategy], generated_run_csv(shape), shape.strategy)
            for shape in DEMO_SHAPES}  # fmt: skip
     private_id = upload(live_server, "private run", generated_run_csv(DEMO_SHAPES[0], seed=7))
     page.goto(live_server.url + "/runs")
@@ -174,6 +175,12 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
     expect(page.locator("#compare-stats tr.baseline")).to_contain_text("data run")
     expect(page.locator("#compare-tests tbody tr")).to_have_count(3)
+    # The hostile name is text in the legend, the panel titles, the tables; never an element.
+    expect(page.locator("#cdf-chart .legendtext").nth(1)).to_have_text(f"#{ids['tensor']} {XSS_NAME}")
+    expect(page.locator("#cdf-multiples .annotation-text").nth(1)).to_have_text(f"#{ids['tensor']} {XSS_NAME}")
+    expect(page.locator("#compare-stats tbody tr").nth(1)).to_contain_text(XSS_NAME)
+    expect(page.locator(f"#delay-{ids['tensor']} .gtitle")).to_have_text(f"{XSS_NAME}: completion time per iteration")
+    assert page.locator("img").count() == 0
     screenshot(page, "compare-desktop")
     # The URL carries the selection: a reload shows the same runs.
     page.reload()
@@ -208,12 +215,17 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     assert shared.locator("main a, header a").count() == 0
     assert shared.locator("button:not(.modebar-btn), input[type=file], form").count() == 0
     assert "private run" not in shared.content()
+    expect(shared.locator("#compare-stats tbody tr").nth(1)).to_contain_text(XSS_NAME)
+    assert shared.locator("img").count() == 0
     paths = {re.sub(r"^http://127\.0\.0\.1:\d+", "", url) for url in requested}
     allowed = (f"/s/{token}", f"/api/shared/{token}", "/static/")
     assert all(path.startswith(allowed) for path in paths), paths
     other = shared.request.get(f"{live_server.url}/api/shared/{token}/runs/{private_id}/figures/delay")
     assert other.status == 404
     screenshot(shared, "shared-desktop")
+    shared.set_viewport_size(PHONE)
+    assert no_page_overflow(shared)
+    screenshot(shared, "shared-phone")
     outsider_watch.assert_clean()
 
     # Revoke it from the comparison page: the outsider now gets 410.
@@ -258,4 +270,64 @@ def test_a_newcomer_reaches_the_demo_comparison_in_one_click(
     expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
     expect(page.locator("#compare-stats .badge.origin-generated")).to_have_count(3)
     screenshot(page, "demo-comparison-desktop")
+    watch.assert_clean()
+
+
+def drop_file(page: Page, file_name: str, text: str, check_highlight: bool = False) -> None:
+    """What a drag from the file manager delivers: a DataTransfer holding one File."""
+    transfer = page.evaluate_handle(
+        """([name, text]) => { const transfer = new DataTransfer();
+                               transfer.items.add(new File([text], name, { type: "text/csv" }));
+                               return transfer; }""",
+        [file_name, text],
+    )
+    page.dispatch_event("#dropzone", "dragover", {"dataTransfer": transfer})
+    if check_highlight:
+        expect(page.locator("#dropzone")).to_have_class(re.compile("dragover"))
+    page.dispatch_event("#dropzone", "drop", {"dataTransfer": transfer})
+
+
+def test_drag_and_drop_upload_and_a_duplicate_named_inline(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    content = generated_run_csv(DEMO_SHAPES[1]).decode()
+    existing = upload(live_server, "first copy", content.encode())
+    page.goto(live_server.url + "/runs")
+    drop_file(page, "dropped.csv", content, check_highlight=True)
+    expect(page.locator("#upload-chosen")).to_have_text(f"dropped.csv ({len(content):,} bytes)")
+    page.click("#upload-submit")
+    # Same bytes as run `existing`: the server's 409 message, and a link to that run.
+    expect(page.locator("#upload-error")).to_contain_text(f"identical content was already imported as run {existing}")
+    expect(page.locator("#existing-run")).to_have_attribute("href", f"/runs/{existing}")
+    page.locator("#upload-name").fill("second copy")
+    drop_file(page, "other.csv", content + "2000,6438912,all_gather,99.5\n")
+    page.click("#upload-submit")
+    page.wait_for_url(re.compile(r"/runs/\d+$"))
+    expect(page.locator("#run-name")).to_have_text("second copy")
+    watch.forgive_http_status(409)
+    watch.assert_clean()
+
+
+@pytest.fixture
+def small_upload_server(database_url: str):
+    from browser_support import start_server, stop_server
+
+    from emuplan.settings import Settings
+
+    live = start_server(Settings(database_url=database_url, demo=False, max_upload_bytes=20_000))
+    yield live
+    stop_server(live)
+
+
+def test_an_upload_over_the_limit_says_so_inline(
+    small_upload_server: LiveServer, page: Page, watch: PageWatch, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.csv"
+    big.write_bytes(generated_run_csv(DEMO_SHAPES[0]))
+    assert big.stat().st_size > 20_000
+    page.goto(small_upload_server.url + "/runs")
+    page.set_input_files("#upload-file", str(big))
+    page.click("#upload-submit")
+    expect(page.locator("#upload-error")).to_contain_text("larger than the limit of 20000 bytes")
+    watch.forgive_http_status(413)
     watch.assert_clean()
