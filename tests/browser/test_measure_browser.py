@@ -19,7 +19,7 @@ def test_measure_locally_shows_progress_and_links_the_measured_run(
     page.goto(f"{live_server.url}/plans/{plan_id}")
     expect(page.locator("#measure-iterations")).to_have_attribute("placeholder", "8")
     page.fill("#measure-world-size", "2")
-    page.fill("#measure-iterations", "40")
+    page.fill("#measure-iterations", "1500")  # long enough to watch it progress
     page.click("#measure-start")
     expect(page.locator("#measure-start")).to_be_disabled()
     expect(page.locator("#measure-status")).to_contain_text("iterations done", timeout=60000)
