@@ -82,7 +82,7 @@ UPLOAD_OPENAPI = {
 }
 
 
-async def read_upload(request: Request) -> tuple[str, bytes, UploadForm]:
+async def read_upload(request: Request) -> tuple[str, bytes | memoryview, UploadForm]:
     """The multipart body parsed in memory: (file name, file bytes, form fields).
 
     Starlette's form parser spools file parts to disk past 1 MiB; a result file is parsed from memory
@@ -99,7 +99,7 @@ async def read_upload(request: Request) -> tuple[str, bytes, UploadForm]:
     header: dict[str, bytearray] = {}
 
     def on_part_begin() -> None:
-        parts.append({"headers": {}, "data": []})
+        parts.append({"headers": {}, "spans": []})
 
     def on_header_field(data: bytes, start: int, end: int) -> None:
         header.setdefault("field", bytearray()).extend(data[start:end])
@@ -111,7 +111,8 @@ async def read_upload(request: Request) -> tuple[str, bytes, UploadForm]:
         parts[-1]["headers"][bytes(header.pop("field", b"")).lower()] = bytes(header.pop("value", b""))
 
     def on_part_data(data: bytes, start: int, end: int) -> None:
-        parts[-1]["data"].append(data[start:end])
+        # The parser hands out (buffer, start, end): keep the positions, copy nothing.
+        parts[-1]["spans"].append((data, start, end))
 
     parser = MultipartParser(
         options[b"boundary"],
@@ -128,17 +129,21 @@ async def read_upload(request: Request) -> tuple[str, bytes, UploadForm]:
         parser.finalize()
     except MultipartParseError as error:
         raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
-    del body
     file_name, data, fields = None, None, {}
     for part in parts:
         _, disposition = parse_options_header(part["headers"].get(b"content-disposition", b""))
         field = disposition.get(b"name", b"").decode("utf-8", errors="replace")
-        content = part["data"][0] if len(part["data"]) == 1 else b"".join(part["data"])
+        spans = part["spans"]
+        if len(spans) == 1:
+            buffer, start, end = spans[0]
+            content = memoryview(buffer)[start:end]  # the file stays where the body already is
+        else:
+            content = b"".join(buffer[start:end] for buffer, start, end in spans)
         if field == "file":
             file_name = disposition.get(b"filename", b"upload").decode("utf-8", errors="replace") or "upload"
             data = content
         elif content:
-            fields[field] = content.decode("utf-8", errors="replace")
+            fields[field] = bytes(content).decode("utf-8", errors="replace")
     if data is None:
         raise HTTPException(status_code=422, detail="file: the upload has no part named 'file'")
     try:
@@ -154,7 +159,7 @@ async def upload_run(request: Request, session: WriteSessionDep, settings: Setti
     return await run_in_threadpool(_import_upload, session, settings, file_name, data, form)
 
 
-def _import_upload(session, settings, file_name: str, data: bytes, form: UploadForm):
+def _import_upload(session, settings, file_name: str, data: bytes | memoryview, form: UploadForm):
     try:
         run = store.import_result_file(
             session,

@@ -68,7 +68,7 @@ def _looks_binary(head: bytes) -> bool:
 
 
 def parse_result_file(
-    data: bytes,
+    data: bytes | memoryview,
     file_name: str,
     fmt: str | None = None,
     column_map: dict[str, str] | None = None,
@@ -76,7 +76,7 @@ def parse_result_file(
     collective: str | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> ParsedResult:
-    """Read any supported result file.
+    """Read any supported result file (``data`` may be a memoryview into a larger upload body).
 
     ``fmt`` forces one of ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``,
     ``size``, ``iteration``, ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to
@@ -87,32 +87,33 @@ def parse_result_file(
         raise ResultFileError(f"{file_name}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
     if not data:
         raise ResultFileError(f"{file_name}: the file is empty")
-    if data.startswith(GZIP_MAGIC):
+    if bytes(data[:2]) == GZIP_MAGIC:
         data = gunzip_capped(data, file_name, max_decompressed_bytes)
         if not data:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
-    if data.startswith(ARROW_FILE_MAGIC) or data.startswith(ARROW_STREAM_MAGIC):
+    head = bytes(data[:65536])
+    if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = tabular.read_feather(data, file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
-    if _looks_binary(data[:65536]):
+    if _looks_binary(head):
         raise ResultFileError(
             f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
         )
-    text_head = data[:65536].decode("utf-8", errors="replace")
+    text_head = head.decode("utf-8", errors="replace")
     stripped = text_head.lstrip()
     if not stripped:
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
     if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
-        return nccl_tests.parse_nccl_tests_json(nccl_tests.load_json(data, file_name), file_name, collective)
+        return nccl_tests.parse_nccl_tests_json(nccl_tests.load_json(bytes(data), file_name), file_name, collective)
     if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
-        text = data.decode("utf-8", errors="replace")
+        text = bytes(data).decode("utf-8", errors="replace")
         if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
             return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
     if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
         return tabular.parse_ns3_fct(data, file_name)
     if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
         # A log with lines before the preamble (e.g. the mpirun command line).
-        return nccl_tests.parse_nccl_tests_stdout(data.decode("utf-8", errors="replace"), file_name, collective)
+        return nccl_tests.parse_nccl_tests_stdout(bytes(data).decode("utf-8", errors="replace"), file_name, collective)
     table = tabular.read_csv(data, file_name)
     return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
 

@@ -51,7 +51,7 @@ def table_row(index: int) -> str:
     return f"row {index + 1}"
 
 
-def read_csv(data: bytes, file_name: str) -> pa.Table:
+def read_csv(data: bytes | memoryview, file_name: str) -> pa.Table:
     """Parse CSV bytes; a row with the wrong number of fields is reported with its line number."""
     bad_rows: list[str] = []
 
@@ -82,26 +82,26 @@ def read_csv(data: bytes, file_name: str) -> pa.Table:
 DELIMITERS = (",", ";", "\t", "|")
 
 
-def sniff_delimiter(data: bytes) -> str:
+def sniff_delimiter(data: bytes | memoryview) -> str:
     """The delimiter the header row uses most: ',' unless it is ';' (spreadsheets with decimal commas),
     tab or '|'."""
-    header = data[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    header = bytes(data[:4096]).split(b"\n", 1)[0].decode("utf-8", errors="replace")
     return max(DELIMITERS, key=header.count) if any(d in header for d in DELIMITERS) else ","
 
 
-def _line_with_field_count(data: bytes, count: int) -> str:
+def _line_with_field_count(data: bytes | memoryview, count: int) -> str:
     """Error path only: find the first line whose field count is ``count`` (pyarrow may not know its number)."""
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")), delimiter=sniff_delimiter(data))
+    reader = csv.reader(io.StringIO(bytes(data).decode("utf-8", errors="replace")), delimiter=sniff_delimiter(data))
     for number, fields in enumerate(reader, start=1):
         if number > 1 and len(fields) == count:
             return f"line {number}"
     return "a line"
 
 
-def read_feather(data: bytes, file_name: str) -> pa.Table:
+def read_feather(data: bytes | memoryview, file_name: str) -> pa.Table:
     import pyarrow.feather as feather
 
     try:
@@ -427,7 +427,7 @@ def looks_like_ns3_fct(text: str) -> bool:
     )
 
 
-def parse_ns3_fct(data: bytes, file_name: str) -> ParsedResult:
+def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
     bad_rows: list[str] = []
 
     def on_invalid_row(row) -> str:
