@@ -92,7 +92,16 @@ class PageWatch:
 
 
 def screenshot(page: Page, name: str) -> Path:
+    """The whole page. Chromium's full-page capture stretches the viewport behind the page's back, and
+    Plotly's responsive charts re-lay themselves out mid-capture; so stretch the viewport ourselves,
+    give Plotly its (debounced) resize, capture, and restore."""
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    viewport = page.viewport_size
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.set_viewport_size({"width": viewport["width"], "height": height})
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(path))
+    page.set_viewport_size(viewport)
+    page.wait_for_timeout(300)
     return path
