@@ -115,7 +115,11 @@ def test_upload_over_the_limit_is_stopped_while_streaming(database_url):
 
 def test_bad_form_fields_are_422(client):
     data = b"iteration,size,time_ms\n0,8,1\n"
-    assert upload(client, "a.csv", data, strategy="sideways").status_code == 422
+    response = upload(client, "a.csv", data, strategy="sideways")
+    assert response.status_code == 422
+    assert response.json()["detail"] == "strategy: Input should be 'data', 'tensor', 'pipeline' or 'hybrid'"
+    response = upload(client, "a.csv", data, colour="blue")
+    assert (response.status_code, response.json()["detail"]) == (422, "colour: Extra inputs are not permitted")
     response = upload(client, "a.csv", data, plan_id="77")
     assert (response.status_code, response.json()["detail"]) == (422, "plan_id: no plan with id 77")
     response = upload(client, "a.csv", data, column_map="duration")

@@ -13,7 +13,6 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from python_multipart.exceptions import MultipartParseError
@@ -149,7 +148,8 @@ async def read_upload(request: Request) -> tuple[str, bytes | memoryview, Upload
     try:
         form = UploadForm.model_validate(fields)
     except ValidationError as error:
-        raise HTTPException(status_code=422, detail=jsonable_encoder(error.errors(include_url=False))) from None
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
+        raise HTTPException(status_code=422, detail=problems) from None
     return file_name, data, form
 
 
