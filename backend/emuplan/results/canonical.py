@@ -90,6 +90,21 @@ class ParsedResult:
     flows: pa.Table | None = None
 
 
+def _column(value, arrow_type: pa.DataType, rows: int) -> pa.Array:
+    """One column of ``rows`` values: None → nulls; text → ``TEXT``; arrays and numpy → cast to the type."""
+    if value is None:
+        return pa.nulls(rows, arrow_type)
+    if arrow_type == TEXT:
+        return text_column(value, rows)
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks()
+    return (value if isinstance(value, pa.Array) else pa.array(value)).cast(arrow_type)
+
+
+def _table(schema: pa.Schema, rows: int, values: dict) -> pa.Table:
+    return pa.Table.from_arrays([_column(values[f.name], f.type, rows) for f in schema], schema=schema)
+
+
 def samples_table(
     *,
     duration_us: np.ndarray,
@@ -105,31 +120,27 @@ def samples_table(
 ) -> pa.Table:
     """Assemble a canonical samples table; scalars are broadcast, missing optional columns become nulls."""
     rows = len(duration_us)
+    values = dict(locals())
+    values["duration_us"] = np.asarray(duration_us, dtype=np.float64)
+    values["iteration"] = np.arange(rows, dtype=np.int64) if iteration is None else iteration
+    return _table(SAMPLES_SCHEMA, rows, values)
 
-    def column(value, arrow_type: pa.DataType) -> pa.Array:
-        if value is None:
-            return pa.nulls(rows, arrow_type)
-        if arrow_type == TEXT:
-            return text_column(value, rows)
-        if isinstance(value, pa.ChunkedArray):
-            value = value.combine_chunks()
-        return (value if isinstance(value, pa.Array) else pa.array(value)).cast(arrow_type)
 
-    return pa.Table.from_arrays(
-        [
-            column(np.arange(rows, dtype=np.int64) if iteration is None else iteration, pa.int64()),
-            column(collective, TEXT),
-            column(size_bytes, pa.int64()),
-            column(np.asarray(duration_us, dtype=np.float64), pa.float64()),
-            column(start_us, pa.float64()),
-            column(variant, TEXT),
-            column(label, TEXT),
-            column(algbw_gbps, pa.float64()),
-            column(busbw_gbps, pa.float64()),
-            column(ideal_pct, pa.float64()),
-        ],
-        schema=SAMPLES_SCHEMA,
-    )
+def flows_table(
+    *,
+    fct_us: np.ndarray,
+    src: pa.Array,
+    dst: pa.Array,
+    iteration: np.ndarray | None = None,
+    qp: pa.Array | None = None,
+    size_bytes: pa.Array | None = None,
+    start_us: pa.Array | np.ndarray | None = None,
+) -> pa.Table:
+    """Assemble a flows table (``FLOWS_SCHEMA``); without iterations all flows belong to iteration 0."""
+    rows = len(fct_us)
+    values = dict(locals())
+    values["iteration"] = np.zeros(rows, dtype=np.int64) if iteration is None else iteration
+    return _table(FLOWS_SCHEMA, rows, values)
 
 
 def text_column(value: pa.Array | pa.ChunkedArray | str, rows: int) -> pa.DictionaryArray:

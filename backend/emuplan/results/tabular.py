@@ -32,6 +32,7 @@ from emuplan.results.canonical import (
     ParsedResult,
     ResultFileError,
     collective_from_file_name,
+    flows_table,
     samples_table,
     text_column,
 )
@@ -359,21 +360,14 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
     iteration = reader.iterations()
     if iteration is None:
         reader.warnings.append(f"{reader.file_name}: no iteration column: all flows count as one iteration")
-        iteration = np.zeros(len(fct_us), dtype=np.int64)
-    qp = reader.numbers("qp", allow_null=True) if reader.has("qp") else None
-    sizes = reader.sizes()
-    flows = pa.table(
-        {
-            "iteration": pa.array(iteration, pa.int64()),
-            "src": reader.text("src"),
-            "dst": reader.text("dst"),
-            "qp": _nullable(qp, pa.int64()) if qp is not None else pa.nulls(len(fct_us), pa.int64()),
-            "size_bytes": _nullable(sizes, pa.int64()) if sizes is not None else pa.nulls(len(fct_us), pa.int64()),
-            "start_us": pa.array(start_us, pa.float64())
-            if start_us is not None
-            else pa.nulls(len(fct_us), pa.float64()),
-            "fct_us": pa.array(fct_us, pa.float64()),
-        }
+    flows = flows_table(
+        fct_us=fct_us,
+        iteration=iteration,
+        src=reader.text("src"),
+        dst=reader.text("dst"),
+        qp=_nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
+        size_bytes=_nullable(reader.sizes(), pa.int64()) if reader.has("size") else None,
+        start_us=start_us,
     )
     endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
                                             flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
@@ -448,18 +442,12 @@ def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
         )
     except pa.ArrowInvalid as error:
         raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
-    fct_ns = table["fct_ns"].to_numpy().astype(np.float64)
-    start_ns = table["start_ns"].to_numpy().astype(np.float64)
-    flows = pa.table(
-        {
-            "iteration": pa.array(np.zeros(table.num_rows, dtype=np.int64)),
-            "src": text_column(table["sip"], table.num_rows),
-            "dst": text_column(table["dip"], table.num_rows),
-            "qp": pa.nulls(table.num_rows, pa.int64()),
-            "size_bytes": table["size"],
-            "start_us": pa.array(start_ns / 1e3),
-            "fct_us": pa.array(fct_ns / 1e3),
-        }
+    flows = flows_table(
+        fct_us=table["fct_ns"].to_numpy() / 1e3,
+        src=table["sip"],
+        dst=table["dip"],
+        size_bytes=table["size"],
+        start_us=table["start_ns"].to_numpy() / 1e3,
     )
     warnings = [f"{file_name}: ns-3 fct.txt has no iterations: the whole file is one iteration"]
     return ParsedResult(
