@@ -191,6 +191,18 @@ def test_other_delimiters(delimiter):
     ]
 
 
+def test_collective_spellings_fold_to_one_group():
+    data = (
+        b"trial,size,Collective,time_us\n0,8,AllReduce,1\n1,8,all_reduce,2\n2,8,ALGO_ALL_REDUCE_BIDIRECTIONAL_RING,3\n"
+        b"3,8,Ring All-Gather,4\n4,8,ALGO_ALL_TO_ALL_PARALLEL,5\n5,8,my custom op ,6\n"
+    )
+    parsed = parse_result_file(data, "c.csv")
+    assert parsed.samples["collective"].to_pylist() == [
+        "all_reduce", "all_reduce", "all_reduce", "all_gather", "all_to_all", "my custom op"
+    ]  # fmt: skip
+    assert [g["count"] for g in summarise(parsed.samples)["groups"]] == [3, 1, 1, 1]
+
+
 def test_column_map_names_odd_headers():
     data = b"n,payload,wall_s\n0,64,1.0\n1,64,2.0\n"
     parsed = parse_result_file(data, "odd.csv", column_map={"iteration": "n", "size": "payload", "duration": "wall_s"})

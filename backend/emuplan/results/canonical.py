@@ -154,6 +154,23 @@ def text_column(value: pa.Array | pa.ChunkedArray | str, rows: int) -> pa.Dictio
     return value.cast(pa.string()).fill_null("").dictionary_encode()
 
 
+# Words KCCB/KAI put around the collective in algorithm names (ALGO_ALL_REDUCE_BIDIRECTIONAL_RING, …).
+_ALGORITHM_WORDS = ("algo", "unidirectional", "bidirectional", "doublebinarytree", "vectorhalvingdoubling",
+                    "halvingdoubling", "ring", "tree", "parallel")  # fmt: skip
+
+
+def collective_of(name: str) -> str:
+    """A ``CollectiveOp`` value for the spellings files use ('AllReduce', 'Ring all-reduce',
+    'ALGO_ALL_GATHER_RING'); anything else is kept as written (trimmed)."""
+    op = normalise_op_name(name)
+    if op is None:
+        folded = "".join(ch for ch in name.lower() if ch.isalnum())
+        for word in _ALGORITHM_WORDS:
+            folded = folded.replace(word, "")
+        op = normalise_op_name(folded)
+    return op.value if op is not None else name.strip()
+
+
 def collective_from_file_name(file_name: str) -> str | None:
     """The collective one or two words of a file name spell: 'dp_allreduce_run3.csv', 'all-gather.log'."""
     stem = file_name.rsplit("/", 1)[-1].lower()

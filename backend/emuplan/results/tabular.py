@@ -32,11 +32,11 @@ from emuplan.results.canonical import (
     ParsedResult,
     ResultFileError,
     collective_from_file_name,
+    collective_of,
     flows_table,
     samples_table,
     text_column,
 )
-from emuplan.workload.collectives import normalise_op_name
 
 # (row index) → "line 7" for CSV (header is line 1), "row 6" for Feather.
 RowName = Callable[[int], str]
@@ -284,10 +284,7 @@ class _Columns:
                 return "unknown"
             return op
         names = self.text("collective")
-        folded = [
-            (op.value if (op := normalise_op_name(name)) is not None else name.strip())
-            for name in names.dictionary.to_pylist()
-        ]
+        folded = [collective_of(name) for name in names.dictionary.to_pylist()]
         # 'AllReduce' and 'all_reduce' fold to one value: merge their codes so they form one group.
         distinct = list(dict.fromkeys(folded))
         remap = np.array([distinct.index(name) for name in folded], dtype=np.int32)
