@@ -24,12 +24,8 @@ function request(mode) {
   return body;
 }
 
-function applyPresetDefaults() {
-  const option = form.model.selectedOptions[0];
-  const defaults = option && option.dataset.defaults ? JSON.parse(option.dataset.defaults) : {};
-  const hosts = defaults.gpus && defaults.gpus_per_host ? defaults.gpus / defaults.gpus_per_host : "";
-  const placeholders = { ...defaults, hosts };
-  for (const name of NUMBER_FIELDS) form[name].placeholder = placeholders[name] ?? "";
+function clearDefaults() {
+  for (const name of NUMBER_FIELDS) form[name].placeholder = "";
 }
 
 function sizesText(sizes) {
@@ -96,9 +92,21 @@ function renderMode(mode, result) {
   renderWorkload(workload, result.document);
 }
 
+function presetDefaults() {
+  const option = form.model.selectedOptions[0];
+  return option && option.dataset.defaults ? JSON.parse(option.dataset.defaults) : {};
+}
+
+// The mode a save stores: the one chosen, or the model's default (tutorial for the seed preset only).
 function markSelectedMode() {
-  const selected = form.mode.value || (lastDocuments.tutorial && lastDocuments.tutorial.document && lastDocuments.tutorial.document.inputs.mode) || "";
+  const selected = form.mode.value || (presetDefaults().tutorial_by_default ? "tutorial" : "framework");
   for (const mode of MODES) document.getElementById(`mode-${mode}`).classList.toggle("selected", selected === mode);
+}
+
+// Empty fields mean "the model's default": show the defaults the planner filled in.
+function showDefaultsFrom(documentForMode) {
+  const inputs = documentForMode.inputs;
+  for (const name of NUMBER_FIELDS) if (inputs[name] !== undefined) form[name].placeholder = inputs[name];
 }
 
 async function preview() {
@@ -115,6 +123,8 @@ async function preview() {
   const bothFailed = results.every((r) => r.error);
   showError(errorBox, bothFailed ? results[0].error : "");
   MODES.forEach((mode, i) => renderMode(mode, results[i]));
+  const planned = results.find((r) => r.document);
+  if (planned) showDefaultsFrom(planned.document);
   markSelectedMode();
   document.body.dataset.previewed = String(serial);
 }
@@ -149,7 +159,7 @@ async function uploadModel(event) {
       el("option", { value: spec, text: `${model.name} (${model.source_kind}, #${model.id})` }));
     form.model.value = spec;
     showError(modelError, "");
-    applyPresetDefaults();
+    clearDefaults();
     preview();
   } catch (error) {
     showError(modelError, error.message);
@@ -170,9 +180,8 @@ function fillInitial() {
 }
 
 fillInitial();
-applyPresetDefaults();
 form.addEventListener("input", debounce(preview, 150));
-form.model.addEventListener("change", applyPresetDefaults);
+form.model.addEventListener("change", clearDefaults);
 form.addEventListener("submit", (event) => event.preventDefault());
 document.getElementById("save-plan").addEventListener("click", save);
 document.getElementById("model-form").addEventListener("submit", uploadModel);

@@ -62,6 +62,10 @@ def test_planning_the_three_seed_strategies_shows_the_seed_numbers(
             expect(framework.locator(".data-sizes")).to_have_text(["[971048]"])
             expect(page.locator("#workload-tutorial table")).to_contain_text("971,048")
         screenshot(page, f"plan-{strategy}-desktop")
+    # Empty fields show the planner's defaults; the seed preset saves in tutorial mode by default.
+    expect(page.locator("#dataset_size")).to_have_attribute("placeholder", "60000")
+    expect(page.locator("#hosts")).to_have_attribute("placeholder", "4")
+    expect(tutorial).to_have_class(re.compile("selected"))
     # Inputs change the plan: two epochs double the trials.
     page.fill("#epochs", "2")
     expect(tutorial.locator(".trial-count")).to_have_text("16")
@@ -330,4 +334,24 @@ def test_an_upload_over_the_limit_says_so_inline(
     page.click("#upload-submit")
     expect(page.locator("#upload-error")).to_contain_text("larger than the limit of 20000 bytes")
     watch.forgive_http_status(413)
+    watch.assert_clean()
+
+
+def test_a_model_definition_uploaded_on_the_plan_page_is_planned(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    config = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
+    page.goto(live_server.url + "/plan")
+    page.click("details.upload-model summary")
+    page.set_input_files("#model-file", str(config))
+    page.fill("#model-form input[name=name]", "Llama 2 7B <script>")
+    page.click("#model-upload")
+    expect(page.locator("#model option:checked")).to_have_text(re.compile(r"^Llama 2 7B <script> \(hf_config, #\d+\)$"))
+    # Llama-2-7B's exact parameter count, as the HuggingFace config gives it.
+    expect(page.locator("#workload-framework .sub")).to_contain_text("6,738,415,616 parameters", timeout=30000)
+    expect(page.locator("#mode-framework .trial-count")).to_have_text(re.compile(r"^\d+$"))
+    expect(page.locator("#mode-framework")).to_have_class(re.compile("selected"))  # framework by default
+    assert page.locator("script:not([src])").count() == 0
+    screenshot(page, "plan-uploaded-model")
+    watch.forgive_http_status(422)  # the tutorial rules do not cover a transformer; that column says so
     watch.assert_clean()
