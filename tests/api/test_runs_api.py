@@ -169,6 +169,7 @@ def test_compare_runs_with_baseline_and_ks_tests(client):
     (test,) = result["ks_tests"]
     assert (test["run_a"], test["run_b"], test["statistic"], test["method"]) == (a, b, 1.0, "exact")
     assert test["pvalue"] < 1e-50
+    assert [(g["label"], g["statistic"], g["method"]) for g in test["groups"]] == [("unknown · 8 B", 1.0, "exact")]
     assert set(result["figures"]) == {"cdf", "small_multiples"}
     assert client.get("/api/compare", params={"runs": f"{a},999"}).status_code == 404
     assert client.get("/api/compare", params={"runs": f"{a},{b}", "baseline": 5}).status_code == 422

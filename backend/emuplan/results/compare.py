@@ -1,7 +1,8 @@
 """Several runs side by side: statistics with deltas against a baseline run, and a two-sample
 Kolmogorov–Smirnov test for every pair of runs — all from the summaries cached at import.
 
-The KS test compares the runs' overall completion-time distributions. When both runs have at most
+The KS test compares the runs' overall completion-time distributions, and again per (collective, data
+size, variant) group the two runs share. When both runs have at most
 ``CURVE_POINTS`` samples the cached ECDF grid holds every sample and ``scipy.stats.ks_2samp`` runs on
 them exactly. For larger runs the statistic D = sup |F₁ − F₂| is taken over the union of both grids
 (each ECDF is exact at its own grid points, so D is low by at most one grid step, ≈ 1/2000), and the
@@ -99,11 +100,21 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
         )
     tests = []
     for first, second in combinations(runs, 2):
-        result = ks_two_sample(
+        overall = ks_two_sample(
             first.summary["overall_ecdf"],
             first.summary["overall"]["count"],
             second.summary["overall_ecdf"],
             second.summary["overall"]["count"],
         )
-        tests.append({"run_a": first.id, "run_b": second.id, **result})
+        # The same data size and collective in both runs: the sharper question.
+        second_groups = {
+            g["label"]: (grid, g["count"])
+            for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)
+        }
+        groups = [
+            {"label": group["label"], **ks_two_sample(grid, group["count"], *second_groups[group["label"]])}
+            for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
+            if group["label"] in second_groups
+        ]
+        tests.append({"run_a": first.id, "run_b": second.id, **overall, "groups": groups})
     return {"baseline_run_id": baseline_id, "runs": table, "ks_tests": tests}
