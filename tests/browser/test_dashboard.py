@@ -126,6 +126,16 @@ def test_uploading_a_result_draws_cdf_and_delay_charts_and_escapes_the_name(
     expect(first_tick).to_have_text(re.compile(r"^(1|10|100|1000)$"))
     assert page.evaluate("document.querySelector('#cdf-chart').layout.xaxis.type") == "log"
     screenshot(page, "run-desktop")
+    # Chart downloads from the modebar: PNG (Plotly's own button) and SVG (ours).
+    for title, suffix in (("Download plot as a PNG", ".png"), ("Download plot as SVG", ".svg")):
+        page.hover("#delay-chart")
+        with page.expect_download() as download:
+            page.click(f"#delay-chart .modebar-btn[data-title='{title}']")
+        assert download.value.suggested_filename.endswith(suffix)
+        assert download.value.suggested_filename.startswith("run-")
+    svg = Path(download.value.path()).read_text()
+    assert "<img" not in svg
+    assert "&#60;img src=x onerror=alert(1)&#62;: completion time per iteration" in svg  # the name, as text
     page.set_viewport_size(PHONE)
     page.reload()
     wait_for_charts(page)
