@@ -304,6 +304,12 @@ def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> 
     return per_step
 
 
+CAPTURE_HINTS = {
+    "tensor": " (the generic plan shards every Linear, alternating ColwiseParallel and RowwiseParallel; forward "
+    "code that assumes whole layers, such as splitting attention heads by the full hidden size, cannot run sharded)"
+}
+
+
 def _captured(
     strategy: str, model, request: dict, world_size: int, batch: int, settings: dict, shape: list[int] | None = None
 ) -> dict:
@@ -315,7 +321,10 @@ def _captured(
     except ModelError:
         raise
     except Exception as exc:
-        raise ModelError("capture_failed", f"capturing {strategy} collectives failed: {_exception_text(exc)}") from None
+        hint = CAPTURE_HINTS.get(strategy, "")
+        raise ModelError(
+            "capture_failed", f"capturing {strategy} collectives failed{hint}: {_exception_text(exc)}"
+        ) from None
     return {
         "strategy": strategy,
         "world_size": world_size,
@@ -354,17 +363,32 @@ def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -
     return _captured("ddp", ddp, request, world_size, SHAPE_BATCH, settings)
 
 
+def _fake_tensors():
+    """FSDP2 and DTensor run on fake tensors: their collectives need shapes, not data, so a large
+    model is captured without its weights' memory or its compute. (DDP's C++ reducer needs real
+    storage for its buckets, so DDP runs on real tensors.)"""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
 def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict) -> dict:
     import torch.nn as nn
     from torch.distributed.fsdp import fully_shard
 
-    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            fully_shard(module, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    settings = {"wrapped": "each nn.Linear, then the root"}
-    return _captured("fsdp2", model, request, world_size, SHAPE_BATCH, settings)
+    with _fake_tensors():
+        model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+        # A Linear whose weight is tied to another module (GPT-2's lm_head and wte) stays with the root:
+        # FSDP2 refuses to shard one parameter in two units.
+        owners: dict[int, set[str]] = {}
+        for name, parameter in model.named_parameters(remove_duplicate=False):
+            owners.setdefault(id(parameter), set()).add(name.rsplit(".", 1)[0])
+        for module in model.modules():
+            if isinstance(module, nn.Linear) and all(len(owners[id(p)]) == 1 for p in module.parameters()):
+                fully_shard(module, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        settings = {"wrapped": "each nn.Linear (unless tied to another module), then the root", "tensors": "fake"}
+        return _captured("fsdp2", model, request, world_size, SHAPE_BATCH, settings)
 
 
 def tensor_parallel_plan(model, sequence_parallel: bool) -> dict:
@@ -397,29 +421,36 @@ def tensor_parallel_plan(model, sequence_parallel: bool) -> dict:
     return plan
 
 
+def _sequence_slice(shape: list[int], world_size: int) -> list[int]:
+    """With sequence parallelism each rank holds its slice of the sequence (the sample's first
+    dimension), as in Megatron."""
+    if shape[0] % world_size:
+        raise ModelError(
+            "bad_request",
+            f"sequence parallelism splits the input's sequence dimension ({shape[0]}) over {world_size} ranks; "
+            "it must divide evenly",
+        )
+    return [shape[0] // world_size, *shape[1:]]
+
+
 def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, cap: dict) -> dict:
     from torch.distributed.tensor.parallel import parallelize_module
 
     sequence_parallel = bool(cap.get("sequence_parallel", False))
-    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
-    plan = tensor_parallel_plan(model, sequence_parallel)
-    parallelize_module(model, mesh, plan)
-    settings = {
-        "sequence_parallel": sequence_parallel,
-        "plan": {name: type(style).__name__ for name, style in plan.items()},
-    }
     shape = list(request["input_shape"])
     if sequence_parallel:
-        # Each rank holds its slice of the sequence (the sample's first dimension), as in Megatron.
-        if shape[0] % world_size:
-            raise ModelError(
-                "bad_request",
-                f"sequence parallelism splits the input's sequence dimension ({shape[0]}) over {world_size} ranks; "
-                "it must divide evenly",
-            )
-        shape[0] //= world_size
-    batch = int(cap.get("batch_size", SHAPE_BATCH))
-    return _captured("tensor", model, request, world_size, batch, settings, shape)
+        shape = _sequence_slice(shape, world_size)
+    with _fake_tensors():
+        model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+        plan = tensor_parallel_plan(model, sequence_parallel)
+        parallelize_module(model, mesh, plan)
+        settings = {
+            "sequence_parallel": sequence_parallel,
+            "plan": {name: type(style).__name__ for name, style in plan.items()},
+            "tensors": "fake",
+        }
+        batch = int(cap.get("batch_size", SHAPE_BATCH))
+        return _captured("tensor", model, request, world_size, batch, settings, shape)
 
 
 CAPTURES = {"ddp": capture_ddp, "fsdp2": capture_fsdp2, "tensor": capture_tensor_parallel}
