@@ -1,0 +1,63 @@
+"""The HTML pages as a client without JavaScript sees them: escaping, filters, links, security headers."""
+
+from fastapi.testclient import TestClient
+
+XSS_NAME = "<img src=x onerror=alert(1)>"
+
+
+def _upload(client: TestClient, name: str, strategy: str, tags: str = "") -> int:
+    # The name goes into the label column too, so that every run's bytes differ (no duplicate refusal).
+    csv = "iteration,data size,collective,completion time (ms),label\n" + "".join(
+        f"{i},971048,all_reduce,{12 + i / 7},{name.replace(',', ' ')}\n" for i in range(6)
+    )
+    data = {"name": name, "strategy": strategy, "tags": tags}
+    response = client.post("/api/runs", files={"file": (f"{name}.csv", csv.encode())}, data=data)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def test_user_strings_are_escaped_in_every_page(client: TestClient) -> None:
+    run_id = _upload(client, XSS_NAME, "data", tags="<b>x</b>")
+    comparison = client.post("/api/comparisons", json={"name": XSS_NAME, "run_ids": [run_id]}).json()
+    token = client.post(f"/api/comparisons/{comparison['id']}/shares", json={}).json()["token"]
+    comparison_page = f"/comparisons/{comparison['id']}"
+    for path in ("/", "/runs", f"/runs/{run_id}", f"/compare?runs={run_id}", comparison_page, f"/s/{token}"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert XSS_NAME not in page.text, path
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page.text, path
+        assert "<b>x</b>" not in page.text, path
+        # No inline script anywhere: every <script> has a src under /static.
+        assert page.text.count("<script") == page.text.count('<script src="/static/') + page.text.count(
+            '<script type="module" src="/static/'
+        ), path
+
+
+def test_runs_page_filters_by_strategy_and_tag(client: TestClient) -> None:
+    _upload(client, "dp-a", "data", tags="lab-a")
+    _upload(client, "tp-a", "tensor", tags="lab-a")
+    _upload(client, "tp-b", "tensor", tags="lab-b")
+
+    def listed(query: str) -> list[str]:
+        text = client.get(f"/runs{query}").text
+        return [name for name in ("dp-a", "tp-a", "tp-b") if f">{name}</a>" in text]
+
+    assert listed("") == ["dp-a", "tp-a", "tp-b"]
+    assert listed("?strategy=tensor") == ["tp-a", "tp-b"]
+    assert listed("?tag=lab-a") == ["dp-a", "tp-a"]
+    assert listed("?strategy=tensor&tag=lab-a") == ["tp-a"]
+
+
+def test_share_page_has_no_way_out(client: TestClient) -> None:
+    run_id = _upload(client, "shared run", "data")
+    _upload(client, "private run", "data")
+    comparison = client.post("/api/comparisons", json={"name": "only this", "run_ids": [run_id]}).json()
+    token = client.post(f"/api/comparisons/{comparison['id']}/shares", json={}).json()["token"]
+    page = client.get(f"/s/{token}")
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["cache-control"] == "no-store"
+    assert "script-src 'self';" in page.headers["content-security-policy"]
+    assert "<a " not in page.text and "<form" not in page.text
+    assert "private run" not in page.text
+    assert f'data-compare-url="/api/shared/{token}"' in page.text
+    assert f'data-figure-url="/api/shared/{token}/runs/{run_id}/figures/delay"' in page.text
