@@ -12,7 +12,6 @@ import json
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from emuplan.results.stats import PERCENTILES
 
@@ -35,16 +34,57 @@ def _time_unit(summaries: list[dict]) -> tuple[str, float]:
     return ("ms", 1e-3) if typical >= 1000.0 else ("µs", 1.0)
 
 
-def _layout(figure: go.Figure, title: str, x_title: str, y_title: str | None, *, log_x: bool = False) -> go.Figure:
-    figure.update_layout(
-        title={"text": escape(title)},
-        xaxis={"title": {"text": x_title}, "type": "log" if log_x else "linear"},
-        yaxis={"title": {"text": y_title}} if y_title else {},
-        legend={"orientation": "h", "y": -0.2},
-        margin={"l": 60, "r": 20, "t": 50, "b": 60},
-        template="plotly_white",
-    )
-    return figure
+PANEL_GAP = 0.05
+# plotly's default colour sequence; a curve and its percentile markers share one colour.
+COLORS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
+# Axes drawn the way plotly_white draws them, without shipping (and validating) a whole template with
+# every figure: the template was most of a figure's build time and ~10 KB of its JSON.
+_AXIS_STYLE = {"gridcolor": "#e5ecf6", "zerolinecolor": "#e5ecf6", "linecolor": "#c8d4e3", "automargin": True}
+
+
+def _axis(title: str | None, **options) -> dict:
+    return {**_AXIS_STYLE, **({"title": {"text": title}} if title else {}), **options}
+
+
+def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_x: bool = False, **layout) -> dict:
+    """Build the figure in one go (plotly validates each part once) and return it as JSON types."""
+    base = {
+        "template": "none",
+        "title": {"text": escape(title)},
+        "xaxis": _axis(x_title, type="log" if log_x else "linear"),
+        "yaxis": _axis(y_title),
+        "legend": {"orientation": "h", "y": -0.2},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+    }
+    return to_dict(go.Figure(data=traces, layout={**base, **layout}))
+
+
+def _panels(
+    titles: list[str], columns: int, x_title: str, y_title: str, *, log_x: bool, share_y: bool
+) -> tuple[dict, list[str]]:
+    """Axes for a grid of panels sharing the x axis (and the y axis if ``share_y``): a cheap
+    make_subplots. Returns the layout entries and, per panel, the suffix its traces use ("", "2", …)."""
+    rows = -(-len(titles) // columns)
+    width = (1 - PANEL_GAP * (columns - 1)) / columns
+    height = (1 - 2 * PANEL_GAP * (rows - 1)) / rows
+    layout, annotations, suffixes = {}, [], []
+    for index, text in enumerate(titles):
+        row, column = divmod(index, columns)
+        suffix = "" if index == 0 else str(index + 1)
+        left, top = column * (width + PANEL_GAP), 1 - row * (height + 2 * PANEL_GAP)
+        x_shared = {"matches": "x"} if index else {}
+        y_shared = {"matches": "y"} if index and share_y else {}
+        layout[f"xaxis{suffix}"] = _axis(x_title if row == rows - 1 else None, type="log" if log_x else "linear",
+                                         domain=[left, left + width], anchor=f"y{suffix}", **x_shared)  # fmt: skip
+        layout[f"yaxis{suffix}"] = _axis(y_title if column == 0 else None, domain=[max(0.0, top - height), top],
+                                         anchor=f"x{suffix}", **y_shared)  # fmt: skip
+        annotations.append({"text": escape(text), "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper",
+                            "xanchor": "center", "yanchor": "bottom", "showarrow": False})  # fmt: skip
+        suffixes.append(suffix)
+    layout["annotations"] = annotations
+    return layout, suffixes
 
 
 # Below this many points a curve also gets markers: a one-sample group would otherwise draw nothing.
@@ -53,19 +93,19 @@ SPARSE_POINTS = 50
 
 def _curve(
     x: list, y: list, name: str, *, x_scale: float = 1.0, y_scale: float = 1.0, shape: str = "hv",
-    legendgroup: str | None = None,
+    legendgroup: str | None = None, color: str | None = None,
 ) -> go.Scatter:  # fmt: skip
     return go.Scatter(
         x=np.asarray(x, dtype=np.float32) * np.float32(x_scale),
         y=np.asarray(y, dtype=np.float32) * np.float32(y_scale),
         mode="lines" if len(x) > SPARSE_POINTS else "lines+markers",
-        line={"shape": shape},
+        line={"shape": shape, **({"color": color} if color else {})},
         name=escape(name),
         legendgroup=legendgroup,
     )
 
 
-def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendgroup: str | None = None):
+def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendgroup: str, color: str):
     marks = [m for m in MARKED_PERCENTILES if stats.get(f"{m}_us") is not None]
     x = [stats[f"{m}_us"] * scale for m in marks] + [stats["max_us"] * scale]
     y = [PERCENTILES[m] / 100.0 for m in marks] + [1.0]
@@ -75,7 +115,7 @@ def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendg
         y=y,
         mode="markers",
         text=labels,
-        marker={"size": 7, "symbol": "diamond"},
+        marker={"size": 7, "symbol": "diamond", "color": color},
         name=escape(f"{name} percentiles"),
         legendgroup=legendgroup,
         showlegend=False,
@@ -86,16 +126,18 @@ def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendg
 def cdf_figure(summary: dict, *, title: str = "Completion-time CDF", log_x: bool = False) -> dict:
     """One ECDF curve per (collective, size, variant) with p50/p90/p99/p99.9 and max marked."""
     unit, scale = _time_unit([summary])
-    figure = go.Figure()
+    traces = []
     for index, (group, grid) in enumerate(zip(summary["groups"], summary["ecdf"], strict=True)):
-        figure.add_trace(_curve(grid["x"], grid["p"], group["label"], x_scale=scale, legendgroup=f"group-{index}"))
-        figure.add_trace(_percentile_markers(group, group["label"], scale, unit, legendgroup=f"group-{index}"))
+        color, legendgroup = COLORS[index % len(COLORS)], f"group-{index}"
+        traces.append(_curve(grid["x"], grid["p"], group["label"], x_scale=scale, legendgroup=legendgroup, color=color))
+        traces.append(_percentile_markers(group, group["label"], scale, unit, legendgroup, color))
     if "flows" in summary:
         flows = summary["flows"]
-        figure.add_trace(_curve(flows["ecdf"]["x"], flows["ecdf"]["p"], "flow completion (per flow)", x_scale=scale))
-    _layout(figure, title, f"completion time ({unit})", "fraction of completions ≤ x", log_x=log_x)
-    figure.update_yaxes(range=[0, 1.02])
-    return to_dict(figure)
+        traces.append(_curve(flows["ecdf"]["x"], flows["ecdf"]["p"], "flow completion (per flow)", x_scale=scale))
+    return _figure(
+        traces, title, f"completion time ({unit})", "fraction of completions ≤ x", log_x=log_x,
+        yaxis=_axis("fraction of completions ≤ x", range=[0, 1.02]),
+    )  # fmt: skip
 
 
 def delay_figure(summary: dict, *, title: str = "Completion time per iteration", per_size: bool = False) -> dict:
@@ -103,36 +145,17 @@ def delay_figure(summary: dict, *, title: str = "Completion time per iteration",
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size."""
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
-    if per_size and len(groups) > 1:
-        return to_dict(_stacked_delay_panels(groups, title, unit, scale))
-    figure = go.Figure()
-    for group, series in groups:
-        figure.add_trace(_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear"))
-    return to_dict(_layout(figure, title, "iteration", f"completion time ({unit})"))
-
-
-PANEL_GAP = 0.05
-
-
-def _stacked_delay_panels(groups: list[tuple[dict, dict]], title: str, unit: str, scale: float) -> go.Figure:
-    """One panel per data size sharing the iteration axis. The axes are laid out directly: plotly's
-    make_subplots costs more than the whole figure otherwise."""
-    count = len(groups)
-    height = (1 - PANEL_GAP * (count - 1)) / count
-    traces, axes, titles = [], {}, []
-    for index, (group, series) in enumerate(groups):
-        suffix = "" if index == 0 else str(index + 1)
-        trace = _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear")
-        trace.yaxis = f"y{suffix}"
-        traces.append(trace)
-        top = 1 - index * (height + PANEL_GAP)
-        axes[f"yaxis{suffix}"] = {"domain": [max(0.0, top - height), top], "anchor": "x", "title": {"text": unit}}
-        titles.append({"text": escape(group["label"]), "x": 0.5, "xref": "paper", "y": top, "yref": "paper",
-                       "xanchor": "center", "yanchor": "bottom", "showarrow": False})  # fmt: skip
-    figure = go.Figure(data=traces, layout={**axes, "annotations": titles, "height": max(400, 180 * count)})
-    _layout(figure, title, "iteration", None)
-    figure.update_xaxes(anchor=f"y{count}")
-    return figure
+    traces = [
+        _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear") for group, series in groups
+    ]
+    if not (per_size and len(groups) > 1):
+        return _figure(traces, title, "iteration", f"completion time ({unit})")
+    # Each size keeps its own y range: a spike in one panel must not flatten the others.
+    labels = [group["label"] for group, _ in groups]
+    panels, suffixes = _panels(labels, 1, "iteration", unit, log_x=False, share_y=False)
+    for trace, suffix in zip(traces, suffixes, strict=True):
+        trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
+    return _figure(traces, title, "iteration", None, **panels, height=max(400, 180 * len(groups)))
 
 
 def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") -> dict:
@@ -141,48 +164,48 @@ def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") ->
     for group in summary["groups"]:
         if group.get("size_bytes") is not None and group.get("algbw_gbps") is not None:
             series.setdefault((group["collective"], group["variant"]), []).append(group)
-    figure = go.Figure()
+    traces = []
     for (collective, variant), groups in series.items():
         groups.sort(key=lambda g: g["size_bytes"])
         sizes = [g["size_bytes"] for g in groups]
         name = " ".join(part for part in (collective, variant) if part)
-        figure.add_trace(go.Scatter(x=sizes, y=[g["algbw_gbps"] for g in groups], mode="lines+markers",
-                                    name=escape(f"{name} algbw"), line={"dash": "dot"}))  # fmt: skip
+        traces.append(go.Scatter(x=sizes, y=[g["algbw_gbps"] for g in groups], mode="lines+markers",
+                                 name=escape(f"{name} algbw"), line={"dash": "dot"}))  # fmt: skip
         if any(g.get("busbw_gbps") is not None for g in groups):
-            figure.add_trace(go.Scatter(x=sizes, y=[g.get("busbw_gbps") for g in groups], mode="lines+markers",
-                                        name=escape(f"{name} busbw")))  # fmt: skip
-    _layout(figure, title, "data size (bytes)", "bandwidth (GB/s, 1 GB = 1e9 B)", log_x=True)
-    figure.update_xaxes(exponentformat="SI")
-    return to_dict(figure)
+            traces.append(go.Scatter(x=sizes, y=[g.get("busbw_gbps") for g in groups], mode="lines+markers",
+                                     name=escape(f"{name} busbw")))  # fmt: skip
+    return _figure(
+        traces, title, "data size (bytes)", "bandwidth (GB/s, 1 GB = 1e9 B)",
+        xaxis=_axis("data size (bytes)", type="log", exponentformat="SI"),
+    )  # fmt: skip
 
 
 def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
     """Overlaid CDFs: each run's completion times (all groups together) as one curve."""
     unit, scale = _time_unit([summary for _, summary in runs])
-    figure = go.Figure()
+    traces = []
     for index, (name, summary) in enumerate(runs):
         grid = summary["overall_ecdf"]
-        figure.add_trace(_curve(grid["x"], grid["p"], name, x_scale=scale, legendgroup=f"run-{index}"))
-        figure.add_trace(_percentile_markers(summary["overall"], name, scale, unit, legendgroup=f"run-{index}"))
-    _layout(figure, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x)
-    figure.update_yaxes(range=[0, 1.02])
-    return to_dict(figure)
+        color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
+        traces.append(_curve(grid["x"], grid["p"], name, x_scale=scale, legendgroup=legendgroup, color=color))
+        traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
+    return _figure(
+        traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
+        yaxis=_axis("fraction ≤ x", range=[0, 1.02]),
+    )  # fmt: skip
 
 
 def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
     """One panel per run, its CDF curves per data size/collective, on a shared time axis."""
     unit, scale = _time_unit([summary for _, summary in runs])
     columns = min(3, len(runs))
-    rows = -(-len(runs) // columns)
-    figure = make_subplots(
-        rows=rows, cols=columns, shared_xaxes="all", shared_yaxes="all",
-        subplot_titles=[escape(name) for name, _ in runs], horizontal_spacing=0.05, vertical_spacing=0.12,
-    )  # fmt: skip
-    for index, (name, summary) in enumerate(runs):
-        row, column = divmod(index, columns)
+    x_title = f"completion time ({unit})"
+    panels, suffixes = _panels([name for name, _ in runs], columns, x_title, "fraction ≤ x", log_x=log_x, share_y=True)
+    traces = []
+    for (name, summary), suffix in zip(runs, suffixes, strict=True):
         for group, grid in zip(summary["groups"], summary["ecdf"], strict=True):
             trace = _curve(grid["x"], grid["p"], f"{name}: {group['label']}", x_scale=scale)
-            figure.add_trace(trace, row=row + 1, col=column + 1)
-    figure.update_xaxes(type="log" if log_x else "linear")
-    figure.update_layout(height=320 * rows, showlegend=False)
-    return to_dict(_layout(figure, "CDF per run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x))
+            trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
+            traces.append(trace)
+    rows = -(-len(runs) // columns)
+    return _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows, showlegend=False)
