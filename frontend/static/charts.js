@@ -26,6 +26,10 @@ export async function drawFigure(container, figure) {
   delete layout.width;
   // One height per kind of slot, so small multiples line up; multi-panel figures bring their own.
   if (layout.height === undefined) layout.height = container.classList.contains("small") ? 340 : 420;
+  // Small multiples: a smaller title, so that it fits the narrower plot.
+  if (container.classList.contains("small") && layout.title) {
+    layout.title = { ...layout.title, font: { ...(layout.title.font || {}), size: 12 } };
+  }
   // Plotly's responsive resize takes the height from the container: pin it to the figure's.
   container.style.height = `${layout.height}px`;
   if (container.dataset.logX === "true" && layout.xaxis) layout.xaxis = { ...layout.xaxis, type: "log" };

@@ -35,19 +35,35 @@ function originBadge(origin) {
 }
 
 function renderStats(doc) {
-  const headers = [{ text: "Run" }, { text: "Strategy" }, { text: "Origin" }, ...METRICS.map(([, title]) => ({ text: title, num: true }))];
+  const headers = [{ text: "Run" }, ...METRICS.map(([, title]) => ({ text: title, num: true }))];
   const rows = doc.runs.map((run) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
     const row = [
-      el("span", {}, [`#${run.run_id} `, run.name, isBaseline ? el("span", { class: "badge", text: "baseline" }) : null]),
-      run.strategy || "",
-      originBadge(run.origin),
+      el("span", {}, [
+        `#${run.run_id} `, run.name, el("br"),
+        originBadge(run.origin), run.strategy ? ` ${run.strategy} ` : " ",
+        isBaseline ? el("span", { class: "badge", text: "baseline" }) : null,
+      ]),
       ...METRICS.map(([key, , format]) => cell(run.overall[key], format, isBaseline)),
     ];
     row.className = isBaseline ? "baseline" : null;
     return row;
   });
   document.getElementById("compare-stats").replaceChildren(table(headers, rows));
+}
+
+const GROUP_METRICS = METRICS.filter(([key]) => ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "busbw_gbps", "pct_of_ideal"].includes(key));
+
+// Per data size and collective: ratios only where the baseline run has the same group.
+function renderGroups(doc) {
+  const headers = [{ text: "Run" }, { text: "Group" }, ...GROUP_METRICS.map(([, title]) => ({ text: title, num: true }))];
+  const rows = doc.runs.flatMap((run) => run.groups.map((group) => {
+    const isBaseline = run.run_id === doc.baseline_run_id;
+    const row = [`#${run.run_id} ${run.name}`, group.label, ...GROUP_METRICS.map(([key, , format]) => cell(group.stats[key], format, isBaseline))];
+    row.className = isBaseline ? "baseline" : null;
+    return row;
+  }));
+  document.getElementById("compare-groups").replaceChildren(table(headers, rows));
 }
 
 function renderTests(doc) {
@@ -81,6 +97,7 @@ async function main() {
   try {
     const doc = await fetchJSON(view.dataset.compareUrl);
     renderStats(doc);
+    renderGroups(doc);
     renderTests(doc);
     await Promise.all([drawFigure(cdf, doc.figures.cdf), drawFigure(multiples, doc.figures.small_multiples)]);
   } catch (error) {
