@@ -91,3 +91,11 @@ def test_comparison_figures_and_escaping(big_summary):
     panels = comparison_small_multiples(runs, log_x=True)
     assert len(panels["data"]) == 3  # two groups in run 1, one in run 2
     assert "<script>" not in json.dumps(panels)
+    assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
+    # Small panels thin the body of a curve but keep its tail from p99 on, point for point.
+    group, grid = big_summary["groups"][0], big_summary["ecdf"][0]
+    thinned = values(panels["data"][0]["x"])
+    tail = [x for x, p in zip(grid["x"], grid["p"], strict=True) if p >= 0.99]
+    assert len(thinned) < 500 + len(tail) < len(grid["x"])
+    assert thinned[-len(tail) :] == pytest.approx(np.array(tail, dtype=np.float32) / 1000)
+    assert thinned[-1] == pytest.approx(group["max_us"] / 1000)

@@ -195,8 +195,26 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
     )  # fmt: skip
 
 
+SMALL_PANEL_POINTS = 500
+TAIL_FROM = 0.99
+
+
+def _thinned_body(grid: dict) -> tuple[np.ndarray, np.ndarray]:
+    """An ECDF grid for a small panel: every k-th point of the body, every point from p99 on (the exact
+    tail percentiles and the max stay)."""
+    x, p = np.asarray(grid["x"]), np.asarray(grid["p"])
+    if len(x) <= SMALL_PANEL_POINTS:
+        return x, p
+    keep = np.zeros(len(x), dtype=bool)
+    keep[:: -(-len(x) // SMALL_PANEL_POINTS)] = True
+    keep[p >= TAIL_FROM] = True
+    keep[-1] = True
+    return x[keep], p[keep]
+
+
 def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
-    """One panel per run, its CDF curves per data size/collective, on a shared time axis."""
+    """One panel per run, its CDF curves per data size/collective, on a shared time axis (the body of
+    each curve thinned to ~500 points for the small panels; the tail from p99 on is kept whole)."""
     unit, scale = _time_unit([summary for _, summary in runs])
     columns = min(3, len(runs))
     x_title = f"completion time ({unit})"
@@ -204,7 +222,8 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
     traces = []
     for (name, summary), suffix in zip(runs, suffixes, strict=True):
         for group, grid in zip(summary["groups"], summary["ecdf"], strict=True):
-            trace = _curve(grid["x"], grid["p"], f"{name}: {group['label']}", x_scale=scale)
+            x, p = _thinned_body(grid)
+            trace = _curve(x, p, f"{name}: {group['label']}", x_scale=scale)
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
             traces.append(trace)
     rows = -(-len(runs) // columns)
