@@ -317,6 +317,9 @@ def test_drag_and_drop_upload_and_a_duplicate_named_inline(
     # Same bytes as run `existing`: the server's 409 message, and a link to that run.
     expect(page.locator("#upload-error")).to_contain_text(f"identical content was already imported as run {existing}")
     expect(page.locator("#existing-run")).to_have_attribute("href", f"/runs/{existing}")
+    # The progress bar followed the whole multipart body (file + form fields) up to the last byte.
+    sent, total = page.eval_on_selector("#upload-progress", "bar => [bar.value, bar.max]")
+    assert sent == total > len(content)
     page.locator("#upload-name").fill("second copy")
     drop_file(page, "other.csv", content + "2000,6438912,all_gather,99.5\n")
     page.click("#upload-submit")
