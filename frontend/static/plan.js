@@ -5,7 +5,7 @@ import { copyButton, debounce, el, fetchJSON, fixed, integer, table } from "/sta
 const form = document.getElementById("plan-form");
 const inputsCard = document.getElementById("plan-inputs");
 const errorBox = document.getElementById("plan-error");
-const NUMBER_FIELDS = ["dataset_size", "batch_size", "epochs", "gpus", "hosts"];
+const NUMBER_FIELDS = ["dataset_size", "batch_size", "epochs", "gpus", "hosts", "tp", "pp", "micro_batches"];
 const MODES = ["tutorial", "framework"];
 let lastDocuments = {};
 let previewSerial = 0;
