@@ -56,13 +56,15 @@ class SandboxPolicy:
     max_processes: int = 16  # threads count too; the worker runs torch with one intra-op thread
     max_file_mb: int = 64
     tmp_mb: int = 64
-    cpu_s: float | None = None  # CPU seconds; the wall-clock timeout when unset
+    cpu_s: float | None = None  # CPU seconds; unset: one more than the wall-clock timeout, a backstop
     allow_unsandboxed: bool = False  # EMUPLAN_SANDBOX_ALLOW_UNSANDBOXED: trusted users only
     uid: int | None = None  # the uid to run as (when started as root); None: a fresh random one per run
 
     @property
     def cpu_seconds(self) -> int:
-        return max(1, math.ceil(self.cpu_s if self.cpu_s is not None else self.timeout_s))
+        # By default the wall clock decides, with a clear message; the CPU limit still stops a process
+        # that outlives it (a server that died without killing the sandbox).
+        return max(1, math.ceil(self.cpu_s if self.cpu_s is not None else self.timeout_s + 1))
 
     @classmethod
     def from_settings(cls, settings) -> "SandboxPolicy":
