@@ -178,6 +178,9 @@ def measure(
             run = measure_and_store(database, plan_id, options, _progress_printer(), name=name, tags=tag)
     except (PlanNotFound, MeasurementError, ResultFileError, RunInputError, DuplicateRun) as error:
         _fail(str(error))
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the workers were stopped and no run was stored", err=True)
+        raise typer.Exit(130) from None
     finally:
         database.dispose()
     typer.echo(json.dumps(run_public(run), indent=2) if as_json else _render_run(run))
