@@ -27,8 +27,8 @@ def test_first_start_measures_the_seed_plans_and_labels_the_runs(
     monkeypatch.setattr(measure_demo, "DEMO_OPTIONS", SMALL)  # the demo's 4 × 40 takes too long for a unit test
     assert load_demo(database, measure_locally=True) is True
     progress = capsys.readouterr().err.splitlines()
-    assert progress[0] == "demo: measuring seed plan 1/3 (data parallel): starting 2 local gloo processes"
-    assert "demo: measuring seed plan 3/3 (pipeline parallel): iteration 4/4" in progress
+    assert progress[0] == "demo: measuring the 3 seed plans on 2 local gloo processes"
+    assert "demo: seed plan 3/3 (pipeline parallel): iteration 4/4" in progress
 
     plans, runs, comparisons = stored(database)
     assert [run.strategy for run in runs] == ["data", "tensor", "pipeline"]

@@ -62,6 +62,7 @@ EXPECTED_HANDED_BYTES = [
     SYMMETRIC + [[0, 2048], [0, 2048]],  # stage 2 receives it, and the gradient from stage 3
     SYMMETRIC + [[0, 0], [2048, 0]],
 ]
+BROADCAST_PLAN = {"trials": 5, "collectives": [{"op": "broadcast", "bytes_total": 12, "label": "flags"}]}
 LONG_PLAN = {"trials": 100000, "kccb": {"collective": "all_reduce", "data_sizes": [64], "iterations": 100000}}
 
 
@@ -100,8 +101,9 @@ def test_every_op_hands_the_planned_bytes_and_completion_is_max_end_minus_min_st
     options = MeasurementOptions(
         world_size=4, backend="gloo", iterations=2, warmup=1, workload=WorkloadSource.COLLECTIVES, timeout_s=120
     )
-    launcher = LocalLauncher(EVERY_OP_PLAN, options, events.append)
-    result = launcher.run()
+    # Two plans on the same processes, one after the other.
+    launcher = LocalLauncher([EVERY_OP_PLAN, BROADCAST_PLAN], options, events.append)
+    result, second = launcher.run()
     record = result.record
 
     assert [step["op"] for step in record["steps"]] == OPS
@@ -136,15 +138,14 @@ def test_every_op_hands_the_planned_bytes_and_completion_is_max_end_minus_min_st
     assert [row["label"] for row in rows[:3]] == ["bucket 0", "bucket 0", "params"]
     assert [row["duration_us"] for row in rows] == [f"{value / 1000:.3f}" for value in completion[1:].ravel()]
 
-    assert [event["event"] for event in events] == [
-        "launching",
-        "started",
-        "iteration",
-        "iteration",
-        "iteration",
-        "finished",
+    assert [(event["event"], event.get("plan")) for event in events] == [
+        ("launching", None),
+        *[("started", 0), ("iteration", 0), ("iteration", 0), ("iteration", 0), ("finished", 0)],
+        *[("started", 1), ("iteration", 1), ("iteration", 1), ("iteration", 1), ("finished", 1)],
     ]
-    assert [event["warmup"] for event in events if event["event"] == "iteration"] == [True, False, False]
+    assert second.record["handed_bytes"] == [[[12, 12]]] * 4
+    assert [line.split(",")[1:3] for line in second.csv_text.splitlines()[1:]] == [["broadcast", "12"]] * 2
+    assert [event["warmup"] for event in events if event["event"] == "iteration"] == [True, False, False] * 2
     assert_no_worker_left(launcher)
 
 
@@ -162,7 +163,7 @@ def test_crashed_worker_ends_the_measurement_with_an_error_and_kills_the_rest() 
     holder, on_event = interrupt_second_rank_on_first_iteration(
         lambda launcher: os.kill(launcher.worker_pids[1], signal.SIGKILL)
     )
-    launcher = holder["launcher"] = LocalLauncher(LONG_PLAN, MeasurementOptions(world_size=3, warmup=0), on_event)
+    launcher = holder["launcher"] = LocalLauncher([LONG_PLAN], MeasurementOptions(world_size=3, warmup=0), on_event)
     with pytest.raises(MeasurementError, match="measurement failed: .*rank 1 was killed by SIGKILL"):
         launcher.run()
     assert_no_worker_left(launcher)
@@ -173,7 +174,7 @@ def test_hung_worker_times_out_and_every_worker_is_killed() -> None:
         lambda launcher: os.kill(launcher.worker_pids[1], signal.SIGSTOP)
     )
     options = MeasurementOptions(world_size=2, warmup=0, timeout_s=8)
-    launcher = holder["launcher"] = LocalLauncher(LONG_PLAN, options, on_event)
+    launcher = holder["launcher"] = LocalLauncher([LONG_PLAN], options, on_event)
     with pytest.raises(MeasurementError, match=r"measurement timed out after 8 s; rank\(s\) 0, 1 still running"):
         launcher.run()
     assert_no_worker_left(launcher)
@@ -181,7 +182,7 @@ def test_hung_worker_times_out_and_every_worker_is_killed() -> None:
 
 def test_cancel_kills_the_workers() -> None:
     holder, on_event = interrupt_second_rank_on_first_iteration(lambda launcher: launcher.cancel())
-    launcher = holder["launcher"] = LocalLauncher(LONG_PLAN, MeasurementOptions(world_size=2, warmup=0), on_event)
+    launcher = holder["launcher"] = LocalLauncher([LONG_PLAN], MeasurementOptions(world_size=2, warmup=0), on_event)
     with pytest.raises(MeasurementCancelled, match="the measurement was cancelled"):
         launcher.run()
     assert_no_worker_left(launcher)
@@ -190,7 +191,7 @@ def test_cancel_kills_the_workers() -> None:
 def test_plans_too_large_for_this_machine_are_refused_before_any_process_starts() -> None:
     huge = {"trials": 1, "kccb": {"collective": "all_reduce", "data_sizes": [2**45], "iterations": 1}}
     with pytest.raises(MeasurementError, match="measure this plan on a cluster with --torchrun"):
-        LocalLauncher(huge, MeasurementOptions(world_size=4))
+        LocalLauncher([huge], MeasurementOptions(world_size=4))
 
 
 def free_port() -> int:

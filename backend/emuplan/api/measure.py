@@ -134,7 +134,7 @@ class MeasurementJobs:
 
     def _run(self, database: Database, job: MeasurementJob) -> None:
         try:
-            result = job.launcher.run()
+            [result] = job.launcher.run()
             run = store_measurement(database, job.plan_id, result, name=job.request.name)
         except MeasurementCancelled as error:
             job.finish("cancelled", str(error))

@@ -133,20 +133,23 @@ def _exit_description(code: int) -> str:
 
 
 class LocalLauncher:
-    """One measurement of one plan on local processes. ``run()`` blocks; ``cancel()`` may come from
-    any thread. ``on_event`` receives "launching" and then rank 0's progress events ("started",
-    "iteration", "finished"): dicts with an ``event`` key."""
+    """A measurement of one or more plans, one after the other on the same local processes (starting
+    processes that import torch is most of a small plan's time). ``run()`` blocks and returns one result
+    per plan; ``cancel()`` may come from any thread. ``on_event`` receives "launching" and then rank 0's
+    progress events ("started", "iteration", "finished", each with the plan's index in ``plan``)."""
 
     def __init__(
         self,
-        document: dict[str, Any],
+        documents: list[dict[str, Any]],
         options: MeasurementOptions,
         on_event: Callable[[dict[str, Any]], None] = lambda _event: None,
     ):
-        self.document = document
+        if not documents:
+            raise MeasurementError("no plan to measure")
+        self.documents = documents
         self.options = options
         self.on_event = on_event
-        self.steps = check_options(document, options)
+        self.steps = [check_options(document, options) for document in documents]
         self.worker_pids: list[int] = []
         self._cancelled = threading.Event()
         self._processes: list[subprocess.Popen] = []
@@ -155,7 +158,7 @@ class LocalLauncher:
     def cancel(self) -> None:
         self._cancelled.set()
 
-    def run(self) -> MeasurementResult:
+    def run(self) -> list[MeasurementResult]:
         self.on_event({"event": "launching", "world_size": self.options.world_size, "backend": self.options.backend})
         with tempfile.TemporaryDirectory(prefix="emuplan-measure-") as scratch:
             workdir = Path(scratch)
@@ -164,27 +167,27 @@ class LocalLauncher:
                 self._wait(workdir)
             finally:
                 self._kill_all()
-            csv_path = workdir / "measured.csv"
-            return MeasurementResult(
-                csv_text=csv_path.read_text(),
-                record=json.loads(csv_path.with_suffix(".json").read_text()),
-                steps=self.steps,
-                notes=group_size_notes(self.steps, self.options.world_size),
-            )
+            return [
+                MeasurementResult(
+                    csv_text=(workdir / f"measured{index}.csv").read_text(),
+                    record=json.loads((workdir / f"measured{index}.json").read_text()),
+                    steps=steps,
+                    notes=group_size_notes(steps, self.options.world_size),
+                )
+                for index, steps in enumerate(self.steps)
+            ]
 
     def _start(self, workdir: Path) -> None:
-        plan_path = workdir / "plan.json"
-        plan_path.write_text(json.dumps(self.document))
-        command = [
-            sys.executable,
-            "-m",
-            "emuplan.measure",
-            "--plan",
-            str(plan_path),
-            "--output",
-            str(workdir / "measured.csv"),
-            *self.options.worker_arguments(),
-        ]
+        plan_arguments = []
+        for index, document in enumerate(self.documents):
+            (workdir / f"plan{index}.json").write_text(json.dumps(document))
+            plan_arguments += [
+                "--plan",
+                str(workdir / f"plan{index}.json"),
+                "--output",
+                str(workdir / f"measured{index}.csv"),
+            ]
+        command = [sys.executable, "-m", "emuplan.measure", *plan_arguments, *self.options.worker_arguments()]
         world_size = self.options.world_size
         base_env = {
             **os.environ,
@@ -264,4 +267,5 @@ def run_local_measurement(
     options: MeasurementOptions,
     on_event: Callable[[dict[str, Any]], None] = lambda _event: None,
 ) -> MeasurementResult:
-    return LocalLauncher(document, options, on_event).run()
+    [result] = LocalLauncher([document], options, on_event).run()
+    return result

@@ -2,7 +2,8 @@
 
 It reads its rank and world size from torchrun's environment variables (RANK, WORLD_SIZE, LOCAL_RANK,
 MASTER_ADDR, MASTER_PORT), so the same program runs under our local launcher and under
-``torchrun --nnodes ... -m emuplan.measure ...`` on a cluster. Each rank, for every iteration and
+``torchrun --nnodes ... -m emuplan.measure ...`` on a cluster. Several ``--plan``/``--output`` pairs
+are measured one after the other on the same processes. Each rank, for every iteration and
 every collective of the plan: barrier, monotonic start, the collective (waited for on the device),
 monotonic end. Rank 0 gathers all timestamps, writes the per-iteration CSV that ``emuplan import``
 reads and a JSON record beside it (warm-up timings, per-rank timestamps on rank 0's clock, buffer sizes,
@@ -202,9 +203,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="Time a plan's collectives with torch.distributed on this rank (run one per rank, e.g. "
         "under torchrun). Rank 0 writes the per-iteration CSV that `emuplan import` reads.",
     )
-    parser.add_argument("--plan", required=True, type=Path, help="plan JSON (`emuplan plan --json` or a stored plan)")
-    parser.add_argument("--output", required=True, type=Path, help="per-iteration CSV written by rank 0")
-    parser.add_argument("--record", type=Path, help="JSON record written by rank 0 (default: OUTPUT with .json)")
+    parser.add_argument(
+        "--plan",
+        required=True,
+        type=Path,
+        action="append",
+        help="plan JSON (`emuplan plan --json` or a stored plan); repeat with --output to measure several in turn",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=Path,
+        action="append",
+        help="per-iteration CSV written by rank 0, its JSON record beside it (.json); one per --plan",
+    )
     parser.add_argument("--iterations", type=int, help="measured iterations (default: the plan's trials)")
     parser.add_argument("--warmup", type=int, default=2, help="warm-up iterations, run but not reported (default 2)")
     parser.add_argument("--workload", choices=[s.value for s in WorkloadSource], default=WorkloadSource.KCCB.value)
@@ -221,7 +233,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="auto: estimate clock offsets only for ranks on another host than rank 0",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if len(args.plan) != len(args.output):
+        parser.error(f"{len(args.plan)} --plan but {len(args.output)} --output: give one output per plan")
+    return args
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """What every plan of one launch shares: the process group, the device, how to wait."""
+
+    rank: int
+    world_size: int
+    backend: str
+    hosts: list[str]
+    device: torch.device
+    control: Any  # the CPU (gloo) group for timestamps and clock pings; None: the default group
+    barrier: Callable[[], None]
+    wait_for_device: Callable[[], None]
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -234,65 +263,81 @@ def run_worker(args: argparse.Namespace) -> None:
         device = torch.device("cpu")
     dist.init_process_group(backend, timeout=timedelta(seconds=args.timeout_s))
     try:
-        rank, world_size = dist.get_rank(), dist.get_world_size()
-        document = json.loads(args.plan.read_text())
-        steps = measurement_steps(document, world_size, WorkloadSource(args.workload))
-        iterations = args.iterations or planned_trials(document)
+        world_size = dist.get_world_size()
         # Timestamps and clock pings travel on the CPU even when the collectives run on GPUs.
         control = dist.new_group(backend="gloo") if backend != "gloo" else None
         hosts: list[str] = [""] * world_size
         dist.all_gather_object(hosts, socket.gethostname(), group=control)
-        always_estimate = args.clock_sync == "always"
-        clock_before = estimate_clock(hosts, always_estimate, control)
-        total = args.warmup + iterations
-        if rank == 0:
-            _emit(
-                "started",
-                world_size=world_size,
-                backend=backend,
-                hosts=sorted(set(hosts)),
-                iterations=iterations,
-                warmup=args.warmup,
-                calls_per_iteration=len(steps),
-            )
-
-        calls = prepare_calls(steps, rank, world_size, device)
-        barrier = (lambda: dist.barrier(device_ids=[local_rank])) if backend == "nccl" else dist.barrier
-        wait_for_device = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        on_iteration = (
-            (lambda done: _emit("iteration", done=done, total=total, warmup=done <= args.warmup))
-            if rank == 0
-            else (lambda _done: None)
+        context = RankContext(
+            rank=dist.get_rank(),
+            world_size=world_size,
+            backend=backend,
+            hosts=hosts,
+            device=device,
+            control=control,
+            barrier=(lambda: dist.barrier(device_ids=[local_rank])) if backend == "nccl" else dist.barrier,
+            wait_for_device=torch.cuda.synchronize if device.type == "cuda" else (lambda: None),
         )
-        starts, ends = time_calls(calls, total, barrier, wait_for_device, on_iteration)
-        clock_after = estimate_clock(hosts, always_estimate, control)
-        starts, ends = (to_reference_clock(stamps, clock_before, clock_after) for stamps in (starts, ends))
-
-        gathered: list[Any] | None = [None] * world_size if rank == 0 else None
-        handed = [(call.handed_input_bytes, call.handed_output_bytes) for call in calls]
-        clocks = (asdict(clock_before), asdict(clock_after))
-        dist.gather_object((starts, ends, clocks, handed), gathered, dst=0, group=control)
-        if rank == 0:
-            _write_results(args, backend, hosts, steps, iterations, gathered)
-            _emit("finished", output=str(args.output))
+        for index, (plan_path, output) in enumerate(zip(args.plan, args.output, strict=True)):
+            measure_plan(args, context, index, json.loads(plan_path.read_text()), output)
     finally:
         dist.destroy_process_group()
 
 
+def measure_plan(args: argparse.Namespace, context: RankContext, index: int, document: dict, output: Path) -> None:
+    """One plan: warm-up and measured iterations, then rank 0 writes ``output`` and its record."""
+    rank, world_size, hosts = context.rank, context.world_size, context.hosts
+    steps = measurement_steps(document, world_size, WorkloadSource(args.workload))
+    iterations = args.iterations or planned_trials(document)
+    always_estimate = args.clock_sync == "always"
+    clock_before = estimate_clock(hosts, always_estimate, context.control)
+    total = args.warmup + iterations
+    if rank == 0:
+        _emit(
+            "started",
+            plan=index,
+            world_size=world_size,
+            backend=context.backend,
+            hosts=sorted(set(hosts)),
+            iterations=iterations,
+            warmup=args.warmup,
+            calls_per_iteration=len(steps),
+        )
+
+    calls = prepare_calls(steps, rank, world_size, context.device)
+    on_iteration = (
+        (lambda done: _emit("iteration", plan=index, done=done, total=total, warmup=done <= args.warmup))
+        if rank == 0
+        else (lambda _done: None)
+    )
+    starts, ends = time_calls(calls, total, context.barrier, context.wait_for_device, on_iteration)
+    clock_after = estimate_clock(hosts, always_estimate, context.control)
+    starts, ends = (to_reference_clock(stamps, clock_before, clock_after) for stamps in (starts, ends))
+
+    gathered: list[Any] | None = [None] * world_size if rank == 0 else None
+    handed = [(call.handed_input_bytes, call.handed_output_bytes) for call in calls]
+    clocks = (asdict(clock_before), asdict(clock_after))
+    dist.gather_object((starts, ends, clocks, handed), gathered, dst=0, group=context.control)
+    if rank == 0:
+        _write_results(args, context, output, steps, iterations, gathered)
+        _emit("finished", plan=index, output=str(output))
+
+
 def _write_results(
     args: argparse.Namespace,
-    backend: str,
-    hosts: list[str],
+    context: RankContext,
+    output: Path,
     steps: list[MeasuredCollective],
     iterations: int,
     gathered: list[Any],
 ) -> None:
+    hosts = context.hosts
     rank_starts = np.stack([item[0] for item in gathered])
     rank_ends = np.stack([item[1] for item in gathered])
     timings = collective_timings(rank_starts, rank_ends, args.warmup)
     record = {
         "format": RECORD_FORMAT,
-        "backend": backend,
+        "backend": context.backend,
         "world_size": len(hosts),
         "hosts": sorted(set(hosts)),
         "rank_hosts": hosts,
@@ -309,11 +354,10 @@ def _write_results(
         "rank_start_ns": rank_starts.tolist(),
         "rank_end_ns": rank_ends.tolist(),
     }
-    record_path = args.record or args.output.with_suffix(".json")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(record_path, json.dumps(record))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(output.with_suffix(".json"), json.dumps(record))
     # The CSV last: its presence means the whole result is there.
-    _write_atomically(args.output, per_iteration_csv(steps, timings))
+    _write_atomically(output, per_iteration_csv(steps, timings))
 
 
 def main(argv: list[str] | None = None) -> int:

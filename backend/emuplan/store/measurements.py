@@ -100,7 +100,7 @@ def local_launcher(
         plan = get_plan(session, plan_id)
     if not plan.workload:
         raise MeasurementError(f"plan {plan_id} has no workload document to measure")
-    return LocalLauncher(plan.workload, options, on_event)
+    return LocalLauncher([plan.workload], options, on_event)
 
 
 def measure_and_store(
@@ -113,5 +113,5 @@ def measure_and_store(
     tags: Iterable[str] = (),
 ) -> Run:
     """Measure the plan on local processes, then store the run; raises before storing on any failure."""
-    result = local_launcher(database, plan_id, options, on_event).run()
+    [result] = local_launcher(database, plan_id, options, on_event).run()
     return store_measurement(database, plan_id, result, name=name, tags=tags)
