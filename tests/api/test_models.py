@@ -12,6 +12,7 @@ from emuplan.main import create_app
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition
+from emuplan.workload.pytorch_source import _captured_once
 
 MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 LLAMA_2_7B = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
@@ -248,6 +249,12 @@ def test_plans_of_an_uploaded_pytorch_model_carry_the_captured_collectives(clien
     preview = client.post("/api/plans/preview", json={"model": f"model:{definition_id}", "strategy": "data"})
     assert preview.status_code == 200, preview.text
     assert [c["bytes_total"] for c in preview.json()["captured"]] == [971048]
+    # The live preview repeats itself: a second identical capture comes from the cache, not the sandbox.
+    hits = _captured_once.cache_info().hits
+    faster_link = {"model": f"model:{definition_id}", "strategy": "data", "link_gbps": 400}
+    faster = client.post("/api/plans/preview", json=faster_link).json()["captured"]
+    assert [(c["bytes_total"], round(c["ideal_time_us"], 3)) for c in faster] == [(971048, 59.131)]
+    assert _captured_once.cache_info().hits == hits + 1
 
 
 def test_a_plan_names_its_model_once(client: TestClient):

@@ -8,6 +8,7 @@ comes back is validated here before anyone uses it.
 
 import json
 from collections import Counter
+from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -210,6 +211,17 @@ def capture_differences(analytic: list[PlannedCollective], captured: list[Planne
     return differences
 
 
+@lru_cache(maxsize=64)
+def _captured_once(
+    source: str, file_name: str, options_json: str, settings_json: str, policy: SandboxPolicy
+) -> PytorchSourceResult:
+    """A capture depends only on the source and its settings: the dashboard's live preview asks for the
+    same one on every keystroke that leaves group size and batch alone. Failures are not cached."""
+    options = PytorchSourceOptions.model_validate_json(options_json)
+    settings = CaptureSettings.model_validate_json(settings_json)
+    return inspect_pytorch_source(source, file_name, options, policy, capture=settings)
+
+
 def capture_for_plan(
     document: PlanDocument, source: str, file_name: str, options: PytorchSourceOptions, policy: SandboxPolicy
 ) -> PlanDocument:
@@ -236,7 +248,7 @@ def capture_for_plan(
         strategies=[strategy],
     )
     try:
-        result = inspect_pytorch_source(source, file_name, options, policy, capture=settings)
+        result = _captured_once(source, file_name, options.model_dump_json(), settings.model_dump_json(), policy)
     except SandboxError as error:
         note = f"Exact capture failed, only the analytic collectives are shown: {error.message}"
         return document.model_copy(update={"notes": [*document.notes, note]})
