@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from emuplan.sandbox import runner
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, SandboxUnavailable, run_in_sandbox
 
 pytestmark = pytest.mark.sandbox
@@ -95,3 +96,15 @@ def test_the_operator_can_allow_unsandboxed_runs(monkeypatch: pytest.MonkeyPatch
     policy = SandboxPolicy(timeout_s=60, allow_unsandboxed=True)
     answer = run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), policy)
     assert len(answer["inventory"]["parameters"]) == 8
+
+
+def test_a_burst_of_runs_waits_for_a_free_slot_and_then_is_told_to_retry():
+    for _ in range(runner.MAX_CONCURRENT_RUNS):
+        runner._run_slots.acquire()
+    try:
+        with pytest.raises(SandboxUnavailable) as caught:
+            run_in_sandbox(request_for("seed_classifier.py", "Classifier", (1, 28, 28)), SandboxPolicy(timeout_s=0.5))
+    finally:
+        for _ in range(runner.MAX_CONCURRENT_RUNS):
+            runner._run_slots.release()
+    assert caught.value.message == "2 model runs are already in progress; try again in a moment"

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,13 @@ class SandboxError(ValueError):
 
 
 class SandboxUnavailable(SandboxError):
-    """bubblewrap is missing and the operator has not allowed unsandboxed runs."""
+    """bubblewrap is missing and the operator has not allowed unsandboxed runs, or every slot is busy."""
+
+
+# Each run may use EMUPLAN_SANDBOX_MEMORY_MB and a CPU core; a burst of uploads waits for a slot (up
+# to its own timeout) instead of taking the server's memory down with it.
+MAX_CONCURRENT_RUNS = 2
+_run_slots = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,17 @@ def _limit_message(signal_number: int, policy: SandboxPolicy, stderr: str) -> Sa
 def run_in_sandbox(request: dict, policy: SandboxPolicy) -> dict:
     """Runs the worker on ``request`` and returns its answer; raises SandboxError when it fails."""
     command = sandbox_command(policy)
+    if not _run_slots.acquire(timeout=policy.timeout_s):
+        raise SandboxUnavailable(
+            "busy", f"{MAX_CONCURRENT_RUNS} model runs are already in progress; try again in a moment"
+        )
+    try:
+        return _run(command, request, policy)
+    finally:
+        _run_slots.release()
+
+
+def _run(command: list[str], request: dict, policy: SandboxPolicy) -> dict:
     with (
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stdout,
