@@ -5,6 +5,7 @@ Entry points: ``parse_result_file`` (any supported format) and ``summarise`` (th
 """
 
 from emuplan.results.canonical import FORMATS, ParsedResult, ResultFileError, ResultFileTooLarge
+from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, summarise
 
@@ -14,6 +15,8 @@ __all__ = [
     "ParsedResult",
     "ResultFileError",
     "ResultFileTooLarge",
+    "RunSummary",
+    "compare_runs",
     "parse_result_file",
     "summarise",
 ]
