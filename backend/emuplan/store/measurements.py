@@ -3,8 +3,9 @@
 The per-iteration CSV the workers write goes through the same ``parse_result_file`` and ``save_run``
 as an upload, so a measured run gets the same statistics, figures and % of ideal as an imported KCCB
 run. The run is stored only when the measurement finished: a failed, hung or cancelled measurement
-raises before anything is written. The CLI, the API's background jobs and the demo all call
-``measure_and_store``; ``emuplan measure --from-file`` calls ``save_measured_run`` on a torchrun result.
+raises before anything is written. The CLI calls ``measure_and_store``; the API's background jobs
+take its two halves (``local_launcher``, kept to cancel it, then ``store_measurement``); the demo and
+``emuplan measure --from-file`` (a torchrun result) call ``save_measured_run``.
 """
 
 from collections.abc import Callable, Iterable
