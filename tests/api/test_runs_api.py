@@ -1,6 +1,7 @@
 """The runs API through TestClient on a real migrated database."""
 
 import gzip
+import hashlib
 import io
 from pathlib import Path
 
@@ -190,3 +191,15 @@ def test_chart_text_from_users_is_escaped(client):
     figure = client.get(f"/api/runs/{run['id']}/figures/cdf").text
     assert "<img" not in figure and "<b>" not in figure
     assert "&lt;img src=x onerror=alert(1)&gt;" in figure and "&lt;b&gt;run&lt;/b&gt;" in figure
+
+
+def test_uploaded_bytes_arrive_unchanged(client):
+    # CRLF line ends and cells starting with '--' (like a multipart boundary line) pass through as sent.
+    rows = "".join(f"{i},8,{i + 1},--label-{i}\r\n" for i in range(2000))
+    data = ("iteration,size,time_us,label\r\n" + rows).encode()
+    run = upload(client, "crlf.csv", data).json()
+    labels = client.get(f"/api/runs/{run['id']}/samples.parquet").content
+    table = pq.read_table(io.BytesIO(labels))
+    assert table["label"].to_pylist()[:2] == ["--label-0", "--label-1"]
+    assert table["duration_us"].to_pylist()[-1] == 2000.0
+    assert run["content_sha256"] == hashlib.sha256(data).hexdigest()
