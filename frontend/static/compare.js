@@ -72,11 +72,19 @@ function renderTests(doc) {
     document.getElementById("compare-tests").replaceChildren(el("p", { class: "empty", text: "Pick at least two runs to test whether they differ." }));
     return;
   }
-  const headers = [{ text: "Run A" }, { text: "Run B" }, { text: "KS statistic D", num: true }, { text: "p-value", num: true }, { text: "At 5 %" }, { text: "Method" }];
-  const rows = doc.ks_tests.map((test) => [
-    names[test.run_a], names[test.run_b], fixed(test.statistic, 4),
-    test.pvalue === 0 ? "< 1e-300" : test.pvalue < 1e-4 ? Number(test.pvalue).toExponential(2) : fixed(test.pvalue, 4),
+  const headers = [
+    { text: "Run A" }, { text: "Run B" }, { text: "Samples compared" }, { text: "KS statistic D", num: true },
+    { text: "p-value", num: true }, { text: "At 5 %" }, { text: "Method" },
+  ];
+  const pvalue = (p) => (p === 0 ? "< 1e-300" : p < 1e-4 ? Number(p).toExponential(2) : fixed(p, 4));
+  const row = (test, runA, runB, what) => [
+    runA, runB, what, fixed(test.statistic, 4), pvalue(test.pvalue),
     test.pvalue < 0.05 ? "differ" : "no evidence they differ", test.method,
+  ];
+  // Each pair: all samples, then every data size and collective both runs have (the sharper question).
+  const rows = doc.ks_tests.flatMap((test) => [
+    row(test, names[test.run_a], names[test.run_b], "all samples"),
+    ...(test.groups || []).map((group) => row(group, "", "", `same group: ${group.label}`)),
   ]);
   document.getElementById("compare-tests").replaceChildren(table(headers, rows));
 }

@@ -372,3 +372,20 @@ def test_a_model_definition_uploaded_on_the_plan_page_is_planned(
     screenshot(page, "plan-uploaded-model")
     watch.forgive_http_status(422)  # the tutorial rules do not cover a transformer; that column says so
     watch.assert_clean()
+
+
+def test_ks_rows_show_the_servers_tests_overall_and_per_shared_group(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    first = upload(live_server, "tensor A", generated_run_csv(DEMO_SHAPES[1]), "tensor")
+    second = upload(live_server, "tensor B", generated_run_csv(DEMO_SHAPES[1], seed=3), "tensor")
+    expected = httpx.get(f"{live_server.url}/api/compare?runs={first},{second}").json()["ks_tests"]
+    page.goto(f"{live_server.url}/compare?runs={first},{second}")
+    wait_for_charts(page)
+    rows = page.locator("#compare-tests tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).locator("td").nth(2)).to_have_text("all samples")
+    expect(rows.nth(1).locator("td").nth(2)).to_have_text("same group: all_gather · 6438912 B")
+    expect(rows.nth(0).locator("td").nth(3)).to_have_text(f"{expected[0]['statistic']:.4f}")
+    expect(rows.nth(1).locator("td").nth(3)).to_have_text(f"{expected[0]['groups'][0]['statistic']:.4f}")
+    watch.assert_clean()
