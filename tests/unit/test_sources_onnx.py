@@ -1,12 +1,19 @@
 """ONNX graphs → inventory: initializers in first-use order, activations from shape inference."""
 
+import importlib.util
+import io
+import warnings
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from emuplan.workload.onnx_source import OnnxError, read_onnx, read_onnx_bytes
 
+MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 SEED_LAYERS = [("fc1", 784, 256), ("fc2", 256, 128), ("fc3", 128, 64), ("fc4", 64, 10)]
 
 
@@ -105,3 +112,25 @@ def test_invalid_onnx_is_rejected_with_the_file_name(data: bytes, message: str):
     with pytest.raises(OnnxError) as caught:
         read_onnx_bytes(data, "model", "model.onnx")
     assert str(caught.value).startswith(message)
+
+
+def test_a_model_exported_by_torch_reads_like_the_module_itself():
+    # torch 2.13's TorchScript exporter works offline (the default dynamo exporter needs onnxscript).
+    spec = importlib.util.spec_from_file_location("seed_classifier", MODELS / "seed_classifier.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.Classifier()
+    exported = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            model, (torch.randn(2, 1, 28, 28),), exported, dynamo=False,
+            input_names=["input"], dynamic_axes={"input": {0: "batch"}},
+        )  # fmt: skip
+    inventory = read_onnx_bytes(exported.getvalue(), "classifier", "classifier.onnx")
+    assert [(p.name, p.shape) for p in inventory.parameters] == [
+        (name, list(parameter.shape)) for name, parameter in model.named_parameters()
+    ]
+    gemms = [(a.module, a.shape) for a in inventory.activations if a.module_type == "Gemm"]
+    assert gemms == [("fc1", [256]), ("fc2", [128]), ("fc3", [64]), ("fc4", [10])]
+    assert inventory.sample.shape == [1, 28, 28]
