@@ -343,7 +343,8 @@ def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -
     # torch 2.13 keeps the 1 MiB first bucket only when bucket_cap_mb is left at its default (None);
     # an explicit cap applies to the first bucket too.
     bucket_cap_mb = cap.get("bucket_cap_mb")
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    # Gradients as views into the buckets: the same buckets and all-reduces, one copy of the gradients less.
+    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=True)
 
     def record_bucket(_state, bucket):
         # torch's fake process group completes its work with no value, which DDP's default hook
@@ -360,7 +361,16 @@ def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -
         "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
         "bucket_bytes": ddp.bucket_bytes_cap,
     }
-    return _captured("ddp", ddp, request, world_size, SHAPE_BATCH, settings)
+    return _captured("ddp", ddp, request, world_size, _smallest_training_batch(model), settings)
+
+
+def _smallest_training_batch(model) -> int:
+    """DDP's buckets do not depend on the batch, but its capture computes for real: one sample, unless
+    BatchNorm needs two per channel to run in training mode."""
+    import torch.nn as nn
+
+    has_batch_norm = any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules())
+    return SHAPE_BATCH if has_batch_norm else 1
 
 
 def _fake_tensors():
@@ -479,7 +489,8 @@ def capture_collectives(request: dict) -> list[dict]:
 def handle(request: dict) -> dict:
     import torch
 
-    torch.set_num_threads(1)
+    # Only DDP's capture computes for real; two threads at most keep well inside the process limit.
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
     answer = {"ok": True, "inventory": describe_model(request), "captures": []}
     if request.get("capture"):
         answer["captures"] = capture_collectives(request)
