@@ -91,4 +91,5 @@ def test_help_documents_every_option() -> None:
                    "--param-dtype", "--grad-dtype", "--activation-dtype", "--link-gbps", "--latency-us", "--json",
                    "--save", "--export"):  # fmt: skip
         assert option in result.stdout, option
-    assert "[default: 25.0]" in result.stdout
+    assert "[default: 100.0]" in result.stdout  # --link-gbps
+    assert "25 MiB after a 1 MiB first bucket" in result.stdout

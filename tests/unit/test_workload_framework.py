@@ -11,6 +11,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel.distributed import _BucketCapacityConfig
 from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -77,15 +78,17 @@ class SeedClassifier(nn.Module):
 # --- DDP ---------------------------------------------------------------------------------------
 
 
-def _torch_bucket_bytes(model: nn.Module, bucket_cap_mb: float) -> list[int]:
+def _torch_bucket_bytes(model: nn.Module, bucket_cap_mb: float | None) -> list[int]:
+    """The buckets DDP rebuilds after iteration 0, with the limits DDP itself derives from bucket_cap_mb."""
     params = list(reversed(list(model.parameters())))
-    limits = [dist._DEFAULT_FIRST_BUCKET_BYTES, int(bucket_cap_mb * 1024 * 1024)]
+    config = _BucketCapacityConfig.create(bucket_cap_mb, None, use_python_reducer=False)
+    limits = [config.first_bucket_bytes_cap, config.bucket_bytes_cap]
     buckets, _ = dist._compute_bucket_assignment_by_size(params, limits)
     return [sum(params[i].numel() * params[i].element_size() for i in bucket) for bucket in buckets]
 
 
-@pytest.mark.parametrize("bucket_cap_mb", [25.0, 5.0, 1.0])
-def test_ddp_buckets_equal_pytorchs_assignment(bucket_cap_mb: float) -> None:
+@pytest.mark.parametrize("bucket_cap_mb", [None, 25.0, 10.0, 5.0, 1.0])
+def test_ddp_buckets_equal_pytorchs_assignment(bucket_cap_mb: float | None) -> None:
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
@@ -97,7 +100,15 @@ def test_ddp_stack_gives_the_documented_buckets() -> None:
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
-    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", 25)] == [4239400, 20992000]
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", None)] == [
+        4239400,
+        20992000,
+    ]
+    # An explicit bucket_cap_mb caps the first bucket too: 10 MiB gives two buckets, not three.
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", 10)] == [
+        12636200,
+        12595200,
+    ]
 
 
 def test_ddp_seed_is_one_bucket_of_all_gradients() -> None:
@@ -105,7 +116,7 @@ def test_ddp_seed_is_one_bucket_of_all_gradients() -> None:
     assert sizes(document, CollectiveOp.ALL_REDUCE) == [971048]
     with torch.device("meta"):
         seed = SeedClassifier()
-    assert _torch_bucket_bytes(seed, 25) == [971048]
+    assert _torch_bucket_bytes(seed, None) == [971048]
     assert document.kccb.algorithm == "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"
 
 

@@ -136,7 +136,11 @@ def plan(
     seq_len: int = typer.Option(None, help="Tokens per sequence (transformers). Default: min(max positions, 4096)."),
     sequence_parallel: bool = typer.Option(False, help="Megatron sequence parallel: all-gather/reduce-scatter."),
     vocab_parallel_loss: bool = typer.Option(True, help="Vocab-parallel cross-entropy (3 small fp32 all-reduces)."),
-    bucket_cap_mb: float = typer.Option(25.0, help="DDP bucket_cap_mb; the first bucket is 1 MiB."),
+    bucket_cap_mb: float = typer.Option(
+        None,
+        help="DDP bucket_cap_mb. Default: PyTorch's, 25 MiB after a 1 MiB first bucket; "
+        "when given, the first bucket closes at this size too (torch 2.13).",
+    ),
     param_dtype: str = typer.Option(None, help="Parameter dtype. Default: float32 for the seed MLP, else bfloat16."),
     grad_dtype: str = typer.Option(None, help="Gradient dtype. Default: --param-dtype."),
     activation_dtype: str = typer.Option(None, help="Activation dtype. Default: --param-dtype."),

@@ -72,7 +72,11 @@ class PlanRequest(BaseModel):
     seq_len: int | None = Field(default=None, description="Tokens per sequence (transformers).")
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallel: AG/RS instead of AR.")
     vocab_parallel_loss: bool = Field(default=True, description="Vocab-parallel cross-entropy (3 fp32 all-reduces).")
-    bucket_cap_mb: float = Field(default=25.0, description="DDP bucket_cap_mb (the first bucket is 1 MiB).")
+    bucket_cap_mb: float | None = Field(
+        default=None,
+        description="DDP bucket_cap_mb. Unset: PyTorch's default, 25 MiB after a 1 MiB first bucket. Set: every "
+        "bucket, the first one included, closes at this size (torch 2.13).",
+    )
     param_dtype: str | None = None
     grad_dtype: str | None = None
     activation_dtype: str | None = None
@@ -102,7 +106,7 @@ class NormalisedInputs(BaseModel):
     seq_len: int | None
     sequence_parallel: bool
     vocab_parallel_loss: bool
-    bucket_cap_mb: float
+    bucket_cap_mb: float | None
     param_dtype: str
     grad_dtype: str
     activation_dtype: str

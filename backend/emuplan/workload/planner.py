@@ -152,7 +152,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         raise PlanningError(f"link_gbps: must be positive, got {request.link_gbps}")
     if request.latency_us < 0:
         raise PlanningError(f"latency_us: must not be negative, got {request.latency_us}")
-    if request.bucket_cap_mb <= 0:
+    if request.bucket_cap_mb is not None and request.bucket_cap_mb <= 0:
         raise PlanningError(f"bucket_cap_mb: must be positive, got {request.bucket_cap_mb}")
     defaults = workload_defaults(inventory)
     mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
@@ -346,8 +346,13 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         )
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
-                "DDP buckets as rebuilt after iteration 0 (first bucket 1 MiB, then bucket_cap_mb, reverse "
-                "parameter order); iteration 0 all-reduces everything in one bucket."
+                "DDP buckets as rebuilt after iteration 0, in reverse parameter order: "
+                + (
+                    "first bucket 1 MiB, then 25 MiB (PyTorch's default bucket_cap_mb)"
+                    if inputs.bucket_cap_mb is None
+                    else f"every bucket, the first included, {inputs.bucket_cap_mb:g} MiB (explicit bucket_cap_mb)"
+                )
+                + "; iteration 0 all-reduces everything in one bucket."
             )
     return notes
 

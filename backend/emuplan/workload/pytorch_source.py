@@ -19,9 +19,6 @@ from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
 
-# The planner's (and DDP's) default bucket_cap_mb.
-DEFAULT_BUCKET_CAP_MB = 25.0
-
 
 def torch_version() -> str:
     return version("torch")
@@ -242,8 +239,7 @@ def capture_for_plan(
     settings = CaptureSettings(
         world_size=group_size,
         batch_size=inputs.micro_batch,
-        # PyTorch's default keeps the 1 MiB first bucket; an explicit 25 MiB would not.
-        bucket_cap_mb=None if inputs.bucket_cap_mb == DEFAULT_BUCKET_CAP_MB else inputs.bucket_cap_mb,
+        bucket_cap_mb=inputs.bucket_cap_mb,
         sequence_parallel=inputs.sequence_parallel,
         strategies=[strategy],
     )

@@ -1,10 +1,11 @@
 """Data-parallel traffic as PyTorch DDP, FSDP2 and DeepSpeed ZeRO issue it.
 
 DDP: gradients are all-reduced in buckets filled in reverse parameter order (the order backward
-produces them). The first bucket closes once it holds ≥ 1 MiB, later ones at ≥ ``bucket_cap_mb``;
-a tensor is never split. This is ``torch.distributed._compute_bucket_assignment_by_size`` with
-limits ``[1 MiB, bucket_cap_mb]`` on the reversed parameters, i.e. the buckets DDP rebuilds after
-iteration 0 (iteration 0 itself runs with a single bucket).
+produces them); a tensor is never split. With ``bucket_cap_mb`` left at PyTorch's default the first
+bucket closes once it holds ≥ 1 MiB and later ones at ≥ 25 MiB; an explicit ``bucket_cap_mb`` applies
+to the first bucket too (torch 2.13's ``_BucketCapacityConfig``). This is
+``torch.distributed._compute_bucket_assignment_by_size`` on the reversed parameters with those limits,
+i.e. the buckets DDP rebuilds after iteration 0 (iteration 0 itself runs with a single bucket).
 
 FSDP2 (``fully_shard`` per layer and on the root): each unit's parameters are all-gathered before
 its forward, again before its backward (non-root units reshard after forward), and its gradients
@@ -23,7 +24,16 @@ from emuplan.workload.inventory import ParameterInfo
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
 
 FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+DEFAULT_BUCKET_CAP_MB = 25  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 MIB = 1024 * 1024
+
+
+def ddp_bucket_limits(bucket_cap_mb: float | None) -> list[int]:
+    """The [first, later] bucket limits DDP hands its reducer for ``bucket_cap_mb`` (None: the default)."""
+    if bucket_cap_mb is None:
+        return [FIRST_BUCKET_BYTES, DEFAULT_BUCKET_CAP_MB * MIB]
+    cap = int(bucket_cap_mb * MIB)
+    return [cap, cap]
 
 
 def bucket_assignment(sizes_in_bytes: Sequence[int], bucket_limits: Sequence[int]) -> list[list[int]]:
@@ -44,13 +54,13 @@ def bucket_assignment(sizes_in_bytes: Sequence[int], bucket_limits: Sequence[int
 
 
 def ddp_buckets(
-    parameters: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float
+    parameters: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float | None
 ) -> list[list[ParameterInfo]]:
     """DDP's steady-state gradient buckets, in the order their all-reduces are launched."""
     reversed_params = list(reversed(parameters))
     sizes = [numel_bytes(p.numel, grad_dtype) for p in reversed_params]
-    limits = [FIRST_BUCKET_BYTES, int(bucket_cap_mb * MIB)]
-    return [[reversed_params[i] for i in bucket] for bucket in bucket_assignment(sizes, limits)]
+    buckets = bucket_assignment(sizes, ddp_bucket_limits(bucket_cap_mb))
+    return [[reversed_params[i] for i in bucket] for bucket in buckets]
 
 
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
@@ -78,7 +88,7 @@ def data_parallel_collectives(
     group_size: int,
     param_dtype: str,
     grad_dtype: str,
-    bucket_cap_mb: float,
+    bucket_cap_mb: float | None,
     label_prefix: str = "",
 ) -> list[PlannedCollective]:
     """``registration_order`` (name → index in ``model.parameters()``) orders DDP's and ZeRO's buckets."""
