@@ -61,6 +61,16 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
     return to_dict(go.Figure(data=traces, layout={**base, **layout}))
 
 
+# Characters a panel title may take per column before it runs into its neighbour's (at ~1200 px wide).
+PANEL_TITLE_CHARS = 84
+
+
+def _panel_title(text: str, columns: int) -> str:
+    """The title shortened to its panel's width; the whole text stays in the hover."""
+    limit = PANEL_TITLE_CHARS // columns
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def _panels(
     titles: list[str], columns: int, x_title: str, y_title: str, *, log_x: bool, share_y: bool
 ) -> tuple[dict, list[str]]:
@@ -80,7 +90,8 @@ def _panels(
                                          domain=[left, left + width], anchor=f"y{suffix}", **x_shared)  # fmt: skip
         layout[f"yaxis{suffix}"] = _axis(y_title if column == 0 else None, domain=[max(0.0, top - height), top],
                                          anchor=f"x{suffix}", **y_shared)  # fmt: skip
-        annotations.append({"text": escape(text), "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper",
+        annotations.append({"text": escape(_panel_title(text, columns)), "hovertext": escape(text),
+                            "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper",
                             "xanchor": "center", "yanchor": "bottom", "showarrow": False})  # fmt: skip
         suffixes.append(suffix)
     layout["annotations"] = annotations
