@@ -21,6 +21,8 @@ function request(mode) {
     const value = form[name].value.trim();
     if (value !== "") body[name] = Number(value);
   }
+  if (form.dp_impl.value) body.dp_impl = form.dp_impl.value;
+  if (form.sequence_parallel.checked) body.sequence_parallel = true;
   return body;
 }
 
@@ -60,23 +62,43 @@ function renderKccb(container, documentForMode) {
   container.replaceChildren(...blocks);
 }
 
-function renderWorkload(container, documentForMode) {
+function collectivesTable(collectives) {
   const headers = [
     { text: "Collective" }, { text: "Op" }, { text: "Phase" }, { text: "Group" },
     { text: "Bytes per rank", num: true }, { text: "Bytes (nccl-tests size)", num: true },
     { text: "Per step", num: true }, { text: "Ideal µs", num: true },
   ];
-  const rows = documentForMode.collectives.map((c) => [
+  const rows = collectives.map((c) => [
     c.label, c.op, c.phase, `${c.parallel_dim} × ${c.group_size}`, integer(c.bytes_per_rank),
     integer(c.bytes_total), integer(c.count_per_step), fixed(c.ideal_time_us, 1),
   ]);
+  return table(headers, rows);
+}
+
+// PyTorch source models in framework mode also carry what PyTorch itself issued in the sandbox.
+function capturedSection(documentForMode) {
+  if (!documentForMode.captured || !documentForMode.captured.length) return null;
+  const differences = documentForMode.capture_differences || [];
+  return el("div", { class: "captured" }, [
+    el("h3", { text: "Captured from PyTorch (fake process group, in the sandbox)" }),
+    el("p", { class: "sub", text: differences.length
+      ? "The captured list is the truth; it differs from the analytic one above:"
+      : "Captured and analytic collectives agree." }),
+    differences.length ? el("ul", { class: "notes capture-differences" }, differences.map((d) => el("li", { text: d }))) : null,
+    collectivesTable(documentForMode.captured),
+  ]);
+}
+
+function renderWorkload(container, documentForMode) {
   const model = documentForMode.model;
   const notes = (documentForMode.notes || []).map((note) => el("li", { text: note }));
-  container.replaceChildren(
+  const parts = [
     el("p", { class: "sub", text: `${model.name}: ${integer(model.parameter_count)} parameters, ${integer(model.parameter_bytes)} bytes` }),
-    table(headers, rows),
+    collectivesTable(documentForMode.collectives),
+    capturedSection(documentForMode),
     notes.length ? el("ul", { class: "notes" }, notes) : null,
-  );
+  ];
+  container.replaceChildren(...parts.filter(Boolean)); // replaceChildren would print a null as "null"
 }
 
 function renderMode(mode, result) {

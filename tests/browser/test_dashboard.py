@@ -374,6 +374,34 @@ def test_a_model_definition_uploaded_on_the_plan_page_is_planned(
     watch.assert_clean()
 
 
+@pytest.mark.sandbox
+def test_pytorch_source_shows_the_captured_collectives_beside_the_analytic_ones(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    source = Path(__file__).parents[1] / "fixtures" / "models" / "seed_classifier.py"
+    page.goto(live_server.url + "/plan")
+    page.click("details.upload-model summary")
+    page.set_input_files("#model-file", str(source))
+    page.fill("#model-form input[name=model_class]", "Classifier")
+    page.fill("#model-form input[name=input_shape]", "1,28,28")
+    page.click("#model-upload")
+    expect(page.locator("#model option:checked")).to_have_text(re.compile(r"\(pytorch, #\d+\)$"), timeout=60000)
+    page.select_option("#strategy", "data")
+    page.select_option("#dp_impl", "fsdp2")
+    framework = page.locator("#mode-framework")
+    # FSDP2 at 4 GPUs: KCCB gets the per-rank pieces; fc4's 2600 bytes padded to 3120 (780 per rank).
+    expect(framework.locator(".data-sizes")).to_have_text(
+        ["[200960, 32896, 8256, 780]", "[780, 8256, 32896, 200960]"], timeout=60000
+    )
+    captured = page.locator("#workload-framework .captured")
+    expect(captured).to_contain_text("Captured from PyTorch", timeout=60000)
+    expect(captured.locator("tbody tr").first).to_contain_text("803,840")
+    expect(captured.locator("tbody")).to_contain_text("3,120")
+    expect(page.locator("#workload-tutorial .workload")).not_to_contain_text("null")
+    screenshot(page, "plan-captured-fsdp2")
+    watch.assert_clean()
+
+
 def test_ks_rows_show_the_servers_tests_overall_and_per_shared_group(
     live_server: LiveServer, page: Page, watch: PageWatch
 ) -> None:
