@@ -6,7 +6,8 @@ Both run in the same gloo process group on ``--world-size`` local processes, in 
 - harness: the worker's own code (``prepare_calls`` + ``time_calls`` + ``collective_timings``): barrier,
   monotonic start, all-reduce, monotonic end per iteration; time per iteration = max(end) − min(start)
   across ranks, as stored in a measured run;
-- baseline: ``torch.distributed.all_reduce`` called back to back with no barrier and no clock reads;
+- baseline: ``torch.distributed.all_reduce`` on a tensor of the same element type, called back to back
+  with no barrier and no clock reads;
   time per iteration = (last rank's end − first rank's start) / iterations of the block.
 
 Target: harness mean / baseline mean ≤ 1.2. The harness percentiles show how much of its mean is
@@ -28,11 +29,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from emuplan.measure.timings import collective_timings
-from emuplan.measure.worker import prepare_calls, time_calls
+from emuplan.measure.worker import TORCH_DTYPES, prepare_calls, time_calls
 from emuplan.measure.workload import measurement_steps
 
 TARGET_RATIO = 1.2
-EIGHT_BYTE_ALL_REDUCE = {"trials": 1, "kccb": {"collective": "all_reduce", "data_sizes": [8]}}
+# Shaped like a stored plan: the KCCB size list and the planned collective it measures (float32, as gradients).
+EIGHT_BYTE_ALL_REDUCE = {
+    "trials": 1,
+    "kccb": {"collective": "all_reduce", "data_sizes": [8]},
+    "collectives": [{"op": "all_reduce", "bytes_total": 8, "bytes_per_rank": 8, "dtype": "float32", "label": "8 B"}],
+}
 WARMUP = 100
 
 
@@ -52,8 +58,10 @@ def rank_main(rank: int, world_size: int, port: int, blocks: int, block: int, re
         # only) keeps the comparison about the harness rather than about the neighbours.
         os.nice(-10)
     dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=120))
-    tensor = torch.zeros(2, dtype=torch.float32)  # 8 bytes
-    calls = prepare_calls(measurement_steps(EIGHT_BYTE_ALL_REDUCE, world_size), rank, world_size, torch.device("cpu"))
+    steps = measurement_steps(EIGHT_BYTE_ALL_REDUCE, world_size)
+    calls = prepare_calls(steps, rank, world_size, torch.device("cpu"))
+    # The same element type as the harness hands gloo: gloo's uint8 all-reduce alone is ~2x its float32 one.
+    tensor = torch.zeros(8, dtype=torch.uint8).view(TORCH_DTYPES[steps[0].dtype])
     bare_loop_ns(tensor, WARMUP)
     time_calls(calls, WARMUP, dist.barrier, lambda: None)
 
