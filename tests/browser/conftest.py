@@ -6,9 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 from browser_support import CHROMIUM, CHROMIUM_ARGS, DESKTOP, LiveServer, PageWatch, start_server, stop_server
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from emuplan.settings import Settings
+
+
+# Playwright's 5 s default is tight for a page that imports torch on a loaded 2-core machine.
+expect.set_options(timeout=15_000)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
