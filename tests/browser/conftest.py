@@ -10,7 +10,6 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 
 from emuplan.settings import Settings
 
-
 # Playwright's 5 s default is tight for a page that imports torch on a loaded 2-core machine.
 expect.set_options(timeout=15_000)
 
