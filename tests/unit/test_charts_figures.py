@@ -106,3 +106,18 @@ def test_comparison_figures_and_escaping(big_summary):
     assert len(thinned) < 500 + len(tail) < len(grid["x"])
     assert thinned[-len(tail) :] == pytest.approx(np.array(tail, dtype=np.float32) / 1000)
     assert thinned[-1] == pytest.approx(group["max_us"] / 1000)
+
+
+def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summary):
+    short = delay_figure(big_summary, title="run 1: completion time per iteration")
+    assert short["layout"]["title"]["text"] == "run 1: completion time per iteration"
+    assert short["layout"]["margin"]["t"] == 58
+    name = "Demo tensor parallel <b>(measured locally: 4 gloo processes, 40 iterations)</b>"
+    long = delay_figure(big_summary, title=f"{name}: completion time per iteration")
+    # Broken at words within 44 characters of the raw text, then escaped line by line.
+    assert long["layout"]["title"]["text"] == (
+        "Demo tensor parallel &lt;b&gt;(measured locally: 4<br>"
+        "gloo processes, 40 iterations)&lt;/b&gt;:<br>"
+        "completion time per iteration"
+    )
+    assert long["layout"]["margin"]["t"] == 36 + 22 * 3

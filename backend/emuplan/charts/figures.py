@@ -9,6 +9,7 @@ HTML in names, titles and hover text.
 
 import html
 import json
+import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
@@ -46,15 +47,26 @@ def _axis(title: str | None, **options) -> dict:
     return {**_AXIS_STYLE, **({"title": {"text": title}} if title else {}), **options}
 
 
+# A title line fits a chart a third of a 1280 px page wide; run names are often longer than that.
+TITLE_LINE_CHARS = 44
+
+
+def _title_lines(title: str) -> list[str]:
+    """The title broken at word boundaries, each line escaped (Plotly joins lines at ``<br>``)."""
+    return [escape(line) for line in textwrap.wrap(title, TITLE_LINE_CHARS)] or [""]
+
+
 def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_x: bool = False, **layout) -> dict:
     """Build the figure in one go (plotly validates each part once) and return it as JSON types."""
+    title_lines = _title_lines(title)
     base = {
         "template": "none",
-        "title": {"text": escape(title)},
+        # Pinned to the top so panel labels just above the plot area never run into a long title.
+        "title": {"text": "<br>".join(title_lines), "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
         "xaxis": _axis(x_title, type="log" if log_x else "linear"),
         "yaxis": _axis(y_title),
         "legend": {"orientation": "h", "y": -0.2},
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
+        "margin": {"l": 60, "r": 20, "t": 36 + 22 * len(title_lines), "b": 60},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
     }
