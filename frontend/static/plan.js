@@ -1,6 +1,6 @@
 // The plan page: every input change previews the plan in both modes through the planner's API and
 // redraws the KCCB settings and the workload table; nothing is computed here.
-import { copyButton, debounce, el, fetchJSON, fixed, integer, table } from "/static/util.js";
+import { copyButton, debounce, el, fetchJSON, fixed, integer, showMessage, table } from "/static/util.js";
 
 const form = document.getElementById("plan-form");
 const inputsCard = document.getElementById("plan-inputs");
@@ -9,11 +9,6 @@ const NUMBER_FIELDS = ["dataset_size", "batch_size", "epochs", "gpus", "hosts", 
 const MODES = ["tutorial", "framework"];
 let lastDocuments = {};
 let previewSerial = 0;
-
-function showError(box, message) {
-  box.textContent = message;
-  box.hidden = !message;
-}
 
 function request(mode) {
   const body = { model: form.model.value, strategy: form.strategy.value, mode };
@@ -143,7 +138,7 @@ async function preview() {
   if (serial !== previewSerial) return; // a newer preview is on its way
   lastDocuments = Object.fromEntries(MODES.map((mode, i) => [mode, results[i]]));
   const bothFailed = results.every((r) => r.error);
-  showError(errorBox, bothFailed ? results[0].error : "");
+  showMessage(errorBox, bothFailed ? results[0].error : "");
   MODES.forEach((mode, i) => renderMode(mode, results[i]));
   const planned = results.find((r) => r.document);
   if (planned) showDefaultsFrom(planned.document);
@@ -161,7 +156,7 @@ async function save() {
     window.location.assign(`/plans/${saved.id}`);
   } catch (error) {
     status.textContent = "";
-    showError(errorBox, error.message);
+    showMessage(errorBox, error.message);
   }
 }
 
@@ -169,7 +164,7 @@ async function uploadModel(event) {
   event.preventDefault();
   const modelForm = document.getElementById("model-form");
   const modelError = document.getElementById("model-error");
-  if (!modelForm.file.files[0]) { showError(modelError, "Choose a model file first."); return; }
+  if (!modelForm.file.files[0]) { showMessage(modelError, "Choose a model file first."); return; }
   const data = new FormData(modelForm);
   for (const [key, value] of [...data.entries()]) if (value === "") data.delete(key);
   const button = document.getElementById("model-upload");
@@ -180,11 +175,11 @@ async function uploadModel(event) {
     document.getElementById("uploaded-models").append(
       el("option", { value: spec, text: `${model.name} (${model.source_kind}, #${model.id})` }));
     form.model.value = spec;
-    showError(modelError, "");
+    showMessage(modelError, "");
     clearDefaults();
     preview();
   } catch (error) {
-    showError(modelError, error.message);
+    showMessage(modelError, error.message);
   } finally {
     button.disabled = false;
   }

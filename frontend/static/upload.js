@@ -1,6 +1,6 @@
 // The runs page's upload: file picker or drag-and-drop, XMLHttpRequest for its upload progress,
 // the server's own error message shown inline.
-import { el, errorMessage } from "/static/util.js";
+import { el, errorMessage, showMessage } from "/static/util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");
@@ -12,8 +12,7 @@ const errorBox = document.getElementById("upload-error");
 let droppedFile = null;
 
 function showError(message) {
-  errorBox.textContent = message;
-  errorBox.hidden = !message;
+  showMessage(errorBox, message);
 }
 
 function currentFile() {

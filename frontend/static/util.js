@@ -17,6 +17,12 @@ export function el(tag, attrs = {}, children = []) {
   return node;
 }
 
+// Shows a message in an alert box, or hides the box when the message is empty.
+export function showMessage(box, message) {
+  box.textContent = message;
+  box.hidden = !message;
+}
+
 // The server's own message: {"detail": "..."} (string or FastAPI's list of field errors).
 export function errorMessage(status, body) {
   const detail = body && body.detail;

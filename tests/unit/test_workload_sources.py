@@ -8,6 +8,7 @@ import torch
 
 from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
 from emuplan.workload.sources import UnknownModelError, resolve_model
+from seed_model import assert_is_the_seed_classifier
 
 LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
 LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_PATH.read_text())
@@ -31,20 +32,7 @@ def test_preset_parameter_counts_are_exact(preset: str, count: int) -> None:
 
 def test_seed_mlp_is_read_from_a_real_module_with_its_layer_outputs() -> None:
     inventory = resolve_model("fashion-mnist-mlp")
-    assert [(p.name, p.shape) for p in inventory.parameters] == [
-        ("fc1.weight", [256, 784]), ("fc1.bias", [256]),
-        ("fc2.weight", [128, 256]), ("fc2.bias", [128]),
-        ("fc3.weight", [64, 128]), ("fc3.bias", [64]),
-        ("fc4.weight", [10, 64]), ("fc4.bias", [10]),
-    ]  # fmt: skip
-    assert inventory.parameter_bytes == 971048
-    assert [(a.module, a.shape) for a in inventory.activations] == [
-        ("fc1", [256]),
-        ("fc2", [128]),
-        ("fc3", [64]),
-        ("fc4", [10]),
-    ]
-    assert inventory.sample.shape == [1, 28, 28]
+    assert_is_the_seed_classifier(inventory)
     assert inventory.sample.label_dtype == "int64"
 
 
