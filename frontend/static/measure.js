@@ -59,7 +59,10 @@ async function follow(jobId) {
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
   showError("");
-  const body = { world_size: Number(document.getElementById("measure-world-size").value) };
+  const body = {
+    world_size: Number(document.getElementById("measure-world-size").value),
+    scheduling: document.getElementById("measure-realtime").checked ? "realtime" : "normal",
+  };
   const iterations = document.getElementById("measure-iterations").value.trim();
   if (iterations !== "") body.iterations = Number(iterations);
   startButton.disabled = true;

@@ -1,10 +1,13 @@
 """Background measurements through the API: start without blocking, progress, one at a time, cancel,
 failures store nothing and leave no worker behind."""
 
+import socket
 import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+
+from scheduling import EXPECTED_REALTIME_POLICY
 
 LONG = {"world_size": 2, "backend": "gloo", "iterations": 100000, "warmup": 0}
 
@@ -44,11 +47,12 @@ def test_measure_runs_in_the_background_and_stores_a_measured_run(client: TestCl
     assert time.monotonic() - started < 2.0
     job = response.json()
     assert response.headers["location"] == f"/api/measurements/{job['id']}"
-    assert (job["plan_id"], job["state"], job["world_size"], job["backend"], job["run_id"]) == (
+    assert (job["plan_id"], job["state"], job["world_size"], job["backend"], job["scheduling"], job["run_id"]) == (
         plan_id,
         "starting",
         2,
         "gloo",
+        "realtime",
         None,
     )
 
@@ -63,10 +67,25 @@ def test_measure_runs_in_the_background_and_stores_a_measured_run(client: TestCl
         2,
         12,
     )
-    assert run["origin_detail"].startswith("measured locally (gloo, world size 2, host ")
+    assert run["origin_detail"] == (
+        f"measured locally (gloo, world size 2, host {socket.gethostname()}, timed at {EXPECTED_REALTIME_POLICY}); "
+        "3 iterations after 1 warm-up iteration (excluded)"
+    )
     assert [group["size_bytes"] for group in run["summary"]["groups"]] == [2600, 33024, 131584, 803840]
     assert [job["id"] for job in client.get("/api/measurements").json()] == [job["id"]]
     assert running(worker_pids(client, job["id"])) == []
+
+
+def test_normal_scheduling_is_kept_when_asked_for(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "data")
+    body = {"world_size": 2, "backend": "gloo", "iterations": 2, "warmup": 0, "scheduling": "normal"}
+    job = client.post(f"/api/plans/{plan_id}/measure", json=body).json()
+    done = wait_for(client, job["id"], ("succeeded", "failed"))
+    assert done["state"] == "succeeded", done["error"]
+    assert client.get(f"/api/runs/{done['run_id']}").json()["origin_detail"] == (
+        f"measured locally (gloo, world size 2, host {socket.gethostname()}, timed at normal priority (as asked)); "
+        "2 iterations after 0 warm-up iterations (excluded)"
+    )
 
 
 def test_one_measurement_at_a_time_and_cancel_kills_the_workers(client: TestClient) -> None:
@@ -115,9 +134,11 @@ def test_bad_requests_are_refused_before_anything_starts(client: TestClient) -> 
         "plan.kccb[0].data_sizes[0]: all_gather of 25755648 bytes does not split into 5 equal per-rank pieces; "
         "choose a world size that divides it"
     )
-    response = client.post(f"/api/plans/{plan_id}/measure", json={"iterations": 0, "backend": "mpi"})
+    response = client.post(
+        f"/api/plans/{plan_id}/measure", json={"iterations": 0, "backend": "mpi", "scheduling": "turbo"}
+    )
     assert response.status_code == 422
-    assert {error["loc"][-1] for error in response.json()["detail"]} == {"iterations", "backend"}
+    assert {error["loc"][-1] for error in response.json()["detail"]} == {"iterations", "backend", "scheduling"}
     assert client.get("/api/measurements/nope").status_code == 404
     assert client.delete("/api/measurements/nope").status_code == 404
     assert client.get("/api/measurements").json() == []

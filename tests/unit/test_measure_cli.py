@@ -15,6 +15,7 @@ from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from emuplan.store.plans import create_plan
 from emuplan.workload.document import PlanRequest
+from scheduling import EXPECTED_REALTIME_POLICY
 
 runner = CliRunner()
 
@@ -64,7 +65,8 @@ def test_measure_stores_a_measured_run_linked_to_the_plan(cli_env: str, seed_pla
         1,
     )
     assert run["origin_detail"] == (
-        f"measured locally (gloo, world size 2, host {socket.gethostname()}); "
+        f"measured locally (gloo, world size 2, host {socket.gethostname()}, "
+        f"timed at {EXPECTED_REALTIME_POLICY}); "
         "3 iterations after 1 warm-up iteration (excluded)"
     )
     assert run["source_format"] == "per-iteration"
@@ -112,7 +114,8 @@ def test_torchrun_prints_the_cluster_command_and_writes_the_plan(
     assert (
         f"torchrun --nnodes=4 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=HEAD_NODE:29500 "
         f"--rdzv-id=emuplan-plan-{seed_plan_id} -m emuplan.measure --plan {plan_file} "
-        f"--output plan-{seed_plan_id}-measured.csv --warmup 3 --workload kccb --backend auto --timeout-s 600"
+        f"--output plan-{seed_plan_id}-measured.csv --warmup 3 --workload kccb --backend auto --timeout-s 600 "
+        "--scheduling realtime"
     ) in result.stdout
     assert f"emuplan measure {seed_plan_id} --from-file plan-{seed_plan_id}-measured.csv" in result.stdout
     assert json.loads((tmp_path / plan_file).read_text())["kccb"]["data_sizes"] == [971048]
@@ -129,7 +132,8 @@ def test_from_file_stores_a_torchrun_result_as_measured(cli_env: str, seed_plan_
     assert stored.exit_code == 0, stored.output
     run = json.loads(stored.stdout)
     assert run["origin_detail"] == (
-        f"measured with torchrun (gloo, world size 2, host {socket.gethostname()}); "
+        f"measured with torchrun (gloo, world size 2, host {socket.gethostname()}, "
+        f"timed at {EXPECTED_REALTIME_POLICY}); "
         "2 iterations after 0 warm-up iterations (excluded)"
     )
     assert (run["file_name"], run["sample_count"], run["plan_id"]) == ("out.csv", 2, seed_plan_id)
@@ -150,3 +154,24 @@ def test_from_file_stores_a_torchrun_result_as_measured(cli_env: str, seed_plan_
     missing = runner.invoke(app, ["measure", str(seed_plan_id), "--from-file", str(tmp_path / "out.csv")])
     assert missing.exit_code == 2
     assert "--from-file needs the CSV and the .json record rank 0 wrote beside it" in missing.stderr
+
+
+def test_from_file_refuses_a_record_with_a_wrong_field_and_stores_nothing(
+    cli_env: str, seed_plan_id: int, tmp_path: Path
+) -> None:
+    plan_document = {"trials": 2, "kccb": {"collective": "all_reduce", "data_sizes": [971048]}}
+    result = run_local_measurement(plan_document, MeasurementOptions(world_size=2, backend="gloo", warmup=0))
+    (tmp_path / "out.csv").write_text(result.csv_text)
+    for field, value, message in [
+        ("world_size", 0, "out.csv record: field world_size: Input should be greater than or equal to 1"),
+        ("format", "emuplan-measurement/0", "out.csv record: field format: Input should be 'emuplan-measurement/1'"),
+        ("hosts", None, "out.csv record: field hosts: Input should be a valid list"),
+        ("scheduling", ..., "out.csv record: field scheduling: Field required"),
+    ]:
+        record = {key: item for key, item in result.record.items() if key != field}
+        if value is not ...:
+            record[field] = value
+        (tmp_path / "out.json").write_text(json.dumps(record))
+        refused = runner.invoke(app, ["measure", str(seed_plan_id), "--from-file", str(tmp_path / "out.csv")])
+        assert (refused.exit_code, refused.stderr.strip()) == (2, f"error: {message}")
+    assert stored_runs(cli_env) == []

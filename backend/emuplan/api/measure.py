@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from emuplan.api.deps import DatabaseDep
 from emuplan.measure.launcher import BACKENDS, LocalLauncher, MeasurementCancelled, MeasurementOptions
-from emuplan.measure.workload import MeasurementError, WorkloadSource
+from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.store.db import Database
 from emuplan.store.measurements import local_launcher, store_measurement
 from emuplan.store.plans import PlanNotFound
@@ -38,6 +38,10 @@ class MeasureRequest(BaseModel):
     warmup: int = Field(default=2, ge=0, description="Warm-up iterations, run first and not stored.")
     workload: WorkloadSource = Field(default=WorkloadSource.KCCB, description="kccb data sizes or every collective.")
     timeout_s: float = Field(default=600.0, gt=0, le=3600, description="A hung measurement is killed after this.")
+    scheduling: TimingScheduling = Field(
+        default=TimingScheduling.REALTIME,
+        description="realtime: the timing threads at SCHED_FIFO where allowed; normal: the default scheduler.",
+    )
     name: str | None = Field(default=None, max_length=200, description="Run name. Default: plan and set-up.")
 
     def options(self) -> MeasurementOptions:
@@ -50,6 +54,7 @@ class MeasurementJobPublic(BaseModel):
     state: JobState
     world_size: int
     backend: str
+    scheduling: TimingScheduling
     iterations_done: int = Field(description="Iterations finished, warm-up included.")
     iterations_total: int | None = Field(description="Warm-up + measured iterations, once the workers are up.")
     warmup: bool = Field(description="Whether the iteration now running is a warm-up one.")
@@ -82,6 +87,10 @@ class MeasurementJob:
     @property
     def backend(self) -> str:
         return self.request.backend
+
+    @property
+    def scheduling(self) -> TimingScheduling:
+        return self.request.scheduling
 
     def public(self) -> MeasurementJobPublic:
         return MeasurementJobPublic.model_validate(self, from_attributes=True)

@@ -11,7 +11,7 @@ import typer
 from emuplan.cli.app import app, open_database
 from emuplan.measure.launcher import BACKENDS, MeasurementOptions
 from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, torchrun_command
-from emuplan.measure.workload import MeasurementError, WorkloadSource
+from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.results.canonical import ResultFileError
 from emuplan.store.db import Database
 from emuplan.store.measurements import measure_and_store, save_measured_run
@@ -123,6 +123,14 @@ def measure(
         ),
     ] = WorkloadSource.KCCB,
     timeout: Annotated[float, typer.Option(help="Seconds before a hung measurement is killed.")] = 600.0,
+    scheduling: Annotated[
+        TimingScheduling,
+        typer.Option(
+            help="realtime: time the collectives with the workers' threads at SCHED_FIFO (needs root or "
+            "CAP_SYS_NICE, else falls back to normal and the run says so), so no thread waits for another's "
+            "time slice; normal: the default scheduler."
+        ),
+    ] = TimingScheduling.REALTIME,
     name: Annotated[str | None, typer.Option(help="Run name. Default: the plan's name and the set-up.")] = None,
     tag: Annotated[list[str], typer.Option(help="Tag for the run (repeatable).")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
@@ -166,6 +174,7 @@ def measure(
         warmup=warmup,
         workload=workload,
         timeout_s=timeout,
+        scheduling=scheduling,
     )
     database = open_database()
     try:

@@ -25,6 +25,7 @@ from typing import Any
 from emuplan.measure.workload import (
     MeasuredCollective,
     MeasurementError,
+    TimingScheduling,
     WorkloadSource,
     group_size_notes,
     measurement_steps,
@@ -49,6 +50,7 @@ class MeasurementOptions:
     warmup: int = 2
     workload: WorkloadSource = WorkloadSource.KCCB
     timeout_s: float = 600.0
+    scheduling: TimingScheduling = TimingScheduling.REALTIME
 
     def worker_arguments(self) -> list[str]:
         """The worker options these settings stand for, shared by our launcher and the torchrun command."""
@@ -61,6 +63,8 @@ class MeasurementOptions:
             self.backend,
             "--timeout-s",
             f"{self.timeout_s:g}",
+            "--scheduling",
+            self.scheduling.value,
         ]
         if self.iterations is not None:
             arguments[:0] = ["--iterations", str(self.iterations)]

@@ -36,6 +36,13 @@ class WorkloadSource(StrEnum):
     COLLECTIVES = "collectives"
 
 
+class TimingScheduling(StrEnum):
+    """How the workers' threads are scheduled while the collectives are timed (``worker.timing_scheduling``)."""
+
+    REALTIME = "realtime"  # SCHED_FIFO where allowed, so a woken thread never waits for another's time slice
+    NORMAL = "normal"
+
+
 # Element sizes of the dtypes a plan may name; anything else (or a size that does not divide) runs as
 # bytes, which puts the same number of bytes on the wire.
 DTYPE_BYTES = {

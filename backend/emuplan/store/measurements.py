@@ -14,6 +14,7 @@ from typing import Any
 from sqlmodel import Session
 
 from emuplan.measure.launcher import LocalLauncher, MeasurementOptions, MeasurementResult
+from emuplan.measure.record import MeasurementSetup, measurement_setup
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import PER_ITERATION
 from emuplan.results.parse import parse_result_file
@@ -32,13 +33,14 @@ def _hosts_text(hosts: list[str]) -> str:
     return f"{len(hosts)} hosts: {shown}"
 
 
-def measured_origin_detail(record: dict[str, Any], launched_by: str) -> str:
-    """'measured locally (gloo, world size 4, host vm); 8 iterations after 2 warm-up iterations (excluded)'."""
-    warmup = record["warmup"]
+def measured_origin_detail(setup: MeasurementSetup, launched_by: str) -> str:
+    """'measured locally (gloo, world size 4, host vm, timed at SCHED_FIFO priority 1); 8 iterations after 2
+    warm-up iterations (excluded)'."""
+    policies = " / ".join(sorted(set(setup.scheduling)))  # ranks on different hosts may differ
     return (
-        f"measured {launched_by} ({record['backend']}, world size {record['world_size']}, "
-        f"{_hosts_text(record['hosts'])}); {record['iterations']} iterations after {warmup} warm-up "
-        f"iteration{'s' if warmup != 1 else ''} (excluded)"
+        f"measured {launched_by} ({setup.backend}, world size {setup.world_size}, {_hosts_text(setup.hosts)}, "
+        f"timed at {policies}); {setup.iterations} iterations after {setup.warmup} warm-up "
+        f"iteration{'s' if setup.warmup != 1 else ''} (excluded)"
     )
 
 
@@ -56,24 +58,25 @@ def save_measured_run(
 ) -> Run:
     """Store a finished measurement of ``plan`` as a run with origin "measured" (caller commits).
     ``DuplicateRun`` when the same CSV is stored already (a torchrun result imported twice)."""
+    setup = measurement_setup(record, f"{file_name or MEASURED_FILE_NAME} record")
     data = csv_text.encode()
     existing = find_duplicate(session, sha256_hex(data))
     if existing is not None:
         raise DuplicateRun(existing, file_name)
     parsed = parse_result_file(data, file_name or MEASURED_FILE_NAME, PER_ITERATION)
     # The CSV carries no set-up; the worker's record does, and busbw and % of ideal need the rank count.
-    parsed.ranks = record["world_size"]
-    parsed.hosts = len(record["hosts"])
+    parsed.ranks = setup.world_size
+    parsed.hosts = len(setup.hosts)
     parsed.warnings.extend(notes)
     return save_run(
         session,
         parsed,
-        name=name or f"{plan.name}: measured {launched_by} ({record['backend']}, {record['world_size']} ranks)",
+        name=name or f"{plan.name}: measured {launched_by} ({setup.backend}, {setup.world_size} ranks)",
         plan_id=plan.id,
         strategy=plan.strategy,
         tags=tags,
         origin="measured",
-        origin_detail=measured_origin_detail(record, launched_by),
+        origin_detail=measured_origin_detail(setup, launched_by),
         file_name=file_name,
         content_sha256=sha256_hex(data),
     )
