@@ -24,7 +24,7 @@ def test_measure_locally_shows_progress_and_links_the_measured_run(
     expect(page.locator("#measure-iterations")).to_have_attribute("placeholder", "8")
     expect(page.locator("#measure-realtime")).to_be_checked()
     page.fill("#measure-world-size", "2")
-    page.fill("#measure-iterations", "1500")  # long enough to watch it progress
+    page.fill("#measure-iterations", "8000")  # long enough to watch it progress (~3 s on 2 idle cores)
     page.click("#measure-start")
     expect(page.locator("#measure-start")).to_be_disabled()
     expect(page.locator("#measure-status")).to_contain_text("iterations done", timeout=60000)
