@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlmodel import Session, col, select
 
 from emuplan.store.models import Comparison, Run, ShareLink, utc_now
+from emuplan.store.rows import get_row
 
 # 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
 TOKEN_BYTES = 32
@@ -81,10 +82,7 @@ def list_comparisons(session: Session, limit: int = 100) -> list[Comparison]:
 
 
 def get_comparison(session: Session, comparison_id: int) -> Comparison:
-    comparison = session.get(Comparison, comparison_id)
-    if comparison is None:
-        raise ComparisonNotFound(f"no comparison with id {comparison_id}")
-    return comparison
+    return get_row(session, Comparison, comparison_id, ComparisonNotFound, "comparison")
 
 
 def find_comparison_by_name(session: Session, name: str) -> Comparison | None:

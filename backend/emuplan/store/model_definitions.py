@@ -7,10 +7,11 @@ happens before anything is added to the session, so a bad file leaves nothing be
 import hashlib
 from typing import BinaryIO
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition
+from emuplan.store.rows import get_row, newest_first
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import read_model_file
 from emuplan.workload.pytorch_source import PytorchSourceOptions
@@ -46,15 +47,11 @@ def create_model_definition(
 
 
 def list_model_definitions(session: Session, limit: int = 100, offset: int = 0) -> list[ModelDefinition]:
-    statement = select(ModelDefinition).order_by(col(ModelDefinition.id).desc()).offset(offset).limit(limit)
-    return list(session.exec(statement).all())
+    return newest_first(session, ModelDefinition, limit, offset)
 
 
 def get_model_definition(session: Session, definition_id: int) -> ModelDefinition:
-    definition = session.get(ModelDefinition, definition_id)
-    if definition is None:
-        raise ModelDefinitionNotFound(f"no model definition with id {definition_id}")
-    return definition
+    return get_row(session, ModelDefinition, definition_id, ModelDefinitionNotFound, "model definition")
 
 
 def definition_inventory(definition: ModelDefinition) -> ModelInventory:

@@ -4,10 +4,11 @@ The API and the CLI both call these functions. A model is named by a preset name
 uploaded model definition, ``model:<id>`` (its stored inventory is planned, no file is read).
 """
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition, Plan
+from emuplan.store.rows import get_row, newest_first
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
@@ -88,15 +89,11 @@ def create_plan(
 
 
 def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:
-    statement = select(Plan).order_by(col(Plan.id).desc()).offset(offset).limit(limit)
-    return list(session.exec(statement).all())
+    return newest_first(session, Plan, limit, offset)
 
 
 def get_plan(session: Session, plan_id: int) -> Plan:
-    plan = session.get(Plan, plan_id)
-    if plan is None:
-        raise PlanNotFound(f"no plan with id {plan_id}")
-    return plan
+    return get_row(session, Plan, plan_id, PlanNotFound, "plan")
 
 
 def plan_document(plan: Plan) -> PlanDocument:
