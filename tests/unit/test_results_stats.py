@@ -81,6 +81,27 @@ def test_summary_groups_bandwidth_and_percent_of_ideal():
     assert summary["overall"]["count"] == 5
 
 
+def test_a_per_rank_all_gather_size_gets_the_whole_buffer_bandwidth_and_ideal_like_nccl_tests():
+    # KCCB states the seed's tensor-parallel all-gather as its per-rank piece (6438912 B of 25755648 B).
+    samples = samples_table(
+        duration_us=np.array([2000.0, 2200.0]),
+        iteration=np.array([0, 1]),
+        collective="all_gather",
+        size_bytes=np.array([6438912, 6438912]),
+    )
+    network = NetworkModel(
+        link_gbps=100.0,
+        latency_us=5.0,
+        collectives=[{"op": "all_gather", "bytes_total": 25755648, "bytes_per_rank": 6438912, "group_size": 4}],
+    )
+    [group] = summarise(samples, network=network)["groups"]
+    assert group["label"] == "all_gather · 6438912 B"  # as the file states it
+    assert group["algbw_gbps"] == pytest.approx(25755648 / 2100e-6 / 1e9, rel=1e-12)
+    assert group["busbw_gbps"] == pytest.approx(25755648 / 2100e-6 / 1e9 * 0.75, rel=1e-12)  # (n−1)/n at n = 4
+    # (n−1)α + (n−1)/n · S/B = 15 µs + 0.75 × 2060.45184 µs
+    assert group["ideal_time_us"] == pytest.approx(1560.33888, rel=1e-12)
+
+
 def test_nccl_tests_summary_recomputes_busbw_from_ranks_and_reports_it_otherwise():
     a100 = parse_result_file((SHARED_NCCL / "a100-16rank-allreduce-2.17.txt").read_bytes(), "allreduce.txt")
     group = summarise(a100.samples, ranks=a100.ranks)["groups"][0]

@@ -219,7 +219,7 @@ def _bandwidths(collective, size_bytes, mean_us, ranks, network) -> dict:
     op = normalise_op_name(collective)
     if size_bytes is None or mean_us <= 0:
         return empty
-    algbw = size_bytes / (mean_us * 1e-6) / 1e9
+    algbw = _whole_buffer_bytes(network, collective, size_bytes) / (mean_us * 1e-6) / 1e9
     group_size = ranks or _planned_group_size(network, collective, size_bytes)
     if op is None or group_size is None:
         return {"algbw_gbps": algbw, "busbw_gbps": None, "bandwidth_source": "computed"}
@@ -237,6 +237,13 @@ def _reported_bandwidths(algbw: pa.ChunkedArray, busbw: pa.ChunkedArray) -> dict
     return {"algbw_gbps": algbw_mean, "busbw_gbps": busbw_mean, "bandwidth_source": "reported"}
 
 
+def _whole_buffer_bytes(network: NetworkModel | None, collective: str, size_bytes: int) -> int:
+    """nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather and
+    reduce-scatter size), which the plan's collective of that piece turns back into the whole buffer."""
+    entry = network.planned(collective, size_bytes) if network else None
+    return int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
+
+
 def _planned_group_size(network: NetworkModel | None, collective: str, size_bytes: int) -> int | None:
     entry = network.planned(collective, size_bytes) if network else None
     return int(entry["group_size"]) if entry and entry.get("group_size") else None
@@ -247,12 +254,10 @@ def _ideal(collective, size_bytes, mean_us, ranks, network: NetworkModel | None)
     op = normalise_op_name(collective)
     if network is None or op is None or size_bytes is None or mean_us <= 0:
         return empty
-    entry = network.planned(collective, size_bytes)
     group_size = ranks or _planned_group_size(network, collective, size_bytes)
     if group_size is None:
         return empty
-    # nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather size).
-    total = int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
+    total = _whole_buffer_bytes(network, collective, size_bytes)
     ideal_us = ideal_time_s(op, total, group_size, network.link_gbps, network.latency_us) * 1e6
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
 
