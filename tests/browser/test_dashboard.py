@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from browser_support import PHONE, LiveServer, PageWatch, screenshot
 from playwright.sync_api import Browser, Page, expect
@@ -16,7 +16,7 @@ SEED_SIZES = {"data": "[971048]", "tensor": "[6438912]", "pipeline": "[2600, 330
 
 def upload(server: LiveServer, name: str, content: bytes, strategy: str | None = None) -> int:
     data = {"name": name, **({"strategy": strategy} if strategy else {})}
-    response = httpx.post(f"{server.url}/api/runs", files={"file": ("run.csv", content)}, data=data, timeout=30)
+    response = httpx2.post(f"{server.url}/api/runs", files={"file": ("run.csv", content)}, data=data, timeout=30)
     assert response.status_code == 201, response.text
     return response.json()["id"]
 
@@ -81,7 +81,7 @@ def test_planning_the_three_seed_strategies_shows_the_seed_numbers(
     expect(page.locator("h1")).to_have_text("seed pipeline")
     expect(tutorial.locator(".data-sizes")).to_have_text([SEED_SIZES["pipeline"]])
     yaml_url = page.locator("#download-yaml").get_attribute("href")
-    exported = httpx.get(live_server.url + yaml_url)
+    exported = httpx2.get(live_server.url + yaml_url)
     assert exported.status_code == 200 and "803840" in exported.text
     page.set_viewport_size(PHONE)
     assert no_page_overflow(page)
@@ -155,7 +155,7 @@ def test_an_upload_error_is_shown_inline_with_the_servers_message(
 ) -> None:
     bad = tmp_path / "broken.csv"
     bad.write_text("iteration,completion time (ms)\n1,12.5\n2,not-a-number\n")
-    expected = httpx.post(f"{live_server.url}/api/runs", files={"file": ("broken.csv", bad.read_bytes())})
+    expected = httpx2.post(f"{live_server.url}/api/runs", files={"file": ("broken.csv", bad.read_bytes())})
     assert expected.status_code == 400
     page.goto(live_server.url + "/runs")
     page.set_input_files("#upload-file", str(bad))
@@ -414,7 +414,7 @@ def test_ks_rows_show_the_servers_tests_overall_and_per_shared_group(
 ) -> None:
     first = upload(live_server, "tensor A", generated_run_csv(DEMO_SHAPES[1]), "tensor")
     second = upload(live_server, "tensor B", generated_run_csv(DEMO_SHAPES[1], seed=3), "tensor")
-    expected = httpx.get(f"{live_server.url}/api/compare?runs={first},{second}").json()["ks_tests"]
+    expected = httpx2.get(f"{live_server.url}/api/compare?runs={first},{second}").json()["ks_tests"]
     page.goto(f"{live_server.url}/compare?runs={first},{second}")
     wait_for_charts(page)
     rows = page.locator("#compare-tests tbody tr")
