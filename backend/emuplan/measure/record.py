@@ -5,13 +5,14 @@ warm-up, how the timing threads were scheduled). A record from a torchrun job co
 it is checked field by field before anything is stored.
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emuplan.measure.workload import MeasurementError
 
-RECORD_FORMAT = "emuplan-measurement/1"
+RecordFormat = Literal["emuplan-measurement/1"]
+RECORD_FORMAT: str = get_args(RecordFormat)[0]  # what the worker writes; the model accepts only this
 
 
 class MeasurementSetup(BaseModel):
@@ -19,7 +20,7 @@ class MeasurementSetup(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    format: Literal["emuplan-measurement/1"]
+    format: RecordFormat
     backend: str = Field(min_length=1)
     world_size: int = Field(ge=1)
     hosts: list[str] = Field(min_length=1)

@@ -182,11 +182,12 @@ def summarise(
             "variant": variant,
             **describe(ordered),
         }
-        stats.update(_bandwidths(collective, size_bytes, stats["mean_us"], ranks, network))
+        whole_bytes, group_size = _planned_shape(network, collective, size_bytes, ranks)
+        stats.update(_bandwidths(collective, whole_bytes, stats["mean_us"], group_size))
         if stats["busbw_gbps"] is None:
             rows = pa.array(order[start:end])
             stats.update(_reported_bandwidths(samples["algbw_gbps"].take(rows), samples["busbw_gbps"].take(rows)))
-        stats.update(_ideal(collective, size_bytes, stats["mean_us"], ranks, network))
+        stats.update(_ideal(collective, whole_bytes, stats["mean_us"], group_size, network))
         if stats["pct_of_ideal"] is None:
             reported = pc.mean(samples["ideal_pct"].take(pa.array(order[start:end]))).as_py()
             if reported is not None:
@@ -214,13 +215,26 @@ def summarise(
     return summary
 
 
-def _bandwidths(collective, size_bytes, mean_us, ranks, network) -> dict:
+def _planned_shape(
+    network: NetworkModel | None, collective: str, size_bytes: int | None, ranks: int | None
+) -> tuple[int | None, int | None]:
+    """(whole buffer bytes, ranks in the group) of a group, the plan filling in what the file leaves out.
+
+    nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather and
+    reduce-scatter size), which the plan's collective of that piece turns back into the whole buffer.
+    """
+    entry = network.planned(collective, size_bytes) if network and size_bytes is not None else None
+    whole_bytes = int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
+    planned_group = int(entry["group_size"]) if entry and entry.get("group_size") else None
+    return whole_bytes, ranks or planned_group
+
+
+def _bandwidths(collective: str, whole_bytes: int | None, mean_us: float, group_size: int | None) -> dict:
     empty = {"algbw_gbps": None, "busbw_gbps": None, "bandwidth_source": None}
     op = normalise_op_name(collective)
-    if size_bytes is None or mean_us <= 0:
+    if whole_bytes is None or mean_us <= 0:
         return empty
-    algbw = _whole_buffer_bytes(network, collective, size_bytes) / (mean_us * 1e-6) / 1e9
-    group_size = ranks or _planned_group_size(network, collective, size_bytes)
+    algbw = whole_bytes / (mean_us * 1e-6) / 1e9
     if op is None or group_size is None:
         return {"algbw_gbps": algbw, "busbw_gbps": None, "bandwidth_source": "computed"}
     return {
@@ -237,28 +251,14 @@ def _reported_bandwidths(algbw: pa.ChunkedArray, busbw: pa.ChunkedArray) -> dict
     return {"algbw_gbps": algbw_mean, "busbw_gbps": busbw_mean, "bandwidth_source": "reported"}
 
 
-def _whole_buffer_bytes(network: NetworkModel | None, collective: str, size_bytes: int) -> int:
-    """nccl-tests sizes are whole buffers; a file may state the per-rank piece (KCCB's all-gather and
-    reduce-scatter size), which the plan's collective of that piece turns back into the whole buffer."""
-    entry = network.planned(collective, size_bytes) if network else None
-    return int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
-
-
-def _planned_group_size(network: NetworkModel | None, collective: str, size_bytes: int) -> int | None:
-    entry = network.planned(collective, size_bytes) if network else None
-    return int(entry["group_size"]) if entry and entry.get("group_size") else None
-
-
-def _ideal(collective, size_bytes, mean_us, ranks, network: NetworkModel | None) -> dict:
+def _ideal(
+    collective: str, whole_bytes: int | None, mean_us: float, group_size: int | None, network: NetworkModel | None
+) -> dict:
     empty = {"ideal_time_us": None, "pct_of_ideal": None, "ideal_source": None}
     op = normalise_op_name(collective)
-    if network is None or op is None or size_bytes is None or mean_us <= 0:
+    if network is None or op is None or whole_bytes is None or group_size is None or mean_us <= 0:
         return empty
-    group_size = ranks or _planned_group_size(network, collective, size_bytes)
-    if group_size is None:
-        return empty
-    total = _whole_buffer_bytes(network, collective, size_bytes)
-    ideal_us = ideal_time_s(op, total, group_size, network.link_gbps, network.latency_us) * 1e6
+    ideal_us = ideal_time_s(op, whole_bytes, group_size, network.link_gbps, network.latency_us) * 1e6
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
 
 
