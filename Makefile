@@ -5,7 +5,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 SYSTEM_PACKAGES := chromium bubblewrap
 
-.PHONY: run test bench system-packages
+.PHONY: run test lint bench system-packages
 
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -26,7 +26,12 @@ system-packages:
 run: $(INSTALLED) system-packages
 	$(VENV)/bin/emuplan serve
 
-test: $(INSTALLED) system-packages
+# Formatting and lint run first: a tree that is not `ruff format`-clean fails before the slow tests.
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+test: lint $(INSTALLED) system-packages
 	$(PYTHON) -m pytest
 
 bench: $(INSTALLED) system-packages

@@ -76,7 +76,8 @@ def shared_comparison_or_error(session, token: str) -> Comparison:
         raise HTTPException(status_code=404, detail="No such share link.") from None
     except store.ShareLinkGone as gone:
         raise HTTPException(
-            status_code=410, detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
+            status_code=410,
+            detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
             headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
         ) from None
 
@@ -168,7 +169,9 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
     if not runs:
         raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
     document = runs_store.compare_stored_runs(
-        session, [run.id for run in runs], store.present_baseline(comparison, runs),
+        session,
+        [run.id for run in runs],
+        store.present_baseline(comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}

@@ -68,7 +68,9 @@ def create_comparison(
         raise ValueError("name: a comparison needs a name")
     ids = _validated_run_ids(session, run_ids, baseline_run_id)
     comparison = Comparison(
-        name=name, run_ids=ids, baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
+        name=name,
+        run_ids=ids,
+        baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
         options=options,
     )
     session.add(comparison)

@@ -92,9 +92,7 @@ class RunTable(SQLModel, table=True):
 
     __tablename__ = "run_table"
 
-    run_id: int = Field(
-        sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
-    )
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     kind: str = Field(primary_key=True)
     row_count: int = Field(sa_column=Column(BigInteger, nullable=False))
     parquet: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
