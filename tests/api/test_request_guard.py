@@ -11,7 +11,8 @@ from live_server import LiveServer
 
 def run_csv(name: str) -> bytes:
     """A small per-iteration file, different per name (an identical file is a duplicate: 409)."""
-    return f"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n1,1024,all_reduce,{sum(map(ord, name))}.7\n".encode()
+    last = sum(map(ord, name))
+    return f"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n1,1024,all_reduce,{last}.7\n".encode()
 
 
 SEED_MODEL = b"import torch.nn as nn\n\nclass Tiny(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
