@@ -7,12 +7,12 @@ comparison it names: never a general run endpoint, never another run.
 import logging
 import re
 from datetime import datetime
-from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 from emuplan.store.models import Comparison
@@ -178,9 +178,7 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
 
 
 @router.get("/api/shared/{token}/runs/{run_id}/figures/{kind}")
-def shared_run_figure(
-    token: str, run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, response: Response
-) -> dict:
+def shared_run_figure(token: str, run_id: int, kind: FigureKind, session: ReadSessionDep, response: Response) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
     comparison = shared_comparison_or_error(session, token)

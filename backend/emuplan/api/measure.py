@@ -17,7 +17,14 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.deps import DatabaseDep
-from emuplan.measure.launcher import BACKENDS, LocalLauncher, MeasurementCancelled, MeasurementOptions
+from emuplan.measure.launcher import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    MAX_LOCAL_WORLD_SIZE,
+    LocalLauncher,
+    MeasurementCancelled,
+    MeasurementOptions,
+)
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.store.db import Database
 from emuplan.store.measurements import local_launcher, store_measurement
@@ -32,12 +39,23 @@ CANCEL_WAIT_S = 15.0
 
 
 class MeasureRequest(BaseModel):
-    world_size: int = Field(default=4, ge=1, le=64, description="Local processes, one rank each.")
-    backend: Literal[BACKENDS] = Field(default="auto", description="auto: nccl when CUDA is available, else gloo.")
+    world_size: int = Field(
+        default=MeasurementOptions.world_size,
+        ge=1,
+        le=MAX_LOCAL_WORLD_SIZE,
+        description="Local processes, one rank each.",
+    )
+    backend: Literal[BACKENDS] = Field(
+        default=DEFAULT_BACKEND, description="auto: nccl when CUDA is available, else gloo."
+    )
     iterations: int | None = Field(default=None, ge=1, description="Measured iterations. Default: the plan's trials.")
-    warmup: int = Field(default=2, ge=0, description="Warm-up iterations, run first and not stored.")
+    warmup: int = Field(
+        default=MeasurementOptions.warmup, ge=0, description="Warm-up iterations, run first and not stored."
+    )
     workload: WorkloadSource = Field(default=WorkloadSource.KCCB, description="kccb data sizes or every collective.")
-    timeout_s: float = Field(default=600.0, gt=0, le=3600, description="A hung measurement is killed after this.")
+    timeout_s: float = Field(
+        default=MeasurementOptions.timeout_s, gt=0, le=3600, description="A hung measurement is killed after this."
+    )
     scheduling: TimingScheduling = Field(
         default=TimingScheduling.REALTIME,
         description="realtime: the timing threads at SCHED_FIFO where allowed; normal: the default scheduler.",

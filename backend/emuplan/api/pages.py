@@ -25,7 +25,7 @@ from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
-from emuplan.workload.document import OptionGroup, PlanRequest
+from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
 
@@ -175,7 +175,7 @@ def runs_page(
         nav="runs",
         runs=runs,
         plans=plan_store.list_plans(session, 1000),
-        strategies=run_store.STRATEGIES,
+        strategies=[strategy.value for strategy in Strategy],
         filters={"strategy": strategy, "plan": plan_id, "tag": tag},
     )
 

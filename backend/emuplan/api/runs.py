@@ -19,10 +19,12 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.charts import FigureKind
 from emuplan.results import ResultFileError
 from emuplan.results.headers import parse_column_map
 from emuplan.store import runs as store
 from emuplan.store.models import Run
+from emuplan.workload.document import Strategy
 
 router = APIRouter(tags=["runs"])
 
@@ -48,7 +50,9 @@ class UploadForm(BaseModel):
 
     name: str | None = Field(default=None, max_length=200)
     plan_id: int | None = None
-    strategy: Literal["data", "tensor", "pipeline", "hybrid"] | None = None
+    # The names as a Literal, not the enum: the multipart schema below inlines these properties, and an
+    # enum would become a $ref to a definition that schema does not carry.
+    strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
     tags: str | None = Field(default=None, description="Comma-separated.")
     format: str | None = Field(
         default=None,
@@ -207,9 +211,7 @@ def run_stats(run_id: int, session: ReadSessionDep) -> dict:
 
 
 @router.get("/api/runs/{run_id}/figures/{kind}")
-def run_figure(
-    run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
-) -> dict:
+def run_figure(run_id: int, kind: FigureKind, session: ReadSessionDep, log_x: bool = False) -> dict:
     return store.run_figure(_run_or_404(session, run_id), kind, log_x=log_x)
 
 

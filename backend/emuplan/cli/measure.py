@@ -9,14 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from emuplan.cli.app import app, open_database
-from emuplan.measure.launcher import BACKENDS, MeasurementOptions
-from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, torchrun_command
+from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MeasurementOptions
+from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.results.canonical import ResultFileError
 from emuplan.store.db import Database
 from emuplan.store.measurements import measure_and_store, save_measured_run
 from emuplan.store.models import Run
-from emuplan.store.plans import PlanNotFound, get_plan
+from emuplan.store.plans import PlanNotFound, get_plan, plan_document
 from emuplan.store.runs import DuplicateRun, RunInputError, run_public
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
@@ -68,16 +68,16 @@ def _print_torchrun(
 ) -> None:
     with database.read_session() as session:
         plan = get_plan(session, plan_id)
-    hosts, gpus_per_host = cluster_shape(plan.workload)
+    document = plan_document(plan)
     plan_file = plan_file or Path(f"plan-{plan_id}.json")
-    plan_file.write_text(json.dumps(plan.workload, indent=1))
+    plan_file.write_text(json.dumps(document.model_dump(mode="json"), indent=1))
     output = f"plan-{plan_id}-measured.csv"
     command = torchrun_command(
         str(plan_file),
         output,
         options,
-        nnodes=nnodes or hosts,
-        nproc_per_node=nproc_per_node or gpus_per_host,
+        nnodes=nnodes or document.inputs.hosts,
+        nproc_per_node=nproc_per_node or document.inputs.gpus_per_host,
         rendezvous=rendezvous,
         run_id=f"emuplan-plan-{plan_id}",
     )
@@ -111,10 +111,16 @@ def _store_torchrun_result(database: Database, plan_id: int, csv_path: Path, nam
 @app.command()
 def measure(
     plan_id: Annotated[int, typer.Argument(help="Id of a stored plan (`emuplan plan ... --save`).")],
-    world_size: Annotated[int, typer.Option("--world-size", help="Local processes, one rank each.")] = 4,
-    backend: Annotated[str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")] = "auto",
+    world_size: Annotated[
+        int, typer.Option("--world-size", help="Local processes, one rank each.")
+    ] = MeasurementOptions.world_size,
+    backend: Annotated[
+        str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")
+    ] = DEFAULT_BACKEND,
     iterations: Annotated[int | None, typer.Option(help="Measured iterations. Default: the plan's trials.")] = None,
-    warmup: Annotated[int, typer.Option(help="Warm-up iterations, run first and not stored.")] = 2,
+    warmup: Annotated[
+        int, typer.Option(help="Warm-up iterations, run first and not stored.")
+    ] = MeasurementOptions.warmup,
     workload: Annotated[
         WorkloadSource,
         typer.Option(
@@ -122,7 +128,9 @@ def measure(
             "collective count_per_step times, point-to-point sends included."
         ),
     ] = WorkloadSource.KCCB,
-    timeout: Annotated[float, typer.Option(help="Seconds before a hung measurement is killed.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds before a hung measurement is killed.")
+    ] = MeasurementOptions.timeout_s,
     scheduling: Annotated[
         TimingScheduling,
         typer.Option(

@@ -18,6 +18,10 @@ class CollectiveOp(StrEnum):
     SEND_RECV = "send_recv"
 
 
+# All-gather and reduce-scatter move one n-th of the whole buffer per rank: their ``bytes_per_rank``,
+# and the data size KCCB takes for them (the seed tutorial's 6438912 is a quarter of 25755648).
+PER_RANK_PIECE_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
+
 # Spellings seen in result files and logs, folded by normalise_op_name().
 _OP_ALIASES = {
     "allreduce": CollectiveOp.ALL_REDUCE,
