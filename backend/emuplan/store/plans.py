@@ -8,7 +8,7 @@ from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition, Plan
-from emuplan.store.rows import get_row, newest_first
+from emuplan.store.rows import NotFound, get_row, newest_first
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
@@ -18,7 +18,7 @@ from emuplan.workload.sources import UnknownModelError, resolve_model
 STORED_MODEL_PREFIX = "model:"
 
 
-class PlanNotFound(LookupError):
+class PlanNotFound(NotFound):
     pass
 
 
