@@ -8,6 +8,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
 from emuplan.workload.document import PlanDocument, PlanRequest
@@ -31,7 +32,7 @@ class PlanCreate(PlanRequest):
         """The planner's request, with ``model_definition_id`` folded into ``model``."""
         model = self.model
         if self.model_definition_id is not None:
-            model = store.stored_model_spec(self.model_definition_id)
+            model = stored_model_spec(self.model_definition_id)
             if self.model and self.model != model:
                 raise ValueError(f"model: {self.model!r} contradicts model_definition_id {model!r}")
         if not model:
@@ -72,7 +73,7 @@ def _public(plan) -> PlanPublic:
 @router.post("/preview")
 def preview_plan(request: PlanRequest, session: ReadSessionDep, settings: SettingsDep) -> PlanDocument:
     """The plan document for these inputs, computed and returned without storing anything."""
-    return store.preview_plan(session, request, SandboxPolicy.from_settings(settings))
+    return plan_request(request, session, SandboxPolicy.from_settings(settings))[0]
 
 
 @router.post("", status_code=201)
@@ -83,7 +84,7 @@ def create_plan(
     request = body.plan_request()
     # Planned on the read session: an uploaded PyTorch model's capture runs in the sandbox for
     # seconds, and must not hold the database's write lock meanwhile.
-    document, model_definition_id = store.plan_for_request(read_session, request, SandboxPolicy.from_settings(settings))
+    document, model_definition_id = plan_request(request, read_session, SandboxPolicy.from_settings(settings))
     plan = store.save_document(session, document, request, body.name, model_definition_id)
     session.commit()
     return _public(plan)
