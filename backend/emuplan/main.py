@@ -10,7 +10,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import comparisons, health, measure, models, pages, plans, runs
+from emuplan.api import compare, comparisons, health, measure, models, pages, plans, runs
+from emuplan.api.errors import install_error_responses
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
@@ -81,12 +82,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static/plotly", StaticFiles(directory=PLOTLY_JS_DIR), name="plotly")
     app.mount("/static", StaticFiles(directory=settings.frontend_dir / "static"), name="static")
 
-    app.include_router(health.router)
-    app.include_router(comparisons.router)
-    app.include_router(models.router)
-    app.include_router(plans.router)
-    app.include_router(runs.router)
-    app.include_router(measure.router)
-    app.include_router(pages.router)
+    install_error_responses(app)
+    for router in (
+        health.router,
+        comparisons.router,
+        comparisons.shared_router,
+        compare.router,
+        models.router,
+        plans.router,
+        plans.presets_router,
+        runs.router,
+        measure.plan_router,
+        measure.router,
+        pages.router,
+    ):
+        app.include_router(router)
     comparisons.install_share_token_redaction()
     return app

@@ -8,15 +8,15 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, open_database
+from emuplan.planning import plan_request
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.settings import get_settings
 from emuplan.store import plans as store
 from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
-from emuplan.workload.planner import plan_workload
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import capture_for_plan, options_from_text
-from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX, resolve_model
+from emuplan.workload.pytorch_source import options_from_text
+from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
 FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
 _DEFAULT_FROM_MODEL = "Default: the model's (see `emuplan plan --list-presets`)."
@@ -175,7 +175,6 @@ def plan(
             if model_class is not None and input_shape is not None
             else None
         )
-        inventory = resolve_model(model, pytorch_options=pytorch_options, sandbox=sandbox)
         if Path(model).suffix in FILE_SUFFIXES:
             model = str(Path(model).resolve())
         request = PlanRequest(
@@ -205,9 +204,7 @@ def plan(
             link_gbps=link_gbps,
             latency_us=latency_us,
         )
-        document = plan_workload(request, inventory)
-        if Path(model).suffix == PYTORCH_SUFFIX:
-            document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
+        document, _ = plan_request(request, sandbox=sandbox, allow_files=True, pytorch_options=pytorch_options)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None

@@ -250,6 +250,12 @@ def _ideal(
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
 
 
+def has_bandwidth_chart(summary: dict) -> bool:
+    """Bandwidth against data size says something from two sizes with a bandwidth on (nccl-tests sweeps,
+    KAI summaries)."""
+    return len({g["size_bytes"] for g in summary["groups"] if g.get("algbw_gbps") is not None}) > 1
+
+
 def strip_curves(summary: dict) -> dict:
     """The summary without its ECDF and delay arrays: what statistics tables show."""
     result = {k: v for k, v in summary.items() if k not in ("ecdf", "delay", "overall_ecdf")}

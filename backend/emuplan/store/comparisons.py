@@ -13,18 +13,18 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, select
 
 from emuplan.store.models import Comparison, Run, ShareLink, utc_now
-from emuplan.store.rows import get_row
+from emuplan.store.rows import NotFound, get_row
 
 # 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
 TOKEN_BYTES = 32
 MAX_SHARE_DAYS = 3650
 
 
-class ComparisonNotFound(LookupError):
+class ComparisonNotFound(NotFound):
     pass
 
 
-class ShareLinkNotFound(LookupError):
+class ShareLinkNotFound(NotFound):
     pass
 
 

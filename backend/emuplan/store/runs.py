@@ -35,12 +35,13 @@ from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
 from emuplan.store.models import Plan, Run, RunTable
 from emuplan.store.plans import plan_document
+from emuplan.store.rows import NotFound
 from emuplan.workload.document import Strategy
 
 ORIGINS = ("imported", "measured", "generated")
 
 
-class RunNotFound(LookupError):
+class RunNotFound(NotFound):
     def __init__(self, run_id: int):
         super().__init__(f"run {run_id} does not exist")
         self.run_id = run_id
