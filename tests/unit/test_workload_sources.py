@@ -8,10 +8,10 @@ import torch
 
 from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
 from emuplan.workload.sources import UnknownModelError, resolve_model
+from paths import LLAMA_2_7B_CONFIG
 from seed_model import assert_is_the_seed_classifier
 
-LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
-LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_PATH.read_text())
+LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_CONFIG.read_text())
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_llama_formula_matches_a_meta_device_build_of_a_small_equivalent() -> No
 
 
 def test_config_json_file_is_read_and_named_after_its_folder() -> None:
-    inventory = resolve_model(str(LLAMA_2_7B_PATH))
+    inventory = resolve_model(str(LLAMA_2_7B_CONFIG))
     assert inventory.name == "Llama-2-7b-hf"
     assert inventory.source_kind == "hf_config"
     assert inventory.parameter_count == 6_738_415_616
