@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from emuplan.cli.app import app, open_database
-from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MeasurementOptions
+from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
 from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.results.canonical import ResultFileError
@@ -112,7 +112,7 @@ def _store_torchrun_result(database: Database, plan_id: int, csv_path: Path, nam
 def measure(
     plan_id: Annotated[int, typer.Argument(help="Id of a stored plan (`emuplan plan ... --save`).")],
     world_size: Annotated[
-        int, typer.Option("--world-size", help="Local processes, one rank each.")
+        int, typer.Option("--world-size", help=f"Local processes, one rank each (at most {MAX_LOCAL_WORLD_SIZE}).")
     ] = MeasurementOptions.world_size,
     backend: Annotated[
         str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")
