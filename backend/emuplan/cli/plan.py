@@ -221,7 +221,7 @@ def plan(
         database = open_database()
         try:
             with database.writing() as session:
-                plan_id = store.save_document(session, document, name).id
+                plan_id = store.save_document(session, document, request, name).id
         finally:
             database.dispose()
     if export is not None:

@@ -58,6 +58,8 @@ class Plan(SQLModel, table=True):
     mode: str
     trials: int
     inputs: dict = _json(dict)
+    # The request as given (unset fields left out); None for plans stored before it was kept.
+    request: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     workload: dict = _json(dict)
     created_at: datetime = _created_at()
 
