@@ -9,6 +9,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
 from emuplan.api import comparisons, health, measure, models, pages, plans, runs, static_files
+from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.static_files = static_files.static_files(settings.frontend_dir / "static")
 
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_upload_bytes)
+    app.add_middleware(RequestGuardMiddleware, allowed_hosts=settings.allowed_hosts)
     app.add_middleware(SecurityHeadersMiddleware)
     # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
