@@ -8,17 +8,20 @@ PyTorch source (uploaded or a ``.py`` file) also gets the collectives PyTorch it
 """
 
 from pathlib import Path
-
-from sqlmodel import Session
+from typing import TYPE_CHECKING
 
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.store.models import ModelDefinition, Plan
-from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import PytorchSourceOptions, capture_for_plan
 from emuplan.workload.sources import PYTORCH_SUFFIX, UnknownModelError, resolve_model
+
+# The database layer is imported where it is used: `emuplan plan` of a preset or a file never opens it.
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from emuplan.store.models import ModelDefinition, Plan
 
 STORED_MODEL_PREFIX = "model:"
 
@@ -27,7 +30,9 @@ def stored_model_spec(model_definition_id: int) -> str:
     return f"{STORED_MODEL_PREFIX}{model_definition_id}"
 
 
-def _stored_definition(session: Session | None, spec: str) -> ModelDefinition:
+def _stored_definition(session: "Session | None", spec: str) -> "ModelDefinition":
+    from emuplan.store.models import ModelDefinition
+
     raw_id = spec.removeprefix(STORED_MODEL_PREFIX)
     definition = session.get(ModelDefinition, int(raw_id)) if session is not None and raw_id.isdigit() else None
     if definition is None:
@@ -37,7 +42,7 @@ def _stored_definition(session: Session | None, spec: str) -> ModelDefinition:
 
 def plan_request(
     request: PlanRequest,
-    session: Session | None = None,
+    session: "Session | None" = None,
     sandbox: SandboxPolicy | None = None,
     *,
     allow_files: bool = False,
@@ -68,8 +73,10 @@ def plan_request(
 
 
 def create_plan(
-    session: Session, request: PlanRequest, name: str | None = None, sandbox: SandboxPolicy | None = None
-) -> Plan:
+    session: "Session", request: PlanRequest, name: str | None = None, sandbox: SandboxPolicy | None = None
+) -> "Plan":
     """Plan and add the stored plan to the session; the caller's transaction commits it."""
+    from emuplan.store.plans import save_document
+
     document, model_definition_id = plan_request(request, session, sandbox)
     return save_document(session, document, request, name, model_definition_id)

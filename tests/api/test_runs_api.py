@@ -3,7 +3,6 @@
 import gzip
 import hashlib
 import io
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,9 +11,7 @@ from sqlmodel import select
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
-
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+from paths import RESULTS, SHARED_NCCL
 
 
 def upload(client, file_name: str, data: bytes, **form):
@@ -50,9 +47,16 @@ def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
         "all_reduce · 10737418240 B · in-place",
     ]
     assert round(stats["groups"][0]["busbw_gbps"], 2) == 222.88
-    for kind in ("cdf", "delay", "bandwidth"):
-        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": "true"})
+    # log_x puts the CDF's time axis on a log scale; delay is per iteration (linear), bandwidth per size (log).
+    for kind, log_x, axis_type in [
+        ("cdf", "true", "log"),
+        ("cdf", "false", "linear"),
+        ("delay", "true", "linear"),
+        ("bandwidth", "true", "log"),
+    ]:
+        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": log_x})
         assert figure.status_code == 200 and figure.json()["data"], kind
+        assert figure.json()["layout"]["xaxis"]["type"] == axis_type, (kind, log_x)
     assert client.get(f"/api/runs/{run['id']}/figures/pie").status_code == 422
     csv = client.get(f"/api/runs/{run['id']}/samples.csv")
     assert csv.headers["content-type"].startswith("text/csv")

@@ -1,7 +1,5 @@
 """Statistics, ECDF grid and delay series: exact values on known inputs."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -12,8 +10,7 @@ from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
 from emuplan.results.stats import delay_series, describe, ecdf_grid
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
-
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+from paths import SHARED_NCCL
 
 
 def planned_collective(op: str, bytes_total: int, bytes_per_rank: int, group_size: int) -> PlannedCollective:

@@ -80,7 +80,6 @@ def upload_model(
         session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
     )
     session.commit()
-    session.refresh(definition)  # as GET returns it (SQLite hands back naive UTC timestamps)
     return _public(definition)
 
 

@@ -1,4 +1,7 @@
-"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons."""
+"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons.
+
+Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.
+"""
 
 from emuplan.charts.figures import (
     FigureKind,

@@ -4,20 +4,18 @@ command for a cluster) and store the timings as a measured run."""
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from emuplan.cli.app import app, open_database
-from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MeasurementOptions
+from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
 from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
-from emuplan.results.canonical import ResultFileError
-from emuplan.store.db import Database
-from emuplan.store.measurements import measure_and_store, save_measured_run
-from emuplan.store.models import Run
-from emuplan.store.plans import PlanNotFound, get_plan, plan_document
-from emuplan.store.runs import DuplicateRun, RunInputError, run_public
+
+if TYPE_CHECKING:
+    from emuplan.store.db import Database
+    from emuplan.store.models import Run
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
 
@@ -44,7 +42,7 @@ def _progress_printer() -> Any:
     return on_event
 
 
-def _render_run(run: Run) -> str:
+def _render_run(run: "Run") -> str:
     lines = [f"stored run {run.id}: {run.name}", f"  {run.origin_detail}"]
     lines += [f"  note: {warning}" for warning in run.warnings]
     for group in run.summary.get("groups", []):
@@ -58,7 +56,7 @@ def _render_run(run: Run) -> str:
 
 
 def _print_torchrun(
-    database: Database,
+    database: "Database",
     plan_id: int,
     options: MeasurementOptions,
     nnodes: int | None,
@@ -66,6 +64,8 @@ def _print_torchrun(
     rendezvous: str,
     plan_file: Path | None,
 ) -> None:
+    from emuplan.store.plans import get_plan, plan_document
+
     with database.read_session() as session:
         plan = get_plan(session, plan_id)
     document = plan_document(plan)
@@ -92,7 +92,12 @@ def _print_torchrun(
     )
 
 
-def _store_torchrun_result(database: Database, plan_id: int, csv_path: Path, name: str | None, tags: list[str]) -> Run:
+def _store_torchrun_result(
+    database: "Database", plan_id: int, csv_path: Path, name: str | None, tags: list[str]
+) -> "Run":
+    from emuplan.store.measurements import save_measured_run
+    from emuplan.store.plans import get_plan
+
     record_path = csv_path.with_suffix(".json")
     try:
         csv_text = csv_path.read_text()
@@ -112,7 +117,7 @@ def _store_torchrun_result(database: Database, plan_id: int, csv_path: Path, nam
 def measure(
     plan_id: Annotated[int, typer.Argument(help="Id of a stored plan (`emuplan plan ... --save`).")],
     world_size: Annotated[
-        int, typer.Option("--world-size", help="Local processes, one rank each.")
+        int, typer.Option("--world-size", help=f"Local processes, one rank each (at most {MAX_LOCAL_WORLD_SIZE}).")
     ] = MeasurementOptions.world_size,
     backend: Annotated[
         str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")
@@ -173,6 +178,11 @@ def measure(
 
     Progress goes to stderr; a failed, hung (--timeout) or interrupted measurement stores nothing.
     """
+    from emuplan.results.canonical import ResultFileError
+    from emuplan.store.measurements import measure_and_store
+    from emuplan.store.plans import PlanNotFound
+    from emuplan.store.runs import DuplicateRun, RunInputError, run_public
+
     if backend not in BACKENDS:
         _fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
     options = MeasurementOptions(

@@ -10,8 +10,6 @@ import typer
 from emuplan.cli.app import app, open_database
 from emuplan.planning import plan_request
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.settings import get_settings
-from emuplan.store import plans as store
 from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.presets import PRESETS
@@ -168,8 +166,13 @@ def plan(
         raise typer.BadParameter(f"--stages {stages} contradicts --pp {pp}", param_hint="--stages")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
-        sandbox = SandboxPolicy.from_settings(get_settings())
+        sandbox = None
+        if is_pytorch_source:  # reading the settings costs more than planning a preset
+            from emuplan.settings import get_settings
+
+            sandbox = SandboxPolicy.from_settings(get_settings())
         pytorch_options = (
             options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
             if model_class is not None and input_shape is not None
@@ -210,6 +213,8 @@ def plan(
         raise typer.Exit(2) from None
     plan_id = None
     if save:
+        from emuplan.store import plans as store
+
         database = open_database()
         try:
             with database.writing() as session:
