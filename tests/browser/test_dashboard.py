@@ -6,10 +6,11 @@ from urllib.parse import urlparse
 
 import httpx2
 import pytest
-from browser_support import PHONE, LiveServer, PageWatch, screenshot
+from browser_support import PHONE, PageWatch, screenshot
 from playwright.sync_api import Browser, Page, expect
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
+from live_server import LiveServer
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 SEED_SIZES = {"data": "[971048]", "tensor": "[6438912]", "pipeline": "[2600, 33024, 131584, 803840]"}
@@ -384,9 +385,8 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
 
 @pytest.fixture
 def demo_server(database_url: str):
-    from browser_support import start_server, stop_server
-
     from emuplan.settings import Settings
+    from live_server import start_server, stop_server
 
     live = start_server(Settings(database_url=database_url, demo=True))
     yield live
@@ -452,9 +452,8 @@ def test_drag_and_drop_upload_and_a_duplicate_named_inline(
 
 @pytest.fixture
 def small_upload_server(database_url: str):
-    from browser_support import start_server, stop_server
-
     from emuplan.settings import Settings
+    from live_server import start_server, stop_server
 
     live = start_server(Settings(database_url=database_url, demo=False, max_upload_bytes=20_000))
     yield live
