@@ -10,8 +10,6 @@ import typer
 
 from emuplan.cli.app import app, open_database
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.settings import get_settings
-from emuplan.store import plans as store
 from emuplan.wording import plural
 from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
@@ -206,8 +204,13 @@ def plan(
         raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
-        sandbox = SandboxPolicy.from_settings(get_settings())
+        sandbox = None
+        if is_pytorch_source:  # reading the settings costs more than planning a preset
+            from emuplan.settings import get_settings
+
+            sandbox = SandboxPolicy.from_settings(get_settings())
         pytorch_options = (
             options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
             if model_class is not None and input_shape is not None
@@ -226,13 +229,15 @@ def plan(
             given["vocab_parallel_loss"] = False
         request = PlanRequest(**{**given, "model": model})
         document = plan_workload(request, inventory)
-        if Path(model).suffix == PYTORCH_SUFFIX:
+        if is_pytorch_source:
             document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
     except ValueError as error:
         typer.echo(f"error: {in_cli_words(str(error))}", err=True)
         raise typer.Exit(2) from None
     plan_id = None
     if save:
+        from emuplan.store import plans as store
+
         database = open_database()
         try:
             with database.writing() as session:
