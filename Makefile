@@ -5,7 +5,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 SYSTEM_PACKAGES := chromium bubblewrap
 
-.PHONY: run test bench system-packages
+.PHONY: run test bench system-packages chakra-schema
 
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -31,3 +31,7 @@ test: $(INSTALLED) system-packages
 
 bench: $(INSTALLED) system-packages
 	for script in bench/bench_*.py; do $(PYTHON) $$script || exit 1; done
+
+# Regenerate the Chakra schema module from backend/emuplan/workload/chakra/et_def.proto (commit both).
+chakra-schema: $(INSTALLED)
+	cd backend/emuplan/workload/chakra && ../../../../$(PYTHON) -m grpc_tools.protoc -I. --python_out=. et_def.proto
