@@ -4,11 +4,12 @@ import zipfile
 from pathlib import Path
 
 import httpx2
-from browser_support import PHONE, LiveServer, PageWatch, screenshot
+from browser_support import PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
+from live_server import LiveServer
 
 
 def save_plan(server: LiveServer, body: dict) -> int:
