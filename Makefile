@@ -5,7 +5,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 SYSTEM_PACKAGES := chromium bubblewrap
 
-.PHONY: run test lint bench system-packages
+.PHONY: run test lint bench system-packages chakra-schema
 
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -38,3 +38,7 @@ test: lint $(INSTALLED) system-packages
 bench: $(INSTALLED) system-packages
 	@failed=""; for script in bench/bench_*.py; do echo "== $$script"; $(PYTHON) $$script || failed="$$failed $$script"; done; \
 	if [ -n "$$failed" ]; then echo "missed a target or failed:$$failed"; exit 1; fi
+
+# Regenerate the Chakra schema module from backend/emuplan/workload/chakra/et_def.proto (commit both).
+chakra-schema: $(INSTALLED)
+	cd backend/emuplan/workload/chakra && ../../../../$(PYTHON) -m grpc_tools.protoc -I. --python_out=. et_def.proto

@@ -40,6 +40,13 @@ def _stored_definition(session: "Session | None", spec: str) -> "ModelDefinition
     return definition
 
 
+def inventory_for_spec(session: "Session | None", spec: str) -> ModelInventory:
+    """A preset's or an uploaded model definition's (``model:<id>``) inventory; never a file."""
+    if spec.startswith(STORED_MODEL_PREFIX):
+        return ModelInventory.model_validate(_stored_definition(session, spec).inventory)
+    return resolve_model(spec, allow_files=False)
+
+
 def plan_request(
     request: PlanRequest,
     session: "Session | None" = None,

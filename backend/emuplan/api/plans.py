@@ -11,6 +11,9 @@ from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
+from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
+from emuplan.workload.chakra.bundle import bundle_zip
+from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
@@ -119,6 +122,27 @@ def export_plan_kccb(
         content=body,
         media_type=EXPORT_MEDIA_TYPES[export_format],
         headers={"Content-Disposition": f'attachment; filename="{file_name}"'},
+    )
+
+
+@router.get("/{plan_id}/workload")
+def export_plan_workload(
+    plan_id: int,
+    session: ReadSessionDep,
+    workload_format: str = Query(alias="format", description=f"One of: {', '.join(WORKLOAD_FORMATS)}."),
+    gpu: str = Query(default=DEFAULT_GPU, description=f"GPU whose dense bf16 peak times compute: {', '.join(GPUS)}."),
+    utilisation: float = Query(default=DEFAULT_UTILISATION, description="Fraction of the GPU peak reached (0, 1]."),
+    ranks: str | None = Query(default=None, max_length=1000, description="Ranks to write, e.g. 0-7 or 0,4,8-11."),
+) -> Response:
+    """One training step of the plan as per-rank Chakra execution traces with communicator groups (zip)."""
+    if workload_format not in WORKLOAD_FORMATS:
+        raise ValueError(f"format: unknown workload format {workload_format!r}; use one of: chakra")
+    plan = store.get_plan(session, plan_id)
+    files = chakra_bundle(session, plan.id, gpu, utilisation, ranks)
+    return Response(
+        content=bundle_zip(files),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="plan-{plan_id}-chakra.zip"'},
     )
 
 
