@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import (
     CaptureSettings,
     PytorchSourceError,
@@ -154,3 +156,23 @@ def test_input_shapes_are_checked_before_anything_runs(text, message):
         parse_input_shape(text)
     assert str(caught.value) == message
     assert parse_input_shape("[1, 28, 28]") == [1, 28, 28]
+
+
+def test_ddp_analytic_list_equals_the_capture_for_a_source_model():
+    """Gradient order from the sandboxed run (head registered first, executed last), the frozen stem
+    skipped, BatchNorm's running statistics broadcast before each forward: the plan equals DDP's capture."""
+    result = inspect("head_first.py", "HeadFirst", "1024", CaptureSettings(world_size=4, strategies=["ddp"]))
+    request = PlanRequest(model="head_first", strategy="data", mode="framework", gpus=4, param_dtype="float32")
+    document = plan_workload(request, result.inventory)
+    analytic = [(c.op.value, c.phase.value, c.bytes_total) for c in document.collectives]
+    captured = [(c.op, c.phase, c.bytes) for c in result.captures[0].steady_step]
+    # head + out_proj close the 1 MiB first bucket; norm and body are the second; the stem has none.
+    # Broadcasts: running_mean + running_var (2 × 2048 × 4 B), then num_batches_tracked (int64).
+    expected = [
+        ("broadcast", "forward", 16384),
+        ("broadcast", "forward", 8),
+        ("all_reduce", "backward", 81960 + 16785408),
+        ("all_reduce", "backward", 16384 + 16785408 + 8396800),
+    ]
+    assert analytic == expected
+    assert captured == expected

@@ -92,7 +92,10 @@ def test_ddp_buckets_equal_pytorchs_assignment(bucket_cap_mb: float | None) -> N
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
-    ours = [sum(p.nbytes for p in bucket) for bucket in ddp_buckets(inventory.parameters, "float32", bucket_cap_mb)]
+    ours = [
+        sum(p.nbytes for p in bucket)
+        for bucket in ddp_buckets(inventory.gradient_ready_parameters(), "float32", bucket_cap_mb)
+    ]
     assert ours == _torch_bucket_bytes(stack, bucket_cap_mb)
 
 
@@ -100,12 +103,12 @@ def test_ddp_stack_gives_the_documented_buckets() -> None:
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
-    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", None)] == [
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.gradient_ready_parameters(), "float32", None)] == [
         4239400,
         20992000,
     ]
     # An explicit bucket_cap_mb caps the first bucket too: 10 MiB gives two buckets, not three.
-    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", 10)] == [
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.gradient_ready_parameters(), "float32", 10)] == [
         12636200,
         12595200,
     ]
@@ -123,7 +126,10 @@ def test_ddp_seed_is_one_bucket_of_all_gradients() -> None:
 def test_ddp_on_llama_buckets_cover_every_gradient_once() -> None:
     document = framework("llama-2-7b", strategy="data", gpus=16)
     assert sum(sizes(document, CollectiveOp.ALL_REDUCE)) == 6_738_415_616 * 2
-    assert document.collectives[0].label == "bucket 0 (lm_head.weight)"
+    assert [c.label for c in document.collectives[:2]] == [
+        "buffers from rank 0 (2 × float32: model.rotary_emb.inv_freq …)",
+        "bucket 0 (lm_head.weight)",
+    ]
 
 
 # --- FSDP2 / ZeRO -----------------------------------------------------------------------------------

@@ -185,12 +185,20 @@ def describe_model(request: dict) -> dict:
     with FakeTensorMode():
         model = construct(model_class, request.get("model_kwargs") or {}, file_name)
         parameters = [
-            {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype)}
+            {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype), "requires_grad": p.requires_grad}
             for name, p in model.named_parameters()
+        ]
+        buffers = [
+            {"name": name, "shape": list(b.shape), "dtype": _dtype_name(b.dtype)} for name, b in model.named_buffers()
         ]
         for name, module in model.named_modules():
             if name and not any(True for _ in module.children()):
                 module.register_forward_hook(record(name))
+        # The order backward completes gradients is the order DDP rebuilds its buckets in.
+        gradient_order = []
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(lambda _p, name=name: gradient_order.append(name))
         sample = make_input(SHAPE_BATCH, input_shape, request.get("input_dtype", "float32"))
         run_step(
             model, sample, file_name, f"[{SHAPE_BATCH}, {', '.join(map(str, input_shape))}] (batch of {SHAPE_BATCH})"
@@ -199,6 +207,8 @@ def describe_model(request: dict) -> dict:
         "name": request.get("name") or model_class.__name__,
         "source_kind": "pytorch",
         "parameters": parameters,
+        "gradient_order": gradient_order,
+        "buffers": buffers,
         "activations": activations,
         "sample": {
             "shape": input_shape,

@@ -302,12 +302,14 @@ def _framework_collectives(
         items += data_parallel_collectives(
             inputs.dp_impl,
             _tp_sharded_units(busiest, inputs, shape is not None),
-            {p.name: index for index, p in enumerate(inventory.parameters)},
+            {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())},
             inputs.dp,
             inputs.param_dtype,
             inputs.grad_dtype,
             inputs.bucket_cap_mb,
             prefix,
+            # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
+            inventory.buffers if shape is None or inputs.tp == 1 else [],
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
@@ -346,7 +348,13 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         )
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
-                "DDP buckets as rebuilt after iteration 0, in reverse parameter order: "
+                "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
+                + (
+                    "(from the model's execution order)"
+                    if inventory.gradient_order
+                    else "(assumed: reverse parameter order; this source does not say how forward runs)"
+                )
+                + ", frozen parameters skipped: "
                 + (
                     "first bucket 1 MiB, then 25 MiB (PyTorch's default bucket_cap_mb)"
                     if inputs.bucket_cap_mb is None
