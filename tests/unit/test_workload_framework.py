@@ -16,7 +16,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import PlanRequest
+from emuplan.workload.document import PlanningError, PlanRequest
 from emuplan.workload.inventory import SampleSpec
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
@@ -224,6 +224,63 @@ def test_sequence_parallel_turns_all_reduces_into_gathers_and_scatters() -> None
     assert {c.bytes_per_rank for c in per_layer} == {4096 * 4096 * 2 // 8}
 
 
+def test_sequence_parallel_backward_gathers_for_embedding_and_lm_head() -> None:
+    """Megatron-LM with sequence parallel: the embedding's reduce-scatter all-gathers in backward
+    (tensor_parallel/mappings.py, _ReduceScatterToSequenceParallelRegion.backward); the column-parallel
+    LM head re-gathers its input for the weight gradient and reduce-scatters the input gradient
+    (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward)."""
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    activation = 4096 * 4096 * 2
+    edges = [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in document.collectives
+             if "embedding" in c.label or "LM head input" in c.label]  # fmt: skip
+    assert edges == [
+        (CollectiveOp.REDUCE_SCATTER, "forward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "forward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "backward", activation, 8),
+        (CollectiveOp.REDUCE_SCATTER, "backward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "backward", activation, 8),
+    ]
+
+
+def test_sequence_parallel_all_reduces_layer_norm_gradients_once_per_step() -> None:
+    """megatron/core/distributed/finalize_model_grads.py, _allreduce_layernorm_grads: with sequence
+    parallel, the gradients of every parameter marked sequence_parallel (layer norms, row-parallel
+    biases) are flattened into one all-reduce over the TP group per step."""
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    norms = [c for c in document.collectives if "layer-norm" in c.label]
+    # 32 layers × 2 RMSNorm weights + the final norm, 4096 each, bf16.
+    assert [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in norms] == [
+        (CollectiveOp.ALL_REDUCE, "backward", 65 * 4096 * 2, 1)
+    ]
+    gpt2 = framework("gpt2", strategy="tensor", gpus=4, seq_len=1024, batch_size=4, sequence_parallel=True)
+    # GPT-2: ln_1, ln_2 (weight + bias) and the two row-parallel c_proj biases per layer, then ln_f; bf16.
+    assert [c.bytes_total for c in gpt2.collectives if "layer-norm" in c.label] == [(12 * 6 + 2) * 768 * 2]
+    assert not [c for c in framework("llama-2-7b", strategy="tensor", gpus=8).collectives if "layer-norm" in c.label]
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "message"),
+    [
+        ("gpt2", 8, "num_attention_heads 12 is not divisible by tp 8"),
+        ("llama-3-8b", 16, "num_key_value_heads 8 is not divisible by tp 16"),
+    ],
+)
+def test_megatron_refuses_tp_degrees_that_split_heads(model: str, tp: int, message: str) -> None:
+    """megatron/core/transformer/attention.py: num_attention_heads and num_query_groups are each
+    divide()d by the TP size, which asserts divisibility."""
+    with pytest.raises(PlanningError, match=rf"^tp: Megatron splits attention heads .*{message}$"):
+        framework(model, strategy="tensor", gpus=tp)
+
+
+def test_vocabulary_is_padded_to_128_times_tp_in_the_tp_shard() -> None:
+    """GPT-2 at tp 4: 50257 → 50688 (a multiple of 512); each rank holds 12672 rows of wte."""
+    document = framework("gpt2", strategy="hybrid", tp=4, dp=2, gpus=8, grad_dtype="float32")
+    buckets = [c for c in document.collectives if c.parallel_dim.value == "dp"]
+    shard_bytes = sum(c.bytes_total for c in buckets)
+    layer = 4 * 768 + (768 * 2304 + 2304) // 4 + 768 * 768 // 4 + 768 + (768 * 3072 + 3072) // 4 + 3072 * 768 // 4 + 768
+    assert shard_bytes == 4 * (50688 // 4 * 768 + 1024 * 768 + 12 * layer + 2 * 768)
+
+
 # --- Pipeline and hybrid ---------------------------------------------------------------------------
 
 
@@ -256,15 +313,17 @@ def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
     assert sum(c.count_per_step for c in sends) == 2 * 64 * 7
     assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
     assert document.pipeline_bubble == pytest.approx(7 / 64)
-    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways.
+    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways;
+    # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024.
     dp_bytes = sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
     layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
-    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 128256 // 8 * 8192)
+    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192)
 
 
 def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
     for preset in ("fashion-mnist-mlp", "gpt2", "llama-3-8b", "mistral-7b", "qwen2-7b"):
-        for strategy, options in (("data", {}), ("tensor", {}), ("pipeline", {"pp": 2}),
+        # tp 4: GPT-2's 12 and Qwen2-7B's 28 attention heads do not split over 8 ranks (refused, see below).
+        for strategy, options in (("data", {}), ("tensor", {"gpus": 4}), ("pipeline", {"pp": 2}),
                                   ("hybrid", {"tp": 2, "pp": 2, "dp": 2})):  # fmt: skip
             document = framework(preset, strategy=strategy, **options)
             assert document.collectives, (preset, strategy)
@@ -272,9 +331,11 @@ def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
 
 
 def test_tied_embeddings_across_stages_add_one_embedding_all_reduce() -> None:
-    document = framework("gpt2", strategy="pipeline", pp=2, gpus=2, batch_size=8, micro_batch=1, grad_dtype="float32")
+    document = framework("gpt2", strategy="pipeline", pp=2, gpus=2, batch_size=8, micro_batch=1, grad_dtype="bfloat16")
     tied = [c for c in document.collectives if "tied word-embedding" in c.label]
-    assert [(c.op, c.bytes_total, c.group_size) for c in tied] == [(CollectiveOp.ALL_REDUCE, 50257 * 768 * 4, 2)]
+    # Megatron-LM pads GPT-2's 50257 tokens to a multiple of --make-vocab-size-divisible-by 128 (× tp 1):
+    # 50304 × 768 × 2 B (megatron/training/tokenizer/tokenizer.py, _vocab_size_with_padding).
+    assert [(c.op, c.bytes_total, c.group_size) for c in tied] == [(CollectiveOp.ALL_REDUCE, 77_266_944, 2)]
     assert document.inputs.micro_batches == 8
 
 

@@ -63,9 +63,7 @@ def bus_bandwidth_gbps(op: CollectiveOp, size_bytes: float, seconds: float, rank
     return algorithm_bandwidth_gbps(size_bytes, seconds) * bus_bandwidth_factor(op, ranks)
 
 
-def ideal_time_s(
-    op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float
-) -> float:
+def ideal_time_s(op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float) -> float:
     """α-β time of a ring algorithm over ``ranks`` ranks, each with one link of ``link_gbps`` Gbit/s.
 
     all-reduce 2(n−1)α + 2(n−1)/n·S/B; all-gather, reduce-scatter, all-to-all (n−1)α + (n−1)/n·S/B;

@@ -31,11 +31,14 @@ from emuplan.workload.strategies.pipeline_parallel import (
     split_stages,
 )
 from emuplan.workload.strategies.tensor_parallel import (
+    check_megatron_degrees,
     dtensor_linear_collectives,
     dtensor_shard,
     linear_layers,
     megatron_collectives,
     megatron_shard,
+    padded_vocab_size,
+    sequence_parallel_parameters,
 )
 from emuplan.workload.strategies.tutorial import tutorial_collectives
 from emuplan.workload.trials import count_trials
@@ -259,10 +262,12 @@ def _framework_collectives(
     items: list[PlannedCollective] = []
     if inputs.tp > 1:
         if shape is not None:
+            check_megatron_degrees(shape, inputs.tp)
             layers = sum(1 for unit in busiest.units if not unit.is_root)
+            stage_parameters = [p for unit in busiest.units for p in unit.parameters]
             items += megatron_collectives(
                 hidden=shape.hidden_size,
-                vocab=shape.vocab_size,
+                vocab=padded_vocab_size(shape.vocab_size, inputs.tp),
                 tokens=inputs.micro_batch * inputs.seq_len,
                 tp=inputs.tp,
                 dtype=inputs.activation_dtype,
@@ -272,6 +277,9 @@ def _framework_collectives(
                 has_embedding=busiest.index == 0,
                 has_head=busiest.index == len(stages) - 1,
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
+                layer_norm_bytes=numel_bytes(
+                    sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
+                ),
             )
         else:
             layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
@@ -295,7 +303,10 @@ def _framework_collectives(
             items.append(
                 collective(
                     CollectiveOp.ALL_REDUCE,
-                    numel_bytes(-(-shape.vocab_size // inputs.tp) * shape.hidden_size, inputs.grad_dtype),
+                    numel_bytes(
+                        padded_vocab_size(shape.vocab_size, inputs.tp) // inputs.tp * shape.hidden_size,
+                        inputs.grad_dtype,
+                    ),  # fmt: skip
                     2,
                     inputs.grad_dtype,
                     Phase.BACKWARD,
