@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from emuplan.measure.workload import WorkloadSource, measurement_steps
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
@@ -15,6 +16,7 @@ from emuplan.workload.pytorch_source import (
     PytorchSourceError,
     PytorchSourceOptions,
     PytorchSourceResult,
+    capture_for_plan,
     inspect_pytorch_source,
     parse_input_shape,
 )
@@ -176,3 +178,36 @@ def test_ddp_analytic_list_equals_the_capture_for_a_source_model():
     ]
     assert analytic == expected
     assert captured == expected
+
+
+def test_kccb_export_and_measurement_come_from_the_capture_where_one_exists():
+    """An inventory stored before gradient order and buffers were read (reverse registration order, no
+    broadcasts) plans other buckets than DDP issues: the export and the measurement follow the capture."""
+    options = PytorchSourceOptions(model_class="HeadFirst", input_shape=[1024])
+    source = (MODELS / "head_first.py").read_text()
+    stored = inspect_pytorch_source(source, "head_first.py", options, LIMITS).inventory
+    stored = stored.model_copy(update={"gradient_order": [], "buffers": []})
+    request = PlanRequest(model="head_first", strategy="data", mode="framework", gpus=4, param_dtype="float32")
+    analytic = plan_workload(request, stored)
+    assert analytic.kccb_source == "analytic"
+    assert analytic.kccb.data_sizes == [16785408, 8396800 + 16384 + 16785408 + 81960]
+
+    document = capture_for_plan(analytic, source, "head_first.py", options, LIMITS)
+    assert document.kccb_source == "captured"
+    assert [(t.algorithm, t.data_sizes) for t in document.kccb_list()] == [
+        ("ALGO_BROADCAST_PARALLEL", [16384, 8]),
+        ("ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING", [81960 + 16785408, 16384 + 16785408 + 8396800]),
+    ]
+    assert document.exported_collectives() == document.captured
+    assert [c.bytes_total for c in document.collectives] == [16785408, 8396800 + 16384 + 16785408 + 81960]
+    assert len(document.capture_differences) == 6
+    assert "The KCCB export and a measurement of this plan use this captured list" in document.notes[-1]
+    plan_json = document.model_dump(mode="json")
+    for source_view in WorkloadSource:
+        steps = measurement_steps(plan_json, 4, source_view)
+        assert [(s.op.value, s.bytes_total) for s in steps] == [
+            ("broadcast", 16384),
+            ("broadcast", 8),
+            ("all_reduce", 81960 + 16785408),
+            ("all_reduce", 16384 + 16785408 + 8396800),
+        ]

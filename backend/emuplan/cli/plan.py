@@ -65,7 +65,7 @@ def render_plan(document: PlanDocument) -> str:
         "",
         _table(headers, rows, numeric={2, 3, 4, 7}),
         "",
-        f"KCCB ({document.kccb_trials} trial configuration(s)):",
+        f"KCCB ({document.kccb_trials} trial configuration(s), from the {document.kccb_source} list):",
     ]
     for trial in document.kccb_list():
         lines += [

@@ -381,6 +381,11 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
     return notes
 
 
+def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
+    """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP."""
+    return {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
+
+
 def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:
     inputs = normalise_request(request, inventory)
     trials = count_trials(inputs.dataset_size, inputs.batch_size, inputs.epochs, inputs.drop_last)
@@ -391,7 +396,7 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
         bubble = None
     else:
         collectives = _framework_collectives(inventory, inputs, notes)
-        strides = {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
+        strides = framework_strides(inputs)
         bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
     for item in collectives:
         item.ideal_time_us = (

@@ -18,6 +18,8 @@ from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
+from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.planner import framework_strides
 
 
 def torch_version() -> str:
@@ -250,14 +252,22 @@ def capture_for_plan(
         return document.model_copy(update={"notes": [*document.notes, note]})
     captured = captured_collectives(result.captures[0], dimension, inputs)
     analytic = [item for item in document.collectives if item.parallel_dim is dimension]
+    differences = capture_differences(analytic, captured)
+    # A capture covers the plan's only parallel dimension, so the whole export comes from it.
+    kccb = kccb_trials(captured, document.trials, framework_strides(inputs), inputs.gpus_per_host)
     note = (
         f"captured: the {strategy} collectives PyTorch {torch_version()} itself issued for one steady-state step "
-        f"on {group_size} ranks (fake process group); where they differ from the analytic list, they are the truth."
+        f"on {group_size} ranks (fake process group). The KCCB export and a measurement of this plan use this "
+        "captured list; `collectives` keeps the analytic list beside it"
+        + (f" ({len(differences)} differences in capture_differences)." if differences else ", which agrees.")
     )
     return document.model_copy(
         update={
             "captured": captured,
-            "capture_differences": capture_differences(analytic, captured),
+            "capture_differences": differences,
+            "kccb": kccb[0] if len(kccb) == 1 else kccb,
+            "kccb_trials": len(kccb),
+            "kccb_source": "captured",
             "notes": [*document.notes, note],
         }
     )
