@@ -4,15 +4,15 @@ Without it SQLite hands out max(id) + 1, so deleting the newest run and uploadin
 one the old id, and a saved comparison or share link showed a run it was never made with. PostgreSQL's
 sequences never go back, so only SQLite tables are rebuilt (Alembic's batch mode copies each table).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-23
 """
 
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
