@@ -211,3 +211,30 @@ def test_kccb_export_and_measurement_come_from_the_capture_where_one_exists():
             ("all_reduce", 81960 + 16785408),
             ("all_reduce", 16384 + 16785408 + 8396800),
         ]
+
+
+def test_a_mask_routed_mixture_of_experts_is_read_with_symbolic_sizes():
+    """Each expert's input size depends on the router's choice: a shape environment keeps it symbolic
+    (an unbacked size), so the model is read and captured instead of refused."""
+    result = inspect("mask_moe.py", "MaskMoE", "64", CaptureSettings(world_size=2, strategies=["ddp", "fsdp2"]))
+    assert [p.name for p in result.inventory.parameters] == [
+        "norm.weight", "norm.bias", "router.weight", "router.bias",
+        *(f"experts.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")),
+    ]  # fmt: skip
+    # The experts' outputs have no per-sample shape; the layer norm's and the router's (called twice) have.
+    assert [(a.module, a.shape) for a in result.inventory.activations] == [("norm", [64]), ("router", [4]), ("router", [4])]
+    ddp = next(c for c in result.captures if c.strategy == "ddp")
+    assert [c.op for c in ddp.steady_step] == ["all_reduce"]
+    fsdp = next(c for c in result.captures if c.strategy == "fsdp2")
+    assert {c.op for c in fsdp.steady_step} == {"all_gather", "reduce_scatter"}
+
+
+def test_a_branch_on_tensor_values_is_refused_naming_the_real_cause():
+    with pytest.raises(SandboxError) as error:
+        inspect("mask_moe.py", "ValueBranch", "8")
+    assert error.value.kind == "data_dependent"
+    assert error.value.message.startswith(
+        "forward() (mask_moe.py, line 33) computes a shape or takes a branch from tensor values, which shape "
+        "inference without data (FakeTensorMode) cannot follow: "
+    )
+    assert "input of shape" not in error.value.message
