@@ -222,7 +222,11 @@ def test_a_mask_routed_mixture_of_experts_is_read_with_symbolic_sizes():
         *(f"experts.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")),
     ]  # fmt: skip
     # The experts' outputs have no per-sample shape; the layer norm's and the router's (called twice) have.
-    assert [(a.module, a.shape) for a in result.inventory.activations] == [("norm", [64]), ("router", [4]), ("router", [4])]
+    assert [(a.module, a.shape) for a in result.inventory.activations] == [
+        ("norm", [64]),
+        ("router", [4]),
+        ("router", [4]),
+    ]
     ddp = next(c for c in result.captures if c.strategy == "ddp")
     assert [c.op for c in ddp.steady_step] == ["all_reduce"]
     fsdp = next(c for c in result.captures if c.strategy == "fsdp2")
@@ -238,3 +242,25 @@ def test_a_branch_on_tensor_values_is_refused_naming_the_real_cause():
         "inference without data (FakeTensorMode) cannot follow: "
     )
     assert "input of shape" not in error.value.message
+
+
+def test_fsdp2_and_tensor_parallel_of_a_source_are_the_capture_itself():
+    """The analytic FSDP2 units and DTensor layout cannot know how the user's code wraps and runs its
+    modules (issue 18's audit: norms, experts, routers, GQA attention), so for a source the capture is
+    the plan: no analytic list beside it, nothing to disagree with."""
+    options = PytorchSourceOptions(model_class="Classifier", input_shape=[1, 28, 28])
+    source = (MODELS / "seed_classifier.py").read_text()
+    inventory = inspect_pytorch_source(source, "seed_classifier.py", options, LIMITS).inventory
+    request = PlanRequest(model="seed", strategy="tensor", mode="framework", gpus=4)
+    document = capture_for_plan(plan_workload(request, inventory), source, "seed_classifier.py", options, LIMITS)
+    assert document.collectives == document.captured
+    assert [(c.op.value, c.phase.value, c.bytes_total) for c in document.collectives] == [
+        ("all_reduce", "forward", 4194304),
+        ("all_reduce", "forward", 327680),
+        ("all_reduce", "backward", 4194304),
+    ]
+    assert (document.capture_differences, document.kccb_source) == ([], "captured")
+
+    hybrid = PlanRequest(model="seed", strategy="hybrid", mode="framework", tp=2, pp=2, gpus=4)
+    with pytest.raises(PytorchSourceError, match=r"^seed_classifier.py: FSDP2 and DTensor tensor parallelism of a "):
+        capture_for_plan(plan_workload(hybrid, inventory), source, "seed_classifier.py", options, LIMITS)
