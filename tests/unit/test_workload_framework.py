@@ -162,6 +162,29 @@ def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size:
     assert ours == log.calls
 
 
+def test_fsdp2_reduce_scatters_only_trainable_parameters(fake_world) -> None:
+    """A frozen fc1 is still gathered (forward and backward) but has no gradients to reduce-scatter."""
+    fake_world(4)
+    with torch.device("meta"):
+        meta_model = SeedClassifier()
+    meta_model.fc1.requires_grad_(False)
+    inventory = inventory_from_module(meta_model, "frozen-fc1", "test", SampleSpec(shape=[1, 28, 28]))
+    model = SeedClassifier()
+    model.fc1.requires_grad_(False)
+    for name in model.layers:
+        fully_shard(getattr(model, name))
+    fully_shard(model)
+    log = CollectiveLog()
+    with log:
+        model(torch.randn(8, 1, 28, 28)).sum().backward()
+    request = PlanRequest(model="frozen-fc1", mode="framework", strategy="data", dp_impl="fsdp2", gpus=4)
+    document = plan_workload(request, inventory)
+    ours = [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
+            for c in document.collectives]  # fmt: skip
+    assert ours == log.calls
+    assert sizes(document, CollectiveOp.REDUCE_SCATTER) == [3120, 33024, 131584]
+
+
 def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
     zero2 = framework(strategy="data", dp_impl="zero2")
     assert sizes(zero2, CollectiveOp.REDUCE_SCATTER) == [971056]  # 242762 rounded up to a multiple of 4, fp32
