@@ -306,7 +306,7 @@ def _framework_collectives(
                     numel_bytes(
                         padded_vocab_size(shape.vocab_size, inputs.tp) // inputs.tp * shape.hidden_size,
                         inputs.grad_dtype,
-                    ),  # fmt: skip
+                    ),
                     2,
                     inputs.grad_dtype,
                     Phase.BACKWARD,

@@ -76,11 +76,10 @@ def buffer_broadcasts(buffers: Sequence[BufferInfo]) -> list[list[BufferInfo]]:
         by_dtype.setdefault(buffer.dtype, []).append(buffer)
     groups = []
     for same_dtype in by_dtype.values():
-        limits = [BUFFER_BROADCAST_BYTES]
-        groups += [
-            [same_dtype[i] for i in group] for group in bucket_assignment([b.nbytes for b in same_dtype], limits)
-        ]
-    return sorted(groups, key=lambda group: buffers.index(group[0]))
+        sizes = [b.nbytes for b in same_dtype]
+        groups += [[same_dtype[i] for i in group] for group in bucket_assignment(sizes, [BUFFER_BROADCAST_BYTES])]
+    position = {buffer.name: index for index, buffer in enumerate(buffers)}
+    return sorted(groups, key=lambda group: position[group[0].name])
 
 
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:

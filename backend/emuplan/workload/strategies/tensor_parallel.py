@@ -43,8 +43,8 @@ def padded_vocab_size(vocab: int, tp: int) -> int:
 
 def check_megatron_degrees(shape: TransformerShape, tp: int) -> None:
     """Megatron gives every TP rank whole attention heads and whole key/value groups."""
-    for field, count in (("num_attention_heads", shape.num_attention_heads), ("num_key_value_heads",
-                         shape.num_key_value_heads)):  # fmt: skip
+    heads = {"num_attention_heads": shape.num_attention_heads, "num_key_value_heads": shape.num_key_value_heads}
+    for field, count in heads.items():
         if count % tp:
             raise PlanningError(
                 f"tp: Megatron splits attention heads over tensor-parallel ranks, but the model's {field} "
