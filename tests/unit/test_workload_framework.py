@@ -146,20 +146,28 @@ def test_fsdp2_seed_at_four_gpus_pads_fc4_to_3120_bytes() -> None:
     assert document.kccb_trials == 2
 
 
-@pytest.mark.parametrize("world_size", [3, 4, 8])
-def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size: int) -> None:
-    fake_world(world_size)
-    model = SeedClassifier()
+def _fully_shard_calls(model: SeedClassifier) -> list[tuple[str, int]]:
+    """What FSDP2 issues for one step of ``model`` with each layer and the root sharded."""
     for name in model.layers:
         fully_shard(getattr(model, name))
     fully_shard(model)
     log = CollectiveLog()
     with log:
         model(torch.randn(8, 1, 28, 28)).sum().backward()
-    document = framework(strategy="data", dp_impl="fsdp2", gpus=world_size, hosts=world_size)
-    ours = [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
+    return log.calls
+
+
+def _as_fsdp2_calls(document) -> list[tuple[str, int]]:
+    return [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
             for c in document.collectives]  # fmt: skip
-    assert ours == log.calls
+
+
+@pytest.mark.parametrize("world_size", [3, 4, 8])
+def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size: int) -> None:
+    fake_world(world_size)
+    calls = _fully_shard_calls(SeedClassifier())
+    document = framework(strategy="data", dp_impl="fsdp2", gpus=world_size, hosts=world_size)
+    assert _as_fsdp2_calls(document) == calls
 
 
 def test_fsdp2_reduce_scatters_only_trainable_parameters(fake_world) -> None:
@@ -171,17 +179,10 @@ def test_fsdp2_reduce_scatters_only_trainable_parameters(fake_world) -> None:
     inventory = inventory_from_module(meta_model, "frozen-fc1", "test", SampleSpec(shape=[1, 28, 28]))
     model = SeedClassifier()
     model.fc1.requires_grad_(False)
-    for name in model.layers:
-        fully_shard(getattr(model, name))
-    fully_shard(model)
-    log = CollectiveLog()
-    with log:
-        model(torch.randn(8, 1, 28, 28)).sum().backward()
+    calls = _fully_shard_calls(model)
     request = PlanRequest(model="frozen-fc1", mode="framework", strategy="data", dp_impl="fsdp2", gpus=4)
     document = plan_workload(request, inventory)
-    ours = [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
-            for c in document.collectives]  # fmt: skip
-    assert ours == log.calls
+    assert _as_fsdp2_calls(document) == calls
     assert sizes(document, CollectiveOp.REDUCE_SCATTER) == [3120, 33024, 131584]
 
 
