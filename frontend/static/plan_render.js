@@ -28,6 +28,12 @@ export function renderKccb(container, documentForMode) {
     ]),
   ];
   if (kccbList.length > 1) blocks.push(el("p", { class: "sub", text: `${kccbList.length} trial configurations in total.` }));
+  blocks.push(el("p", {
+    class: "sub kccb-source",
+    text: documentForMode.kccb_source === "captured"
+      ? "Built from the collectives PyTorch itself issued (captured below), not the analytic list."
+      : "Built from the analytic collectives in the workload table.",
+  }));
   for (const trial of kccbList) {
     blocks.push(el("h3", { text: `${trial.algorithm} (${trial.algorithm_id})` }));
     blocks.push(el("div", { class: "copy-row" }, [

@@ -53,7 +53,12 @@ def test_pytorch_source_is_read_in_the_sandbox_and_stored(client: TestClient, da
     with database.read_session() as session:
         row = session.get(ModelDefinition, created["id"])
         assert row.content == source
-        assert row.inventory["parameters"][0] == {"name": "fc1.weight", "shape": [256, 784], "dtype": "float32"}
+        assert row.inventory["parameters"][0] == {
+            "name": "fc1.weight",
+            "shape": [256, 784],
+            "dtype": "float32",
+            "requires_grad": True,
+        }
 
 
 def test_onnx_safetensors_and_config_json_give_their_inventories(client: TestClient):

@@ -62,7 +62,11 @@ def test_config_json_with_bucket_cap() -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["model"]["source_kind"] == "hf_config"
-    assert sum(c["bytes_total"] for c in document["collectives"]) == 6_738_415_616 * 2
+    assert sum(c["bytes_total"] for c in document["collectives"] if c["op"] == "all_reduce") == 6_738_415_616 * 2
+    # DDP broadcasts the rotary embedding's two float32 buffers of head_dim / 2 = 64 values before each forward.
+    assert [(c["op"], c["bytes_total"]) for c in document["collectives"] if c["op"] != "all_reduce"] == [
+        ("broadcast", 512)
+    ]
 
 
 def test_save_stores_the_plan_and_reports_its_id(cli_env: str) -> None:

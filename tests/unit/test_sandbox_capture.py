@@ -5,12 +5,16 @@ import pytest
 import torch
 from torch import nn
 
+from emuplan.measure.workload import WorkloadSource, measurement_steps
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import (
     CaptureSettings,
     PytorchSourceError,
     PytorchSourceOptions,
     PytorchSourceResult,
+    capture_for_plan,
     inspect_pytorch_source,
     parse_input_shape,
 )
@@ -152,3 +156,109 @@ def test_input_shapes_are_checked_before_anything_runs(text, message):
         parse_input_shape(text)
     assert str(caught.value) == message
     assert parse_input_shape("[1, 28, 28]") == [1, 28, 28]
+
+
+def test_ddp_analytic_list_equals_the_capture_for_a_source_model():
+    """Gradient order from the sandboxed run (head registered first, executed last), the frozen stem
+    skipped, BatchNorm's running statistics broadcast before each forward: the plan equals DDP's capture."""
+    result = inspect("head_first.py", "HeadFirst", "1024", CaptureSettings(world_size=4, strategies=["ddp"]))
+    request = PlanRequest(model="head_first", strategy="data", mode="framework", gpus=4, param_dtype="float32")
+    document = plan_workload(request, result.inventory)
+    analytic = [(c.op.value, c.phase.value, c.bytes_total) for c in document.collectives]
+    captured = [(c.op, c.phase, c.bytes) for c in result.captures[0].steady_step]
+    # head + out_proj close the 1 MiB first bucket; norm and body are the second; the stem has none.
+    # Broadcasts: running_mean + running_var (2 × 2048 × 4 B), then num_batches_tracked (int64).
+    expected = [
+        ("broadcast", "forward", 16384),
+        ("broadcast", "forward", 8),
+        ("all_reduce", "backward", 81960 + 16785408),
+        ("all_reduce", "backward", 16384 + 16785408 + 8396800),
+    ]
+    assert analytic == expected
+    assert captured == expected
+
+
+def test_kccb_export_and_measurement_come_from_the_capture_where_one_exists():
+    """An inventory stored before gradient order and buffers were read (reverse registration order, no
+    broadcasts) plans other buckets than DDP issues: the export and the measurement follow the capture."""
+    options = PytorchSourceOptions(model_class="HeadFirst", input_shape=[1024])
+    source = (MODELS / "head_first.py").read_text()
+    stored = inspect_pytorch_source(source, "head_first.py", options, LIMITS).inventory
+    stored = stored.model_copy(update={"gradient_order": [], "buffers": []})
+    request = PlanRequest(model="head_first", strategy="data", mode="framework", gpus=4, param_dtype="float32")
+    analytic = plan_workload(request, stored)
+    assert analytic.kccb_source == "analytic"
+    assert analytic.kccb.data_sizes == [16785408, 8396800 + 16384 + 16785408 + 81960]
+
+    document = capture_for_plan(analytic, source, "head_first.py", options, LIMITS)
+    assert document.kccb_source == "captured"
+    assert [(t.algorithm, t.data_sizes) for t in document.kccb_list()] == [
+        ("ALGO_BROADCAST_PARALLEL", [16384, 8]),
+        ("ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING", [81960 + 16785408, 16384 + 16785408 + 8396800]),
+    ]
+    assert document.exported_collectives() == document.captured
+    assert [c.bytes_total for c in document.collectives] == [16785408, 8396800 + 16384 + 16785408 + 81960]
+    assert len(document.capture_differences) == 6
+    assert "The KCCB export and a measurement of this plan use this captured list" in document.notes[-1]
+    plan_json = document.model_dump(mode="json")
+    for source_view in WorkloadSource:
+        steps = measurement_steps(plan_json, 4, source_view)
+        assert [(s.op.value, s.bytes_total) for s in steps] == [
+            ("broadcast", 16384),
+            ("broadcast", 8),
+            ("all_reduce", 81960 + 16785408),
+            ("all_reduce", 16384 + 16785408 + 8396800),
+        ]
+
+
+def test_a_mask_routed_mixture_of_experts_is_read_with_symbolic_sizes():
+    """Each expert's input size depends on the router's choice: a shape environment keeps it symbolic
+    (an unbacked size), so the model is read and captured instead of refused."""
+    result = inspect("mask_moe.py", "MaskMoE", "64", CaptureSettings(world_size=2, strategies=["ddp", "fsdp2"]))
+    assert [p.name for p in result.inventory.parameters] == [
+        "norm.weight", "norm.bias", "router.weight", "router.bias",
+        *(f"experts.{i}.{kind}" for i in range(4) for kind in ("weight", "bias")),
+    ]  # fmt: skip
+    # The experts' outputs have no per-sample shape; the layer norm's and the router's (called twice) have.
+    assert [(a.module, a.shape) for a in result.inventory.activations] == [
+        ("norm", [64]),
+        ("router", [4]),
+        ("router", [4]),
+    ]
+    ddp = next(c for c in result.captures if c.strategy == "ddp")
+    assert [c.op for c in ddp.steady_step] == ["all_reduce"]
+    fsdp = next(c for c in result.captures if c.strategy == "fsdp2")
+    assert {c.op for c in fsdp.steady_step} == {"all_gather", "reduce_scatter"}
+
+
+def test_a_branch_on_tensor_values_is_refused_naming_the_real_cause():
+    with pytest.raises(SandboxError) as error:
+        inspect("mask_moe.py", "ValueBranch", "8")
+    assert error.value.kind == "data_dependent"
+    assert error.value.message.startswith(
+        "forward() (mask_moe.py, line 33) computes a shape or takes a branch from tensor values, which shape "
+        "inference without data (FakeTensorMode) cannot follow: "
+    )
+    assert "input of shape" not in error.value.message
+
+
+def test_fsdp2_and_tensor_parallel_of_a_source_are_the_capture_itself():
+    """The analytic FSDP2 units and DTensor layout cannot know how the user's code wraps and runs its
+    modules (issue 18's audit: norms, experts, routers, GQA attention), so for a source the capture is
+    the plan: no analytic list beside it, nothing to disagree with."""
+    options = PytorchSourceOptions(model_class="Classifier", input_shape=[1, 28, 28])
+    source = (MODELS / "seed_classifier.py").read_text()
+    inventory = inspect_pytorch_source(source, "seed_classifier.py", options, LIMITS).inventory
+    request = PlanRequest(model="seed", strategy="tensor", mode="framework", gpus=4)
+    document = capture_for_plan(plan_workload(request, inventory), source, "seed_classifier.py", options, LIMITS)
+    assert document.collectives == document.captured
+    assert [(c.op.value, c.phase.value, c.bytes_total) for c in document.collectives] == [
+        ("all_reduce", "forward", 4194304),
+        ("all_reduce", "forward", 327680),
+        ("all_reduce", "backward", 4194304),
+    ]
+    assert (document.capture_differences, document.kccb_source) == ([], "captured")
+
+    hybrid = PlanRequest(model="seed", strategy="hybrid", mode="framework", tp=2, pp=2, gpus=4)
+    with pytest.raises(PytorchSourceError, match=r"^seed_classifier.py: FSDP2 and DTensor tensor parallelism of a "):
+        capture_for_plan(plan_workload(hybrid, inventory), source, "seed_classifier.py", options, LIMITS)

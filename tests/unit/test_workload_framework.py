@@ -16,7 +16,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import PlanRequest
+from emuplan.workload.document import PlanningError, PlanRequest
 from emuplan.workload.inventory import SampleSpec
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
@@ -92,7 +92,10 @@ def test_ddp_buckets_equal_pytorchs_assignment(bucket_cap_mb: float | None) -> N
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
-    ours = [sum(p.nbytes for p in bucket) for bucket in ddp_buckets(inventory.parameters, "float32", bucket_cap_mb)]
+    ours = [
+        sum(p.nbytes for p in bucket)
+        for bucket in ddp_buckets(inventory.gradient_ready_parameters(), "float32", bucket_cap_mb)
+    ]
     assert ours == _torch_bucket_bytes(stack, bucket_cap_mb)
 
 
@@ -100,12 +103,12 @@ def test_ddp_stack_gives_the_documented_buckets() -> None:
     with torch.device("meta"):
         stack = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
     inventory = inventory_from_module(stack, "stack", "test", SampleSpec(shape=[1024]))
-    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", None)] == [
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.gradient_ready_parameters(), "float32", None)] == [
         4239400,
         20992000,
     ]
     # An explicit bucket_cap_mb caps the first bucket too: 10 MiB gives two buckets, not three.
-    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.parameters, "float32", 10)] == [
+    assert [sum(p.nbytes for p in b) for b in ddp_buckets(inventory.gradient_ready_parameters(), "float32", 10)] == [
         12636200,
         12595200,
     ]
@@ -123,7 +126,10 @@ def test_ddp_seed_is_one_bucket_of_all_gradients() -> None:
 def test_ddp_on_llama_buckets_cover_every_gradient_once() -> None:
     document = framework("llama-2-7b", strategy="data", gpus=16)
     assert sum(sizes(document, CollectiveOp.ALL_REDUCE)) == 6_738_415_616 * 2
-    assert document.collectives[0].label == "bucket 0 (lm_head.weight)"
+    assert [c.label for c in document.collectives[:2]] == [
+        "buffers from rank 0 (2 × float32: model.rotary_emb.inv_freq …)",
+        "bucket 0 (lm_head.weight)",
+    ]
 
 
 # --- FSDP2 / ZeRO -----------------------------------------------------------------------------------
@@ -140,20 +146,44 @@ def test_fsdp2_seed_at_four_gpus_pads_fc4_to_3120_bytes() -> None:
     assert document.kccb_trials == 2
 
 
-@pytest.mark.parametrize("world_size", [3, 4, 8])
-def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size: int) -> None:
-    fake_world(world_size)
-    model = SeedClassifier()
+def _fully_shard_calls(model: SeedClassifier) -> list[tuple[str, int]]:
+    """What FSDP2 issues for one step of ``model`` with each layer and the root sharded."""
     for name in model.layers:
         fully_shard(getattr(model, name))
     fully_shard(model)
     log = CollectiveLog()
     with log:
         model(torch.randn(8, 1, 28, 28)).sum().backward()
-    document = framework(strategy="data", dp_impl="fsdp2", gpus=world_size, hosts=world_size)
-    ours = [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
+    return log.calls
+
+
+def _as_fsdp2_calls(document) -> list[tuple[str, int]]:
+    return [("_allgather_base_" if c.op is CollectiveOp.ALL_GATHER else "_reduce_scatter_base_", c.bytes_total)
             for c in document.collectives]  # fmt: skip
-    assert ours == log.calls
+
+
+@pytest.mark.parametrize("world_size", [3, 4, 8])
+def test_fsdp2_collectives_equal_what_fully_shard_issues(fake_world, world_size: int) -> None:
+    fake_world(world_size)
+    calls = _fully_shard_calls(SeedClassifier())
+    document = framework(strategy="data", dp_impl="fsdp2", gpus=world_size, hosts=world_size)
+    assert _as_fsdp2_calls(document) == calls
+
+
+def test_fsdp2_reduce_scatters_only_trainable_parameters(fake_world) -> None:
+    """A frozen fc1 is still gathered (forward and backward) but has no gradients to reduce-scatter."""
+    fake_world(4)
+    with torch.device("meta"):
+        meta_model = SeedClassifier()
+    meta_model.fc1.requires_grad_(False)
+    inventory = inventory_from_module(meta_model, "frozen-fc1", "test", SampleSpec(shape=[1, 28, 28]))
+    model = SeedClassifier()
+    model.fc1.requires_grad_(False)
+    calls = _fully_shard_calls(model)
+    request = PlanRequest(model="frozen-fc1", mode="framework", strategy="data", dp_impl="fsdp2", gpus=4)
+    document = plan_workload(request, inventory)
+    assert _as_fsdp2_calls(document) == calls
+    assert sizes(document, CollectiveOp.REDUCE_SCATTER) == [3120, 33024, 131584]
 
 
 def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
@@ -218,6 +248,63 @@ def test_sequence_parallel_turns_all_reduces_into_gathers_and_scatters() -> None
     assert {c.bytes_per_rank for c in per_layer} == {4096 * 4096 * 2 // 8}
 
 
+def test_sequence_parallel_backward_gathers_for_embedding_and_lm_head() -> None:
+    """Megatron-LM with sequence parallel: the embedding's reduce-scatter all-gathers in backward
+    (tensor_parallel/mappings.py, _ReduceScatterToSequenceParallelRegion.backward); the column-parallel
+    LM head re-gathers its input for the weight gradient and reduce-scatters the input gradient
+    (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication.backward)."""
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    activation = 4096 * 4096 * 2
+    edges = [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in document.collectives
+             if "embedding" in c.label or "LM head input" in c.label]  # fmt: skip
+    assert edges == [
+        (CollectiveOp.REDUCE_SCATTER, "forward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "forward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "backward", activation, 8),
+        (CollectiveOp.REDUCE_SCATTER, "backward", activation, 8),
+        (CollectiveOp.ALL_GATHER, "backward", activation, 8),
+    ]
+
+
+def test_sequence_parallel_all_reduces_layer_norm_gradients_once_per_step() -> None:
+    """megatron/core/distributed/finalize_model_grads.py, _allreduce_layernorm_grads: with sequence
+    parallel, the gradients of every parameter marked sequence_parallel (layer norms, row-parallel
+    biases) are flattened into one all-reduce over the TP group per step."""
+    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    norms = [c for c in document.collectives if "layer-norm" in c.label]
+    # 32 layers × 2 RMSNorm weights + the final norm, 4096 each, bf16.
+    assert [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in norms] == [
+        (CollectiveOp.ALL_REDUCE, "backward", 65 * 4096 * 2, 1)
+    ]
+    gpt2 = framework("gpt2", strategy="tensor", gpus=4, seq_len=1024, batch_size=4, sequence_parallel=True)
+    # GPT-2: ln_1, ln_2 (weight + bias) and the two row-parallel c_proj biases per layer, then ln_f; bf16.
+    assert [c.bytes_total for c in gpt2.collectives if "layer-norm" in c.label] == [(12 * 6 + 2) * 768 * 2]
+    assert not [c for c in framework("llama-2-7b", strategy="tensor", gpus=8).collectives if "layer-norm" in c.label]
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "message"),
+    [
+        ("gpt2", 8, "num_attention_heads 12 is not divisible by tp 8"),
+        ("llama-3-8b", 16, "num_key_value_heads 8 is not divisible by tp 16"),
+    ],
+)
+def test_megatron_refuses_tp_degrees_that_split_heads(model: str, tp: int, message: str) -> None:
+    """megatron/core/transformer/attention.py: num_attention_heads and num_query_groups are each
+    divide()d by the TP size, which asserts divisibility."""
+    with pytest.raises(PlanningError, match=rf"^tp: Megatron splits attention heads .*{message}$"):
+        framework(model, strategy="tensor", gpus=tp)
+
+
+def test_vocabulary_is_padded_to_128_times_tp_in_the_tp_shard() -> None:
+    """GPT-2 at tp 4: 50257 → 50688 (a multiple of 512); each rank holds 12672 rows of wte."""
+    document = framework("gpt2", strategy="hybrid", tp=4, dp=2, gpus=8, grad_dtype="float32")
+    buckets = [c for c in document.collectives if c.parallel_dim.value == "dp"]
+    shard_bytes = sum(c.bytes_total for c in buckets)
+    layer = 4 * 768 + (768 * 2304 + 2304) // 4 + 768 * 768 // 4 + 768 + (768 * 3072 + 3072) // 4 + 3072 * 768 // 4 + 768
+    assert shard_bytes == 4 * (50688 // 4 * 768 + 1024 * 768 + 12 * layer + 2 * 768)
+
+
 # --- Pipeline and hybrid ---------------------------------------------------------------------------
 
 
@@ -250,15 +337,17 @@ def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
     assert sum(c.count_per_step for c in sends) == 2 * 64 * 7
     assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
     assert document.pipeline_bubble == pytest.approx(7 / 64)
-    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways.
+    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways;
+    # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024.
     dp_bytes = sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
     layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
-    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 128256 // 8 * 8192)
+    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192)
 
 
 def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
     for preset in ("fashion-mnist-mlp", "gpt2", "llama-3-8b", "mistral-7b", "qwen2-7b"):
-        for strategy, options in (("data", {}), ("tensor", {}), ("pipeline", {"pp": 2}),
+        # tp 4: GPT-2's 12 and Qwen2-7B's 28 attention heads do not split over 8 ranks (refused, see below).
+        for strategy, options in (("data", {}), ("tensor", {"gpus": 4}), ("pipeline", {"pp": 2}),
                                   ("hybrid", {"tp": 2, "pp": 2, "dp": 2})):  # fmt: skip
             document = framework(preset, strategy=strategy, **options)
             assert document.collectives, (preset, strategy)
@@ -266,9 +355,11 @@ def test_every_preset_plans_every_strategy_in_framework_mode() -> None:
 
 
 def test_tied_embeddings_across_stages_add_one_embedding_all_reduce() -> None:
-    document = framework("gpt2", strategy="pipeline", pp=2, gpus=2, batch_size=8, micro_batch=1, grad_dtype="float32")
+    document = framework("gpt2", strategy="pipeline", pp=2, gpus=2, batch_size=8, micro_batch=1, grad_dtype="bfloat16")
     tied = [c for c in document.collectives if "tied word-embedding" in c.label]
-    assert [(c.op, c.bytes_total, c.group_size) for c in tied] == [(CollectiveOp.ALL_REDUCE, 50257 * 768 * 4, 2)]
+    # Megatron-LM pads GPT-2's 50257 tokens to a multiple of --make-vocab-size-divisible-by 128 (× tp 1):
+    # 50304 × 768 × 2 B (megatron/training/tokenizer/tokenizer.py, _vocab_size_with_padding).
+    assert [(c.op, c.bytes_total, c.group_size) for c in tied] == [(CollectiveOp.ALL_REDUCE, 77_266_944, 2)]
     assert document.inputs.micro_batches == 8
 
 

@@ -42,45 +42,6 @@ def test_seed_mlp_is_what_pytorch_traces_from_the_seeds_module() -> None:
     assert inventory.model_dump() == traced.model_dump()
 
 
-class _TinyLlamaLayer(torch.nn.Module):
-    """A HuggingFace-shaped Llama decoder layer (names and shapes as LlamaDecoderLayer registers them)."""
-
-    def __init__(self, hidden: int, kv: int, inner: int) -> None:
-        super().__init__()
-        self.self_attn = torch.nn.ModuleDict(
-            {
-                "q_proj": torch.nn.Linear(hidden, hidden, bias=False),
-                "k_proj": torch.nn.Linear(hidden, kv, bias=False),
-                "v_proj": torch.nn.Linear(hidden, kv, bias=False),
-                "o_proj": torch.nn.Linear(hidden, hidden, bias=False),
-            }
-        )
-        self.mlp = torch.nn.ModuleDict(
-            {
-                "gate_proj": torch.nn.Linear(hidden, inner, bias=False),
-                "up_proj": torch.nn.Linear(hidden, inner, bias=False),
-                "down_proj": torch.nn.Linear(inner, hidden, bias=False),
-            }
-        )
-        self.input_layernorm = torch.nn.RMSNorm(hidden)
-        self.post_attention_layernorm = torch.nn.RMSNorm(hidden)
-
-
-def test_llama_formula_matches_a_meta_device_build_of_a_small_equivalent() -> None:
-    config = {**LLAMA_2_7B_CONFIG, "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 3,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 100}  # fmt: skip
-    with torch.device("meta"):
-        model = torch.nn.Module()
-        model.model = torch.nn.Module()
-        model.model.embed_tokens = torch.nn.Embedding(100, 64)
-        model.model.layers = torch.nn.ModuleList(_TinyLlamaLayer(64, 16, 160) for _ in range(3))
-        model.model.norm = torch.nn.RMSNorm(64)
-        model.lm_head = torch.nn.Linear(64, 100, bias=False)
-    expected = [(name, list(p.shape)) for name, p in model.named_parameters()]
-    inventory = inventory_from_hf_config(config, name="tiny")
-    assert [(p.name, p.shape) for p in inventory.parameters] == expected
-
-
 def test_config_json_file_is_read_and_named_after_its_model() -> None:
     inventory = resolve_model(str(LLAMA_2_7B_PATH))
     assert inventory.name == "LlamaForCausalLM"  # the file has no _name_or_path

@@ -66,7 +66,7 @@ def render_plan(document: PlanDocument) -> str:
         "",
         _table(headers, rows, numeric={2, 3, 4, 7}),
         "",
-        f"KCCB ({plural(document.kccb_trials, 'trial configuration')}):",
+        f"KCCB ({plural(document.kccb_trials, 'trial configuration')}, from the {document.kccb_source} list):",
     ]
     for trial in document.kccb_list():
         lines += [

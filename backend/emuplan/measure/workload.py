@@ -5,7 +5,8 @@ Two views of a plan document can be measured:
 - ``kccb`` (default): the KCCB export — each ``kccb`` object's data-size list, in KCCB order, with
   its collective kind. This is what the seed tutorials configure and what an imported KCCB run
   measured, so a measured run and a KCCB run of the same plan compare like for like.
-- ``collectives``: every entry of the plan's ``collectives`` list in plan order, each repeated
+- ``collectives``: every entry of the list the KCCB export was built from (``captured`` when the
+  plan's ``kccb_source`` says so, else ``collectives``) in plan order, each repeated
   ``count_per_step`` times. This is the only view that holds point-to-point pipeline sends.
 
 One measured iteration issues every step once, in order (one training step, a KCCB "trial").
@@ -164,11 +165,19 @@ def _kccb_op(kccb: dict[str, Any], where: str) -> CollectiveOp:
     raise MeasurementError(f"{where}: neither 'collective' nor a known 'algorithm' ({algorithm!r}) names an op")
 
 
+def exported_collectives(document: dict[str, Any]) -> list[Any]:
+    """The list the plan's KCCB export was built from: PyTorch's captured collectives where the plan
+    says so (``kccb_source``), else the analytic ``collectives``."""
+    if document.get("kccb_source") == "captured":
+        return document.get("captured") or []
+    return document.get("collectives") or []
+
+
 def _planned_collectives(document: dict[str, Any]) -> list[PlannedCollective]:
     """The plan's collectives a KCCB data size can stand for; a hand-written entry that is not a whole
     ``PlannedCollective`` stands for none (its size then comes from the KCCB trial alone)."""
     planned = []
-    for entry in document.get("collectives") or []:
+    for entry in exported_collectives(document):
         try:
             planned.append(PlannedCollective.model_validate(entry))
         except ValidationError:
@@ -230,12 +239,13 @@ def _kccb_steps(document: dict[str, Any], world_size: int) -> list[MeasuredColle
 
 
 def _collective_list_steps(document: dict[str, Any], world_size: int) -> list[MeasuredCollective]:
-    entries = document.get("collectives")
+    entries = exported_collectives(document)
+    name = "captured" if document.get("kccb_source") == "captured" else "collectives"
     if not isinstance(entries, list) or not entries:
-        raise MeasurementError("plan.collectives: expected a non-empty list")
+        raise MeasurementError(f"plan.{name}: expected a non-empty list")
     steps = []
     for index, entry in enumerate(entries):
-        where = f"plan.collectives[{index}]"
+        where = f"plan.{name}[{index}]"
         bytes_total = entry.get("bytes_total")
         if not isinstance(bytes_total, int) or isinstance(bytes_total, bool):
             raise MeasurementError(f"{where}.bytes_total: expected an integer byte count, got {bytes_total!r}")

@@ -133,8 +133,19 @@ def training_loss(output):
     return torch.stack(parts).sum()
 
 
+# Raised by FakeTensorMode when an op's output shape (nonzero, a boolean mask index, unique) or a
+# Python branch depends on tensor values that shape inference cannot know.
+DATA_DEPENDENT_ERRORS = (
+    "DynamicOutputShapeException",
+    "DataDependentOutputException",
+    "GuardOnDataDependentSymNode",
+    "PendingUnbackedSymbolNotFound",
+)
+
+
 def run_step(model, sample, file_name: str, shape_text: str):
-    """One forward and backward; a failure is reported with the sample shape that was fed in."""
+    """One forward and backward; a failure is reported with the sample shape that was fed in, or as
+    data-dependent when shape inference could not follow values."""
     try:
         output = model(sample)
     except ModelError:
@@ -142,6 +153,13 @@ def run_step(model, sample, file_name: str, shape_text: str):
     except Exception as exc:
         line = _user_line(exc, file_name)
         where = f" ({file_name}, line {line})" if line else ""
+        if type(exc).__name__ in DATA_DEPENDENT_ERRORS:
+            raise ModelError(
+                "data_dependent",
+                f"forward(){where} computes a shape or takes a branch from tensor values, which shape inference "
+                f"without data (FakeTensorMode) cannot follow: {_exception_text(exc)}",
+                line,
+            ) from None
         raise ModelError(
             "input_shape_mismatch",
             f"forward() failed for an input of shape {shape_text}{where}: {_exception_text(exc)}",
@@ -159,6 +177,7 @@ def describe_model(request: dict) -> dict:
     """Parameters in registration order and leaf-module activations per sample, under FakeTensorMode."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     file_name = request["file_name"]
     model_class = load_model_class(request["source"], file_name, request["model_class"])
@@ -169,6 +188,8 @@ def describe_model(request: dict) -> dict:
         def hook(module, _inputs, output):
             if isinstance(output, torch.Tensor):
                 shape = list(output.shape)
+                if not all(isinstance(size, int) for size in shape):
+                    return  # a data-dependent size (e.g. the tokens an expert receives) has no per-sample shape
                 if shape and shape[0] == SHAPE_BATCH:
                     shape = shape[1:]
                 activations.append(
@@ -182,15 +203,25 @@ def describe_model(request: dict) -> dict:
 
         return hook
 
-    with FakeTensorMode():
+    # A shape environment lets data-dependent sizes (a mask's selected rows, as in mask-routed
+    # mixture-of-experts) stay symbolic instead of failing.
+    with FakeTensorMode(shape_env=ShapeEnv()):
         model = construct(model_class, request.get("model_kwargs") or {}, file_name)
         parameters = [
-            {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype)}
+            {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype), "requires_grad": p.requires_grad}
             for name, p in model.named_parameters()
+        ]
+        buffers = [
+            {"name": name, "shape": list(b.shape), "dtype": _dtype_name(b.dtype)} for name, b in model.named_buffers()
         ]
         for name, module in model.named_modules():
             if name and not any(True for _ in module.children()):
                 module.register_forward_hook(record(name))
+        # The order backward completes gradients is the order DDP rebuilds its buckets in.
+        gradient_order = []
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.register_post_accumulate_grad_hook(lambda _p, name=name: gradient_order.append(name))
         sample = make_input(SHAPE_BATCH, input_shape, request.get("input_dtype", "float32"))
         run_step(
             model, sample, file_name, f"[{SHAPE_BATCH}, {', '.join(map(str, input_shape))}] (batch of {SHAPE_BATCH})"
@@ -199,6 +230,8 @@ def describe_model(request: dict) -> dict:
         "name": request.get("name") or model_class.__name__,
         "source_kind": "pytorch",
         "parameters": parameters,
+        "gradient_order": gradient_order,
+        "buffers": buffers,
         "activations": activations,
         "sample": {
             "shape": input_shape,
@@ -378,8 +411,9 @@ def _fake_tensors():
     model is captured without its weights' memory or its compute. (DDP's C++ reducer needs real
     storage for its buckets, so DDP runs on real tensors.)"""
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    return FakeTensorMode(allow_non_fake_inputs=True)
+    return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
 
 
 def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict) -> dict:

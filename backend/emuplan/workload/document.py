@@ -6,6 +6,7 @@ The CLI's ``--json``, the JSON API and the stored ``plan.workload`` column all c
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -255,6 +256,15 @@ class PlanDocument(BaseModel):
         "group, one steady-state step). Where they differ from `collectives`, these are the truth.",
     )
     capture_differences: list[str] = Field(default_factory=list, description="Where analytic and captured differ.")
+    kccb_source: Literal["analytic", "captured"] = Field(
+        default="analytic",
+        description="Which list `kccb` (and a measurement of it) was built from: `collectives` (analytic) or "
+        "`captured` (PyTorch's own, whenever a capture exists).",
+    )
+
+    def exported_collectives(self) -> list[PlannedCollective]:
+        """The list the KCCB export was built from."""
+        return self.captured if self.kccb_source == "captured" else self.collectives
 
     def kccb_list(self) -> list[KccbTrial]:
         return self.kccb if isinstance(self.kccb, list) else [self.kccb]

@@ -39,6 +39,7 @@ class ParameterInfo(BaseModel):
     name: str
     shape: list[int]
     dtype: str = "float32"
+    requires_grad: bool = True  # False: frozen, no gradient, so no data-parallel gradient traffic
 
     @property
     def numel(self) -> int:
@@ -47,6 +48,19 @@ class ParameterInfo(BaseModel):
     @property
     def nbytes(self) -> int:
         return self.numel * dtype_bytes(self.dtype)
+
+
+class BufferInfo(BaseModel):
+    """A module buffer (BatchNorm's running statistics, a rotary embedding's frequencies): not trained,
+    but DDP broadcasts every buffer from rank 0 before each forward."""
+
+    name: str
+    shape: list[int]
+    dtype: str = "float32"
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * dtype_bytes(self.dtype)
 
 
 class ActivationInfo(BaseModel):
@@ -82,12 +96,24 @@ class TransformerShape(BaseModel):
     vocab_size: int
     max_position_embeddings: int
     tie_word_embeddings: bool
+    head_dim: int | None = None  # None: hidden_size / num_attention_heads
+    qkv_bias: bool = False
+    output_bias: bool = False  # attention output projection
+    mlp_bias: bool = False
+
+    @property
+    def attention_head_dim(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
 class ModelInventory(BaseModel):
     name: str
     source_kind: str  # preset | hf_config | safetensors | onnx | pytorch
     parameters: list[ParameterInfo]  # in registration order, as model.parameters() yields them
+    # Parameter names in the order backward completes their gradients (DDP's bucket order after
+    # iteration 0); empty when unknown, and reverse registration order is assumed.
+    gradient_order: list[str] = Field(default_factory=list)
+    buffers: list[BufferInfo] = Field(default_factory=list)  # in registration order
     activations: list[ActivationInfo] = Field(default_factory=list)  # in forward execution order
     sample: SampleSpec | None = None
     transformer: TransformerShape | None = None
@@ -99,3 +125,13 @@ class ModelInventory(BaseModel):
     @property
     def parameter_bytes(self) -> int:
         return sum(p.nbytes for p in self.parameters)
+
+    def gradient_ready_parameters(self) -> list[ParameterInfo]:
+        """Trainable parameters in the order backward completes their gradients.
+
+        ``gradient_order`` where the source knows it; parameters it does not name (never reached by
+        backward, or a source without an execution order) follow in reverse registration order.
+        """
+        trainable = {p.name: p for p in self.parameters if p.requires_grad}
+        ordered = [trainable.pop(name) for name in self.gradient_order if name in trainable]
+        return ordered + list(reversed(trainable.values()))

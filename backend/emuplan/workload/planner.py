@@ -31,11 +31,14 @@ from emuplan.workload.strategies.pipeline_parallel import (
     split_stages,
 )
 from emuplan.workload.strategies.tensor_parallel import (
+    check_megatron_degrees,
     dtensor_linear_collectives,
     dtensor_shard,
     linear_layers,
     megatron_collectives,
     megatron_shard,
+    padded_vocab_size,
+    sequence_parallel_parameters,
 )
 from emuplan.workload.strategies.tutorial import tutorial_collectives
 from emuplan.workload.trials import count_trials
@@ -250,8 +253,11 @@ def framework_stages(inventory: ModelInventory, inputs: NormalisedInputs) -> lis
 
 
 def tied_embedding_bytes(shape: TransformerShape, inputs: NormalisedInputs) -> int:
-    """The tied word embedding's gradient one TP rank holds, summed over the first and last stage."""
-    return numel_bytes(-(-shape.vocab_size // inputs.tp) * shape.hidden_size, inputs.grad_dtype)
+    """The tied word embedding's gradient one TP rank holds, summed over the first and last stage; Megatron
+    pads the vocabulary before splitting it (``_vocab_size_with_padding``)."""
+    return numel_bytes(
+        padded_vocab_size(shape.vocab_size, inputs.tp) // inputs.tp * shape.hidden_size, inputs.grad_dtype
+    )
 
 
 def _framework_collectives(
@@ -269,10 +275,12 @@ def _framework_collectives(
     items: list[PlannedCollective] = []
     if inputs.tp > 1:
         if shape is not None:
+            check_megatron_degrees(shape, inputs.tp)
             layers = sum(1 for unit in busiest.units if not unit.is_root)
+            stage_parameters = [p for unit in busiest.units for p in unit.parameters]
             items += megatron_collectives(
                 hidden=shape.hidden_size,
-                vocab=shape.vocab_size,
+                vocab=padded_vocab_size(shape.vocab_size, inputs.tp),
                 tokens=inputs.micro_batch * inputs.seq_len,
                 tp=inputs.tp,
                 dtype=inputs.activation_dtype,
@@ -282,6 +290,9 @@ def _framework_collectives(
                 has_embedding=busiest.index == 0,
                 has_head=busiest.index == len(stages) - 1,
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
+                layer_norm_bytes=numel_bytes(
+                    sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
+                ),
             )
         else:
             layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
@@ -317,12 +328,14 @@ def _framework_collectives(
         items += data_parallel_collectives(
             inputs.dp_impl,
             tp_sharded_units(busiest, inputs, shape is not None),
-            {p.name: index for index, p in enumerate(inventory.parameters)},
+            {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())},
             inputs.dp,
             inputs.param_dtype,
             inputs.grad_dtype,
             inputs.bucket_cap_mb,
             prefix,
+            # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
+            inventory.buffers if shape is None or inputs.tp == 1 else [],
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
@@ -361,7 +374,13 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         )
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
-                "DDP buckets as rebuilt after iteration 0, in reverse parameter order: "
+                "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
+                + (
+                    "(from the model's execution order)"
+                    if inventory.gradient_order
+                    else "(assumed: reverse parameter order; this source does not say how forward runs)"
+                )
+                + ", frozen parameters skipped: "
                 + (
                     "first bucket 1 MiB, then 25 MiB (PyTorch's default bucket_cap_mb)"
                     if inputs.bucket_cap_mb is None
@@ -370,6 +389,11 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
                 + "; iteration 0 all-reduces everything in one bucket."
             )
     return notes
+
+
+def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
+    """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP."""
+    return {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
 
 
 def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:
@@ -382,7 +406,7 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
         bubble = None
     else:
         collectives = _framework_collectives(inventory, inputs, notes)
-        strides = {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
+        strides = framework_strides(inputs)
         bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
     for item in collectives:
         item.ideal_time_us = (

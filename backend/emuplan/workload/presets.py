@@ -62,7 +62,7 @@ SEED_LAYER_WIDTHS = (784, 256, 128, 64, 10)
 
 def fashion_mnist_classifier_inventory() -> ModelInventory:
     """The seeds' ``Classifier`` (784-256-128-64-10) as PyTorch reports it: each ``nn.Linear`` registers
-    weight [out, in] then bias [out] and outputs [out] per sample.
+    weight [out, in] then bias [out], outputs [out] per sample, and backward completes its gradients.
 
     Written out rather than traced so that planning the seed does not import torch (seconds, against
     milliseconds for the plan); the tests check it equals PyTorch's own trace of the seeds' module.
@@ -79,6 +79,8 @@ def fashion_mnist_classifier_inventory() -> ModelInventory:
             for layer, fan_in, fan_out in layers
             for kind, shape in (("weight", [fan_out, fan_in]), ("bias", [fan_out]))
         ],
+        # Backward runs fc4 → fc1; autograd hands each Linear's bias gradient over before its weight's.
+        gradient_order=[f"{layer}.{kind}" for layer, _, _ in reversed(layers) for kind in ("bias", "weight")],
         activations=[
             ActivationInfo(module=layer, module_type="Linear", shape=[fan_out]) for layer, _, fan_out in layers
         ],

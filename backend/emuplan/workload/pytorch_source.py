@@ -18,6 +18,8 @@ from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
+from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.planner import framework_strides
 
 
 def torch_version() -> str:
@@ -225,14 +227,23 @@ def capture_for_plan(
     """The plan with ``captured`` (PyTorch's own collectives, fake process group) and ``capture_differences``.
 
     Framework mode only, and only for what one CPU process can capture: DDP or FSDP2 data parallelism,
-    or DTensor tensor parallelism, each on its own. A sandbox failure leaves the analytic plan standing,
-    with a note saying why nothing was captured.
+    or DTensor tensor parallelism, each on its own. DDP's analytic buckets follow the sandboxed run's
+    gradient order and stay beside the capture (a sandbox failure leaves them standing, with a note).
+    FSDP2 units and a DTensor layout depend on how the user's code wraps and runs its modules, which
+    the analytic path cannot know: for those the capture is the plan, and without one there is none.
     """
     if document.mode is not Mode.FRAMEWORK:
         return document
     inputs = document.inputs
     target = _capture_target(inputs)
+    capture_only = inputs.tp > 1 or (inputs.dp > 1 and inputs.dp_impl.value == "fsdp2")
     if target is None:
+        if capture_only:
+            raise PytorchSourceError(
+                f"{file_name}: FSDP2 and DTensor tensor parallelism of a PyTorch source are planned from what "
+                "PyTorch itself issues, captured one dimension at a time: plan FSDP2 data parallelism or tensor "
+                "parallelism on its own (pp 1), or DDP with pipeline stages"
+            )
         note = "Exact capture covers DDP or FSDP2 data parallelism and DTensor tensor parallelism on their own; "
         return document.model_copy(update={"notes": [*document.notes, note + "this plan was not captured."]})
     strategy, dimension, group_size = target
@@ -246,18 +257,42 @@ def capture_for_plan(
     try:
         result = _captured_once(source, file_name, options.model_dump_json(), settings.model_dump_json(), policy)
     except SandboxError as error:
+        if capture_only:
+            raise PytorchSourceError(
+                f"{file_name}: capturing {strategy} failed, so it cannot be planned: {error.message}"
+            ) from None
         note = f"Exact capture failed, only the analytic collectives are shown: {error.message}"
         return document.model_copy(update={"notes": [*document.notes, note]})
     captured = captured_collectives(result.captures[0], dimension, inputs)
     analytic = [item for item in document.collectives if item.parallel_dim is dimension]
+    differences = capture_differences(analytic, captured)
+    if capture_only:
+        document = document.model_copy(
+            update={
+                "collectives": [item for item in document.collectives if item.parallel_dim is not dimension] + captured,
+                "notes": [
+                    *document.notes,
+                    f"{strategy}: for a PyTorch source the collectives are the capture itself; no analytic list "
+                    "is computed, since FSDP2 units and the tensor-parallel layout follow the model's own code.",
+                ],
+            }
+        )
+        differences = []
+    # A capture covers the plan's only parallel dimension, so the whole export comes from it.
+    kccb = kccb_trials(captured, document.trials, framework_strides(inputs), inputs.gpus_per_host)
     note = (
         f"captured: the {strategy} collectives PyTorch {torch_version()} itself issued for one steady-state step "
-        f"on {group_size} ranks (fake process group); where they differ from the analytic list, they are the truth."
+        f"on {group_size} ranks (fake process group). The KCCB export and a measurement of this plan use this "
+        "captured list; `collectives` keeps the analytic list beside it"
+        + (f" ({len(differences)} differences in capture_differences)." if differences else ", which agrees.")
     )
     return document.model_copy(
         update={
             "captured": captured,
-            "capture_differences": capture_differences(analytic, captured),
+            "capture_differences": differences,
+            "kccb": kccb[0] if len(kccb) == 1 else kccb,
+            "kccb_trials": len(kccb),
+            "kccb_source": "captured",
             "notes": [*document.notes, note],
         }
     )

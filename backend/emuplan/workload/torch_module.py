@@ -2,8 +2,9 @@
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_leaves
 
-from emuplan.workload.inventory import ActivationInfo, ModelInventory, ParameterInfo, SampleSpec
+from emuplan.workload.inventory import ActivationInfo, BufferInfo, ModelInventory, ParameterInfo, SampleSpec
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -11,16 +12,20 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def inventory_from_module(module: nn.Module, name: str, source_kind: str, sample: SampleSpec) -> ModelInventory:
-    """Parameters in registration order and each leaf module's output for one sample.
+    """Parameters in registration order, buffers, each leaf module's output for one sample, and the
+    order backward completes the gradients.
 
-    ``module`` must live on the meta device; its forward runs on a meta tensor of batch 1, so
-    activation shapes come from PyTorch itself while no memory is spent on data.
+    ``module`` must live on the meta device; one forward and backward run on a meta tensor of batch 1,
+    so activation shapes and the gradient order come from PyTorch itself while no memory is spent.
     """
+    named = list(module.named_parameters())
     parameters = [
-        ParameterInfo(name=param_name, shape=list(param.shape), dtype=_dtype_name(param.dtype))
-        for param_name, param in module.named_parameters()
+        ParameterInfo(name=n, shape=list(p.shape), dtype=_dtype_name(p.dtype), requires_grad=p.requires_grad)
+        for n, p in named
     ]
+    buffers = [BufferInfo(name=n, shape=list(b.shape), dtype=_dtype_name(b.dtype)) for n, b in module.named_buffers()]
     activations: list[ActivationInfo] = []
+    gradient_order: list[str] = []
 
     def record(module_name: str):
         def hook(leaf: nn.Module, _inputs, output) -> None:
@@ -41,14 +46,28 @@ def inventory_from_module(module: nn.Module, name: str, source_kind: str, sample
         for leaf_name, leaf in module.named_modules()
         if leaf_name and not any(True for _ in leaf.children())
     ]
+    # DDP's reducer hooks the same moment: a parameter's gradient has been accumulated.
+    handles += [
+        p.register_post_accumulate_grad_hook(lambda _p, n=n: gradient_order.append(n))
+        for n, p in named
+        if p.requires_grad
+    ]
     try:
-        with torch.no_grad():
-            module(torch.empty([1, *sample.shape], dtype=getattr(torch, sample.dtype), device="meta"))
+        output = module(torch.empty([1, *sample.shape], dtype=getattr(torch, sample.dtype), device="meta"))
+        differentiable = [t.sum() for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if differentiable:
+            torch.stack(differentiable).sum().backward()
     finally:
         for handle in handles:
             handle.remove()
     if not parameters:
         raise ValueError(f"model {name!r} has no parameters")
     return ModelInventory(
-        name=name, source_kind=source_kind, parameters=parameters, activations=activations, sample=sample
+        name=name,
+        source_kind=source_kind,
+        parameters=parameters,
+        gradient_order=gradient_order,
+        buffers=buffers,
+        activations=activations,
+        sample=sample,
     )

@@ -1,11 +1,15 @@
 """Data-parallel traffic as PyTorch DDP, FSDP2 and DeepSpeed ZeRO issue it.
 
-DDP: gradients are all-reduced in buckets filled in reverse parameter order (the order backward
-produces them); a tensor is never split. With ``bucket_cap_mb`` left at PyTorch's default the first
+DDP: gradients are all-reduced in buckets filled in the order backward completes them (DDP rebuilds
+its buckets after iteration 0 in that order; for a model whose forward runs its modules in
+registration order it is the reverse registration order); frozen parameters have no gradient and
+no bucket; a tensor is never split. With ``bucket_cap_mb`` left at PyTorch's default the first
 bucket closes once it holds ≥ 1 MiB and later ones at ≥ 25 MiB; an explicit ``bucket_cap_mb`` applies
 to the first bucket too (torch 2.13's ``_BucketCapacityConfig``). This is
-``torch.distributed._compute_bucket_assignment_by_size`` on the reversed parameters with those limits,
-i.e. the buckets DDP rebuilds after iteration 0 (iteration 0 itself runs with a single bucket).
+``torch.distributed._compute_bucket_assignment_by_size`` on the parameters in gradient-ready order
+with those limits, i.e. the buckets DDP rebuilds after iteration 0 (iteration 0 itself runs with a
+single bucket). Before every forward DDP also broadcasts all module buffers (BatchNorm statistics,
+rotary frequencies) from rank 0, coalesced per dtype into buffers of at most 250 MiB.
 
 FSDP2 (``fully_shard`` per layer and on the root): each unit's parameters are all-gathered before
 its forward, again before its backward (non-root units reshard after forward), and its gradients
@@ -20,12 +24,13 @@ from collections.abc import Sequence
 
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import DataParallelImpl, ParallelDim, Phase, PlannedCollective
-from emuplan.workload.inventory import ParameterInfo
+from emuplan.workload.inventory import BufferInfo, ParameterInfo
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
 
 FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_CAP_MB = 25  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 MIB = 1024 * 1024
+BUFFER_BROADCAST_BYTES = 250 * MIB  # DistributedDataParallel.broadcast_bucket_size
 
 
 def ddp_bucket_limits(bucket_cap_mb: float | None) -> list[int]:
@@ -54,13 +59,27 @@ def bucket_assignment(sizes_in_bytes: Sequence[int], bucket_limits: Sequence[int
 
 
 def ddp_buckets(
-    parameters: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float | None
+    ready_parameters: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float | None
 ) -> list[list[ParameterInfo]]:
-    """DDP's steady-state gradient buckets, in the order their all-reduces are launched."""
-    reversed_params = list(reversed(parameters))
-    sizes = [numel_bytes(p.numel, grad_dtype) for p in reversed_params]
+    """DDP's steady-state gradient buckets, in the order their all-reduces are launched, from the
+    trainable parameters in gradient-ready order."""
+    sizes = [numel_bytes(p.numel, grad_dtype) for p in ready_parameters]
     buckets = bucket_assignment(sizes, ddp_bucket_limits(bucket_cap_mb))
-    return [[reversed_params[i] for i in bucket] for bucket in buckets]
+    return [[ready_parameters[i] for i in bucket] for bucket in buckets]
+
+
+def buffer_broadcasts(buffers: Sequence[BufferInfo]) -> list[list[BufferInfo]]:
+    """The coalesced broadcasts DDP sends before each forward (c10d's ``broadcast_coalesced``): buffers
+    grouped by dtype, each group cut at 250 MiB, groups in order of their first buffer."""
+    by_dtype: dict[str, list[BufferInfo]] = {}
+    for buffer in buffers:
+        by_dtype.setdefault(buffer.dtype, []).append(buffer)
+    groups = []
+    for same_dtype in by_dtype.values():
+        sizes = [b.nbytes for b in same_dtype]
+        groups += [[same_dtype[i] for i in group] for group in bucket_assignment(sizes, [BUFFER_BROADCAST_BYTES])]
+    position = {buffer.name: index for index, buffer in enumerate(buffers)}
+    return sorted(groups, key=lambda group: position[group[0].name])
 
 
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
@@ -84,18 +103,35 @@ def _round_up(value: int, multiple: int) -> int:
 def data_parallel_collectives(
     impl: DataParallelImpl,
     units: list[Unit],
-    registration_order: dict[str, int],
+    gradient_position: dict[str, int],
     group_size: int,
     param_dtype: str,
     grad_dtype: str,
     bucket_cap_mb: float | None,
     label_prefix: str = "",
+    buffers: Sequence[BufferInfo] = (),
 ) -> list[PlannedCollective]:
-    """``registration_order`` (name → index in ``model.parameters()``) orders DDP's and ZeRO's buckets."""
+    """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
+    DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts."""
     dim = ParallelDim.DP
-    parameters = sorted((p for unit in units for p in unit.parameters), key=lambda p: registration_order[p.name])
+    parameters = sorted(
+        (p for unit in units for p in unit.parameters if p.name in gradient_position),
+        key=lambda p: gradient_position[p.name],
+    )
     if impl is DataParallelImpl.DDP:
-        return [
+        broadcasts = [
+            collective(
+                CollectiveOp.BROADCAST,
+                sum(b.nbytes for b in group),
+                group_size,
+                group[0].dtype,
+                Phase.FORWARD,
+                dim,
+                label_prefix + f"buffers from rank 0 ({len(group)} × {group[0].dtype}: {group[0].name} …)",
+            )
+            for group in buffer_broadcasts(buffers)
+        ]
+        return broadcasts + [
             collective(
                 CollectiveOp.ALL_REDUCE,
                 sum(numel_bytes(p.numel, grad_dtype) for p in bucket),
@@ -126,24 +162,29 @@ def data_parallel_collectives(
             for op, dtype, phase, what in passes
             for index, bucket in enumerate(buckets)
         ]
-    return _sharded_unit_collectives(impl, units, group_size, param_dtype, grad_dtype, label_prefix)
+    return _sharded_unit_collectives(
+        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix
+    )
 
 
 def _sharded_unit_collectives(
     impl: DataParallelImpl,
     units: list[Unit],
+    trainable: set[str],
     group_size: int,
     param_dtype: str,
     grad_dtype: str,
     label_prefix: str,
 ) -> list[PlannedCollective]:
-    """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients."""
+    """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients
+    (of the trainable parameters only)."""
     dim = ParallelDim.DP
 
-    def padded(unit: Unit) -> int:
+    def padded(unit: Unit, gradients: bool = False) -> int:
+        parameters = [p for p in unit.parameters if p.name in trainable or not gradients]
         if impl is DataParallelImpl.FSDP2:
-            return sum(_padded_numel(p, group_size) for p in unit.parameters)
-        return _round_up(unit.numel, group_size)
+            return sum(_padded_numel(p, group_size) for p in parameters)
+        return _round_up(sum(p.numel for p in parameters), group_size)
 
     def gather(unit: Unit, phase: Phase) -> PlannedCollective:
         return collective(
@@ -156,11 +197,22 @@ def _sharded_unit_collectives(
             f"{label_prefix}{unit.name} parameters",
         )
 
-    def scatter(unit: Unit) -> PlannedCollective:
-        return collective(
-            CollectiveOp.REDUCE_SCATTER, numel_bytes(padded(unit), grad_dtype), group_size, grad_dtype,
-            Phase.BACKWARD, dim, f"{label_prefix}{unit.name} gradients",
-        )  # fmt: skip
+    def scatter(unit: Unit) -> list[PlannedCollective]:
+        """A unit whose parameters are all frozen has no gradients to reduce-scatter."""
+        gradients = padded(unit, gradients=True)
+        if not gradients:
+            return []
+        return [
+            collective(
+                CollectiveOp.REDUCE_SCATTER,
+                numel_bytes(gradients, grad_dtype),
+                group_size,
+                grad_dtype,
+                Phase.BACKWARD,
+                dim,
+                f"{label_prefix}{unit.name} gradients",
+            )  # fmt: skip
+        ]
 
     # The root is all-gathered first and stays unsharded until backward ends: no backward all-gather,
     # and its gradients are reduce-scattered last. In backward, FSDP2 prefetches the next unit's
@@ -173,6 +225,6 @@ def _sharded_unit_collectives(
     for index, unit in enumerate(backward_layers):
         if index + 1 < len(backward_layers):
             backward.append(gather(backward_layers[index + 1], Phase.BACKWARD))
-        backward.append(scatter(unit))
-    backward += [scatter(unit) for unit in roots]
+        backward += scatter(unit)
+    backward += [item for unit in roots for item in scatter(unit)]
     return forward + backward

@@ -11,18 +11,45 @@ and 2 in backward (the column-parallel inputs' gradients). Sequence parallel rep
 all-reduce by a reduce-scatter and adds an all-gather before each column-parallel linear; in
 backward the column-parallel input is all-gathered again for the weight gradient, its gradient
 reduce-scattered, and the row-parallel output gradient all-gathered. The vocab-parallel embedding
-all-reduces (SP: reduce-scatters) its output; the column-parallel LM head all-reduces its input
-gradient; vocab-parallel cross-entropy adds 3 fp32 all-reduces of b·s (max logit, target logit,
-sum of exponentials).
+all-reduces (SP: reduce-scatters, whose backward all-gathers) its output; the column-parallel LM
+head all-reduces its input gradient (SP: its input is all-gathered in forward, again in backward
+for the weight gradient, and the gradient reduce-scattered); vocab-parallel cross-entropy adds 3
+fp32 all-reduces of b·s (max logit, target logit, sum of exponentials). With sequence parallel each
+rank's layer-norm (and row-parallel bias) gradients cover only its part of the sequence, so
+``finalize_model_grads`` all-reduces them, coalesced, across TP once per step
+(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_layernorm_grads``).
+
+Megatron pads the vocabulary to a multiple of 128 × tp (``--make-vocab-size-divisible-by``,
+megatron/training/tokenizer/tokenizer.py ``_vocab_size_with_padding``) and splits attention heads
+and key/value groups evenly over TP ranks (megatron/core/transformer/attention.py: ``divide``
+asserts divisibility), so degrees that do not divide them are refused.
 """
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
-from emuplan.workload.inventory import ParameterInfo
+from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
+from emuplan.workload.inventory import ParameterInfo, TransformerShape
 from emuplan.workload.strategies.common import collective, numel_bytes
 
 AR, AG, RS = CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
 TP = ParallelDim.TP
+MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM's default --make-vocab-size-divisible-by
+
+
+def padded_vocab_size(vocab: int, tp: int) -> int:
+    """The vocabulary Megatron builds its embedding and LM head with: a multiple of 128 × tp."""
+    multiple = MAKE_VOCAB_SIZE_DIVISIBLE_BY * tp
+    return -(-vocab // multiple) * multiple
+
+
+def check_megatron_degrees(shape: TransformerShape, tp: int) -> None:
+    """Megatron gives every TP rank whole attention heads and whole key/value groups."""
+    heads = {"num_attention_heads": shape.num_attention_heads, "num_key_value_heads": shape.num_key_value_heads}
+    for field, count in heads.items():
+        if count % tp:
+            raise PlanningError(
+                f"tp: Megatron splits attention heads over tensor-parallel ranks, but the model's {field} "
+                f"{count} is not divisible by tp {tp}"
+            )
 
 
 def linear_layers(parameters: list[ParameterInfo]) -> list[tuple[str, int, int]]:
@@ -99,8 +126,11 @@ def megatron_collectives(
     has_embedding: bool,
     has_head: bool,
     vocab_parallel_loss: bool,
+    layer_norm_bytes: int = 0,
 ) -> list[PlannedCollective]:
-    """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq."""
+    """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq;
+    ``vocab`` is the padded vocabulary; ``layer_norm_bytes`` the stage's sequence-parallel gradients
+    (layer norms, row-parallel biases), all-reduced once per step under sequence parallel."""
     activation = numel_bytes(tokens * hidden, dtype)
     per_layer = 2 * layers * micro_batches
 
@@ -112,6 +142,10 @@ def megatron_collectives(
         forward.append(
             item(RS if sequence_parallel else AR, Phase.FORWARD, "vocab-parallel embedding output", micro_batches)
         )
+        if sequence_parallel:
+            backward.append(
+                item(AG, Phase.BACKWARD, "embedding output gradient (backward of its reduce-scatter)", micro_batches)
+            )
     if layers:
         if sequence_parallel:
             forward += [
@@ -134,7 +168,10 @@ def megatron_collectives(
     if has_head:
         if sequence_parallel:
             forward.append(item(AG, Phase.FORWARD, "LM head input (sequence-parallel)", micro_batches))
-            backward.append(item(RS, Phase.BACKWARD, "LM head input gradient", micro_batches))
+            backward[:0] = [
+                item(AG, Phase.BACKWARD, "LM head input re-gathered for weight gradient", micro_batches),
+                item(RS, Phase.BACKWARD, "LM head input gradient", micro_batches),
+            ]
         else:
             backward.insert(0, item(AR, Phase.BACKWARD, "LM head input gradient", micro_batches))
         if vocab_parallel_loss:
@@ -154,6 +191,10 @@ def megatron_collectives(
                     AG, Phase.FORWARD, "LM head logits gathered", micro_batches, size=numel_bytes(tokens * vocab, dtype)
                 )
             )
+    if sequence_parallel and layer_norm_bytes:
+        backward.append(
+            item(AR, Phase.BACKWARD, "sequence-parallel layer-norm gradients (once per step)", 1, size=layer_norm_bytes)
+        )
     return forward + backward
 
 
@@ -162,11 +203,34 @@ _ROW_PARALLEL = ("o_proj", "down_proj")
 _CONV1D_COLUMN = ("c_attn", "c_fc")  # GPT-2 Conv1D weights are [in, out]
 
 
-def megatron_shard(param: ParameterInfo, tp: int) -> ParameterInfo:
-    """The local piece a TP rank holds: column-parallel splits outputs, row-parallel inputs."""
+_VOCABULARY = ("embed_tokens", "lm_head", "wte")
+_ROW_PARALLEL_BIAS = ("o_proj", "down_proj", "c_proj")
+
+
+def _module_and_kind(param: ParameterInfo) -> tuple[str, str]:
     parts = param.name.split(".")
-    module, kind = (parts[-2] if len(parts) > 1 else ""), parts[-1]
+    return (parts[-2] if len(parts) > 1 else ""), parts[-1]
+
+
+def sequence_parallel_parameters(parameters: list[ParameterInfo]) -> list[ParameterInfo]:
+    """What Megatron marks ``sequence_parallel``: layer norms and row-parallel biases (replicated
+    over TP, their gradients computed from one part of the sequence)."""
+    marked = []
+    for param in parameters:
+        module, kind = _module_and_kind(param)
+        if "norm" in module or module.startswith("ln_") or (module in _ROW_PARALLEL_BIAS and kind == "bias"):
+            marked.append(param)
+    return marked
+
+
+def megatron_shard(param: ParameterInfo, tp: int) -> ParameterInfo:
+    """The local piece a TP rank holds: column-parallel splits outputs, row-parallel inputs; the
+    vocabulary (embedding, LM head) is padded first."""
+    module, kind = _module_and_kind(param)
     shape = list(param.shape)
+    if module in _VOCABULARY:
+        shape[0] = padded_vocab_size(shape[0], tp) // tp
+        return param.model_copy(update={"shape": shape})
     if module in _COLUMN_PARALLEL:
         dim = 0
     elif module in _ROW_PARALLEL and kind == "weight":

@@ -1,0 +1,77 @@
+"""Real PyTorch DDP on a gloo group of CPU processes: what it all-reduces and broadcasts per step.
+
+``ddp_step_collectives(build, make_input, world_size)`` starts ``world_size`` processes, wraps
+``build()`` in ``DistributedDataParallel`` with its defaults, runs three training steps and returns,
+for the last (steady-state: DDP rebuilds its buckets in gradient-ready order after the first), the
+bytes of each gradient bucket in launch order and of each broadcast DDP issued before forward.
+``build`` and ``make_input`` must be importable module-level functions (the processes are spawned).
+"""
+
+import json
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils._python_dispatch import TorchDispatchMode
+
+STEPS = 3
+
+
+class _Broadcasts(TorchDispatchMode):
+    """Records the bytes of every c10d broadcast dispatched while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "c10d" and func.__name__.startswith("broadcast"):
+            self.sizes.append(sum(t.numel() * t.element_size() for t in args[0]))
+        return func(*args, **(kwargs or {}))
+
+
+def _rank(rank: int, world_size: int, port: int, build: Callable, make_input: Callable, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    try:
+        torch.manual_seed(0)
+        ddp = DistributedDataParallel(build())
+        buckets: list[int] = []
+
+        def record(state, bucket):
+            buckets.append(bucket.buffer().numel() * bucket.buffer().element_size())
+            return allreduce_hook(state, bucket)
+
+        ddp.register_comm_hook(None, record)
+        for _ in range(STEPS):
+            buckets.clear()
+            broadcasts = _Broadcasts()
+            with broadcasts:
+                output = ddp(make_input())
+            output.float().sum().backward()
+            ddp.zero_grad(set_to_none=True)
+        if rank == 0:
+            Path(out).write_text(json.dumps({"buckets": buckets, "broadcasts": broadcasts.sizes}))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ddp_step_collectives(build: Callable, make_input: Callable, world_size: int = 2) -> dict[str, list[int]]:
+    with tempfile.TemporaryDirectory() as folder:
+        out = str(Path(folder) / "rank0.json")
+        mp.spawn(_rank, args=(world_size, _free_port(), build, make_input, out), nprocs=world_size)
+        return json.loads(Path(out).read_text())

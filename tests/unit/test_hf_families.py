@@ -1,0 +1,124 @@
+"""HuggingFace configs against ``transformers`` itself: every supported family's parameters (names,
+shapes, order), buffers and gradient-ready order equal the model transformers builds from the same
+config. Models are built from the config alone (no weights, no hub access, no remote code)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hf_configs"
+
+_SMALL_LLAMA = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 32}  # fmt: skip
+_SMALL_GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100, "n_positions": 32}
+
+FAMILY_CONFIGS = {
+    "llama": {"model_type": "llama", **_SMALL_LLAMA},
+    "llama, tied": {"model_type": "llama", **_SMALL_LLAMA, "tie_word_embeddings": True},
+    "llama, attention_bias + mlp_bias": {
+        "model_type": "llama",
+        **_SMALL_LLAMA,
+        "attention_bias": True,
+        "mlp_bias": True,
+    },  # fmt: skip
+    "llama, head_dim 32": {"model_type": "llama", **_SMALL_LLAMA, "head_dim": 32},
+    "mistral, head_dim 8": {"model_type": "mistral", **_SMALL_LLAMA, "head_dim": 8},
+    "qwen2": {"model_type": "qwen2", **_SMALL_LLAMA},
+    "qwen2, head_dim 24": {"model_type": "qwen2", **_SMALL_LLAMA, "head_dim": 24},
+    "gpt2": _SMALL_GPT2,
+    "gpt2, untied": {**_SMALL_GPT2, "tie_word_embeddings": False},
+    "gpt2, n_inner 80": {**_SMALL_GPT2, "n_inner": 80},
+}
+
+
+def _transformers_model(config: dict, device: str) -> torch.nn.Module:
+    hf_config = AutoConfig.for_model(**config)
+    with torch.device(device):
+        return AutoModelForCausalLM.from_config(hf_config)
+
+
+@pytest.mark.parametrize("case", FAMILY_CONFIGS)
+def test_parameters_and_buffers_equal_transformers_meta_model(case: str) -> None:
+    config = FAMILY_CONFIGS[case]
+    model = _transformers_model(config, "meta")
+    inventory = inventory_from_hf_config(config, name=case)
+    assert [(p.name, p.shape) for p in inventory.parameters] == [
+        (name, list(p.shape)) for name, p in model.named_parameters()
+    ]
+    assert [(b.name, b.shape, b.dtype) for b in inventory.buffers] == [
+        (name, list(b.shape), str(b.dtype).removeprefix("torch.")) for name, b in model.named_buffers()
+    ]
+
+
+@pytest.mark.parametrize("case", FAMILY_CONFIGS)
+def test_gradient_order_is_the_order_backward_completes_gradients(case: str) -> None:
+    """DDP's reducer hooks each parameter's gradient accumulator; this is the order those hooks fire."""
+    config = FAMILY_CONFIGS[case]
+    torch.manual_seed(0)
+    model = _transformers_model(config, "cpu")
+    ready: list[str] = []
+    for name, parameter in model.named_parameters():
+        parameter.register_post_accumulate_grad_hook(lambda _p, name=name: ready.append(name))
+    tokens = torch.randint(0, config["vocab_size"], (2, 8))
+    model(input_ids=tokens, labels=tokens).loss.backward()
+    assert inventory_from_hf_config(config, name=case).gradient_order == ready
+
+
+@pytest.mark.parametrize(
+    ("folder", "count"),
+    [("Mistral-Nemo-Base-2407", 12_247_782_400), ("Llama-2-7b-hf", 6_738_415_616)],
+)
+def test_real_configs_count_what_transformers_builds(folder: str, count: int) -> None:
+    path = FIXTURES / folder / "config.json"
+    model = _transformers_model(json.loads(path.read_text()), "meta")
+    assert sum(p.numel() for p in model.parameters()) == count
+    assert read_hf_config(path).parameter_count == count
+
+
+def test_gpt2_untied_counts_its_own_lm_head() -> None:
+    """GPT-2 small with tie_word_embeddings false: 124,439,808 + 50257 × 768 = 163,037,184."""
+    config = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
+              "n_positions": 1024, "tie_word_embeddings": False}  # fmt: skip
+    model = _transformers_model(config, "meta")
+    assert sum(p.numel() for p in model.parameters()) == 163_037_184
+    inventory = inventory_from_hf_config(config, name="gpt2-untied")
+    assert inventory.parameter_count == 163_037_184
+    assert inventory.parameters[-1].name == "lm_head.weight"
+
+
+def test_field_the_planner_does_not_understand_is_refused_by_name() -> None:
+    config = {"model_type": "llama", **_SMALL_LLAMA, "num_local_experts": 8, "num_experts_per_tok": 2}
+    with pytest.raises(
+        ConfigError,
+        match=r"^moe.json: field 'num_experts_per_tok' is not understood by the planner for model_type 'llama' "
+        r"\(nor 'num_local_experts'\); its parameters cannot be counted exactly$",
+    ):
+        inventory_from_hf_config(config, name="moe", where="moe.json")
+
+
+def test_family_fields_are_not_borrowed_across_families() -> None:
+    """Mistral's modelling code has no biases: attention_bias in a Mistral config is refused, not ignored."""
+    with pytest.raises(ConfigError, match=r"field 'attention_bias' is not understood .* model_type 'mistral'"):
+        inventory_from_hf_config({"model_type": "mistral", **_SMALL_LLAMA, "attention_bias": True}, name="m")
+
+
+def test_cross_attention_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"field 'add_cross_attention' = True is not supported"):
+        inventory_from_hf_config({**_SMALL_GPT2, "add_cross_attention": True}, name="g")
+
+
+def test_every_field_of_transformers_default_configs_is_understood() -> None:
+    """A config saved by transformers itself carries every field of its class: none may be refused."""
+    for model_type in ("llama", "mistral", "qwen2", "gpt2"):
+        config = AutoConfig.for_model(model_type).to_dict()
+        inventory_from_hf_config(config, name=model_type)
+
+
+def test_bias_flags_must_be_booleans() -> None:
+    with pytest.raises(ConfigError, match=r"field 'mlp_bias' must be true or false, got 'yes'"):
+        inventory_from_hf_config({"model_type": "llama", **_SMALL_LLAMA, "mlp_bias": "yes"}, name="x")
