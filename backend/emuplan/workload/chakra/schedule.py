@@ -425,8 +425,11 @@ def _rank_trace(
     # DDP buckets on the stage's local gradients, each started after the backward of the block that
     # produces its last gradient (the latest block in backward order among its tensors).
     backward_position = {p.name: index for index, block in enumerate(reversed(blocks)) for p in block.parameters}
-    registration = {p.name: index for index, p in enumerate(inventory.parameters)}
-    local_parameters = sorted((p for unit in local for p in unit.parameters), key=lambda p: registration[p.name])
+    # DDP fills its buckets in gradient-ready order and leaves frozen parameters out, as the planner does.
+    ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
+    local_parameters = sorted(
+        (p for unit in local for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
+    )
     buckets = ddp_buckets(local_parameters, inputs.grad_dtype, inputs.bucket_cap_mb) if inputs.dp > 1 else []
     bucket_ready = [max(backward_position[p.name] for p in bucket) for bucket in buckets]
     dp_group = groups.id_of(f"dp stage{role.stage} tp{role.tp_index}") if buckets else 0
