@@ -146,5 +146,5 @@ def test_the_readable_output_says_what_network_the_ideal_times_assume() -> None:
     assert lines[2] == (
         "network: 400 Gbit/s per rank, α = 2.5 µs (--link-gbps, --latency-us: what the ideal µs column assumes)"
     )
-    assert "KCCB (1 trial configuration):" in lines
+    assert "KCCB (1 trial configuration, from the analytic list):" in lines
     assert "  hosts        4 hosts × 1 GPU per host" in lines
