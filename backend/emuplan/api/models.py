@@ -13,7 +13,7 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from pydantic import BaseModel, ValidationError
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
+from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxPolicy, SandboxUnavailable
 from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
@@ -83,6 +83,8 @@ def upload_model(
         definition = store.create_model_definition(
             session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
         )
+    except SandboxBusy as error:
+        raise HTTPException(503, detail=str(error), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
     except SandboxUnavailable as error:
         raise HTTPException(503, detail=str(error)) from None
     except ValueError as error:
