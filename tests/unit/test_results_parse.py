@@ -3,6 +3,8 @@
 import gzip
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.headers import role_of
+from emuplan.results.parse import GUNZIP_CHUNK_BYTES
 
 SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
 RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
@@ -364,3 +367,41 @@ def test_several_tests_in_one_log_keep_their_own_collective_and_skip_nccl_debug_
     collectives = parsed.samples["collective"].to_pylist()
     assert collectives[:50] == ["all_gather"] * 50 and collectives[50:] == ["all_reduce"] * 62
     assert not any("truncated" in w for w in parsed.warnings)
+
+
+MEMORY_PROBE = """
+import resource, sys, zlib
+from emuplan.results.canonical import ResultFileTooLarge
+from emuplan.results.parse import gunzip_capped
+
+content_mib, cap_mib = int(sys.argv[1]), int(sys.argv[2])
+compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+pieces = [compressor.compress(b"0" * 2**20) for _ in range(content_mib)]
+data = b"".join(pieces) + compressor.flush()
+del pieces
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    content = gunzip_capped(data, "zeros.csv.gz", cap_mib * 2**20)
+    outcome = len(content)
+except ResultFileTooLarge:
+    outcome = "refused"
+growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(outcome, growth_mib)
+"""
+
+
+@pytest.mark.parametrize(("content_mib", "outcome"), [(192, str(192 * 2**20)), (1024, "refused")])
+def test_gunzip_holds_at_most_the_cap_plus_one_chunk(content_mib: int, outcome: str) -> None:
+    """Peak memory growth of decompressing, in a fresh process: the content once (not parts and their
+    join: twice), and a bomb costs the cap, not its own size."""
+    cap_mib = 256
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(content_mib), str(cap_mib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reported, growth_mib = result.stdout.split()
+    assert reported == outcome
+    # Measured: 193.6 and 257.9 MiB (parts joined at the end: 382.8 and 505.4).
+    assert float(growth_mib) < min(content_mib, cap_mib) + 4 * GUNZIP_CHUNK_BYTES / 2**20 + 4

@@ -24,20 +24,21 @@ GZIP_MAGIC = b"\x1f\x8b"
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
+GUNZIP_CHUNK_BYTES = 1024**2
 
 
-def gunzip_capped(data: bytes, file_name: str, max_bytes: int) -> bytes:
-    """Decompress in bounded steps so a gzip bomb stops at ``max_bytes`` instead of filling memory."""
+def gunzip_capped(data: bytes | memoryview, file_name: str, max_bytes: int) -> memoryview:
+    """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, refusing as soon as it passes
+    ``max_bytes``: a gzip bomb costs the cap and a few chunks of memory, never its own size, and the
+    content is held once (a list of parts joined at the end needed twice the cap)."""
     decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    parts: list[bytes] = []
-    produced = 0
+    content = bytearray()
     pending = data
     try:
         while True:
-            chunk = decompressor.decompress(pending, max_bytes + 1 - produced)
-            produced += len(chunk)
-            parts.append(chunk)
-            if produced > max_bytes:
+            chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
+            content += chunk
+            if len(content) > max_bytes:
                 raise ResultFileTooLarge(
                     f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
                 )
@@ -53,7 +54,7 @@ def gunzip_capped(data: bytes, file_name: str, max_bytes: int) -> bytes:
                 raise ResultFileError(f"{file_name}: the gzip stream is truncated")
     except zlib.error as error:
         raise ResultFileError(f"{file_name}: not a valid gzip file ({error})") from error
-    return b"".join(parts)
+    return memoryview(content)
 
 
 def _looks_binary(head: bytes) -> bool:
