@@ -180,6 +180,7 @@ def shared_run_figure(
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Cache-Control"] = "no-store"  # token-scoped, like the share page: no cached copy
     comparison = shared_comparison_or_error(session, token)
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
