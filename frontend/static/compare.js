@@ -1,8 +1,8 @@
 // A comparison (on /compare, /comparisons/{id} and the share page): fetches the comparison's JSON
 // twin once, draws its overlaid CDFs and per-run CDF panels, each run's delay chart, and renders the
 // statistics with the baseline ratios and the KS tests exactly as the server computed them.
-import { drawAll, drawFigure } from "/static/charts.js";
-import { el, fetchJSON, fixed, integer, table } from "/static/util.js";
+import { drawAll, drawFigure } from "./charts.js";
+import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");
