@@ -12,7 +12,7 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, Field
 
-from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 from emuplan.store.models import Comparison
@@ -29,8 +29,8 @@ class ChartOptions(BaseModel):
 
 class ComparisonCreate(BaseModel):
     name: str = Field(max_length=200)
-    run_ids: list[int]
-    baseline_run_id: int | None = None
+    run_ids: list[DatabaseInt]
+    baseline_run_id: DatabaseInt | None = None
     options: ChartOptions = Field(default_factory=ChartOptions)
 
 
@@ -76,7 +76,8 @@ def shared_comparison_or_error(session, token: str) -> Comparison:
         raise HTTPException(status_code=404, detail="No such share link.") from None
     except store.ShareLinkGone as gone:
         raise HTTPException(
-            status_code=410, detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
+            status_code=410,
+            detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
             headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
         ) from None
 
@@ -99,18 +100,18 @@ def list_comparisons(session: ReadSessionDep) -> list[dict]:
 
 
 @router.get("/api/comparisons/{comparison_id}", response_model=ComparisonPublic)
-def get_comparison(comparison_id: int, session: ReadSessionDep) -> dict:
+def get_comparison(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.comparison_document(_comparison_or_404(session, comparison_id))
 
 
 @router.get("/api/comparisons/{comparison_id}/shares", response_model=list[SharePublic])
-def list_shares(comparison_id: int, session: ReadSessionDep) -> list[dict]:
+def list_shares(comparison_id: DatabaseInt, session: ReadSessionDep) -> list[dict]:
     _comparison_or_404(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
 @router.post("/api/comparisons/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
-def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
+def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
     _comparison_or_404(session, comparison_id)
     try:
         link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
@@ -123,7 +124,7 @@ def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep
 
 
 @router.delete("/api/comparisons/{comparison_id}/shares/{share_id}", response_model=SharePublic)
-def revoke_share(comparison_id: int, share_id: int, session: WriteSessionDep) -> dict:
+def revoke_share(comparison_id: DatabaseInt, share_id: DatabaseInt, session: WriteSessionDep) -> dict:
     try:
         link = store.revoke_share_link(session, comparison_id, share_id)
     except store.ShareLinkNotFound as error:
@@ -168,7 +169,9 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
     if not runs:
         raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
     document = runs_store.compare_stored_runs(
-        session, [run.id for run in runs], store.present_baseline(comparison, runs),
+        session,
+        [run.id for run in runs],
+        store.present_baseline(comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}
@@ -176,7 +179,11 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
 
 @router.get("/api/shared/{token}/runs/{run_id}/figures/{kind}")
 def shared_run_figure(
-    token: str, run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, response: Response
+    token: str,
+    run_id: DatabaseInt,
+    kind: Literal["cdf", "delay", "bandwidth"],
+    session: ReadSessionDep,
+    response: Response,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY

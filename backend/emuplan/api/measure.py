@@ -16,7 +16,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
-from emuplan.api.deps import DatabaseDep
+from emuplan.api.deps import DatabaseDep, DatabaseInt
 from emuplan.measure.launcher import BACKENDS, LocalLauncher, MeasurementCancelled, MeasurementOptions
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 from emuplan.store.db import Database
@@ -183,7 +183,7 @@ def jobs_of(request: Request) -> MeasurementJobs:
 
 @router.post("/api/plans/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)
 def start_measurement(
-    plan_id: int, body: MeasureRequest, request: Request, response: Response, database: DatabaseDep
+    plan_id: DatabaseInt, body: MeasureRequest, request: Request, response: Response, database: DatabaseDep
 ) -> MeasurementJobPublic:
     """Start measuring the plan on local processes in the background; poll the returned job."""
     try:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.results import ResultFileError
 from emuplan.results.headers import parse_column_map
 from emuplan.store import runs as store
@@ -47,7 +47,7 @@ class UploadForm(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(default=None, max_length=200)
-    plan_id: int | None = None
+    plan_id: DatabaseInt | None = None
     strategy: Literal["data", "tensor", "pipeline", "hybrid"] | None = None
     tags: str | None = Field(default=None, description="Comma-separated.")
     format: str | None = Field(
@@ -190,25 +190,25 @@ def _import_upload(session, settings, file_name: str, data: bytes | memoryview, 
 def list_runs(
     session: ReadSessionDep,
     strategy: str | None = None,
-    plan: Annotated[int | None, Query(description="Only runs linked to this plan id.")] = None,
+    plan: Annotated[DatabaseInt | None, Query(description="Only runs linked to this plan id.")] = None,
     tag: str | None = None,
 ) -> list[dict]:
     return [store.run_public(run) for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)]
 
 
 @router.get("/api/runs/{run_id}")
-def get_run(run_id: int, session: ReadSessionDep) -> dict:
+def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.run_public(_run_or_404(session, run_id))
 
 
 @router.get("/api/runs/{run_id}/stats")
-def run_stats(run_id: int, session: ReadSessionDep) -> dict:
+def run_stats(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.run_statistics(_run_or_404(session, run_id))
 
 
 @router.get("/api/runs/{run_id}/figures/{kind}")
 def run_figure(
-    run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
+    run_id: DatabaseInt, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
 ) -> dict:
     return store.run_figure(_run_or_404(session, run_id), kind, log_x=log_x)
 
@@ -233,7 +233,7 @@ def neutralise_formulas(table: pa.Table) -> pa.Table:
 
 
 @router.get("/api/runs/{run_id}/samples.csv")
-def samples_csv(run_id: int, session: ReadSessionDep) -> Response:
+def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = _run_or_404(session, run_id)
     sink = io.BytesIO()
     pacsv.write_csv(neutralise_formulas(store.load_samples(session, run.id)), sink)
@@ -245,7 +245,7 @@ def samples_csv(run_id: int, session: ReadSessionDep) -> Response:
 
 
 @router.get("/api/runs/{run_id}/samples.parquet")
-def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
+def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = _run_or_404(session, run_id)
     return Response(
         store.samples_parquet(session, run.id),
@@ -255,7 +255,7 @@ def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
 
 
 @router.delete("/api/runs/{run_id}", status_code=204)
-def delete_run(run_id: int, session: WriteSessionDep) -> Response:
+def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
     try:
         store.delete_run(session, run_id)
     except store.RunNotFound as error:
@@ -271,6 +271,9 @@ def parse_run_ids(text: str) -> list[int]:
         raise HTTPException(status_code=422, detail=f"runs: expected comma-separated run ids, got {text!r}") from None
     if not ids:
         raise HTTPException(status_code=422, detail="runs: choose at least one run to compare")
+    out_of_range = [run_id for run_id in ids if not 0 <= run_id <= INT64_MAX]
+    if out_of_range:
+        raise HTTPException(status_code=422, detail=f"runs: {out_of_range[0]} is not a run id (0 to 2^63 − 1)")
     return ids
 
 
@@ -278,7 +281,7 @@ def parse_run_ids(text: str) -> list[int]:
 def compare(
     session: ReadSessionDep,
     runs: Annotated[str, Query(description="Comma-separated run ids, e.g. 1,2,3.")],
-    baseline: int | None = None,
+    baseline: DatabaseInt | None = None,
     log_x: bool = False,
 ) -> dict:
     try:

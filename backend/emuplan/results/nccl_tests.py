@@ -20,6 +20,7 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from emuplan import json_input
 from emuplan.results.canonical import (
     INT64_LIMIT,
     LONGEST_TIME_US,
@@ -313,7 +314,7 @@ def _json_times(values: list, where: str) -> np.ndarray:
 
 def load_json(data: bytes, file_name: str) -> dict:
     try:
-        document = json.loads(data)
+        document = json_input.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ResultFileError(f"{file_name}: not valid JSON ({error})") from error
     if not isinstance(document, dict):

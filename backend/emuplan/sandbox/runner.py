@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from emuplan import json_input
+
 WORKER = Path(__file__).with_name("worker.py")
 SANDBOX_WORKER = "/sandbox/worker.py"
 # Unprivileged uids far above the ones Debian hands out; nothing on the host is owned by them.
@@ -250,7 +252,7 @@ def _run(command: list[str], request: dict, policy: SandboxPolicy) -> dict:
         stdout.seek(0)
         raw = stdout.read()
         try:
-            answer = json.loads(raw)
+            answer = json_input.loads(raw)
         except ValueError:
             raise SandboxError(
                 "bad_answer", f"the sandbox gave no answer (exit code {returncode}): {_tail(stderr) or 'no output'}"

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from emuplan import json_input
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, SampleSpec, TransformerShape
 
 # model_type → family whose parameter layout it shares.
@@ -160,7 +161,7 @@ def inventory_from_hf_config(config: dict[str, Any], name: str, where: str = "co
 def read_hf_config(path: Path) -> ModelInventory:
     """Read a config.json file; the model is named after the file's folder (e.g. ``Llama-2-7b-hf``)."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json_input.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from emuplan import json_input
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
@@ -136,7 +137,7 @@ def options_from_text(
 ) -> PytorchSourceOptions:
     """The options as a form or the command line gives them: kwargs as JSON text, the shape as '1,28,28'."""
     try:
-        kwargs = json.loads(model_kwargs) if model_kwargs else {}
+        kwargs = json_input.loads(model_kwargs) if model_kwargs else {}
     except json.JSONDecodeError as error:
         raise PytorchSourceError(f"model_kwargs: not valid JSON ({error})") from None
     if not isinstance(kwargs, dict):
