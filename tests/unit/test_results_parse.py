@@ -405,3 +405,37 @@ def test_gunzip_holds_at_most_the_cap_plus_one_chunk(content_mib: int, outcome: 
     assert reported == outcome
     # Measured: 193.6 and 257.9 MiB (parts joined at the end: 382.8 and 505.4).
     assert float(growth_mib) < min(content_mib, cap_mib) + 4 * GUNZIP_CHUNK_BYTES / 2**20 + 4
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            "iteration,size,collective,time_ms,label\n0,1024,all_reduce,1.5,caf\xe9\n".encode("latin-1"),
+            "m.csv: line 2, column 'label': byte 0xe9 is not UTF-8 (save the file as UTF-8)",
+        ),
+        (
+            "iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n".encode("utf-16"),
+            "m.csv: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again",
+        ),
+        (
+            b"abc,def",
+            "m.csv: line 1 is the only line (7 bytes, no data row below it): a result table needs a header row "
+            "and at least one data row",
+        ),
+        (
+            b"[" * 1000 + b"]" * 1000,
+            "m.csv: line 1 is the only line (2000 bytes, no data row below it): a result table needs a header row "
+            "and at least one data row",
+        ),
+        (
+            ",".join(f"c{i}" for i in range(200_000)).encode(),
+            "m.csv: line 1 is the only line (1488889 bytes, no data row below it): a result table needs a header "
+            "row and at least one data row",
+        ),
+    ],
+)
+def test_text_that_is_not_a_table_says_what_is_wrong_and_where(data: bytes, message: str) -> None:
+    with pytest.raises(ResultFileError) as refused:
+        parse_result_file(data, "m.csv")
+    assert str(refused.value) == message

@@ -6,6 +6,8 @@ format from the content (unless the caller names it), then hand over to that for
 
 import zlib
 
+import pyarrow as pa
+
 from emuplan.results import nccl_tests, tabular
 from emuplan.results.canonical import (
     FORMATS,
@@ -25,6 +27,7 @@ ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 GUNZIP_CHUNK_BYTES = 1024**2
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def gunzip_capped(data: bytes | memoryview, file_name: str, max_bytes: int) -> memoryview:
@@ -96,6 +99,8 @@ def parse_result_file(
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = tabular.read_feather(data, file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+    if head.startswith(UTF16_BOMS):
+        raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
         raise ResultFileError(
             f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
@@ -116,7 +121,31 @@ def parse_result_file(
         # A log with lines before the preamble (e.g. the mpirun command line).
         return nccl_tests.parse_nccl_tests_stdout(bytes(data).decode("utf-8", errors="replace"), file_name, collective)
     table = tabular.read_csv(data, file_name)
-    return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+    try:
+        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+    except pa.ArrowInvalid as error:
+        if "UTF8" not in str(error):
+            raise
+        raise ResultFileError(_first_non_utf8(data, file_name)) from error
+
+
+def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
+    """Where a CSV stops being UTF-8: line and column, the way the other errors name them."""
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as error:
+        content = bytes(data)
+        line_start = content.rfind(b"\n", 0, error.start) + 1
+        delimiter = tabular.sniff_delimiter(data).encode()
+        header = content.split(b"\n", 1)[0].decode("utf-8", "replace").split(delimiter.decode())
+        column_index = content.count(delimiter, line_start, error.start)
+        column = header[column_index].strip() if column_index < len(header) else f"#{column_index + 1}"
+        line = content.count(b"\n", 0, error.start) + 1
+        return (
+            f"{file_name}: line {line}, column {column!r}: byte "
+            f"0x{content[error.start]:02x} is not UTF-8 (save the file as UTF-8)"
+        )
+    return f"{file_name}: text that is not UTF-8 (save the file as UTF-8)"
 
 
 def _parse_columns(table, file_name, fmt, column_map, collective, row_name) -> ParsedResult:

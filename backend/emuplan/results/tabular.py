@@ -78,8 +78,18 @@ def read_csv(data: bytes | memoryview, file_name: str) -> pa.Table:
             raise ResultFileError(bad_rows[0]) from error
         message = str(error).splitlines()[0]
         if "Empty CSV file" in message:
-            raise ResultFileError(f"{file_name}: the file is empty") from error
+            raise ResultFileError(_why_no_rows(data, file_name)) from error
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
+
+
+def _why_no_rows(data: bytes | memoryview, file_name: str) -> str:
+    """What Arrow calls an empty CSV file: really empty, or one line with nothing below it."""
+    if not bytes(data).strip():
+        return f"{file_name}: the file is empty"
+    return (
+        f"{file_name}: line 1 is the only line ({len(data)} bytes, no data row below it): a result table needs "
+        "a header row and at least one data row"
+    )
 
 
 DELIMITERS = (",", ";", "\t", "|")
