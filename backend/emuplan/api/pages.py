@@ -268,3 +268,10 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
     context = _saved_comparison_context(session, comparison)
     context.update(compare_url=f"/api/shared/{token}", run_figure_base=f"/api/shared/{token}/runs")
     return render(request, "shared.html", headers=headers, **context)
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs_page(request: Request) -> HTMLResponse:
+    """Swagger UI over /openapi.json, its files served locally (no CDN) and started by a file, not an
+    inline script, so the page runs under the same CSP as every other."""
+    return render(request, "docs.html")
