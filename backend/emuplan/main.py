@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -84,4 +85,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(measure.router)
     app.include_router(pages.router)
     comparisons.install_share_token_redaction()
+    app.openapi = lambda: _openapi_with_message_422(app)
     return app
+
+
+def _openapi_with_message_422(app: FastAPI) -> dict:
+    """The schema as served: a 422's ``detail`` is FastAPI's list of field errors or, from our own checks
+    of a field (model name, column map, run ids), one message naming it; document both."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+        error = schema.get("components", {}).get("schemas", {}).get("HTTPValidationError")
+        if error is not None:
+            listed = error["properties"]["detail"]
+            error["properties"]["detail"] = {"anyOf": [listed, {"type": "string"}], "title": "Detail"}
+        app.openapi_schema = schema
+    return app.openapi_schema
