@@ -103,13 +103,9 @@ def times_problem(values_us: np.ndarray, *, durations: bool = True) -> tuple[int
 class ResultFileError(ValueError):
     """A result file that cannot be read; the message names the file and, where it applies, row and column."""
 
-    status_code = 400
-
 
 class ResultFileTooLarge(ResultFileError):
     """A compressed upload whose content passes the decompressed-size cap (a gzip bomb, or just too big)."""
-
-    status_code = 413
 
 
 @dataclass
