@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar, get_args
+from typing import Annotated, TypeVar, get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -140,7 +140,7 @@ def _plan_page(request: Request, session, initial: dict, based_on: Plan | None =
 
 @router.get("/plan", response_class=HTMLResponse)
 def plan_page(
-    request: Request, session: ReadSessionDep, from_plan: int | None = Query(default=None, alias="from")
+    request: Request, session: ReadSessionDep, from_plan: Annotated[DatabaseInt | None, Query(alias="from")] = None
 ) -> HTMLResponse:
     """The plan form; ``?from=<id>`` fills it with a saved plan's request ("Edit as a new plan")."""
     if from_plan is None:
