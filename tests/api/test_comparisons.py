@@ -105,6 +105,9 @@ def test_share_page_opens_with_no_referrer_and_unknown_token_is_404(client: Test
     assert shared.status_code == 200
     assert shared.headers["referrer-policy"] == "no-referrer"
     assert shared.json()["comparison"]["name"] == "dp vs tp vs pp"
+    run_id = shared.json()["runs"][0]["run_id"]
+    figure = client.get(f"/api/shared/{token}/runs/{run_id}/figures/cdf")
+    assert (figure.status_code, figure.headers["cache-control"]) == (200, "no-store")
     assert client.get("/s/" + "A" * 43).status_code == 404
     assert client.get("/api/shared/" + "A" * 43).status_code == 404
 

@@ -3,6 +3,8 @@
 import gzip
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.headers import role_of
+from emuplan.results.parse import GUNZIP_CHUNK_BYTES
 from paths import RESULTS, SHARED_NCCL
 
 
@@ -362,3 +365,75 @@ def test_several_tests_in_one_log_keep_their_own_collective_and_skip_nccl_debug_
     collectives = parsed.samples["collective"].to_pylist()
     assert collectives[:50] == ["all_gather"] * 50 and collectives[50:] == ["all_reduce"] * 62
     assert not any("truncated" in w for w in parsed.warnings)
+
+
+MEMORY_PROBE = """
+import resource, sys, zlib
+from emuplan.results.canonical import ResultFileTooLarge
+from emuplan.results.parse import gunzip_capped
+
+content_mib, cap_mib = int(sys.argv[1]), int(sys.argv[2])
+compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+pieces = [compressor.compress(b"0" * 2**20) for _ in range(content_mib)]
+data = b"".join(pieces) + compressor.flush()
+del pieces
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    content = gunzip_capped(data, "zeros.csv.gz", cap_mib * 2**20)
+    outcome = len(content)
+except ResultFileTooLarge:
+    outcome = "refused"
+growth_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(outcome, growth_mib)
+"""
+
+
+@pytest.mark.parametrize(("content_mib", "outcome"), [(192, str(192 * 2**20)), (1024, "refused")])
+def test_gunzip_holds_at_most_the_cap_plus_one_chunk(content_mib: int, outcome: str) -> None:
+    """Peak memory growth of decompressing, in a fresh process: the content once (not parts and their
+    join: twice), and a bomb costs the cap, not its own size."""
+    cap_mib = 256
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(content_mib), str(cap_mib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    reported, growth_mib = result.stdout.split()
+    assert reported == outcome
+    # Measured: 193.6 and 257.9 MiB (parts joined at the end: 382.8 and 505.4).
+    assert float(growth_mib) < min(content_mib, cap_mib) + 4 * GUNZIP_CHUNK_BYTES / 2**20 + 4
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            "iteration,size,collective,time_ms,label\n0,1024,all_reduce,1.5,caf\xe9\n".encode("latin-1"),
+            "m.csv: line 2, column 'label': byte 0xe9 is not UTF-8 (save the file as UTF-8)",
+        ),
+        (
+            "iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n".encode("utf-16"),
+            "m.csv: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again",
+        ),
+        (
+            b"abc,def",
+            "m.csv: line 1 is the only line (7 bytes, no data row below it): a result table needs a header row "
+            "and at least one data row",
+        ),
+        (
+            b"[" * 1000 + b"]" * 1000,
+            "m.csv: line 1 is the only line (2000 bytes, no data row below it): a result table needs a header row "
+            "and at least one data row",
+        ),
+        (
+            ",".join(f"c{i}" for i in range(200_000)).encode(),
+            "m.csv: line 1 is the only line (1488889 bytes, no data row below it): a result table needs a header "
+            "row and at least one data row",
+        ),
+    ],
+)
+def test_text_that_is_not_a_table_says_what_is_wrong_and_where(data: bytes, message: str) -> None:
+    with pytest.raises(ResultFileError) as refused:
+        parse_result_file(data, "m.csv")
+    assert str(refused.value) == message

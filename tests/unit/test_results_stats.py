@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 from emuplan.results import NetworkModel, parse_result_file, summarise
 from emuplan.results.canonical import samples_table
 from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
-from emuplan.results.stats import delay_series, describe, ecdf_grid
+from emuplan.results.stats import delay_series, describe, ecdf_grid, non_finite_figure
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
 from paths import SHARED_NCCL
@@ -153,3 +153,10 @@ def test_compare_runs_deltas_against_the_chosen_baseline():
     assert result["runs"][0]["groups"][0]["stats"]["max_us"]["delta"] == -30.0
     with pytest.raises(ValueError, match="baseline: run 5 is not one of the compared runs"):
         compare_runs([run(1, [1.0])], baseline_id=5)
+
+
+def test_non_finite_figure_names_the_first_infinite_or_nan_number_by_its_path() -> None:
+    summary = {"groups": [{"stats": {"mean_us": 1.5, "algbw_gbps": None}}, {"stats": {"mean_us": float("inf")}}]}
+    assert non_finite_figure(summary) == "groups[1].stats.mean_us"
+    assert non_finite_figure({"grid": [0.0, float("nan")]}) == "grid[1]"
+    assert non_finite_figure({"groups": [{"stats": {"mean_us": 1.5, "count": 3, "name": "x"}}]}) is None

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from emuplan.api.comparisons import ComparisonDocument
-from emuplan.api.deps import ReadSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep
 from emuplan.store import runs as store
 
 router = APIRouter(prefix="/api/compare", tags=["comparisons"])
@@ -19,6 +19,9 @@ def parse_run_ids(text: str) -> list[int]:
         raise ValueError(f"runs: expected comma-separated run ids, got {text!r}") from None
     if not ids:
         raise ValueError("runs: choose at least one run to compare")
+    out_of_range = [run_id for run_id in ids if not 0 <= run_id <= INT64_MAX]
+    if out_of_range:
+        raise ValueError(f"runs: {out_of_range[0]} is not a run id (0 to 2^63 − 1)")
     return ids
 
 
@@ -26,7 +29,7 @@ def parse_run_ids(text: str) -> list[int]:
 def compare(
     session: ReadSessionDep,
     runs: Annotated[str, Query(description="Comma-separated run ids, e.g. 1,2,3.")],
-    baseline: int | None = None,
+    baseline: DatabaseInt | None = None,
     log_x: bool = False,
 ) -> dict:
     return store.compare_stored_runs(session, parse_run_ids(runs), baseline, log_x=log_x)

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
 from emuplan.api.runs import PlotlyFigure
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
@@ -31,8 +31,8 @@ class ChartOptions(BaseModel):
 
 class ComparisonCreate(BaseModel):
     name: str = Field(max_length=200)
-    run_ids: list[int]
-    baseline_run_id: int | None = None
+    run_ids: list[DatabaseInt]
+    baseline_run_id: DatabaseInt | None = None
     options: ChartOptions = Field(default_factory=ChartOptions)
 
 
@@ -94,18 +94,18 @@ def list_comparisons(session: ReadSessionDep) -> list[dict]:
 
 
 @router.get("/{comparison_id}", response_model=ComparisonPublic)
-def get_comparison(comparison_id: int, session: ReadSessionDep) -> dict:
+def get_comparison(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.comparison_document(store.get_comparison(session, comparison_id))
 
 
 @router.get("/{comparison_id}/shares", response_model=list[SharePublic])
-def list_shares(comparison_id: int, session: ReadSessionDep) -> list[dict]:
+def list_shares(comparison_id: DatabaseInt, session: ReadSessionDep) -> list[dict]:
     store.get_comparison(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
 @router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
-def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
+def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
     store.get_comparison(session, comparison_id)
     link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
     session.commit()
@@ -115,7 +115,7 @@ def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep
 
 
 @router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
-def revoke_share(comparison_id: int, share_id: int, session: WriteSessionDep) -> dict:
+def revoke_share(comparison_id: DatabaseInt, share_id: DatabaseInt, session: WriteSessionDep) -> dict:
     link = store.revoke_share_link(session, comparison_id, share_id)
     session.commit()
     return store.share_link_document(link)
@@ -166,9 +166,12 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
 
 
 @shared_router.get("/{token}/runs/{run_id}/figures/{kind}", response_model=PlotlyFigure)
-def shared_run_figure(token: str, run_id: int, kind: FigureKind, session: ReadSessionDep, response: Response) -> dict:
+def shared_run_figure(
+    token: str, run_id: DatabaseInt, kind: FigureKind, session: ReadSessionDep, response: Response
+) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Cache-Control"] = "no-store"  # token-scoped, like the share page: no cached copy
     comparison = store.resolve_share_token(session, token)
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:

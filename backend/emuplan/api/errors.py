@@ -16,7 +16,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.jobs import MeasurementBusy
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
-from emuplan.sandbox.runner import SandboxUnavailable
+from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
@@ -33,6 +33,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     ResultFileError: 400,
     ModelFileError: 400,
     SandboxUnavailable: 503,
+    SandboxBusy: 503,
     # Fields that cannot be planned, measured or stored as given.
     MeasurementError: 422,
     ValueError: 422,
@@ -58,6 +59,9 @@ def error_response(error: Exception) -> ErrorResponse:
         )
     if isinstance(error, MeasurementBusy):
         return ErrorResponse(status, str(error), headers={"Location": error.location})
+    if isinstance(error, SandboxBusy):
+        # Refused at once instead of holding a server thread until a slot frees: say when to retry.
+        return ErrorResponse(status, str(error), headers={"Retry-After": str(RETRY_AFTER_S)})
     if isinstance(error, DuplicateRun):
         return ErrorResponse(status, str(error), extra={"existing_run_id": error.existing_run_id})
     return ErrorResponse(status, str(error))

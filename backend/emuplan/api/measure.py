@@ -8,7 +8,7 @@ runs answers 409 with the running job as ``Location``.
 
 from fastapi import APIRouter, Request, Response
 
-from emuplan.api.deps import DatabaseDep
+from emuplan.api.deps import DatabaseDep, DatabaseInt
 from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of
 
 router = APIRouter(prefix="/api/measurements", tags=["measurements"])
@@ -17,7 +17,7 @@ plan_router = APIRouter(prefix="/api/plans", tags=["measurements"])
 
 @plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)
 def start_measurement(
-    plan_id: int, body: MeasureRequest, request: Request, response: Response, database: DatabaseDep
+    plan_id: DatabaseInt, body: MeasureRequest, request: Request, response: Response, database: DatabaseDep
 ) -> MeasurementJobPublic:
     """Start measuring the plan on local processes in the background; poll the returned job."""
     job = jobs_of(request).start(database, plan_id, body)

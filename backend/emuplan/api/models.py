@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from pydantic import BaseModel, ValidationError
 
-from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
@@ -85,11 +85,13 @@ def upload_model(
 
 @router.get("")
 def list_models(
-    session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
+    session: ReadSessionDep,
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0, le=INT64_MAX),
 ) -> list[ModelDefinitionSummary]:
     return [_summary(definition) for definition in store.list_model_definitions(session, limit, offset)]
 
 
 @router.get("/{definition_id}")
-def get_model(definition_id: int, session: ReadSessionDep) -> ModelDefinitionPublic:
+def get_model(definition_id: DatabaseInt, session: ReadSessionDep) -> ModelDefinitionPublic:
     return _public(store.get_model_definition(session, definition_id))

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar, get_args
+from typing import Annotated, TypeVar, get_args
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from emuplan.api.compare import parse_run_ids
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
-from emuplan.api.deps import ReadSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep
 from emuplan.api.errors import error_response
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
@@ -140,7 +140,7 @@ def _plan_page(request: Request, session, initial: dict, based_on: Plan | None =
 
 @router.get("/plan", response_class=HTMLResponse)
 def plan_page(
-    request: Request, session: ReadSessionDep, from_plan: int | None = Query(default=None, alias="from")
+    request: Request, session: ReadSessionDep, from_plan: Annotated[DatabaseInt | None, Query(alias="from")] = None
 ) -> HTMLResponse:
     """The plan form; ``?from=<id>`` fills it with a saved plan's request ("Edit as a new plan")."""
     if from_plan is None:
@@ -151,7 +151,7 @@ def plan_page(
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
-def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def saved_plan_page(plan_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """A saved plan, read-only: its settings and the stored document its downloads export."""
     plan = plan_store.get_plan(session, plan_id)
     given = set(plan.request) if plan.request is not None else None
@@ -162,11 +162,16 @@ def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> 
     return render(request, "plan_saved.html", nav="plan", plan=plan, settings=settings, choice_text=CHOICE_TEXT)
 
 
+def id_or_none(text: str) -> int | None:
+    """A filter's id from the query string; anything that cannot be a stored id filters nothing."""
+    return int(text) if text.isdigit() and int(text) <= INT64_MAX else None
+
+
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
     request: Request, session: ReadSessionDep, strategy: str = "", plan: str = "", tag: str = ""
 ) -> HTMLResponse:
-    plan_id = int(plan) if plan.isdigit() else None
+    plan_id = id_or_none(plan)
     runs = run_store.list_runs(session, strategy=strategy or None, plan_id=plan_id, tag=tag or None)
     return render(
         request,
@@ -180,7 +185,7 @@ def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def run_page(run_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
     run = run_store.get_run(session, run_id)
     stats = run_store.run_statistics(run)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
@@ -206,7 +211,7 @@ def _compare_url(run_ids: list[int], baseline_id: int | None) -> str:
 def compare_page(request: Request, session: ReadSessionDep, runs: str = "", baseline: str = "") -> HTMLResponse:
     all_runs = run_store.list_runs(session)
     context = {"nav": "compare", "all_runs": all_runs, "comparison": None, "runs": [], "selected_ids": []}
-    baseline_id = int(baseline) if baseline.isdigit() else None
+    baseline_id = id_or_none(baseline)
     if runs:
         try:
             selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
@@ -241,7 +246,7 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
 
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
-def saved_comparison_page(comparison_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def saved_comparison_page(comparison_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
     comparison = comparison_store.get_comparison(session, comparison_id)
     context = _saved_comparison_context(session, comparison)
     return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
@@ -261,3 +266,10 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
     context = _saved_comparison_context(session, comparison)
     context.update(compare_url=f"/api/shared/{token}", run_figure_base=f"/api/shared/{token}/runs")
     return render(request, "shared.html", headers=headers, **context)
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs_page(request: Request) -> HTMLResponse:
+    """Swagger UI over /openapi.json, its files served locally (no CDN) and started by a file, not an
+    inline script, so the page runs under the same CSP as every other."""
+    return render(request, "docs.html")

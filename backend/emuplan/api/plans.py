@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
@@ -29,7 +29,7 @@ EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}
 class PlanCreate(PlanRequest):
     name: str | None = Field(default=None, max_length=200, description="Default: model, strategy and mode.")
     model: str = Field(default="", description="Preset name, or 'model:<id>' for an uploaded model definition.")
-    model_definition_id: int | None = Field(default=None, description="An uploaded model (GET /api/models).")
+    model_definition_id: DatabaseInt | None = Field(default=None, description="An uploaded model (GET /api/models).")
 
     def plan_request(self) -> PlanRequest:
         """The planner's request, with ``model_definition_id`` folded into ``model``."""
@@ -95,7 +95,9 @@ def create_plan(
 
 @router.get("")
 def list_plans(
-    session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
+    session: ReadSessionDep,
+    limit: int = Query(default=100, ge=1, le=1000),
+    offset: int = Query(default=0, ge=0, le=INT64_MAX),
 ) -> list[PlanSummary]:
     return [
         PlanSummary(**plan.model_dump(exclude={"workload", "inputs", "request"}))
@@ -104,13 +106,13 @@ def list_plans(
 
 
 @router.get("/{plan_id}")
-def get_plan(plan_id: int, session: ReadSessionDep) -> PlanPublic:
+def get_plan(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanPublic:
     return _public(store.get_plan(session, plan_id))
 
 
 @router.get("/{plan_id}/kccb")
 def export_plan_kccb(
-    plan_id: int,
+    plan_id: DatabaseInt,
     session: ReadSessionDep,
     export_format: str = Query(default="yaml", alias="format", pattern="^(yaml|json|text)$"),
 ) -> Response:
@@ -127,7 +129,7 @@ def export_plan_kccb(
 
 @router.get("/{plan_id}/workload")
 def export_plan_workload(
-    plan_id: int,
+    plan_id: DatabaseInt,
     session: ReadSessionDep,
     workload_format: str = Query(alias="format", description=f"One of: {', '.join(WORKLOAD_FORMATS)}."),
     gpu: str = Query(default=DEFAULT_GPU, description=f"GPU whose dense bf16 peak times compute: {', '.join(GPUS)}."),

@@ -12,7 +12,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.uploads import read_multipart_upload
 from emuplan.charts import FigureKind
 from emuplan.results.export import samples_csv_bytes
@@ -33,7 +33,7 @@ class UploadForm(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(default=None, max_length=200)
-    plan_id: int | None = None
+    plan_id: DatabaseInt | None = None
     # The names as a Literal, not the enum: the multipart schema below inlines these properties, and an
     # enum would become a $ref to a definition that schema does not carry.
     strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
@@ -151,29 +151,29 @@ def _import_upload(session, settings, file_name: str, data: bytes | memoryview, 
 def list_runs(
     session: ReadSessionDep,
     strategy: str | None = None,
-    plan: Annotated[int | None, Query(description="Only runs linked to this plan id.")] = None,
+    plan: Annotated[DatabaseInt | None, Query(description="Only runs linked to this plan id.")] = None,
     tag: str | None = None,
 ) -> list[dict]:
     return [store.run_public(run) for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-def get_run(run_id: int, session: ReadSessionDep) -> dict:
+def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.run_public(store.get_run(session, run_id))
 
 
 @router.get("/{run_id}/stats", response_model=RunStatistics)
-def run_stats(run_id: int, session: ReadSessionDep) -> dict:
+def run_stats(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.run_statistics(store.get_run(session, run_id))
 
 
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)
-def run_figure(run_id: int, kind: FigureKind, session: ReadSessionDep, log_x: bool = False) -> dict:
+def run_figure(run_id: DatabaseInt, kind: FigureKind, session: ReadSessionDep, log_x: bool = False) -> dict:
     return store.run_figure(store.get_run(session, run_id), kind, log_x=log_x)
 
 
 @router.get("/{run_id}/samples.csv")
-def samples_csv(run_id: int, session: ReadSessionDep) -> Response:
+def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = store.get_run(session, run_id)
     return Response(
         samples_csv_bytes(store.load_samples(session, run.id)),
@@ -183,7 +183,7 @@ def samples_csv(run_id: int, session: ReadSessionDep) -> Response:
 
 
 @router.get("/{run_id}/samples.parquet")
-def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
+def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = store.get_run(session, run_id)
     return Response(
         store.samples_parquet(session, run.id),
@@ -193,7 +193,7 @@ def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
 
 
 @router.delete("/{run_id}", status_code=204)
-def delete_run(run_id: int, session: WriteSessionDep) -> Response:
+def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
     store.delete_run(session, run_id)
     session.commit()
     return Response(status_code=204)

@@ -15,11 +15,15 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 import plotly
+import swagger_ui
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
 # Plotly.js from the installed plotly package: no CDN, no build step.
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# Swagger UI for /docs from the installed swagger-ui-py package, served here under the strict CSP.
+SWAGGER_UI_DIR = Path(swagger_ui.__file__).parent / "static"
+SWAGGER_UI_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
 IMMUTABLE = "public, max-age=31536000, immutable"
 COMPRESSIBLE_TYPES = ("text/", "application/javascript", "application/json", "image/svg+xml")
 
@@ -39,11 +43,12 @@ class StaticFile:
 
 
 class StaticFiles:
-    """The files of one directory plus Plotly's bundle, read once, under one content version."""
+    """The files of one directory plus Plotly's and Swagger UI's bundles, read once, under one content version."""
 
     def __init__(self, directory: Path):
         paths = {path.relative_to(directory).as_posix(): path for path in directory.rglob("*") if path.is_file()}
         paths[PLOTLY_JS.name] = PLOTLY_JS
+        paths.update({f"swagger-ui/{name}": SWAGGER_UI_DIR / name for name in SWAGGER_UI_FILES})
         digest = hashlib.sha256()
         self.files: dict[str, StaticFile] = {}
         for name in sorted(paths):

@@ -66,6 +66,40 @@ NCCL_TESTS_JSON = "nccl-tests-json"
 FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS_JSON)
 
 
+# Integer columns are int64: a whole number from a file must stay below this to be stored as written.
+INT64_LIMIT = 2.0**63
+
+# Every time, once converted to µs, lies between these (or is 0): no collective takes less than a
+# femtosecond, so size / time stays finite for any int64 size; none takes a century. Outside them a
+# value is a unit mistake, and letting it through gave infinite means and bandwidths.
+SHORTEST_TIME_US = 1e-9
+LONGEST_TIME_US = 100 * 365.25 * 86400 * 1e6
+
+
+def times_problem(values_us: np.ndarray, *, durations: bool = True) -> tuple[int, str] | None:
+    """(first bad position, what is wrong) for times in µs, or None when every one is usable.
+
+    Durations must lie within the bounds above; start and end stamps (which may count from the epoch)
+    only have to be finite and not negative."""
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values_us) | (values_us < 0)
+        if durations:
+            bad |= (values_us > LONGEST_TIME_US) | ((values_us > 0) & (values_us < SHORTEST_TIME_US))
+    if not bad.any():
+        return None
+    index = int(np.flatnonzero(bad)[0])
+    value = float(values_us[index])
+    if np.isnan(value):
+        return index, "not a number (NaN)"
+    if value < 0:
+        return index, "negative"
+    if np.isinf(value):
+        return index, "infinite"
+    if value > LONGEST_TIME_US:
+        return index, "longer than a century (check the unit)"
+    return index, "shorter than a femtosecond but not 0 (check the unit)"
+
+
 class ResultFileError(ValueError):
     """A result file that cannot be read; the message names the file and, where it applies, row and column."""
 

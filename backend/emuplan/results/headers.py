@@ -10,6 +10,8 @@ aliases of each role, optionally followed by a unit suffix (``ms``, ``us``, ``ns
 import json
 from dataclasses import dataclass
 
+from emuplan import json_input
+
 # Role → folded aliases. Order inside a role does not matter; a header matches at most one role.
 ROLE_ALIASES: dict[str, tuple[str, ...]] = {
     "iteration": ("iteration", "iter", "iters", "trial", "trials", "step", "iterationid", "trialid", "iterno"),
@@ -165,7 +167,7 @@ def parse_column_map(text: str | None) -> dict[str, str] | None:
         return None
     if text.lstrip().startswith("{"):
         try:
-            mapping = json.loads(text)
+            mapping = json_input.loads(text)
         except json.JSONDecodeError as error:
             raise ValueError(f"column_map: not valid JSON ({error})") from None
         if not isinstance(mapping, dict) or not all(isinstance(v, str) for v in mapping.values()):

@@ -20,13 +20,17 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from emuplan import json_input
 from emuplan.results.canonical import (
+    INT64_LIMIT,
+    LONGEST_TIME_US,
     NCCL_TESTS,
     NCCL_TESTS_JSON,
     ParsedResult,
     ResultFileError,
     collective_from_file_name,
     samples_table,
+    times_problem,
 )
 from emuplan.workload.collectives import normalise_op_name
 
@@ -118,10 +122,11 @@ def _read_section(
                 time_us = float(time_text)
             except ValueError:
                 continue  # 'N/A': this variant is not run for this op
-            if not np.isfinite(time_us) or time_us < 0:
+            problem = times_problem(np.array([time_us]))
+            if problem is not None:
                 raise ResultFileError(
                     f"{file_name}: line {line_number}, column 'time' ({_variant(group)}): "
-                    f"{time_text!r} is not a valid time"
+                    f"{time_text!r} is not a valid time: {problem[1]}"
                 )
             if fields.get("#wrong", "0") not in ("0", "N/A"):
                 rows.wrong_lines.append(line_number)
@@ -288,21 +293,28 @@ def _json_float(value) -> float:
 
 
 def _json_int(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or int(value) != value:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < INT64_LIMIT:
+        raise ResultFileError(f"{where}: {value!r} is not a byte count below 2^63")
+    if int(value) != value:
         raise ResultFileError(f"{where}: {value!r} is not a byte count")
     return int(value)
 
 
 def _json_times(values: list, where: str) -> np.ndarray:
     for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or abs(value) > LONGEST_TIME_US:
             raise ResultFileError(f"{where}[{position}]: {value!r} is not a valid time in µs")
-    return np.array(values, dtype=np.float64)
+    times = np.array(values, dtype=np.float64)
+    problem = times_problem(times)
+    if problem is not None:
+        position, what = problem
+        raise ResultFileError(f"{where}[{position}]: {values[position]!r} is not a valid time in µs: {what}")
+    return times
 
 
 def load_json(data: bytes, file_name: str) -> dict:
     try:
-        document = json.loads(data)
+        document = json_input.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ResultFileError(f"{file_name}: not valid JSON ({error})") from error
     if not isinstance(document, dict):

@@ -6,6 +6,8 @@ format from the content (unless the caller names it), then hand over to that for
 
 import zlib
 
+import pyarrow as pa
+
 from emuplan.results import nccl_tests, tabular
 from emuplan.results.canonical import (
     FORMATS,
@@ -24,20 +26,22 @@ GZIP_MAGIC = b"\x1f\x8b"
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
+GUNZIP_CHUNK_BYTES = 1024**2
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def gunzip_capped(data: bytes, file_name: str, max_bytes: int) -> bytes:
-    """Decompress in bounded steps so a gzip bomb stops at ``max_bytes`` instead of filling memory."""
+def gunzip_capped(data: bytes | memoryview, file_name: str, max_bytes: int) -> memoryview:
+    """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, refusing as soon as it passes
+    ``max_bytes``: a gzip bomb costs the cap and a few chunks of memory, never its own size, and the
+    content is held once (a list of parts joined at the end needed twice the cap)."""
     decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    parts: list[bytes] = []
-    produced = 0
+    content = bytearray()
     pending = data
     try:
         while True:
-            chunk = decompressor.decompress(pending, max_bytes + 1 - produced)
-            produced += len(chunk)
-            parts.append(chunk)
-            if produced > max_bytes:
+            chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
+            content += chunk
+            if len(content) > max_bytes:
                 raise ResultFileTooLarge(
                     f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
                 )
@@ -53,7 +57,7 @@ def gunzip_capped(data: bytes, file_name: str, max_bytes: int) -> bytes:
                 raise ResultFileError(f"{file_name}: the gzip stream is truncated")
     except zlib.error as error:
         raise ResultFileError(f"{file_name}: not a valid gzip file ({error})") from error
-    return b"".join(parts)
+    return memoryview(content)
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -95,6 +99,8 @@ def parse_result_file(
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = tabular.read_feather(data, file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+    if head.startswith(UTF16_BOMS):
+        raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
         raise ResultFileError(
             f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
@@ -115,7 +121,31 @@ def parse_result_file(
         # A log with lines before the preamble (e.g. the mpirun command line).
         return nccl_tests.parse_nccl_tests_stdout(bytes(data).decode("utf-8", errors="replace"), file_name, collective)
     table = tabular.read_csv(data, file_name)
-    return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+    try:
+        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+    except pa.ArrowInvalid as error:
+        if "UTF8" not in str(error):
+            raise
+        raise ResultFileError(_first_non_utf8(data, file_name)) from error
+
+
+def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
+    """Where a CSV stops being UTF-8: line and column, the way the other errors name them."""
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as error:
+        content = bytes(data)
+        line_start = content.rfind(b"\n", 0, error.start) + 1
+        delimiter = tabular.sniff_delimiter(data).encode()
+        header = content.split(b"\n", 1)[0].decode("utf-8", "replace").split(delimiter.decode())
+        column_index = content.count(delimiter, line_start, error.start)
+        column = header[column_index].strip() if column_index < len(header) else f"#{column_index + 1}"
+        line = content.count(b"\n", 0, error.start) + 1
+        return (
+            f"{file_name}: line {line}, column {column!r}: byte "
+            f"0x{content[error.start]:02x} is not UTF-8 (save the file as UTF-8)"
+        )
+    return f"{file_name}: text that is not UTF-8 (save the file as UTF-8)"
 
 
 def _parse_columns(table, file_name, fmt, column_map, collective, row_name) -> ParsedResult:

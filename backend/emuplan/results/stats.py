@@ -11,6 +11,7 @@ percentiles, so a chart drawn from it shows the exact tail. The delay series is 
 (MinMaxLTTB via ``tsdownsample``): no spike disappears.
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -262,3 +263,23 @@ def strip_curves(summary: dict) -> dict:
     if "flows" in result:
         result["flows"] = {k: v for k, v in result["flows"].items() if k != "ecdf"}
     return result
+
+
+def non_finite_figure(document, path: str = "") -> str | None:
+    """The path of the first NaN or infinite number in a summary ('groups[0].stats.mean_us'), else None.
+
+    Inputs are bounded so that none arises; this is what guarantees it for every figure derived from
+    them, before a run is stored (JSON has no infinity, so a stored one would fail every later read)."""
+    if isinstance(document, float):
+        return None if math.isfinite(document) else path
+    if isinstance(document, dict):
+        items = ((f"{path}.{key}" if path else str(key), value) for key, value in document.items())
+    elif isinstance(document, list | tuple):
+        items = ((f"{path}[{index}]", value) for index, value in enumerate(document))
+    else:
+        return None
+    for item_path, value in items:
+        found = non_finite_figure(value, item_path)
+        if found is not None:
+            return found
+    return None

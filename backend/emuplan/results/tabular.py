@@ -25,6 +25,7 @@ import pyarrow.csv as pacsv
 
 from emuplan.results import headers
 from emuplan.results.canonical import (
+    INT64_LIMIT,
     KAI_SUMMARY,
     NS3_FCT,
     PER_FLOW,
@@ -36,6 +37,7 @@ from emuplan.results.canonical import (
     flows_table,
     samples_table,
     text_column,
+    times_problem,
 )
 
 # (row index) → "line 7" for CSV (header is line 1), "row 6" for Feather.
@@ -76,8 +78,18 @@ def read_csv(data: bytes | memoryview, file_name: str) -> pa.Table:
             raise ResultFileError(bad_rows[0]) from error
         message = str(error).splitlines()[0]
         if "Empty CSV file" in message:
-            raise ResultFileError(f"{file_name}: the file is empty") from error
+            raise ResultFileError(_why_no_rows(data, file_name)) from error
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
+
+
+def _why_no_rows(data: bytes | memoryview, file_name: str) -> str:
+    """What Arrow calls an empty CSV file: really empty, or one line with nothing below it."""
+    if not bytes(data).strip():
+        return f"{file_name}: the file is empty"
+    return (
+        f"{file_name}: line 1 is the only line ({len(data)} bytes, no data row below it): a result table needs "
+        "a header row and at least one data row"
+    )
 
 
 DELIMITERS = (",", ";", "\t", "|")
@@ -203,16 +215,19 @@ class _Columns:
         else:
             values = self.numbers(role)
             scale = mapped.scale if mapped.scale is not None else self._unit_column_scale(role)
-        self.check_times(role, values)
-        return values * scale
+        with np.errstate(over="ignore"):  # an overflow becomes inf, which the check names
+            values_us = values * scale
+        self.check_times(role, values, values_us, durations=role == "duration")
+        return values_us
 
-    def check_times(self, role: str, values: np.ndarray) -> None:
-        bad = ~np.isfinite(values) | (values < 0)
-        if bad.any():
-            index = int(np.flatnonzero(bad)[0])
-            value = float(values[index])
-            problem = "negative" if value < 0 else ("not a number (NaN)" if np.isnan(value) else "infinite")
-            raise self.fail(role, index, f"{value!r} is not a valid time: {problem}")
+    def check_times(self, role: str, values: np.ndarray, values_us: np.ndarray, *, durations: bool = True) -> None:
+        """Checked once in µs (a huge count of seconds overflows only there), reported as the file wrote it."""
+        problem = times_problem(values_us, durations=durations)
+        if problem is not None:
+            index, what = problem
+            if np.isinf(values_us[index]) and np.isfinite(values[index]):
+                what = "too large to count in µs (check the unit)"
+            raise self.fail(role, index, f"{float(values[index])!r} is not a valid time: {what}")
 
     def _values_with_units(self, role: str, column: pa.Array) -> tuple[np.ndarray, float]:
         parts = pc.extract_regex(column, _VALUE_WITH_UNIT)
@@ -258,16 +273,23 @@ class _Columns:
             index = int(np.flatnonzero(bad)[0])
             raise self.fail("size", index, f"{float(values[index])!r} is not a byte count")
         scale = self.mapped["size"].scale or 1
-        return values * scale
+        values_bytes = values * scale
+        too_large = values_bytes >= INT64_LIMIT
+        if too_large.any():
+            index = int(np.flatnonzero(too_large)[0])
+            raise self.fail("size", index, f"{float(values[index])!r} bytes is more than a size can hold (2^63 − 1)")
+        return values_bytes
 
     def iterations(self) -> np.ndarray | None:
         if not self.has("iteration"):
             return None
         values = self.numbers("iteration")
-        bad = values != np.round(values)
+        bad = (values != np.round(values)) | (np.abs(values) >= INT64_LIMIT)
         if bad.any():
             index = int(np.flatnonzero(bad)[0])
-            raise self.fail("iteration", index, f"{float(values[index])!r} is not an iteration number")
+            raise self.fail(
+                "iteration", index, f"{float(values[index])!r} is not an iteration number (a whole number below 2^63)"
+            )
         return values.astype(np.int64)
 
     def text(self, role: str) -> pa.DictionaryArray | None:
@@ -351,7 +373,7 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
         start_us = reader.durations_us("start")
         end_us = reader.durations_us("end")
         fct_us = end_us - start_us
-        reader.check_times("end", fct_us)
+        reader.check_times("end", fct_us, fct_us)
     else:
         raise ResultFileError(f"{reader.file_name}: per-flow records need an fct column, or start and end columns")
     iteration = reader.iterations()

@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from emuplan import json_input
+
 WORKER = Path(__file__).with_name("worker.py")
 SANDBOX_WORKER = "/sandbox/worker.py"
 # Unprivileged uids far above the ones Debian hands out; nothing on the host is owned by them.
@@ -48,10 +50,17 @@ class SandboxUnavailable(SandboxError):
     """bubblewrap is missing and the operator has not allowed unsandboxed runs, or every slot is busy."""
 
 
-# Each run may use EMUPLAN_SANDBOX_MEMORY_MB and a CPU core; a burst of uploads waits for a slot (up
-# to its own timeout) instead of taking the server's memory down with it.
+class SandboxBusy(SandboxUnavailable):
+    """Every slot is taken: try again after ``RETRY_AFTER_S`` (HTTP 503 with Retry-After)."""
+
+
+# Each run may use EMUPLAN_SANDBOX_MEMORY_MB and a CPU core, so at most this many run at once. A run
+# that finds no free slot is refused at once: waiting would hold one of the server's worker threads,
+# and a burst of uploads then stalled every page, health check included.
 MAX_CONCURRENT_RUNS = 2
 _run_slots = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
+# A model's inventory takes seconds; a capture of a large model up to the timeout.
+RETRY_AFTER_S = 10
 
 
 @dataclass(frozen=True)
@@ -208,9 +217,9 @@ def _limit_message(signal_number: int, policy: SandboxPolicy, stderr: str) -> Sa
 def run_in_sandbox(request: dict, policy: SandboxPolicy) -> dict:
     """Runs the worker on ``request`` and returns its answer; raises SandboxError when it fails."""
     command = sandbox_command(policy)
-    if not _run_slots.acquire(timeout=policy.timeout_s):
-        raise SandboxUnavailable(
-            "busy", f"{MAX_CONCURRENT_RUNS} model runs are already in progress; try again in a moment"
+    if not _run_slots.acquire(blocking=False):
+        raise SandboxBusy(
+            "busy", f"{MAX_CONCURRENT_RUNS} model runs are already in progress; try again in {RETRY_AFTER_S} s"
         )
     try:
         return _run(command, request, policy)
@@ -243,7 +252,7 @@ def _run(command: list[str], request: dict, policy: SandboxPolicy) -> dict:
         stdout.seek(0)
         raw = stdout.read()
         try:
-            answer = json.loads(raw)
+            answer = json_input.loads(raw)
         except ValueError:
             raise SandboxError(
                 "bad_answer", f"the sandbox gave no answer (exit code {returncode}): {_tail(stderr) or 'no output'}"

@@ -29,10 +29,10 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.canonical import ParsedResult
+from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import NetworkModel, strip_curves, summarise
+from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
 from emuplan.store.models import Plan, Run, RunTable
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
@@ -109,6 +109,9 @@ def save_run(
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
         summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
+    out_of_range = non_finite_figure(summary)
+    if out_of_range is not None:
+        raise ResultFileError(f"{file_name or name}: the figure {out_of_range} comes out infinite or not a number")
     run = Run(
         name=name.strip(),
         plan_id=plan_id,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emuplan import json_input
 from emuplan.workload.inventory import BufferInfo, ModelInventory, ParameterInfo, SampleSpec, TransformerShape
 
 _TORCH_DTYPES = {"float32", "float16", "bfloat16"}
@@ -438,7 +439,7 @@ def config_model_name(config: dict[str, Any], file_name: str) -> str:
 def read_hf_config(path: Path) -> ModelInventory:
     """Read a config.json file, named after the model it describes (``config_model_name``)."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json_input.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

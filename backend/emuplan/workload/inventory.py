@@ -7,8 +7,9 @@ collectives. Nothing here holds tensor data: shapes and dtypes only.
 """
 
 from math import prod
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 DTYPE_BYTES = {
     "float64": 8,
@@ -26,6 +27,14 @@ DTYPE_BYTES = {
 }
 
 
+# Sizes travel as int64 (KCCB data sizes, stored byte counts): nothing in an inventory may need more.
+INT64_MAX = 2**63 - 1
+# Inventories also come back from the model sandbox, where model code can write them: every number
+# and name is bounded so that a forged one is refused here rather than failing somewhere later.
+Dimension = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Name = Annotated[str, Field(max_length=1000)]
+
+
 def dtype_bytes(dtype: str) -> int:
     try:
         return DTYPE_BYTES[dtype]
@@ -36,9 +45,9 @@ def dtype_bytes(dtype: str) -> int:
 class ParameterInfo(BaseModel):
     """One trainable tensor, e.g. ``fc1.weight`` of shape [256, 784]."""
 
-    name: str
-    shape: list[int]
-    dtype: str = "float32"
+    name: Name
+    shape: list[Dimension] = Field(max_length=64)
+    dtype: Name = "float32"
     requires_grad: bool = True  # False: frozen, no gradient, so no data-parallel gradient traffic
 
     @property
@@ -54,9 +63,9 @@ class BufferInfo(BaseModel):
     """A module buffer (BatchNorm's running statistics, a rotary embedding's frequencies): not trained,
     but DDP broadcasts every buffer from rank 0 before each forward."""
 
-    name: str
-    shape: list[int]
-    dtype: str = "float32"
+    name: Name
+    shape: list[Dimension] = Field(max_length=64)
+    dtype: Name = "float32"
 
     @property
     def nbytes(self) -> int:
@@ -66,10 +75,10 @@ class BufferInfo(BaseModel):
 class ActivationInfo(BaseModel):
     """The output of one leaf module for ONE sample (the batch dimension is left out)."""
 
-    module: str
-    module_type: str = ""
-    shape: list[int]
-    dtype: str = "float32"
+    module: Name
+    module_type: Name = ""
+    shape: list[Dimension] = Field(max_length=64)
+    dtype: Name = "float32"
 
     def nbytes(self, batch: int = 1) -> int:
         return batch * prod(self.shape) * dtype_bytes(self.dtype)
@@ -78,10 +87,10 @@ class ActivationInfo(BaseModel):
 class SampleSpec(BaseModel):
     """One training sample as the model's forward sees it, and its label."""
 
-    shape: list[int]
-    dtype: str = "float32"
-    label_shape: list[int] = Field(default_factory=list)
-    label_dtype: str = "int64"
+    shape: list[Dimension] = Field(max_length=64)
+    dtype: Name = "float32"
+    label_shape: list[Dimension] = Field(default_factory=list, max_length=64)
+    label_dtype: Name = "int64"
 
 
 class TransformerShape(BaseModel):
@@ -107,12 +116,12 @@ class TransformerShape(BaseModel):
 
 
 class ModelInventory(BaseModel):
-    name: str
-    source_kind: str  # preset | hf_config | safetensors | onnx | pytorch
+    name: Name
+    source_kind: Name  # preset | hf_config | safetensors | onnx | pytorch
     parameters: list[ParameterInfo]  # in registration order, as model.parameters() yields them
     # Parameter names in the order backward completes their gradients (DDP's bucket order after
     # iteration 0); empty when unknown, and reverse registration order is assumed.
-    gradient_order: list[str] = Field(default_factory=list)
+    gradient_order: list[Name] = Field(default_factory=list)
     buffers: list[BufferInfo] = Field(default_factory=list)  # in registration order
     activations: list[ActivationInfo] = Field(default_factory=list)  # in forward execution order
     sample: SampleSpec | None = None
@@ -135,3 +144,22 @@ class ModelInventory(BaseModel):
         trainable = {p.name: p for p in self.parameters if p.requires_grad}
         ordered = [trainable.pop(name) for name in self.gradient_order if name in trainable]
         return ordered + list(reversed(trainable.values()))
+
+    @model_validator(mode="after")
+    def _sizes_fit_in_int64(self) -> "ModelInventory":
+        if self.parameter_bytes > INT64_MAX:
+            raise ValueError(
+                f"the parameters take {self.parameter_bytes} bytes, more than the 2^63 − 1 a KCCB data size can hold"
+            )
+        for activation in self.activations:
+            if activation.nbytes() > INT64_MAX:
+                raise ValueError(
+                    f"the activation of {activation.module!r} takes {activation.nbytes()} bytes per sample, more "
+                    "than the 2^63 − 1 a KCCB data size can hold"
+                )
+        buffer_bytes = sum(buffer.nbytes for buffer in self.buffers)
+        if buffer_bytes > INT64_MAX:
+            raise ValueError(
+                f"the buffers take {buffer_bytes} bytes, more than the 2^63 − 1 a KCCB data size can hold"
+            )
+        return self

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from emuplan import json_input
 from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
 from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory
@@ -106,7 +107,7 @@ def _read_model_file(
         return ModelFile(read_onnx_bytes(data, name or default_name, file_name), "onnx", data)
     if suffix == ".json":
         try:
-            config = json.loads(_text(data, file_name))
+            config = json_input.loads(_text(data, file_name))
         except json.JSONDecodeError as error:
             raise ModelFileError(f"{file_name}: not valid JSON ({error})") from None
         return ModelFile(inventory_from_hf_config(config, name, file_name), "hf_config", data)

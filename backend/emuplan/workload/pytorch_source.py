@@ -11,13 +11,15 @@ from collections import Counter
 from functools import lru_cache
 from importlib.metadata import version
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from emuplan import json_input
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
-from emuplan.workload.inventory import DTYPE_BYTES, ModelInventory
+from emuplan.workload.inventory import DTYPE_BYTES, Dimension, ModelInventory, Name
 from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.planner import framework_strides
 
@@ -46,28 +48,63 @@ class CaptureSettings(BaseModel):
     strategies: list[str] = Field(default_factory=lambda: ["ddp", "fsdp2", "tensor"])
 
 
+# What the sandbox answers is written by a process that runs the uploaded code, which can write its own
+# answer: every field is bounded (int64 sizes, name lengths, list lengths) and unknown fields refused.
+MAX_CAPTURED_COLLECTIVES = 100_000
+MAX_WORLD_SIZE = 1 << 20
+
+
 class CapturedCollective(BaseModel):
     """One collective as PyTorch issued it. ``bytes`` is nccl-tests' size (the whole buffer)."""
 
-    op: str  # all_reduce | all_gather | reduce_scatter | broadcast | all_to_all | send_recv
-    phase: str  # forward | backward (when in the training step it was issued)
-    bytes: int
-    per_rank_bytes: int
-    dtype: str
-    torch_op: str
+    model_config = ConfigDict(extra="forbid")
+
+    op: CollectiveOp
+    phase: Literal["forward", "backward"]  # when in the training step it was issued
+    bytes: Dimension
+    per_rank_bytes: Dimension
+    dtype: Name
+    torch_op: Name
 
 
 class CapturedStrategy(BaseModel):
-    strategy: str  # ddp | fsdp2 | tensor
-    world_size: int
-    first_step: list[CapturedCollective]
-    steady_step: list[CapturedCollective]
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: Literal["ddp", "fsdp2", "tensor"]
+    world_size: Annotated[int, Field(ge=1, le=MAX_WORLD_SIZE)]
+    first_step: list[CapturedCollective] = Field(max_length=MAX_CAPTURED_COLLECTIVES)
+    steady_step: list[CapturedCollective] = Field(max_length=MAX_CAPTURED_COLLECTIVES)
     settings: dict = Field(default_factory=dict)
 
 
 class PytorchSourceResult(BaseModel):
+    """A successful sandbox answer, as validated: the worker's ``ok`` and ``peak_rss_bytes`` included."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: Literal[True] = True
     inventory: ModelInventory
-    captures: list[CapturedStrategy] = Field(default_factory=list)
+    captures: list[CapturedStrategy] = Field(default_factory=list, max_length=3)
+    peak_rss_bytes: Dimension | None = None
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors(include_url=False)[0]
+    return f"{'.'.join(map(str, problem['loc'])) or 'answer'}: {problem['msg']}"
+
+
+def validated_answer(answer: dict, name: str, capture: "CaptureSettings | None") -> PytorchSourceResult:
+    """The sandbox's answer as a ``PytorchSourceResult``, or SandboxError("bad_answer") saying what is wrong."""
+    try:
+        result = PytorchSourceResult.model_validate(answer)
+    except ValidationError as error:
+        raise SandboxError("bad_answer", f"the sandbox's answer is not valid: {_first_problem(error)}") from None
+    if (result.inventory.name, result.inventory.source_kind) != (name, "pytorch"):
+        raise SandboxError("bad_answer", "the sandbox's answer describes another model than the one asked for")
+    expected = [(strategy, capture.world_size) for strategy in capture.strategies] if capture else []
+    if [(captured.strategy, captured.world_size) for captured in result.captures] != expected:
+        raise SandboxError("bad_answer", "the sandbox's answer does not hold the captures that were asked for")
+    return result
 
 
 def parse_input_shape(text: str) -> list[int]:
@@ -102,7 +139,7 @@ def options_from_text(
 ) -> PytorchSourceOptions:
     """The options as a form or the command line gives them: kwargs as JSON text, the shape as '1,28,28'."""
     try:
-        kwargs = json.loads(model_kwargs) if model_kwargs else {}
+        kwargs = json_input.loads(model_kwargs) if model_kwargs else {}
     except json.JSONDecodeError as error:
         raise PytorchSourceError(f"model_kwargs: not valid JSON ({error})") from None
     if not isinstance(kwargs, dict):
@@ -135,8 +172,7 @@ def inspect_pytorch_source(
         **options.model_dump(),
         "capture": capture.model_dump() if capture else None,
     }
-    answer = run_in_sandbox(request, policy)
-    return PytorchSourceResult(inventory=answer["inventory"], captures=answer.get("captures") or [])
+    return validated_answer(run_in_sandbox(request, policy), request["name"], capture)
 
 
 def read_pytorch_file(path: Path, options: PytorchSourceOptions | None, policy: SandboxPolicy) -> ModelInventory:
@@ -168,7 +204,7 @@ def captured_collectives(
     """The steady-state step as the plan document lists collectives, one entry per issue."""
     items = []
     for index, collective in enumerate(captured.steady_step):
-        op = CollectiveOp(collective.op)
+        op = collective.op
         items.append(
             PlannedCollective(
                 op=op,

@@ -6,12 +6,12 @@ The format keeps no registration order; tensors are listed in the order their da
 which is how the writer emitted them.
 """
 
-import json
 import struct
 from math import prod
 from pathlib import Path
 from typing import BinaryIO
 
+from emuplan import json_input
 from emuplan.workload.inventory import ModelInventory, ParameterInfo
 
 HEADER_LENGTH_BYTES = 8
@@ -59,7 +59,7 @@ def read_safetensors_header(stream: BinaryIO, file_name: str = "upload.safetenso
     if len(raw) < length:
         raise SafetensorsError(f"{file_name}: truncated header: it declares {length} bytes but {len(raw)} follow")
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json_input.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         raise SafetensorsError(f"{file_name}: the header is not valid JSON ({error})") from None
     if not isinstance(header, dict):
