@@ -61,3 +61,19 @@ def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):
     assert invoke("import", str(good)).exit_code == 0
     again = invoke("import", str(good))
     assert again.exit_code == 2 and "already imported as run 1" in again.output
+
+
+def test_stats_of_a_size_sweep_prints_the_headline_and_takes_assumptions(cli_env):
+    log = RESULTS / "nccl-tests" / "h100-16rank-allreduce-mpirun.txt"
+    assert invoke("import", str(log)).exit_code == 0
+    text = invoke("stats", "1", "--link-gbps", "400", "--latency-us", "2")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[1] == "assumed: link 400 Gbit/s per rank (query), α 2 µs (query), ranks 16 (file)"
+    assert lines[2] == (
+        "  all_reduce: peak busbw 338.82 GB/s at 8,589,934,592 B out-of-place; average busbw 70.74 GB/s "
+        "over 62 cells (log: 70.742, agrees)"
+    )
+    document = json.loads(invoke("stats", "1", "--link-gbps", "400", "--json").output)
+    assert document["sweep"]["ceiling_gbps"] == 50.0
+    assert document["assumptions"]["sources"] == {"link_gbps": "query", "latency_us": "settings", "ranks": "file"}

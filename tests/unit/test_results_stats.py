@@ -108,8 +108,16 @@ def test_nccl_tests_summary_recomputes_busbw_from_ranks_and_reports_it_otherwise
     assert group["bandwidth_source"] == "computed"
     assert round(group["busbw_gbps"], 2) == 222.88  # what nccl-tests printed
     b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
-    group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
+    group = summarise(b200.samples, ranks=None)["groups"][-1]
     assert (group["bandwidth_source"], group["algbw_gbps"], group["busbw_gbps"]) == ("reported", 374.88, 702.91)
+
+
+def test_ranks_of_a_log_without_rank_lines_come_from_its_busbw_over_algbw_factor():
+    b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
+    assert b200.ranks == 16  # 702.91 / 374.88 = 1.875 = 2(n−1)/n
+    assert b200.warnings[-1] == "b200.txt: no rank lines; 16 ranks inferred from the busbw/algbw factor"
+    group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
+    assert (group["bandwidth_source"], round(group["busbw_gbps"], 2)) == ("computed", 702.91)
 
 
 def test_ks_from_ecdf_grids_is_within_one_grid_step_of_scipy_on_all_samples():

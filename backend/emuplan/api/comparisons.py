@@ -12,7 +12,7 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, Field
 
-from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 from emuplan.store.models import Comparison
@@ -76,7 +76,8 @@ def shared_comparison_or_error(session, token: str) -> Comparison:
         raise HTTPException(status_code=404, detail="No such share link.") from None
     except store.ShareLinkGone as gone:
         raise HTTPException(
-            status_code=410, detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
+            status_code=410,
+            detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
             headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
         ) from None
 
@@ -168,7 +169,9 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
     if not runs:
         raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
     document = runs_store.compare_stored_runs(
-        session, [run.id for run in runs], store.present_baseline(comparison, runs),
+        session,
+        [run.id for run in runs],
+        store.present_baseline(comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}
@@ -176,7 +179,12 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
 
 @router.get("/api/shared/{token}/runs/{run_id}/figures/{kind}")
 def shared_run_figure(
-    token: str, run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, response: Response
+    token: str,
+    run_id: int,
+    kind: Literal["cdf", "delay", "bandwidth", "sweep"],
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    response: Response,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
@@ -184,4 +192,7 @@ def shared_run_figure(
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
-    return runs_store.run_figure(run, kind)
+    try:
+        return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings)
+    except ValueError as error:
+        raise HTTPException(status_code=422, detail=str(error)) from None

@@ -15,8 +15,8 @@ from jinja2 import Environment, FileSystemLoader
 from sqlmodel import Session
 
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_error
-from emuplan.api.deps import ReadSessionDep
-from emuplan.api.runs import parse_run_ids
+from emuplan.api.deps import ReadSessionDep, SettingsDep
+from emuplan.api.runs import AssumptionDep, parse_run_ids
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
@@ -113,10 +113,13 @@ def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def run_page(
+    run_id: int, request: Request, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep
+) -> HTMLResponse:
     run = found(run_store.get_run, session, run_id)
-    stats = run_store.run_statistics(run)
+    stats = run_store.run_statistics(session, run, choice, settings)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
+    chosen = {key: value for key, value in asdict(choice).items() if value is not None}
     return render(
         request,
         "run.html",
@@ -124,7 +127,9 @@ def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResp
         run=run,
         plan=plan,
         stats=stats,
-        # Bandwidth against data size says something from two sizes on (nccl-tests sweeps, KAI summaries).
+        # The figures and the JSON twin take the same assumptions as the page.
+        assumption_query=("?" + urlencode(chosen)) if chosen else "",
+        # Bandwidth against data size says something from two sizes on (per-iteration runs of several sizes).
         has_bandwidth=len({g["size_bytes"] for g in stats["groups"] if g.get("algbw_gbps") is not None}) > 1,
     )
 

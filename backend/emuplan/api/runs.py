@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -201,16 +201,42 @@ def get_run(run_id: int, session: ReadSessionDep) -> dict:
     return store.run_public(_run_or_404(session, run_id))
 
 
+def assumption_choice(
+    link_gbps: Annotated[
+        float | None, Query(gt=0, le=1e7, description="Link speed per rank, Gbit/s (default: plan, then settings).")
+    ] = None,
+    latency_us: Annotated[
+        float | None, Query(ge=0, le=1e7, description="Latency α, µs (default: plan, then settings).")
+    ] = None,
+    ranks: Annotated[int | None, Query(ge=1, le=1_000_000, description="Ranks (default: plan, then the file).")] = None,
+) -> store.AssumptionChoice:
+    return store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+
+
+AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
+
+
 @router.get("/api/runs/{run_id}/stats")
-def run_stats(run_id: int, session: ReadSessionDep) -> dict:
-    return store.run_statistics(_run_or_404(session, run_id))
+def run_stats(run_id: int, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep) -> dict:
+    return store.run_statistics(session, _run_or_404(session, run_id), choice, settings)
 
 
 @router.get("/api/runs/{run_id}/figures/{kind}")
 def run_figure(
-    run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
+    run_id: int,
+    kind: Literal["cdf", "delay", "bandwidth", "sweep"],
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    choice: AssumptionDep,
+    log_x: bool = False,
+    log_y: Annotated[bool, Query(description="Delay chart: logarithmic time axis.")] = False,
+    clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
 ) -> dict:
-    return store.run_figure(_run_or_404(session, run_id), kind, log_x=log_x)
+    run = _run_or_404(session, run_id)
+    try:
+        return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
+    except ValueError as error:
+        raise HTTPException(status_code=422, detail=str(error)) from None
 
 
 def neutralise_formulas(table: pa.Table) -> pa.Table:

@@ -1,4 +1,5 @@
-"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons."""
+"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
+comparisons."""
 
 from emuplan.charts.figures import (
     bandwidth_figure,
@@ -6,6 +7,14 @@ from emuplan.charts.figures import (
     comparison_cdf_figure,
     comparison_small_multiples,
     delay_figure,
+    sweep_figure,
 )
 
-__all__ = ["bandwidth_figure", "cdf_figure", "comparison_cdf_figure", "comparison_small_multiples", "delay_figure"]
+__all__ = [
+    "bandwidth_figure",
+    "cdf_figure",
+    "comparison_cdf_figure",
+    "comparison_small_multiples",
+    "delay_figure",
+    "sweep_figure",
+]

@@ -138,15 +138,55 @@ def list_runs(
 @app.command("stats")
 def run_stats(
     run_id: Annotated[int, typer.Argument(help="Run id.")],
+    link_gbps: Annotated[
+        float | None, typer.Option("--link-gbps", min=0.001, help="Link Gbit/s per rank (default: plan, settings).")
+    ] = None,
+    latency_us: Annotated[
+        float | None, typer.Option("--latency-us", min=0, help="Latency α in µs (default: plan, settings).")
+    ] = None,
+    ranks: Annotated[int | None, typer.Option("--ranks", min=1, help="Ranks (default: plan, the file).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
-    document = _with_store(lambda session: store.run_statistics(store.get_run(session, run_id)))
+    choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+    document = _with_store(
+        lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
+    )
     if as_json:
         _echo_json(document)
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
+    typer.echo(_assumptions_line(document["assumptions"]))
+    if document["kind"] == "size-sweep":
+        typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
+
+
+def _assumptions_line(assumptions: dict) -> str:
+    sources = assumptions["sources"]
+    ranks = assumptions["ranks"] if assumptions["ranks"] is not None else "unknown"
+    return (
+        f"assumed: link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']}), "
+        f"α {assumptions['latency_us']:g} µs ({sources['latency_us']}), ranks {ranks} ({sources['ranks']})"
+    )
+
+
+def _sweep_lines(sweep: dict) -> list[str]:
+    """The headline nccl-tests users read first: peak and average busbw, the log's own average beside ours."""
+    lines = []
+    for entry in sweep["collectives"]:
+        file_average = entry["file_average_busbw_gbps"]
+        beside = (
+            f" (log: {file_average:g}, {'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
+            if file_average is not None
+            else ""
+        )
+        lines.append(
+            f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
+            f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
+            f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+        )
+    return lines
 
 
 @app.command("compare")

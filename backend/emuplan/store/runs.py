@@ -21,6 +21,7 @@ import hashlib
 import io
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,15 +29,17 @@ from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
 from emuplan import charts
+from emuplan.results.analysis import analyse, resolve_assumptions
 from emuplan.results.canonical import ParsedResult
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
+from emuplan.settings import Settings
 from emuplan.store.models import Plan, Run, RunTable
 
 STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
 ORIGINS = ("imported", "measured", "generated")
-FIGURE_KINDS = ("cdf", "delay", "bandwidth")
+FIGURE_KINDS = ("cdf", "delay", "bandwidth", "sweep")
 
 
 class RunNotFound(LookupError):
@@ -105,7 +108,14 @@ def save_run(
     # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
-        summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
+        summary = summarise(
+            parsed.samples,
+            ranks=parsed.ranks,
+            network=network,
+            flows=parsed.flows,
+            reported_avg_busbw=parsed.reported_avg_busbw,
+            elements=parsed.elements,
+        )
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
     run = Run(
         name=name.strip(),
@@ -240,19 +250,57 @@ def run_public(run: Run) -> dict:
     }
 
 
-def run_statistics(run: Run) -> dict:
-    """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics of one run."""
-    return {"run_id": run.id, "name": run.name, "source_format": run.source_format, **strip_curves(run.summary)}
+@dataclass(frozen=True)
+class AssumptionChoice:
+    """What the reader asked for (None: take the plan's, the file's or the settings' figure)."""
+
+    link_gbps: float | None = None
+    latency_us: float | None = None
+    ranks: int | None = None
 
 
-def run_figure(run: Run, kind: str, *, log_x: bool = False) -> dict:
+def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
+    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
+    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
+    (each from the request, else the linked plan, else the file, else the settings)."""
+    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    workload = plan.workload if plan else None
+    assumptions = resolve_assumptions(
+        link_gbps=choice.link_gbps,
+        latency_us=choice.latency_us,
+        ranks=choice.ranks,
+        plan_workload=workload,
+        file_ranks=run.ranks,
+        default_link_gbps=settings.assumed_link_gbps,
+        default_latency_us=settings.assumed_latency_us,
+    )
+    return {
+        "run_id": run.id,
+        "name": run.name,
+        "source_format": run.source_format,
+        **strip_curves(run.summary),
+        **analyse(run.summary, assumptions, workload),
+    }
+
+
+def run_figure(session: Session, run: Run, kind: str, choice: AssumptionChoice, settings: Settings, **options) -> dict:
     """One of ``FIGURE_KINDS`` for a run, from its cached summary."""
     title = run.name
+    if kind == "sweep":
+        statistics = run_statistics(session, run, choice, settings)
+        if statistics["kind"] != "size-sweep":
+            raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
+        return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
+    log_x = options.get("log_x", False)
     if kind == "cdf":
         return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == "delay":
         return charts.delay_figure(
-            run.summary, title=f"{title}: completion time per iteration", per_size=run.strategy == "pipeline"
+            run.summary,
+            title=f"{title}: completion time per iteration",
+            per_size=run.strategy == "pipeline",
+            log_y=options.get("log_y", False),
+            clip=options.get("clip", False),
         )
     if kind == "bandwidth":
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
