@@ -69,7 +69,7 @@ def main() -> int:
             with database.writing() as session:
                 run_ids.append(store.save_run(session, parsed, name=f"generated {seed}", strategy=strategy).id)
         print(f"5 runs of {args.rows:,} generated samples each (4 data sizes)")
-        with TestClient(create_app(Settings(database_url=url, demo=False))) as client:
+        with TestClient(create_app(Settings(database_url=url, demo=False)), base_url="http://localhost") as client:
             measured = {
                 "cdf": lambda: client.get(f"/api/runs/{run_ids[0]}/figures/cdf", params={"log_x": "true"}),
                 "delay": lambda: client.get(f"/api/runs/{run_ids[0]}/figures/delay"),

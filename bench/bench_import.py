@@ -69,7 +69,7 @@ def main() -> int:
         url = f"sqlite:///{directory}/bench.sqlite3"
         migrate(url)
         settings = Settings(database_url=url, demo=False, max_upload_bytes=1 << 31)
-        with TestClient(create_app(settings)) as client:
+        with TestClient(create_app(settings), base_url="http://localhost") as client:
 
             def upload(body: bytes) -> None:
                 response = client.post("/api/runs", files={"file": ("bench.csv", body)}, data={"strategy": "pipeline"})

@@ -4,6 +4,7 @@ Alembic runs once per session into a template file; each test copies that file, 
 starts from a really migrated, empty database of its own without paying for the migration again.
 """
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,10 @@ from fastapi.testclient import TestClient
 from emuplan.main import create_app
 from emuplan.settings import REPO_ROOT, Settings, get_settings
 from emuplan.store.db import Database, migrate
+from live_server import LiveServer, start_server, stop_server
+
+# Starlette's TestClient sends "Host: testserver"; the live-server tests use 127.0.0.1 like a user would.
+os.environ["EMUPLAN_ALLOWED_HOSTS"] = "testserver,localhost,127.0.0.1,::1"
 
 SHARED_DIR = REPO_ROOT.parent / "shared"
 SEEDS_DIR = SHARED_DIR / "seeds"
@@ -61,3 +66,11 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[str]
     get_settings.cache_clear()
     yield database_url
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def live_server(settings: Settings) -> Iterator[LiveServer]:
+    """uvicorn on a free loopback port, serving this test's database."""
+    live = start_server(settings)
+    yield live
+    stop_server(live)

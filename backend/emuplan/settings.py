@@ -1,13 +1,25 @@
 """Runtime settings, read from environment variables with the ``EMUPLAN_`` prefix."""
 
+import socket
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # backend/emuplan/settings.py -> the repository root holds frontend/ and migrations/.
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# The names every local user types; a server bound to all interfaces also answers to the machine's name.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
+
+
+def default_allowed_hosts(bind_host: str) -> list[str]:
+    names = [bind_host] if bind_host not in WILDCARD_ADDRESSES else [socket.gethostname(), socket.getfqdn()]
+    return list(dict.fromkeys([*names, *LOOPBACK_NAMES]))
 
 
 def _default_database_url() -> str:
@@ -23,6 +35,11 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address `emuplan serve` binds to.")
     port: int = Field(default=8000, description="Port `emuplan serve` listens on.")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names the server answers to, comma-separated ('*': any). Default: EMUPLAN_HOST "
+        "(the machine's name when that is 0.0.0.0 or ::) plus localhost, 127.0.0.1 and ::1.",
+    )
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
     max_upload_bytes: int = Field(
         default=512 * 1024 * 1024, description="Largest upload accepted, counted while streaming."
@@ -44,6 +61,17 @@ class Settings(BaseSettings):
     )
     frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
     migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        return [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _default_names(self) -> "Settings":
+        if not self.allowed_hosts:
+            self.allowed_hosts = default_allowed_hosts(self.host)
+        return self
 
 
 @lru_cache

@@ -1,133 +1,112 @@
-// The plan page: every input change previews the plan in both modes through the planner's API and
-// redraws the KCCB settings and the workload table; nothing is computed here.
-import { copyButton, debounce, el, fetchJSON, fixed, integer, showMessage, table } from "/static/util.js";
+// The plan form: every input change previews the plan in both modes through the planner's API and
+// redraws the KCCB settings and the workload table; nothing is computed here. Empty fields are left
+// to the planner, whose choices show as placeholders; messages name the form's fields.
+import { debounce, el, fetchJSON, showMessage } from "/static/util.js";
+import { renderKccb, renderWorkload } from "/static/plan_render.js";
 
 const form = document.getElementById("plan-form");
 const inputsCard = document.getElementById("plan-inputs");
 const errorBox = document.getElementById("plan-error");
-const NUMBER_FIELDS = ["dataset_size", "batch_size", "epochs", "gpus", "hosts", "tp", "pp", "micro_batches"];
+const FIELDS = [...form.elements].filter((field) => field.name);
+const FIELD = Object.fromEntries(FIELDS.map((field) => [field.name, field]));
 const MODES = ["tutorial", "framework"];
-let lastDocuments = {};
+// What an empty field means when the planner has no number to show for it.
+const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25" };
 let previewSerial = 0;
 
 function request(mode) {
-  const body = { model: form.model.value, strategy: form.strategy.value, mode };
-  for (const name of NUMBER_FIELDS) {
-    const value = form[name].value.trim();
-    if (value !== "") body[name] = Number(value);
+  const body = {};
+  for (const field of FIELDS) {
+    if (field.type === "checkbox") {
+      if (field.checked !== (field.dataset.default === "true")) body[field.name] = field.checked;
+    } else if (field.value.trim() !== "") {
+      body[field.name] = field.type === "number" ? Number(field.value) : field.value;
+    }
   }
-  if (form.dp_impl.value) body.dp_impl = form.dp_impl.value;
-  if (form.sequence_parallel.checked) body.sequence_parallel = true;
+  if (mode) body.mode = mode;
   return body;
 }
 
-function clearDefaults() {
-  for (const name of NUMBER_FIELDS) form[name].placeholder = "";
+// "batch_size: must be at least 1" → the field it is about and the rest, when it names a form field.
+function splitField(message) {
+  const match = /^(\w+): ([\s\S]*)$/.exec(message);
+  return match && FIELD[match[1]] ? { field: match[1], text: match[2] } : { field: null, text: message };
 }
 
-function sizesText(sizes) {
-  return `[${sizes.join(", ")}]`;
+function inPageWords(message) {
+  const { field, text } = splitField(message);
+  return field ? `${FIELD[field].dataset.label}: ${text}` : message;
 }
 
-function renderKccb(container, documentForMode) {
-  const trials = documentForMode.kccb_trials ?? documentForMode.trials;
-  const kccbList = [].concat(documentForMode.kccb);
-  const blocks = [
-    el("div", { class: "copy-row" }, [
-      el("span", { text: "Trials (KCCB iterations):" }),
-      el("code", { class: "trial-count", text: String(documentForMode.trials) }),
-      copyButton(String(documentForMode.trials), "Copy trials"),
-    ]),
-  ];
-  for (const trial of kccbList) {
-    blocks.push(el("h3", { text: `${trial.algorithm} (${trial.algorithm_id})` }));
-    blocks.push(el("div", { class: "copy-row" }, [
-      el("span", { text: "Data sizes, bytes:" }),
-      el("code", { class: "data-sizes", text: sizesText(trial.data_sizes) }),
-      copyButton(trial.data_sizes.join(", "), "Copy sizes"),
-    ]));
-    blocks.push(el("dl", { class: "kv" }, [
-      el("dt", { text: "iterations" }), el("dd", { text: integer(trial.iterations) }),
-      el("dt", { text: "hosts × GPUs per host" }), el("dd", { text: `${trial.hosts} × ${trial.gpus_per_host}` }),
-      el("dt", { text: "group" }), el("dd", { text: `${trial.parallel_dim} · ${trial.group_size} ranks` }),
-    ]));
-    if (trial.note) blocks.push(el("p", { class: "sub", text: trial.note }));
-  }
-  if (kccbList.length > 1) blocks.unshift(el("p", { class: "sub", text: `${trials} trial configurations in total.` }));
-  container.replaceChildren(...blocks);
+function showFieldMessage(name, text) {
+  const box = document.getElementById(`${name}-message`);
+  showMessage(box, text);
+  FIELD[name].toggleAttribute("aria-invalid", Boolean(text));
 }
 
-function collectivesTable(collectives) {
-  const headers = [
-    { text: "Collective" }, { text: "Op" }, { text: "Phase" }, { text: "Group" },
-    { text: "Bytes per rank", num: true }, { text: "Bytes (nccl-tests size)", num: true },
-    { text: "Per step", num: true }, { text: "Ideal µs", num: true },
-  ];
-  const rows = collectives.map((c) => [
-    c.label, c.op, c.phase, `${c.parallel_dim} × ${c.group_size}`, integer(c.bytes_per_rank),
-    integer(c.bytes_total), integer(c.count_per_step), fixed(c.ideal_time_us, 1),
-  ]);
-  return table(headers, rows);
+function clearMessages() {
+  for (const field of FIELDS) showFieldMessage(field.name, "");
+  showMessage(errorBox, "");
 }
 
-// PyTorch source models in framework mode also carry what PyTorch itself issued in the sandbox.
-function capturedSection(documentForMode) {
-  if (!documentForMode.captured || !documentForMode.captured.length) return null;
-  const differences = documentForMode.capture_differences || [];
-  return el("div", { class: "captured" }, [
-    el("h3", { text: "Captured from PyTorch (fake process group, in the sandbox)" }),
-    el("p", { class: "sub", text: differences.length
-      ? "The captured list is the truth; it differs from the analytic one above:"
-      : "Captured and analytic collectives agree." }),
-    differences.length ? el("ul", { class: "notes capture-differences" }, differences.map((d) => el("li", { text: d }))) : null,
-    collectivesTable(documentForMode.captured),
-  ]);
-}
-
-function renderWorkload(container, documentForMode) {
-  const model = documentForMode.model;
-  const notes = (documentForMode.notes || []).map((note) => el("li", { text: note }));
-  const parts = [
-    el("p", { class: "sub", text: `${model.name}: ${integer(model.parameter_count)} parameters, ${integer(model.parameter_bytes)} bytes` }),
-    collectivesTable(documentForMode.collectives),
-    capturedSection(documentForMode),
-    notes.length ? el("ul", { class: "notes" }, notes) : null,
-  ];
-  container.replaceChildren(...parts.filter(Boolean)); // replaceChildren would print a null as "null"
-}
-
-function renderMode(mode, result) {
-  const card = document.getElementById(`mode-${mode}`);
-  const kccb = card.querySelector(".kccb");
-  const workload = document.querySelector(`#workload-${mode} .workload`);
-  if (result.error) {
-    kccb.replaceChildren(el("p", { class: "error", text: result.error }));
-    workload.replaceChildren();
-    return;
-  }
-  renderKccb(kccb, result.document);
-  renderWorkload(workload, result.document);
+// A message about the inputs goes next to its field, or above the results when it names none.
+function showInputMessage(message) {
+  const { field, text } = splitField(message);
+  if (field) showFieldMessage(field, text);
+  else showMessage(errorBox, message);
 }
 
 function presetDefaults() {
-  const option = form.model.selectedOptions[0];
+  const option = FIELD.model.selectedOptions[0];
   return option && option.dataset.defaults ? JSON.parse(option.dataset.defaults) : {};
 }
 
 // The mode a save stores: the one chosen, or the model's default (tutorial for the seed preset only).
-function markSelectedMode() {
-  const selected = form.mode.value || (presetDefaults().tutorial_by_default ? "tutorial" : "framework");
-  for (const mode of MODES) document.getElementById(`mode-${mode}`).classList.toggle("selected", selected === mode);
+function savedMode() {
+  return FIELD.mode.value || (presetDefaults().tutorial_by_default ? "tutorial" : "framework");
 }
 
-// Empty fields mean "the model's default": show the defaults the planner filled in.
-function showDefaultsFrom(documentForMode) {
-  const inputs = documentForMode.inputs;
-  for (const name of NUMBER_FIELDS) if (inputs[name] !== undefined) form[name].placeholder = inputs[name];
+function clearDefaults() {
+  for (const field of FIELDS) {
+    if (field.type === "number") field.placeholder = "";
+    const choice = field.querySelector && field.querySelector("option.default-choice");
+    if (choice) choice.textContent = "default";
+  }
+}
+
+// Empty fields mean "the model's default": show what the planner filled in.
+function showDefaultsFrom(inputs) {
+  for (const field of FIELDS) {
+    const value = field.name === "mode" ? savedMode() : inputs[field.name];
+    if (field.type === "number") field.placeholder = value ?? EMPTY_MEANS[field.name] ?? "";
+    const choice = field.querySelector && field.querySelector("option.default-choice");
+    if (choice) choice.textContent = value === null || value === undefined ? "default" : `default: ${value}`;
+  }
+}
+
+function renderMode(mode, result, inputsWrong) {
+  const card = document.getElementById(`mode-${mode}`);
+  const kccb = card.querySelector(".kccb");
+  const workloadCard = document.getElementById(`workload-${mode}`);
+  const workload = workloadCard.querySelector(".workload");
+  card.classList.toggle("selected", savedMode() === mode);
+  workloadCard.hidden = false;
+  if (result.document) {
+    renderKccb(kccb, result.document);
+    renderWorkload(workload, result.document);
+    return;
+  }
+  // Only an input mistake or the mode a save keeps is an error; another mode that cannot plan these
+  // inputs (tutorial rules and a hybrid strategy) is a note about that mode.
+  const isError = inputsWrong || savedMode() === mode;
+  kccb.replaceChildren(el("p", { class: isError ? "error" : "note", role: "note", text: inPageWords(result.error) }));
+  workload.replaceChildren();
+  workloadCard.hidden = true;
 }
 
 async function preview() {
   const serial = ++previewSerial;
+  const badNumbers = FIELDS.filter((field) => field.validity.badInput);
   const results = await Promise.all(MODES.map(async (mode) => {
     try {
       return { document: await fetchJSON("/api/plans/preview", { json: request(mode) }) };
@@ -136,27 +115,29 @@ async function preview() {
     }
   }));
   if (serial !== previewSerial) return; // a newer preview is on its way
-  lastDocuments = Object.fromEntries(MODES.map((mode, i) => [mode, results[i]]));
-  const bothFailed = results.every((r) => r.error);
-  showMessage(errorBox, bothFailed ? results[0].error : "");
-  MODES.forEach((mode, i) => renderMode(mode, results[i]));
-  const planned = results.find((r) => r.document);
-  if (planned) showDefaultsFrom(planned.document);
-  markSelectedMode();
+  clearMessages();
+  for (const field of badNumbers) showFieldMessage(field.name, "not a number; left to the planner");
+  const planned = results.find((result) => result.document);
+  const inputsWrong = !planned;
+  if (inputsWrong) {
+    for (const result of results) if (splitField(result.error).field !== "mode") showInputMessage(result.error);
+  }
+  // Without a plan the planner has filled in nothing: old placeholders would show another plan's defaults.
+  if (planned) showDefaultsFrom(planned.document.inputs);
+  else clearDefaults();
+  MODES.forEach((mode, i) => renderMode(mode, results[i], inputsWrong));
   document.body.dataset.previewed = String(serial);
 }
 
 async function save() {
   const status = document.getElementById("save-status");
   const name = document.getElementById("plan-name").value.trim();
-  const body = { ...request(form.mode.value || null) };
-  if (body.mode === null) delete body.mode;
   try {
-    const saved = await fetchJSON("/api/plans", { json: { ...body, name: name || null } });
+    const saved = await fetchJSON("/api/plans", { json: { ...request(FIELD.mode.value || null), name: name || null } });
     window.location.assign(`/plans/${saved.id}`);
   } catch (error) {
     status.textContent = "";
-    showMessage(errorBox, error.message);
+    showInputMessage(error.message);
   }
 }
 
@@ -174,7 +155,7 @@ async function uploadModel(event) {
     const spec = `model:${model.id}`;
     document.getElementById("uploaded-models").append(
       el("option", { value: spec, text: `${model.name} (${model.source_kind}, #${model.id})` }));
-    form.model.value = spec;
+    FIELD.model.value = spec;
     showMessage(modelError, "");
     clearDefaults();
     preview();
@@ -185,20 +166,26 @@ async function uploadModel(event) {
   }
 }
 
+// "Edit as a new plan": the saved plan's request, exactly the fields its author set.
 function fillInitial() {
   const initial = JSON.parse(inputsCard.dataset.initial || "{}");
   for (const [name, value] of Object.entries(initial)) {
-    if (!form[name] || value === null || value === undefined) continue;
-    if (form[name].tagName === "SELECT" && ![...form[name].options].some((o) => o.value === String(value))) {
-      form[name].append(el("option", { value, text: value }));
+    const field = FIELD[name];
+    if (!field || value === null || value === undefined) continue;
+    if (field.type === "checkbox") {
+      field.checked = Boolean(value);
+      continue;
     }
-    form[name].value = value;
+    if (field.tagName === "SELECT" && ![...field.options].some((option) => option.value === String(value))) {
+      field.append(el("option", { value, text: value }));
+    }
+    field.value = value;
   }
 }
 
 fillInitial();
 form.addEventListener("input", debounce(preview, 150));
-form.model.addEventListener("change", clearDefaults);
+FIELD.model.addEventListener("change", clearDefaults);
 form.addEventListener("submit", (event) => event.preventDefault());
 document.getElementById("save-plan").addEventListener("click", save);
 document.getElementById("model-form").addEventListener("submit", uploadModel);

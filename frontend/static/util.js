@@ -81,8 +81,10 @@ export function debounce(fn, ms) {
 }
 
 export function table(headers, rows) {
-  // headers: [{text, num}], rows: arrays of cells (strings/nodes) aligned with headers.
-  const head = el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : null, text: h.text }))));
+  // headers: [{text, num, sub}], rows: arrays of cells (strings/nodes) aligned with headers; `sub` is
+  // a second, smaller header line (the assumption a column's numbers rest on).
+  const head = el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.num ? "num" : null },
+    h.sub ? [h.text, el("br"), el("small", { class: "th-sub", text: h.sub })] : h.text))));
   const body = el("tbody", {}, rows.map((row) => el("tr", { class: row.className || null },
     row.map((cell, i) => el("td", { class: headers[i].num ? "num" : null }, cell)))));
   return el("div", { class: "table-wrap" }, el("table", {}, [head, body]));

@@ -1,16 +1,8 @@
-"""What the browser tests share besides fixtures: the live server, the page watcher, screenshots."""
+"""What the browser tests share besides fixtures: the page watcher, screenshots."""
 
-import socket
-import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import uvicorn
 from playwright.sync_api import ConsoleMessage, Page
-
-from emuplan.main import create_app
-from emuplan.settings import Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -24,39 +16,6 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).parent / "artifacts"
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@dataclass
-class LiveServer:
-    url: str
-    settings: Settings
-    server: uvicorn.Server
-    thread: threading.Thread = field(repr=False)
-
-
-def start_server(settings: Settings) -> LiveServer:
-    port = _free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    return LiveServer(f"http://127.0.0.1:{port}", settings, server, thread)
-
-
-def stop_server(live: LiveServer) -> None:
-    live.server.should_exit = True
-    live.thread.join(timeout=10)
 
 
 class PageWatch:

@@ -1,14 +1,12 @@
-"""A real uvicorn server on a free loopback port with a fresh migrated database, and Debian's Chromium
-driven by Playwright. Missing Chromium fails the tests: CI must never pass by skipping them."""
+"""Debian's Chromium driven by Playwright against the real uvicorn server of ``live_server``. Missing
+Chromium fails the tests: CI must never pass by skipping them."""
 
 import logging
 from collections.abc import Iterator
 
 import pytest
-from browser_support import CHROMIUM, CHROMIUM_ARGS, DESKTOP, LiveServer, PageWatch, start_server, stop_server
+from browser_support import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PageWatch
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
-
-from emuplan.settings import Settings
 
 # Playwright's 5 s default is tight for a page that imports torch on a loaded 2-core machine.
 expect.set_options(timeout=15_000)
@@ -18,13 +16,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/browser/" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
-
-
-@pytest.fixture
-def live_server(settings: Settings) -> Iterator[LiveServer]:
-    live = start_server(settings)
-    yield live
-    stop_server(live)
 
 
 @pytest.fixture(scope="session")

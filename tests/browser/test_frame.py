@@ -1,7 +1,9 @@
 """The page frame in a real browser: navigation, no CSP violations, both viewport widths."""
 
-from browser_support import PHONE, LiveServer, PageWatch, screenshot
+from browser_support import PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
+
+from live_server import LiveServer
 
 
 def test_home_explains_the_tool_with_no_console_errors(live_server: LiveServer, page: Page, watch: PageWatch) -> None:

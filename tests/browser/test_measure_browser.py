@@ -2,9 +2,10 @@
 
 import socket
 
-from browser_support import LiveServer, PageWatch, screenshot
+from browser_support import PageWatch, screenshot
 from playwright.sync_api import Page, expect
 
+from live_server import LiveServer
 from scheduling import EXPECTED_REALTIME_POLICY
 
 

@@ -82,7 +82,17 @@ def test_trials_are_batches_times_epochs(dataset, batch, epochs, drop_last, tria
         ({"strategy": "hybrid", "gpus": 8, "tp": 2, "dp": 2}, r"^dp: dp × tp × pp = 2 × 2 × 1 = 4, but gpus = 8$"),
         ({"dataset_size": 100, "batch_size": 200, "drop_last": True}, r"^batch_size: 200 is larger than dataset_size"),
         ({"param_dtype": "float13"}, r"^param_dtype: unknown dtype 'float13'"),
-        ({"strategy": "hybrid"}, r"^mode: tutorial mode has rules for data, tensor and pipeline only"),
+        ({"strategy": "hybrid"}, r"^mode: the tutorial rules cover data, tensor and pipeline only; framework mode "),
+        # Which a page cannot show as a silent data-parallel plan (tp 1 left over from a saved data plan):
+        (
+            {"strategy": "tensor", "tp": 1},
+            r"^tp: the tensor strategy needs a tensor-parallel degree of at least 2, got 1$",
+        ),
+        ({"strategy": "pipeline", "pp": 1}, r"^pp: the pipeline strategy needs at least 2 stages, got 1$"),
+        (
+            {"strategy": "tensor", "mode": "framework", "gpus": 6, "tp": 4},
+            r"^gpus: 6 GPUs are not divisible by tp × pp",
+        ),
         ({"mode": "framework", "gpus": 1}, r"^gpus: one GPU exchanges nothing"),
         ({"mode": "framework", "strategy": "pipeline", "pp": 5, "gpus": 5}, r"^pp: 5 pipeline stages but the model"),
         ({"dp": 1 << 30}, r"^gpus: 1073741824 GPUs is more than the planner accepts"),

@@ -3,15 +3,17 @@ computed once, in the domain and store modules, never here or in the browser. Ch
 small ES modules from the JSON twins, because the Content-Security-Policy allows no inline script."""
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
+from pydantic.fields import FieldInfo
 from sqlmodel import Session
 
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_error
@@ -23,6 +25,8 @@ from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
+from emuplan.workload.document import OptionGroup, PlanRequest
+from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
 
 router = APIRouter(include_in_schema=False)
@@ -73,26 +77,90 @@ def _preset_choices() -> list[dict]:
     ]
 
 
-def _plan_page(request: Request, session, plan: Plan | None) -> HTMLResponse:
+# How the plan page names the choices of the request's enumerations.
+CHOICE_TEXT = {
+    "data": "data parallel",
+    "tensor": "tensor parallel",
+    "pipeline": "pipeline",
+    "hybrid": "hybrid DP×TP×PP",
+    "tutorial": "tutorial rules",
+    "framework": "framework (PyTorch)",
+    "ddp": "DDP",
+    "fsdp2": "FSDP2",
+    "zero1": "ZeRO-1",
+    "zero2": "ZeRO-2",
+    "zero3": "ZeRO-3",
+}
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One control of the plan form, made from a ``PlanRequest`` field."""
+
+    name: str
+    label: str
+    help: str
+    kind: str  # select | checkbox | integer | decimal
+    choices: tuple[tuple[str, str], ...] = ()
+    default: object = None  # the request's own default; None: the planner fills it in from the model
+
+
+def _form_field(name: str, info: FieldInfo) -> FormField:
+    kind_type = next(t for t in (get_args(info.annotation) or (info.annotation,)) if t is not type(None))
+    default = None if info.is_required() else info.default
+    base = {"name": name, "label": info.title, "help": info.description, "default": default}
+    if isinstance(kind_type, type) and issubclass(kind_type, Enum):
+        return FormField(**base, kind="select", choices=tuple((m.value, CHOICE_TEXT[m.value]) for m in kind_type))
+    if name.endswith("_dtype"):
+        return FormField(**base, kind="select", choices=tuple((dtype, dtype) for dtype in DTYPE_BYTES))
+    if kind_type is bool:
+        return FormField(**base, kind="checkbox")
+    return FormField(**base, kind="integer" if kind_type is int else "decimal")
+
+
+def plan_form_groups() -> list[tuple[OptionGroup, list[FormField]]]:
+    """The plan form: every ``PlanRequest`` field, in its option group (the CLI's help panels)."""
+    fields = [
+        (PlanRequest.option_group(name), _form_field(name, info)) for name, info in PlanRequest.model_fields.items()
+    ]
+    return [(group, [field for field_group, field in fields if field_group is group]) for group in OptionGroup]
+
+
+def _plan_page(request: Request, session, initial: dict, based_on: Plan | None = None) -> HTMLResponse:
     return render(
         request,
         "plan.html",
         nav="plan",
         presets=_preset_choices(),
         uploaded_models=model_store.list_model_definitions(session, 1000),
-        plan=plan,
-        initial=plan.inputs if plan else {},
+        form_groups=plan_form_groups(),
+        initial=initial,
+        based_on=based_on,
     )
 
 
 @router.get("/plan", response_class=HTMLResponse)
-def plan_page(request: Request, session: ReadSessionDep) -> HTMLResponse:
-    return _plan_page(request, session, None)
+def plan_page(
+    request: Request, session: ReadSessionDep, from_plan: int | None = Query(default=None, alias="from")
+) -> HTMLResponse:
+    """The plan form; ``?from=<id>`` fills it with a saved plan's request ("Edit as a new plan")."""
+    if from_plan is None:
+        return _plan_page(request, session, {})
+    plan = found(plan_store.get_plan, session, from_plan)
+    # Plans stored before requests were kept offer their filled-in inputs instead.
+    return _plan_page(request, session, plan.request if plan.request is not None else plan.inputs, plan)
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    return _plan_page(request, session, found(plan_store.get_plan, session, plan_id))
+    """A saved plan, read-only: its settings and the stored document its downloads export."""
+    plan = found(plan_store.get_plan, session, plan_id)
+    given = set(plan.request) if plan.request is not None else None
+    settings = [
+        (group, [(field, plan.inputs.get(field.name), given is None or field.name in given) for field in fields])
+        for group, fields in plan_form_groups()
+    ]
+    return render(request, "plan_saved.html", nav="plan", plan=plan, settings=settings, choice_text=CHOICE_TEXT)
 
 
 @router.get("/runs", response_class=HTMLResponse)

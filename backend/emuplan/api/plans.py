@@ -35,7 +35,9 @@ class PlanCreate(PlanRequest):
                 raise _unprocessable(ValueError(f"model: {self.model!r} contradicts model_definition_id {model!r}"))
         if not model:
             raise _unprocessable(ValueError("model: give a preset name or a model_definition_id"))
-        return PlanRequest.model_validate({**self.model_dump(exclude={"name", "model_definition_id"}), "model": model})
+        return PlanRequest.model_validate(
+            {**self.model_dump(exclude={"name", "model_definition_id"}, exclude_unset=True), "model": model}
+        )
 
 
 class PlanSummary(BaseModel):
@@ -51,6 +53,7 @@ class PlanSummary(BaseModel):
 
 class PlanPublic(PlanSummary):
     inputs: dict
+    request: dict | None = Field(description="The request as given (fields left at their defaults omitted).")
     workload: PlanDocument
 
 
@@ -97,7 +100,7 @@ def create_plan(
         document, model_definition_id = store.plan_for_request(
             read_session, request, SandboxPolicy.from_settings(settings)
         )
-        plan = store.save_document(session, document, body.name, model_definition_id)
+        plan = store.save_document(session, document, request, body.name, model_definition_id)
     except ValueError as error:
         raise _unprocessable(error) from None
     session.commit()
@@ -109,7 +112,7 @@ def list_plans(
     session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
 ) -> list[PlanSummary]:
     return [
-        PlanSummary(**plan.model_dump(exclude={"workload", "inputs"}))
+        PlanSummary(**plan.model_dump(exclude={"workload", "inputs", "request"}))
         for plan in store.list_plans(session, limit, offset)
     ]
 

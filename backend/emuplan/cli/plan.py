@@ -99,7 +99,7 @@ def plan(
         "source .py (run in the sandbox; needs --model-class and --input-shape).",
     ),
     model_class: str = typer.Option(None, help=".py: the nn.Module class to build."),
-    model_kwargs: str = typer.Option(None, help='.py: constructor keyword arguments as JSON, e.g. \'{"width": 64}\'.'),
+    model_kwargs: str = typer.Option(None, help=".py: constructor keyword arguments as JSON, e.g. '{\"width\": 64}'."),
     input_shape: str = typer.Option(None, help=".py: one sample's shape without the batch, e.g. 1,28,28."),
     input_dtype: str = typer.Option("float32", help=".py: the input's dtype."),
     label_dtype: str = typer.Option("int64", help=".py: the labels' dtype."),
@@ -216,7 +216,7 @@ def plan(
         database = open_database()
         try:
             with database.writing() as session:
-                plan_id = store.save_document(session, document, name).id
+                plan_id = store.save_document(session, document, request, name).id
         finally:
             database.dispose()
     if export is not None:

@@ -20,6 +20,11 @@ def _created_at() -> Any:
     return Field(default_factory=utc_now, sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
+# Ids are never handed out twice (SQLite's AUTOINCREMENT; PostgreSQL sequences already behave so): a
+# bookmarked page, a saved comparison or a share link never shows something it was not made with.
+NEVER_REUSE_IDS = {"sqlite_autoincrement": True}
+
+
 def _json(default_factory) -> Any:
     return Field(default_factory=default_factory, sa_column=Column(JSON, nullable=False))
 
@@ -28,6 +33,7 @@ class ModelDefinition(SQLModel, table=True):
     """A model a user uploaded (config.json, safetensors header, ONNX, PyTorch source) or a preset."""
 
     __tablename__ = "model_definition"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -46,6 +52,7 @@ class Plan(SQLModel, table=True):
     """One stored KCCB run configuration: the inputs and the computed workload document."""
 
     __tablename__ = "plan"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -58,6 +65,8 @@ class Plan(SQLModel, table=True):
     mode: str
     trials: int
     inputs: dict = _json(dict)
+    # The request as given (unset fields left out); None for plans stored before it was kept.
+    request: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     workload: dict = _json(dict)
     created_at: datetime = _created_at()
 
@@ -66,6 +75,7 @@ class Run(SQLModel, table=True):
     """A set of measured collective completion times: imported from a file or measured locally."""
 
     __tablename__ = "run"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -104,6 +114,7 @@ class Comparison(SQLModel, table=True):
     """A saved side-by-side view of several runs, with the baseline and chart options."""
 
     __tablename__ = "comparison"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: int | None = Field(default=None, primary_key=True)
     name: str
@@ -117,6 +128,7 @@ class ShareLink(SQLModel, table=True):
     """A read-only link to one comparison. Only the SHA-256 of the token is kept."""
 
     __tablename__ = "share_link"
+    __table_args__ = NEVER_REUSE_IDS
 
     id: int | None = Field(default=None, primary_key=True)
     comparison_id: int = Field(

@@ -63,9 +63,14 @@ def preview_plan(session: Session, request: PlanRequest, sandbox: SandboxPolicy 
 
 
 def save_document(
-    session: Session, document: PlanDocument, name: str | None = None, model_definition_id: int | None = None
+    session: Session,
+    document: PlanDocument,
+    request: PlanRequest,
+    name: str | None = None,
+    model_definition_id: int | None = None,
 ) -> Plan:
-    """Adds the plan to the session; the caller's transaction commits it."""
+    """Adds the plan to the session; the caller's transaction commits it. The request is kept as
+    given (the fields set), so an edit starts from what the user chose."""
     plan = Plan(
         name=name or f"{document.model.name} {document.strategy.value} ({document.mode.value})",
         model_name=document.model.name,
@@ -74,6 +79,7 @@ def save_document(
         mode=document.mode.value,
         trials=document.trials,
         inputs=document.inputs.model_dump(mode="json"),
+        request=request.model_dump(mode="json", exclude_unset=True, exclude_none=True),
         workload=document.model_dump(mode="json"),
     )
     session.add(plan)
@@ -85,7 +91,7 @@ def create_plan(
     session: Session, request: PlanRequest, name: str | None = None, sandbox: SandboxPolicy | None = None
 ) -> Plan:
     document, model_definition_id = plan_for_request(session, request, sandbox)
-    return save_document(session, document, name, model_definition_id)
+    return save_document(session, document, request, name, model_definition_id)
 
 
 def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:

@@ -47,41 +47,90 @@ class ParallelDim(StrEnum):
     PP = "pp"
 
 
+class OptionGroup(StrEnum):
+    """Where a planning option sits: a fieldset of the plan page and a panel of ``emuplan plan --help``."""
+
+    MODEL = "Model"
+    DATA = "Data"
+    LAYOUT = "Layout"
+    PARALLELISM = "Parallelism"
+    NETWORK = "Network"
+    ADVANCED = "Advanced"
+
+
+def _option(group: OptionGroup, title: str, description: str, default=None):
+    """A ``PlanRequest`` field: ``title`` is its label on the page, ``description`` its short help."""
+    return Field(default=default, title=title, description=description, json_schema_extra={"group": group})
+
+
 class PlanRequest(BaseModel):
-    """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``)."""
+    """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``).
+
+    Every field is an option of ``emuplan plan``, a field of the JSON API and a control of the plan page."""
 
     # A misspelt option must fail loudly instead of silently planning with the default.
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="Preset name (see /api/presets) or, on the CLI, a config.json path.")
-    strategy: Strategy = Strategy.DATA
-    mode: Mode | None = Field(default=None, description="Default: tutorial for fashion-mnist-mlp, else framework.")
-    dp_impl: DataParallelImpl = Field(default=DataParallelImpl.DDP, description="Framework data-parallel flavour.")
-    dataset_size: int | None = Field(default=None, description="Training samples (sequences for transformers).")
-    batch_size: int | None = Field(default=None, description="Global batch size in samples.")
-    epochs: int | None = None
-    drop_last: bool = Field(default=False, description="Floor dataset_size / batch_size instead of ceil.")
-    gpus: int | None = None
-    hosts: int | None = None
-    gpus_per_host: int | None = None
-    tp: int | None = Field(default=None, description="Tensor-parallel degree (default: all GPUs for tensor).")
-    pp: int | None = Field(default=None, description="Pipeline stages (default: all GPUs for pipeline).")
-    dp: int | None = Field(default=None, description="Data-parallel degree (default: gpus / (tp × pp)).")
-    micro_batch: int | None = Field(default=None, description="Samples per micro-batch.")
-    micro_batches: int | None = Field(default=None, description="Micro-batches per step and data-parallel rank.")
-    seq_len: int | None = Field(default=None, description="Tokens per sequence (transformers).")
-    sequence_parallel: bool = Field(default=False, description="Megatron sequence parallel: AG/RS instead of AR.")
-    vocab_parallel_loss: bool = Field(default=True, description="Vocab-parallel cross-entropy (3 fp32 all-reduces).")
-    bucket_cap_mb: float | None = Field(
-        default=None,
-        description="DDP bucket_cap_mb. Unset: PyTorch's default, 25 MiB after a 1 MiB first bucket. Set: every "
-        "bucket, the first one included, closes at this size (torch 2.13).",
+    model: str = _option(
+        OptionGroup.MODEL, "Model", "Preset name (see /api/presets) or, on the CLI, a model file.", default=...
     )
-    param_dtype: str | None = None
-    grad_dtype: str | None = None
-    activation_dtype: str | None = None
-    link_gbps: float = Field(default=100.0, description="Per-rank link speed for the ideal time, Gbit/s.")
-    latency_us: float = Field(default=5.0, description="Per-hop latency α for the ideal time, µs.")
+    mode: Mode | None = _option(
+        OptionGroup.MODEL,
+        "Mode",
+        "Tutorial rules or framework. Default: tutorial for fashion-mnist-mlp, else framework.",
+    )
+    dataset_size: int | None = _option(
+        OptionGroup.DATA, "Dataset size", "Training samples (sequences for transformers)."
+    )
+    batch_size: int | None = _option(OptionGroup.DATA, "Batch size", "Global batch size in samples.")
+    epochs: int | None = _option(OptionGroup.DATA, "Epochs", "Passes over the dataset.")
+    drop_last: bool = _option(
+        OptionGroup.DATA, "Drop last partial batch", "Floor dataset size / batch size instead of ceil.", default=False
+    )
+    seq_len: int | None = _option(OptionGroup.DATA, "Sequence length", "Tokens per sequence (transformers).")
+    gpus: int | None = _option(OptionGroup.LAYOUT, "GPUs", "GPUs in total.")
+    hosts: int | None = _option(OptionGroup.LAYOUT, "Hosts", "Hosts the GPUs are spread over.")
+    gpus_per_host: int | None = _option(OptionGroup.LAYOUT, "GPUs per host", "GPUs (one NIC each) per host.")
+    strategy: Strategy = _option(OptionGroup.PARALLELISM, "Strategy", "Parallelism to plan.", default=Strategy.DATA)
+    tp: int | None = _option(
+        OptionGroup.PARALLELISM, "TP degree", "Tensor-parallel degree. Default: all GPUs for tensor, else 1."
+    )
+    pp: int | None = _option(
+        OptionGroup.PARALLELISM, "PP stages", "Pipeline stages. Default: all GPUs for pipeline, else 1."
+    )
+    dp: int | None = _option(OptionGroup.PARALLELISM, "DP degree", "Data-parallel degree. Default: GPUs / (TP × PP).")
+    dp_impl: DataParallelImpl = _option(
+        OptionGroup.PARALLELISM, "Data parallel as", "Framework data-parallel implementation.", DataParallelImpl.DDP
+    )
+    micro_batch: int | None = _option(OptionGroup.PARALLELISM, "Micro-batch size", "Samples per micro-batch.")
+    micro_batches: int | None = _option(
+        OptionGroup.PARALLELISM, "Micro-batches", "Micro-batches per step and data-parallel replica."
+    )
+    sequence_parallel: bool = _option(
+        OptionGroup.PARALLELISM, "Sequence parallel", "Megatron sequence parallel: all-gather/reduce-scatter.", False
+    )
+    link_gbps: float = _option(
+        OptionGroup.NETWORK, "Link speed, Gbit/s per rank", "Per-rank link speed for the ideal time.", 100.0
+    )
+    latency_us: float = _option(OptionGroup.NETWORK, "Latency α, µs", "Per-hop latency α for the ideal time.", 5.0)
+    bucket_cap_mb: float | None = _option(
+        OptionGroup.ADVANCED,
+        "DDP bucket cap, MiB",
+        "DDP bucket_cap_mb. Default: PyTorch's, 25 MiB after a 1 MiB first bucket; when given, the first bucket "
+        "closes at this size too (torch 2.13).",
+    )
+    param_dtype: str | None = _option(
+        OptionGroup.ADVANCED, "Parameter dtype", "Default: float32 for the seed MLP, else bfloat16."
+    )
+    grad_dtype: str | None = _option(OptionGroup.ADVANCED, "Gradient dtype", "Default: the parameter dtype.")
+    activation_dtype: str | None = _option(OptionGroup.ADVANCED, "Activation dtype", "Default: the parameter dtype.")
+    vocab_parallel_loss: bool = _option(
+        OptionGroup.ADVANCED, "Vocab-parallel loss", "Vocab-parallel cross-entropy (3 small fp32 all-reduces).", True
+    )
+
+    @classmethod
+    def option_group(cls, name: str) -> OptionGroup:
+        return cls.model_fields[name].json_schema_extra["group"]
 
 
 class NormalisedInputs(BaseModel):

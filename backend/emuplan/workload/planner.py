@@ -70,6 +70,11 @@ def _parallel_degrees(request: PlanRequest, defaults: WorkloadDefaults) -> tuple
         raise PlanningError(f"gpus: {gpus} GPUs is more than the planner accepts ({MAX_GPUS})")
     tp = request.tp or (gpus if request.strategy is Strategy.TENSOR else 1)
     pp = request.pp or (gpus if request.strategy is Strategy.PIPELINE else 1)
+    # A tensor plan with one rank per tensor-parallel group would quietly be a data-parallel plan.
+    if request.strategy is Strategy.TENSOR and request.tp == 1:
+        raise PlanningError("tp: the tensor strategy needs a tensor-parallel degree of at least 2, got 1")
+    if request.strategy is Strategy.PIPELINE and request.pp == 1:
+        raise PlanningError("pp: the pipeline strategy needs at least 2 stages, got 1")
     if gpus % (tp * pp):
         raise PlanningError(f"gpus: {gpus} GPUs are not divisible by tp × pp = {tp} × {pp} = {tp * pp}")
     dp = request.dp or gpus // (tp * pp)

@@ -37,7 +37,9 @@ def tutorial_collectives(inventory: ModelInventory, inputs: NormalisedInputs) ->
             )
             for unit in reversed(parameter_units(inventory))
         ]
-    raise PlanningError("mode: tutorial mode has rules for data, tensor and pipeline only; use --mode framework")
+    raise PlanningError(
+        f"mode: the tutorial rules cover data, tensor and pipeline only; framework mode plans {inputs.strategy.value}"
+    )
 
 
 def _tutorial_tensor(inventory: ModelInventory, inputs: NormalisedInputs) -> PlannedCollective:

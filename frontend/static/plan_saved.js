@@ -1,0 +1,9 @@
+// A saved plan's read-only page: draws the stored document, the same one its downloads export.
+import { fetchJSON } from "/static/util.js";
+import { renderKccb, renderWorkload } from "/static/plan_render.js";
+
+const results = document.getElementById("plan-results");
+const saved = await fetchJSON(`/api/plans/${results.dataset.planId}`);
+renderKccb(document.querySelector(`#mode-${saved.mode} .kccb`), saved.workload);
+renderWorkload(document.querySelector(`#workload-${saved.mode} .workload`), saved.workload);
+document.body.dataset.previewed = "saved";
