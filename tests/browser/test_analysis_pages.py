@@ -4,9 +4,11 @@ from pathlib import Path
 
 import httpx2
 import numpy as np
-from browser_support import PHONE, LiveServer, PageWatch, screenshot
+from browser_support import PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
+
+from live_server import LiveServer
 
 NCCL = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "nccl-tests"
 
