@@ -234,3 +234,25 @@ def test_size_sweep_stats_and_figure_take_the_pages_assumptions(client):
     response = client.get(f"/api/runs/{per_iteration}/figures/sweep")
     assert response.status_code == 422
     assert response.json()["detail"] == "figure: 'sweep' needs a size sweep (one sample per data size)"
+
+
+def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice(client):
+    h100 = upload(client, "h100.txt", (RESULTS / "nccl-tests" / "h100-16rank-allreduce-mpirun.txt").read_bytes())
+    v100 = upload(client, "v100-allreduce.txt", (SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt").read_bytes())
+    h100_id, v100_id = h100.json()["id"], v100.json()["id"]
+    sweeps = client.get("/api/compare", params={"runs": f"{v100_id},{h100_id}"}).json()
+    assert list(sweeps["figures"]) == ["sweeps"]  # no one-point CDFs
+    assert sweeps["baseline_run_id"] == v100_id  # the first in the order given
+    names = [trace["name"] for trace in sweeps["figures"]["sweeps"]["data"]]
+    assert names == [
+        f"#{v100_id} v100-allreduce.txt all_reduce out-of-place", f"#{v100_id} v100-allreduce.txt all_reduce in-place",
+        f"#{h100_id} h100.txt all_reduce out-of-place", f"#{h100_id} h100.txt all_reduce in-place",
+    ]  # fmt: skip
+    assert (sweeps["notice"], sweeps["time_unit"], sweeps["us_per_unit"]) == (None, "µs", 1.0)
+
+    per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
+    mixed = client.get("/api/compare", params={"runs": f"{per_iteration},{h100_id}"}).json()
+    assert mixed["notice"].startswith(f"#{h100_id} h100.txt shares no (collective, data size) with the baseline")
+    assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
+    assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
+    assert set(mixed["figures"]) == {"cdf", "small_multiples"}

@@ -18,7 +18,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def test_import_runs_stats_compare(cli_env):
+def test_import_runs_stats_compare(cli_env, tmp_path):
     imported = invoke(
         "import", str(RESULTS / "generated-per-iteration.csv"), "--strategy", "pipeline", "--tag", "demo", "--json"
     )
@@ -41,13 +41,31 @@ def test_import_runs_stats_compare(cli_env):
     assert stats["overall"] == first["summary"]["overall"]
     assert [g["count"] for g in stats["groups"]] == [500, 500, 500, 500]
 
-    compared = invoke("compare", "1", "2", "--baseline", "2")
+    rows = (RESULTS / "generated-per-iteration.csv").read_text().splitlines(keepends=True)
+    first_half = tmp_path / "first-half.csv"
+    first_half.write_text("".join(rows[:1001]))  # the header and the first 1000 of the 2000 rows
+    assert invoke("import", str(first_half)).exit_code == 0
+
+    compared = invoke("compare", "1", "2", "3", "--baseline", "2")
     assert compared.exit_code == 0, compared.output
-    assert compared.output.startswith("baseline: run 2")
+    lines = compared.output.splitlines()
+    assert lines[0] == "baseline: run 2"
+    assert lines[1] == (
+        "note: #1 generated-per-iteration.csv, #3 first-half.csv share no (collective, data size) with the "
+        "baseline #2 V100 bcast: no ratios against it and no Kolmogorov–Smirnov test, which would compare "
+        "unrelated collectives and sizes"
+    )
+    assert "  run 1 vs run 2: not tested, no (collective, data size) in common" in lines
+    assert "  run 2 vs run 3: not tested, no (collective, data size) in common" in lines
     generated = parse_result_file((RESULTS / "generated-per-iteration.csv").read_bytes(), "g.csv").samples
-    broadcast = parse_result_file((SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt").read_bytes(), "b.txt").samples
-    expected = ks_2samp(generated["duration_us"].to_numpy().round(3), broadcast["duration_us"].to_numpy().round(3))
-    assert f"run 1 vs run 2: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in compared.output
+    durations = generated["duration_us"].to_numpy().round(3)
+    expected = ks_2samp(durations, durations[:1000])
+    assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in lines
+    # Against a comparable baseline the ratios are printed to 3 significant figures.
+    document = json.loads(invoke("compare", "1", "3", "--json").output)
+    ratio = document["runs"][1]["overall"]["p50_us"]["ratio"]
+    row = next(line for line in invoke("compare", "1", "3").output.splitlines() if line.startswith("  #3 "))
+    assert f" {ratio:#.3g}× " in row and len(f"{ratio:#.3g}".replace(".", "").lstrip("0")) == 3
 
 
 def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):

@@ -1,5 +1,6 @@
 """The analysis pages in Chromium: an nccl-tests size sweep, a spiky per-iteration run with log y."""
 
+import re
 from pathlib import Path
 
 import httpx2
@@ -84,4 +85,55 @@ def test_spiky_run_with_log_y_shows_the_other_trials_and_lists_the_slowest(
     page.set_viewport_size(PHONE)
     assert no_page_overflow(page)
     screenshot(page, "run-spike-clipped-phone")
+    watch.assert_clean()
+
+
+def test_compare_of_unrelated_runs_says_so_and_the_picker_keeps_the_tick_order(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    log = NCCL / "h100-16rank-allreduce-mpirun.txt"
+    sweep = upload(live_server, log.name, log.read_bytes())
+    spike = upload(live_server, "spike-allreduce.csv", spike_csv())
+    page.goto(f"{live_server.url}/compare")
+    page.check(f"#pick-form input[name=run][value='{spike}']")
+    page.check(f"#pick-form input[name=run][value='{sweep}']")
+    # Only ticked runs can be the baseline; the first ticked is the default.
+    expect(page.locator("#baseline option")).to_have_text(
+        [f"first ticked (#{spike} spike-allreduce.csv)", f"#{spike} spike-allreduce.csv", f"#{sweep} {log.name}"]
+    )
+    page.select_option("#baseline", str(sweep))
+    page.click("#compare-button")
+    page.wait_for_url(f"{live_server.url}/compare?runs={spike},{sweep}&baseline={sweep}")
+    wait_for_charts(page)
+    expect(page.locator("#compare-notice")).to_have_text(
+        f"#{spike} spike-allreduce.csv shares no (collective, data size) with the baseline #{sweep} {log.name}: "
+        "no ratios against it and no Kolmogorov–Smirnov test, which would compare unrelated collectives and sizes"
+    )
+    expect(page.locator("#compare-tests tbody tr")).to_have_text(
+        [re.compile("not tested: no \\(collective, data size\\) in common")]
+    )
+    expect(page.locator("#compare-stats small")).to_have_count(0)  # no ratios across unrelated runs
+    # The URL keeps the order and the baseline: the picker shows them again.
+    expect(page.locator("#baseline")).to_have_value(str(sweep))
+    screenshot(page, "compare-unrelated-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "compare-unrelated-phone")
+    watch.assert_clean()
+
+
+def test_compare_ratios_have_three_significant_figures_and_a_direction(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    slow = upload(live_server, "slow-allreduce.csv", spike_csv())
+    fast_csv = spike_csv().replace(b",14.", b",3.")  # the same trials about 4.7 × faster
+    fast = upload(live_server, "fast-allreduce.csv", fast_csv)
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
+    wait_for_charts(page)
+    expect(page.locator("#compare-notice")).to_be_hidden()
+    row = page.locator("#compare-groups tbody tr").nth(1)
+    expect(row.locator("td").nth(2).locator("small")).to_have_class("delta-neutral")  # counts are not judged
+    p50 = row.locator("td").nth(3).locator("small")
+    expect(p50).to_have_text("0.231×")  # 3.3 ms ÷ 14.3 ms
+    expect(p50).to_have_class("delta-better")
     watch.assert_clean()

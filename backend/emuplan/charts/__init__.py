@@ -6,6 +6,7 @@ from emuplan.charts.figures import (
     cdf_figure,
     comparison_cdf_figure,
     comparison_small_multiples,
+    comparison_sweep_figure,
     delay_figure,
     sweep_figure,
 )
@@ -15,6 +16,7 @@ __all__ = [
     "cdf_figure",
     "comparison_cdf_figure",
     "comparison_small_multiples",
+    "comparison_sweep_figure",
     "delay_figure",
     "sweep_figure",
 ]

@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 
-from emuplan.results.analysis import time_unit
+from emuplan.results.analysis import file_or_ours, page_time_unit
 from emuplan.results.stats import PERCENTILES
 
 MARKED_PERCENTILES = ("p50", "p90", "p99", "p99_9")
@@ -32,7 +32,7 @@ def to_dict(figure: go.Figure) -> dict:
 
 def _time_unit(summaries: list[dict]) -> tuple[str, float]:
     """(unit, scale from µs) for the typical completion of these runs: the unit their tables use too."""
-    unit, us_per_unit = time_unit(max((s["overall"]["p50_us"] for s in summaries), default=0.0))
+    unit, us_per_unit = page_time_unit(summaries)
     return unit, 1.0 / us_per_unit
 
 
@@ -282,6 +282,32 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
         traces, title, "data size (bytes, log 2 scale)", "bandwidth (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
         # Anchored to the figure's bottom edge, below the axis title however tall rotated ticks make it.
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+    )  # fmt: skip
+
+
+def comparison_sweep_figure(runs: list[tuple[str, dict]]) -> dict:
+    """Size sweeps compared: each run's busbw (as the file printed it, else ours) against size, overlaid,
+    one colour per run, in-place dash-dotted."""
+    traces, sizes = [], []
+    for index, (name, summary) in enumerate(runs):
+        color = COLORS[index % len(COLORS)]
+        series: dict[tuple[str, str], list[dict]] = {}
+        for group in summary["groups"]:
+            series.setdefault((group["collective"], group["variant"]), []).append(group)
+        for (collective, variant), groups in series.items():
+            groups.sort(key=lambda g: g["size_bytes"])
+            x = [g["size_bytes"] for g in groups]
+            sizes += x
+            label = " ".join(part for part in (name, collective, variant) if part)
+            dash = "dashdot" if variant == "in-place" else "solid"
+            traces.append(go.Scatter(x=x, y=[file_or_ours(g, "busbw_gbps") for g in groups], mode="lines+markers",
+                                     name=escape(label), legendgroup=f"run-{index}",
+                                     line={"color": color, "dash": dash}))  # fmt: skip
+    ticks = _size_ticks(sizes) if sizes else {}
+    return _figure(
+        traces, "busbw vs data size by run", "data size (bytes, log 2 scale)", "busbw (GB/s, 1 GB = 1e9 B)",
+        xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
         legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )  # fmt: skip
 

@@ -44,6 +44,11 @@ def _number(value, unit: str = "", digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}{unit}"
 
 
+def _ratio(value: float | None) -> str:
+    """run ÷ baseline to 3 significant figures, as the compare page prints it (0.000650×, not ×0.00)."""
+    return "–" if value is None else f"{value:#.3g}×"
+
+
 def _statistics_lines(summary: dict) -> list[str]:
     lines = [
         f"  {'group':<44} {'n':>8} {'p50 µs':>12} {'p99 µs':>12} {'max µs':>12} {'p99/p50':>8} "
@@ -203,17 +208,26 @@ def compare_runs(
         _echo_json(document)
         return
     typer.echo(f"baseline: run {document['baseline_run_id']}")
-    typer.echo(f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'Δp50':>10} {'p99 µs':>12} {'Δp99':>10} {'max µs':>12}")
+    if document["notice"]:
+        typer.echo(f"note: {document['notice']}")
+    typer.echo(
+        f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
+    )
     for row in document["runs"]:
         overall = row["overall"]
         typer.echo(
             f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
-            f"{_number(overall['p50_us']['value']):>12} {_number(overall['p50_us']['delta']):>10} "
-            f"{_number(overall['p99_us']['value']):>12} {_number(overall['p99_us']['delta']):>10} "
+            f"{_number(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
+            f"{_number(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
             f"{_number(overall['max_us']['value']):>12}"
         )
     typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
     for test in document["ks_tests"]:
+        if not test["comparable"]:
+            typer.echo(
+                f"  run {test['run_a']} vs run {test['run_b']}: not tested, no (collective, data size) in common"
+            )
+            continue
         typer.echo(
             f"  run {test['run_a']} vs run {test['run_b']}: D = {test['statistic']:.4f}, p = {test['pvalue']:.3g} "
             f"({test['method']})"

@@ -77,6 +77,11 @@ def resolve_assumptions(
     )
 
 
+def page_time_unit(summaries: list[dict]) -> tuple[str, float]:
+    """The one time unit of a page showing these runs: from the largest of their typical (p50) times."""
+    return time_unit(max((summary["overall"]["p50_us"] for summary in summaries), default=0.0))
+
+
 def time_unit(typical_us: float) -> tuple[str, float]:
     """(unit, µs per unit) for times around ``typical_us``: µs below 1 ms, ms below 1 s, else s."""
     if typical_us >= 1e6:
@@ -96,8 +101,7 @@ def analyse(summary: dict, assumptions: Assumptions, plan_workload: dict | None 
     collectives = [c for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)]
     network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, collectives)
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
-    typical = [g["p50_us"] for g in groups] or [summary["overall"]["p50_us"]]
-    unit, per_unit = time_unit(sorted(typical)[len(typical) // 2])
+    unit, per_unit = page_time_unit([summary])
     result = {
         "assumptions": {**asdict(assumptions), "ceiling_gbps": assumptions.ceiling_gbps},
         "time_unit": unit,
@@ -122,7 +126,7 @@ def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptio
     return size_bytes / ideal_s / 1e9 * bus_bandwidth_factor(op, assumptions.ranks)
 
 
-def _file_or_ours(group: dict, key: str) -> float | None:
+def file_or_ours(group: dict, key: str) -> float | None:
     """The figure the file printed for this size and variant (nccl-tests, KAI), else ours."""
     reported = group.get(f"reported_{key}")
     return reported if reported is not None else group.get(key)
@@ -134,7 +138,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
     collectives = []
     for collective in dict.fromkeys(g["collective"] for g in groups):
         members = [g for g in groups if g["collective"] == collective]
-        cells = [(cell, g) for g in members if (cell := _file_or_ours(g, "busbw_gbps")) is not None]
+        cells = [(cell, g) for g in members if (cell := file_or_ours(g, "busbw_gbps")) is not None]
         average = sum(cell for cell, _ in cells) / len(cells) if cells else None
         peak_cell, peak_group = max(cells, key=lambda pair: pair[0]) if cells else (None, None)
         file_average = reported_avg.get(collective)
@@ -150,8 +154,8 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                             "elements": g.get("elements"),
                             "dtype": g.get("dtype"),
                             "time_us": g["mean_us"],
-                            "algbw_gbps": _file_or_ours(g, "algbw_gbps"),
-                            "busbw_gbps": _file_or_ours(g, "busbw_gbps"),
+                            "algbw_gbps": file_or_ours(g, "algbw_gbps"),
+                            "busbw_gbps": file_or_ours(g, "busbw_gbps"),
                             "pct_of_ideal": g.get("pct_of_ideal"),
                             "expected_busbw_gbps": expected_busbw_gbps(collective, g["size_bytes"], assumptions),
                         }

@@ -29,7 +29,7 @@ from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
 from emuplan import charts
-from emuplan.results.analysis import analyse, resolve_assumptions
+from emuplan.results.analysis import analyse, is_size_sweep, page_time_unit, resolve_assumptions
 from emuplan.results.canonical import ParsedResult
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
@@ -315,8 +315,13 @@ def compare_stored_runs(
     summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, r.summary) for r in stored]
     comparison = compare_runs(summaries, baseline_id)
     named = [(f"#{r.id} {r.name}", r.summary) for r in stored]
-    comparison["figures"] = {
-        "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
-        "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
-    }
+    comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
+    if all(is_size_sweep(r.summary["groups"]) for r in stored):
+        # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.
+        comparison["figures"] = {"sweeps": charts.comparison_sweep_figure(named)}
+    else:
+        comparison["figures"] = {
+            "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
+            "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
+        }
     return comparison
