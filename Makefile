@@ -29,5 +29,7 @@ run: $(INSTALLED) system-packages
 test: $(INSTALLED) system-packages
 	$(PYTHON) -m pytest
 
+# Every script runs and prints its figures; the exit status says afterwards whether one missed.
 bench: $(INSTALLED) system-packages
-	for script in bench/bench_*.py; do $(PYTHON) $$script || exit 1; done
+	@failed=""; for script in bench/bench_*.py; do echo "== $$script"; $(PYTHON) $$script || failed="$$failed $$script"; done; \
+	if [ -n "$$failed" ]; then echo "missed a target or failed:$$failed"; exit 1; fi

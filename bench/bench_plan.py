@@ -1,8 +1,7 @@
 """Planning speed and memory: Llama-3-70B, framework hybrid tp 8 × pp 8 × dp 16, seq 8192, micro-batch 1.
 
 Targets: < 1 s after import, < 600 MB peak RSS. Each case runs in a fresh interpreter so its peak RSS
-is its own. Baselines measured in the same run: the seed MLP plan (which builds a real nn.Module on
-the meta device, so it imports torch) and a bare ``import torch``.
+is its own. Baselines measured in the same run: the seed MLP plan and a bare ``import torch``.
 
     .venv/bin/python bench/bench_plan.py
 """
@@ -73,7 +72,7 @@ def main() -> None:
     print(
         f"  peak RSS        {hybrid['peak_rss_mb']:.0f} MB (target < 600 MB; torch loaded: {hybrid['torch_imported']})"
     )
-    print("baseline: seed MLP tutorial data plan (meta-device nn.Module)")
+    print("baseline: seed MLP tutorial data plan")
     print(f"  first plan      {seed['first_s'] * 1000:.1f} ms   peak RSS {seed['peak_rss_mb']:.0f} MB")
     print(f"baseline: bare `import torch`: {bare_torch['import_s']:.3f} s, peak RSS {bare_torch['peak_rss_mb']:.0f} MB")
     print(f"ratio 70B / seed plan time (best): {hybrid['best_s'] / seed['best_s']:.2f}x")

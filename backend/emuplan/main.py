@@ -2,22 +2,18 @@
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
-import plotly
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import comparisons, health, measure, models, pages, plans, runs
+from emuplan.api import comparisons, health, measure, models, pages, plans, runs, static_files
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
 from emuplan.store.db import Database, migrate
-
-PLOTLY_JS_DIR = Path(plotly.__file__).parent / "package_data"
 
 # Plotly.js sets inline styles on the elements it draws, hence 'unsafe-inline' for styles only.
 CONTENT_SECURITY_POLICY = (
@@ -73,14 +69,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.database = Database(settings.database_url)
+    app.state.static_files = static_files.static_files(settings.frontend_dir / "static")
 
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_upload_bytes)
     app.add_middleware(RequestGuardMiddleware, allowed_hosts=settings.allowed_hosts)
     app.add_middleware(SecurityHeadersMiddleware)
+    # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
 
-    app.mount("/static/plotly", StaticFiles(directory=PLOTLY_JS_DIR), name="plotly")
-    app.mount("/static", StaticFiles(directory=settings.frontend_dir / "static"), name="static")
-
+    app.include_router(static_files.router)
     app.include_router(health.router)
     app.include_router(comparisons.router)
     app.include_router(models.router)

@@ -1,7 +1,7 @@
 // Draws the Plotly figures the server built (charts/ builds them; nothing is computed here).
 // Every element with data-figure-url gets its figure fetched and drawn as SVG traces; the modebar
 // downloads PNG (Plotly's camera button) and SVG (our button).
-import { el, fetchJSON } from "/static/util.js";
+import { el, fetchJSON } from "./util.js";
 
 const svgDownload = {
   name: "Download plot as SVG",

@@ -3,8 +3,8 @@
 // the per-size table, the overall table with the baseline ratios coloured by the server's verdict
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
 // curves for size sweeps, overlaid CDFs and per-run delay charts for distributions.
-import { drawAll, drawFigure } from "/static/charts.js";
-import { el, fetchJSON, fixed, integer, table } from "/static/util.js";
+import { drawAll, drawFigure } from "./charts.js";
+import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");

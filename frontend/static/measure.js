@@ -1,6 +1,6 @@
 // "Measure locally" on a saved plan's page: start a background measurement, follow its progress,
 // cancel it, and link the stored run. Everything is computed by the server's measurement API.
-import { el, fetchJSON, showMessage } from "/static/util.js";
+import { el, fetchJSON, showMessage } from "./util.js";
 
 const card = document.getElementById("measure");
 const planId = Number(card.dataset.planId);

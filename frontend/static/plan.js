@@ -1,8 +1,8 @@
 // The plan form: every input change previews the plan in both modes through the planner's API and
 // redraws the KCCB settings and the workload table; nothing is computed here. Empty fields are left
 // to the planner, whose choices show as placeholders; messages name the form's fields.
-import { debounce, el, fetchJSON, showMessage } from "/static/util.js";
-import { renderKccb, renderWorkload } from "/static/plan_render.js";
+import { debounce, el, fetchJSON, showMessage } from "./util.js";
+import { renderKccb, renderWorkload } from "./plan_render.js";
 
 const form = document.getElementById("plan-form");
 const inputsCard = document.getElementById("plan-inputs");

@@ -1,6 +1,6 @@
 // How a plan document is drawn, on the plan form (both modes side by side) and on a saved plan's
 // read-only page: KCCB settings, the workload table with its network assumptions, the notes.
-import { copyButton, el, fixed, integer, table } from "/static/util.js";
+import { copyButton, el, fixed, integer, table } from "./util.js";
 
 // "[2600, 33024]" that wraps only between numbers: each number with its comma or bracket is unbreakable.
 export function sizesNode(sizes) {

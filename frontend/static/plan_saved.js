@@ -1,6 +1,6 @@
 // A saved plan's read-only page: draws the stored document, the same one its downloads export.
-import { fetchJSON } from "/static/util.js";
-import { renderKccb, renderWorkload } from "/static/plan_render.js";
+import { fetchJSON } from "./util.js";
+import { renderKccb, renderWorkload } from "./plan_render.js";
 
 const results = document.getElementById("plan-results");
 const saved = await fetchJSON(`/api/plans/${results.dataset.planId}`);

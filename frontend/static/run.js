@@ -1,6 +1,6 @@
 // The run page: draws the run's charts from the figure endpoints; the delay chart's "log y" and
 // "clip at p99.9" boxes fetch it again with those options (the server builds every figure).
-import { drawAll, drawFromUrl, wireLogToggles } from "/static/charts.js";
+import { drawAll, drawFromUrl, wireLogToggles } from "./charts.js";
 
 wireLogToggles();
 

@@ -1,6 +1,6 @@
 // "Save and share" on /compare, and the share links of a saved comparison (create, list, revoke).
 // A new link's token is shown once: the server keeps only its hash.
-import { copyButton, el, fetchJSON, showMessage } from "/static/util.js";
+import { copyButton, el, fetchJSON, showMessage } from "./util.js";
 
 const result = document.getElementById("share-result");
 const errorBox = document.getElementById("share-error");

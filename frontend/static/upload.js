@@ -1,6 +1,6 @@
 // The runs page's upload: file picker or drag-and-drop, XMLHttpRequest for its upload progress,
 // the server's own error message shown inline.
-import { el, errorMessage, showMessage } from "/static/util.js";
+import { el, errorMessage, showMessage } from "./util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");

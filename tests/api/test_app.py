@@ -28,12 +28,6 @@ def test_pages_send_a_strict_content_security_policy(client: TestClient) -> None
     assert response.headers["x-content-type-options"] == "nosniff"
 
 
-def test_plotly_js_is_served_from_the_installed_package(client: TestClient) -> None:
-    response = client.get("/static/plotly/plotly.min.js")
-    assert response.status_code == 200
-    assert len(response.content) > 1_000_000
-
-
 def test_body_over_the_limit_is_refused_with_413(database_url: str) -> None:
     settings = Settings(database_url=database_url, demo=False, max_upload_bytes=1000)
     with TestClient(create_app(settings)) as client:

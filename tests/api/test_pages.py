@@ -27,9 +27,10 @@ def test_user_strings_are_escaped_in_every_page(client: TestClient) -> None:
         assert XSS_NAME not in page.text, path
         assert "&lt;img src=x onerror=alert(1)&gt;" in page.text, path
         assert "<b>x</b>" not in page.text, path
-        # No inline script anywhere: every <script> has a src under /static.
-        assert page.text.count("<script") == page.text.count('<script src="/static/') + page.text.count(
-            '<script type="module" src="/static/'
+        # No inline script anywhere: every <script> has a src under /static/<version>/.
+        static = f"/static/{client.app.state.static_files.version}/"
+        assert page.text.count("<script") == page.text.count(f'<script src="{static}') + page.text.count(
+            f'<script type="module" src="{static}'
         ), path
 
 

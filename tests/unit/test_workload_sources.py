@@ -8,6 +8,8 @@ import torch
 
 from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
 from emuplan.workload.sources import UnknownModelError, resolve_model
+from emuplan.workload.torch_module import inventory_from_module
+from fixtures.models.seed_classifier import Classifier
 from seed_model import assert_is_the_seed_classifier
 
 LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
@@ -30,10 +32,14 @@ def test_preset_parameter_counts_are_exact(preset: str, count: int) -> None:
     assert resolve_model(preset).parameter_count == count
 
 
-def test_seed_mlp_is_read_from_a_real_module_with_its_layer_outputs() -> None:
+def test_seed_mlp_is_what_pytorch_traces_from_the_seeds_module() -> None:
     inventory = resolve_model("fashion-mnist-mlp")
     assert_is_the_seed_classifier(inventory)
     assert inventory.sample.label_dtype == "int64"
+    with torch.device("meta"):
+        seed_module = Classifier()
+    traced = inventory_from_module(seed_module, name="fashion-mnist-mlp", source_kind="preset", sample=inventory.sample)
+    assert inventory.model_dump() == traced.model_dump()
 
 
 class _TinyLlamaLayer(torch.nn.Module):

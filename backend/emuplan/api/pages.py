@@ -45,7 +45,9 @@ def render(
     request: Request, template: str, status_code: int = 200, headers: dict | None = None, **context
 ) -> HTMLResponse:
     environment = _environment(request.app.state.settings.frontend_dir / "templates")
-    html = environment.get_template(template).render(request=request, **context)
+    html = environment.get_template(template).render(
+        request=request, static_url=request.app.state.static_files.url, **context
+    )
     return HTMLResponse(html, status_code=status_code, headers=headers)
 
 

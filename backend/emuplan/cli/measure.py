@@ -4,7 +4,7 @@ command for a cluster) and store the timings as a measured run."""
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,12 +12,10 @@ from emuplan.cli.app import app, open_database
 from emuplan.measure.launcher import BACKENDS, MeasurementOptions
 from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
-from emuplan.results.canonical import ResultFileError
-from emuplan.store.db import Database
-from emuplan.store.measurements import measure_and_store, save_measured_run
-from emuplan.store.models import Run
-from emuplan.store.plans import PlanNotFound, get_plan
-from emuplan.store.runs import DuplicateRun, RunInputError, run_public
+
+if TYPE_CHECKING:
+    from emuplan.store.db import Database
+    from emuplan.store.models import Run
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
 
@@ -44,7 +42,7 @@ def _progress_printer() -> Any:
     return on_event
 
 
-def _render_run(run: Run) -> str:
+def _render_run(run: "Run") -> str:
     lines = [f"stored run {run.id}: {run.name}", f"  {run.origin_detail}"]
     lines += [f"  note: {warning}" for warning in run.warnings]
     for group in run.summary.get("groups", []):
@@ -58,7 +56,7 @@ def _render_run(run: Run) -> str:
 
 
 def _print_torchrun(
-    database: Database,
+    database: "Database",
     plan_id: int,
     options: MeasurementOptions,
     nnodes: int | None,
@@ -66,6 +64,8 @@ def _print_torchrun(
     rendezvous: str,
     plan_file: Path | None,
 ) -> None:
+    from emuplan.store.plans import get_plan
+
     with database.read_session() as session:
         plan = get_plan(session, plan_id)
     hosts, gpus_per_host = cluster_shape(plan.workload)
@@ -92,7 +92,12 @@ def _print_torchrun(
     )
 
 
-def _store_torchrun_result(database: Database, plan_id: int, csv_path: Path, name: str | None, tags: list[str]) -> Run:
+def _store_torchrun_result(
+    database: "Database", plan_id: int, csv_path: Path, name: str | None, tags: list[str]
+) -> "Run":
+    from emuplan.store.measurements import save_measured_run
+    from emuplan.store.plans import get_plan
+
     record_path = csv_path.with_suffix(".json")
     try:
         csv_text = csv_path.read_text()
@@ -165,6 +170,11 @@ def measure(
 
     Progress goes to stderr; a failed, hung (--timeout) or interrupted measurement stores nothing.
     """
+    from emuplan.results.canonical import ResultFileError
+    from emuplan.store.measurements import measure_and_store
+    from emuplan.store.plans import PlanNotFound
+    from emuplan.store.runs import DuplicateRun, RunInputError, run_public
+
     if backend not in BACKENDS:
         _fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
     options = MeasurementOptions(

@@ -9,8 +9,6 @@ import typer
 
 from emuplan.cli.app import app, open_database
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.settings import get_settings
-from emuplan.store import plans as store
 from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.planner import plan_workload
@@ -168,8 +166,13 @@ def plan(
         raise typer.BadParameter(f"--stages {stages} contradicts --pp {pp}", param_hint="--stages")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
-        sandbox = SandboxPolicy.from_settings(get_settings())
+        sandbox = None
+        if is_pytorch_source:  # reading the settings costs more than planning a preset
+            from emuplan.settings import get_settings
+
+            sandbox = SandboxPolicy.from_settings(get_settings())
         pytorch_options = (
             options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
             if model_class is not None and input_shape is not None
@@ -206,13 +209,15 @@ def plan(
             latency_us=latency_us,
         )
         document = plan_workload(request, inventory)
-        if Path(model).suffix == PYTORCH_SUFFIX:
+        if is_pytorch_source:
             document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
     except ValueError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     plan_id = None
     if save:
+        from emuplan.store import plans as store
+
         database = open_database()
         try:
             with database.writing() as session:

@@ -4,15 +4,14 @@ same JSON with ``--json``)."""
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from sqlmodel import Session
 
 from emuplan.cli.app import app, open_database
-from emuplan.results.headers import parse_column_map
-from emuplan.settings import get_settings
-from emuplan.store import runs as store
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
 
 T = TypeVar("T")
 
@@ -26,8 +25,10 @@ def _echo_json(document) -> None:
     typer.echo(json.dumps(document, indent=2, default=str))
 
 
-def _with_store(action: Callable[[Session], T], *, write: bool = False) -> T:
+def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
     """``action(session)`` on the configured database; a domain error exits 2 with its message."""
+    from emuplan.store import runs as store
+
     database = open_database()
     try:
         with database.writing() if write else database.read_session() as session:
@@ -84,6 +85,10 @@ def import_run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
 ) -> None:
     """Import a result file as a run and print its statistics."""
+    from emuplan.results.headers import parse_column_map
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
     document = _with_store(
         lambda session: store.run_public(
             store.import_result_file(
@@ -123,6 +128,8 @@ def list_runs(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List stored runs, newest first."""
+    from emuplan.store import runs as store
+
     documents = _with_store(
         lambda session: [
             store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
@@ -153,6 +160,9 @@ def run_stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
     choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
     document = _with_store(
         lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
@@ -203,6 +213,8 @@ def compare_runs(
     ] = False,
 ) -> None:
     """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair."""
+    from emuplan.store import runs as store
+
     document = _with_store(lambda session: store.compare_stored_runs(session, run_ids, baseline))
     if as_json:
         _echo_json(document)

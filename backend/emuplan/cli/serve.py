@@ -1,12 +1,8 @@
 """``emuplan serve``: run the dashboard with uvicorn."""
 
 import typer
-import uvicorn
 
 from emuplan.cli.app import app, open_database
-from emuplan.demo import load_demo
-from emuplan.main import create_app
-from emuplan.settings import get_settings
 
 
 @app.command()
@@ -15,6 +11,12 @@ def serve(
     port: int = typer.Option(None, help="Port to listen on. Default: EMUPLAN_PORT or 8000."),
 ) -> None:
     """Start the dashboard (migrates the database first) and print its URL."""
+    import uvicorn
+
+    from emuplan.demo import load_demo
+    from emuplan.main import create_app
+    from emuplan.settings import get_settings
+
     settings = get_settings()
     host = host or settings.host
     port = port or settings.port

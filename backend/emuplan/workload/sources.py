@@ -11,7 +11,6 @@ from pathlib import Path
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.workload.hf_config import read_hf_config
 from emuplan.workload.inventory import ModelInventory
-from emuplan.workload.onnx_source import read_onnx
 from emuplan.workload.presets import PRESETS
 from emuplan.workload.pytorch_source import PytorchSourceOptions, read_pytorch_file
 from emuplan.workload.safetensors_source import read_safetensors
@@ -21,9 +20,16 @@ class UnknownModelError(ValueError):
     """Neither a preset nor a file of a supported kind."""
 
 
+def _read_onnx(path: Path) -> ModelInventory:
+    # onnx takes longer to import than a plan takes to compute: only ONNX files pay for it.
+    from emuplan.workload.onnx_source import read_onnx
+
+    return read_onnx(path)
+
+
 FILE_SOURCES: dict[str, Callable[[Path], ModelInventory]] = {
     ".json": read_hf_config,
-    ".onnx": read_onnx,
+    ".onnx": _read_onnx,
     ".safetensors": read_safetensors,
 }
 # PyTorch source runs only in the sandbox and needs the class to build and the input shape.

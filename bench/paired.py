@@ -1,0 +1,41 @@
+"""Paired A/B rounds shared by the benches: every case runs once per round, in an order that rotates
+from round to round, so a load spike on the shared machine hits the cases of one round alike and
+their ratio stays honest. Figures are medians with the min–max over the rounds."""
+
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+
+
+def paired_rounds(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """``{case: [value of round 1, round 2, ...]}``; each case returns the figure it measured."""
+    names = list(cases)
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            values[name].append(cases[name]())
+    return values
+
+
+def ratios(values: dict[str, list[float]], case: str, baseline: str) -> list[float]:
+    """Per-round ratio case / baseline."""
+    return [a / b for a, b in zip(values[case], values[baseline], strict=True)]
+
+
+def spread(samples: Sequence[float], digits: int = 3, unit: str = "") -> str:
+    """``median (min–max)``."""
+    return f"{statistics.median(samples):.{digits}f}{unit} ({min(samples):.{digits}f}–{max(samples):.{digits}f}{unit})"
+
+
+def wall_seconds(command: Sequence[str], **run_options) -> float:
+    """Wall time of one run of ``command`` in a fresh process, as a user's shell would start it."""
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, **run_options)
+    return time.perf_counter() - started
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as loadavg:
+        return " ".join(loadavg.read().split()[:3])

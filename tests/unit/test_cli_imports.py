@@ -1,0 +1,64 @@
+"""Commands import only what they use: `--help` and planning a preset load none of the heavy libraries.
+
+Each runs in a fresh interpreter, as a user's shell would start it, and lists the heavy top-level
+modules loaded by the time the command finished.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "scipy", "numpy", "pyarrow", "onnx", "plotly", "sqlalchemy", "sqlmodel", "alembic")
+HEAVY += ("fastapi", "starlette", "uvicorn", "pydantic_settings")
+
+RUN_AND_LIST_HEAVY = f"""
+import json, sys
+from emuplan.cli import app
+try:
+    app(sys.argv[1:], prog_name="emuplan")
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps([code, sorted(m for m in {HEAVY!r} if m in sys.modules)]), file=sys.stderr)
+"""
+
+
+def loaded_heavy_modules(*arguments: str) -> tuple[int, list[str]]:
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST_HEAVY, *arguments], capture_output=True, text=True, timeout=120
+    )
+    exit_code, modules = json.loads(result.stderr.strip().splitlines()[-1])
+    return exit_code, modules
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--help"],
+        ["plan", "--model", "fashion-mnist-mlp"],
+        ["plan", "--model", "llama-3-70b", "--strategy", "hybrid", "--tp", "8", "--pp", "4", "--json"],
+        ["plan", "--model", "gpt2", "--export", "yaml"],
+        ["plan", "--help"],
+        ["import", "--help"],
+        ["measure", "--help"],
+        ["serve", "--help"],
+    ],
+    ids=" ".join,
+)
+def test_command_loads_no_heavy_library(arguments: list[str]) -> None:
+    assert loaded_heavy_modules(*arguments) == (0, [])
+
+
+def test_a_command_that_needs_the_store_still_loads_it(tmp_path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'cli.sqlite3'}"
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST_HEAVY, "runs"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "EMUPLAN_DATABASE_URL": database_url},
+    )
+    exit_code, modules = json.loads(result.stderr.strip().splitlines()[-1])
+    assert exit_code == 0
+    assert {"sqlalchemy", "sqlmodel", "alembic"} <= set(modules)
