@@ -20,6 +20,14 @@ def upload(server: LiveServer, file_name: str, content: bytes) -> int:
     return response.json()["id"]
 
 
+def desktop_then_phone(page: Page, name: str) -> None:
+    """Screenshots at 1280 and 390 px wide; at 390 the page itself must not scroll sideways."""
+    screenshot(page, f"{name}-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, f"{name}-phone")
+
+
 def spike_csv() -> bytes:
     """500 all-reduce iterations around 14 ms with one 5-second spike at iteration 250."""
     times = 14.0 + (np.arange(500) % 7) * 0.1
@@ -57,10 +65,7 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     wait_for_charts(page)
     expect(page.locator("#sweep-chart .legendtext").last).to_have_text("line rate 50 GB/s")
     assert page.url.endswith(f"/runs/{run_id}?link_gbps=400&latency_us=5&ranks=16")
-    screenshot(page, "run-size-sweep-desktop")
-    page.set_viewport_size(PHONE)
-    assert no_page_overflow(page)
-    screenshot(page, "run-size-sweep-phone")
+    desktop_then_phone(page, "run-size-sweep")
     watch.assert_clean()
 
 
@@ -115,10 +120,7 @@ def test_compare_of_unrelated_runs_says_so_and_the_picker_keeps_the_tick_order(
     expect(page.locator("#compare-stats small")).to_have_count(0)  # no ratios across unrelated runs
     # The URL keeps the order and the baseline: the picker shows them again.
     expect(page.locator("#baseline")).to_have_value(str(sweep))
-    screenshot(page, "compare-unrelated-desktop")
-    page.set_viewport_size(PHONE)
-    assert no_page_overflow(page)
-    screenshot(page, "compare-unrelated-phone")
+    desktop_then_phone(page, "compare-unrelated")
     watch.assert_clean()
 
 
