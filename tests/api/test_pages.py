@@ -2,6 +2,8 @@
 
 from fastapi.testclient import TestClient
 
+from conftest import NCCL_TESTS_FIXTURES
+
 XSS_NAME = "<img src=x onerror=alert(1)>"
 
 
@@ -47,6 +49,8 @@ def test_runs_page_filters_by_strategy_and_tag(client: TestClient) -> None:
     assert listed("?strategy=tensor") == ["tp-a", "tp-b"]
     assert listed("?tag=lab-a") == ["dp-a", "tp-a"]
     assert listed("?strategy=tensor&tag=lab-a") == ["tp-a"]
+    assert listed("?tag=LAB-A") == ["dp-a", "tp-a"]  # filters match in any case
+    assert [run["name"] for run in client.get("/api/runs", params={"tag": "Lab-B"}).json()] == ["tp-b"]
 
 
 def test_share_page_has_no_way_out(client: TestClient) -> None:
@@ -62,3 +66,11 @@ def test_share_page_has_no_way_out(client: TestClient) -> None:
     assert "private run" not in page.text
     assert f'data-compare-url="/api/shared/{token}"' in page.text
     assert f'data-figure-url="/api/shared/{token}/runs/{run_id}/figures/delay"' in page.text
+
+
+def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:
+    log = NCCL_TESTS_FIXTURES / "v100-12gpu-broadcast-pre2.13.txt"
+    response = client.post("/api/runs", files={"file": (log.name, log.read_bytes())}, data={"name": "bcast"})
+    assert response.status_code == 201, response.text
+    page = client.get(f"/runs/{response.json()['id']}").text
+    assert " · 12 ranks on 1 host</p>" in page

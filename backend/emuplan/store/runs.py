@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import delete
+from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -194,14 +194,18 @@ def get_run(session: Session, run_id: int) -> Run:
 def list_runs(
     session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
 ) -> list[Run]:
+    """Newest first; strategy and tag match in any case ("Fabric-A" finds "fabric-a")."""
     query = select(Run).order_by(col(Run.id).desc())
     if strategy:
-        query = query.where(Run.strategy == strategy)
+        query = query.where(func.lower(Run.strategy) == strategy.casefold())
     if plan_id is not None:
         query = query.where(Run.plan_id == plan_id)
     runs = list(session.exec(query))
     # Tags are a JSON list: filtered here, portable across SQLite and PostgreSQL.
-    return [run for run in runs if tag in run.tags] if tag else runs
+    if not tag:
+        return runs
+    wanted = tag.casefold()
+    return [run for run in runs if any(run_tag.casefold() == wanted for run_tag in run.tags)]
 
 
 def delete_run(session: Session, run_id: int) -> None:
