@@ -2,7 +2,7 @@
 
 from fastapi.testclient import TestClient
 
-from conftest import NCCL_TESTS_FIXTURES
+from paths import SHARED_NCCL
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 
@@ -69,7 +69,7 @@ def test_share_page_has_no_way_out(client: TestClient) -> None:
 
 
 def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:
-    log = NCCL_TESTS_FIXTURES / "v100-12gpu-broadcast-pre2.13.txt"
+    log = SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"
     response = client.post("/api/runs", files={"file": (log.name, log.read_bytes())}, data={"name": "bcast"})
     assert response.status_code == 201, response.text
     page = client.get(f"/runs/{response.json()['id']}").text

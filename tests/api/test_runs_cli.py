@@ -1,16 +1,14 @@
 """``emuplan import / runs / stats / compare`` print the same data as the API."""
 
 import json
-from pathlib import Path
 
 from scipy.stats import ks_2samp
 from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.results import parse_result_file
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
 runner = CliRunner()
 
 
@@ -18,7 +16,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def test_import_runs_stats_compare(cli_env, tmp_path):
+def test_import_runs_stats_compare(cli_env, client, tmp_path):
     imported = invoke(
         "import", str(RESULTS / "generated-per-iteration.csv"), "--strategy", "pipeline", "--tag", "demo", "--json"
     )
@@ -37,9 +35,11 @@ def test_import_runs_stats_compare(cli_env, tmp_path):
 
     listed = json.loads(invoke("runs", "--json").output)
     assert [r["id"] for r in listed] == [2, 1]
+    assert listed == client.get("/api/runs").json()  # the same documents the API answers with
     stats = json.loads(invoke("stats", "1", "--json").output)
     assert stats["overall"] == first["summary"]["overall"]
     assert [g["count"] for g in stats["groups"]] == [500, 500, 500, 500]
+    assert stats == client.get("/api/runs/1/stats").json()
 
     rows = (RESULTS / "generated-per-iteration.csv").read_text().splitlines(keepends=True)
     first_half = tmp_path / "first-half.csv"
@@ -61,6 +61,15 @@ def test_import_runs_stats_compare(cli_env, tmp_path):
     durations = generated["duration_us"].to_numpy().round(3)
     expected = ks_2samp(durations, durations[:1000])
     assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in lines
+    # The CLI prints the API's document: the same pairs tested, the same statistics.
+    api_tests = client.get("/api/compare", params={"runs": "1,2,3", "baseline": 2}).json()["ks_tests"]
+    assert [(t["run_a"], t["run_b"], t["comparable"], t["method"]) for t in api_tests] == [
+        (1, 2, False, None),
+        (1, 3, True, "exact"),
+        (2, 3, False, None),
+    ]
+    api_test = api_tests[1]
+    assert f"  run 1 vs run 3: D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:.3g} (exact)" in lines
     # Against a comparable baseline the ratios are printed to 3 significant figures.
     document = json.loads(invoke("compare", "1", "3", "--json").output)
     ratio = document["runs"][1]["overall"]["p50_us"]["ratio"]
@@ -82,7 +91,7 @@ def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):
 
 
 def test_stats_of_a_size_sweep_prints_the_headline_and_takes_assumptions(cli_env):
-    log = RESULTS / "nccl-tests" / "h100-16rank-allreduce-mpirun.txt"
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
     assert invoke("import", str(log)).exit_code == 0
     text = invoke("stats", "1", "--link-gbps", "400", "--latency-us", "2")
     assert text.exit_code == 0, text.output

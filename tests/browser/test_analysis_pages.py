@@ -1,7 +1,6 @@
 """The analysis pages in Chromium: an nccl-tests size sweep, a spiky per-iteration run with log y."""
 
 import re
-from pathlib import Path
 
 import httpx2
 import numpy as np
@@ -10,8 +9,7 @@ from playwright.sync_api import Page, expect
 from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
 
 from live_server import LiveServer
-
-NCCL = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "nccl-tests"
+from paths import NCCL_TESTS
 
 
 def upload(server: LiveServer, file_name: str, content: bytes) -> int:
@@ -39,7 +37,7 @@ def spike_csv() -> bytes:
 def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     live_server: LiveServer, page: Page, watch: PageWatch
 ) -> None:
-    log = NCCL / "h100-16rank-allreduce-mpirun.txt"
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
     run_id = upload(live_server, log.name, log.read_bytes())
     page.goto(f"{live_server.url}/runs/{run_id}")
     wait_for_charts(page)
@@ -96,7 +94,7 @@ def test_spiky_run_with_log_y_shows_the_other_trials_and_lists_the_slowest(
 def test_compare_of_unrelated_runs_says_so_and_the_picker_keeps_the_tick_order(
     live_server: LiveServer, page: Page, watch: PageWatch
 ) -> None:
-    log = NCCL / "h100-16rank-allreduce-mpirun.txt"
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
     sweep = upload(live_server, log.name, log.read_bytes())
     spike = upload(live_server, "spike-allreduce.csv", spike_csv())
     page.goto(f"{live_server.url}/compare")

@@ -9,9 +9,8 @@ from emuplan.charts import delay_figure, sweep_figure
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis import Assumptions, analyse, expected_busbw_gbps, resolve_assumptions, time_unit
 from emuplan.results.canonical import samples_table
+from paths import NCCL_TESTS, SHARED_NCCL
 
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results" / "nccl-tests"
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
 SETTINGS_ONLY = {"default_link_gbps": 100.0, "default_latency_us": 5.0}
 
 
@@ -26,10 +25,11 @@ def sweep_of(path: Path) -> tuple[dict, dict]:
 
 # (file, collective, ranks, cells, our average of the printed cells, the log's line, peak, peak size, variant)
 REAL_LOGS = [
-    (RESULTS / "gtx1080-2gpu-allgather-pre2.13.txt", "all_gather", 2, 50, 0.347, 0.347488, 0.78, 134217728, "in-place"),
-    (RESULTS / "h100-16rank-allreduce-mpirun.txt", "all_reduce", 16, 62, 70.74145161290323, 70.742, 338.82,
+    (NCCL_TESTS / "gtx1080-2gpu-allgather-pre2.13.txt", "all_gather", 2, 50, 0.347, 0.347488, 0.78, 134217728,
+     "in-place"),
+    (NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt", "all_reduce", 16, 62, 70.74145161290323, 70.742, 338.82,
      8589934592, "out-of-place"),
-    (RESULTS / "v100-64rank-alltoall-pre2.13.txt", "all_to_all", None, 4, 0.51, 0.507636, 0.51, 268435456,
+    (NCCL_TESTS / "v100-64rank-alltoall-pre2.13.txt", "all_to_all", None, 4, 0.51, 0.507636, 0.51, 268435456,
      "out-of-place"),
     (SHARED_NCCL / "a100-16rank-allreduce-2.17.txt", "all_reduce", 16, 2, 220.92, 220.921, 222.88, 10737418240,
      "out-of-place"),
@@ -69,7 +69,7 @@ def test_average_busbw_of_real_logs_agrees_with_their_avg_bus_bandwidth_line(
 
 
 def test_sweep_tables_carry_nccl_tests_columns_and_the_expected_alpha_beta_busbw():
-    analysis, entry = sweep_of(RESULTS / "h100-16rank-allreduce-mpirun.txt")
+    analysis, entry = sweep_of(NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt")
     assert [table["variant"] for table in entry["tables"]] == ["out-of-place", "in-place"]
     last = entry["tables"][0]["rows"][-1]
     assert (last["size_bytes"], last["elements"], last["dtype"], last["time_us"]) == (
@@ -85,7 +85,7 @@ def test_sweep_tables_carry_nccl_tests_columns_and_the_expected_alpha_beta_busbw
 
 
 def test_alltoall_before_2_13_with_a_blank_redop_cell_is_read():
-    parsed = parse_result_file((RESULTS / "v100-64rank-alltoall-pre2.13.txt").read_bytes(), "alltoall.txt")
+    parsed = parse_result_file((NCCL_TESTS / "v100-64rank-alltoall-pre2.13.txt").read_bytes(), "alltoall.txt")
     rows = parsed.samples.to_pylist()
     assert [(r["size_bytes"], r["variant"], r["duration_us"], r["busbw_gbps"]) for r in rows] == [
         (268435456, "out-of-place", 520935.0, 0.51),
@@ -167,7 +167,7 @@ def test_delay_figure_log_y_and_clip_marks_the_spike_with_its_value(spike_summar
 
 
 def test_sweep_figure_has_log_2_size_ticks_expected_curve_and_line_rate():
-    analysis, _ = sweep_of(RESULTS / "gtx1080-2gpu-allgather-pre2.13.txt")
+    analysis, _ = sweep_of(NCCL_TESTS / "gtx1080-2gpu-allgather-pre2.13.txt")
     figure = sweep_figure(analysis["sweep"])
     names = [trace["name"] for trace in figure["data"]]
     assert names == [

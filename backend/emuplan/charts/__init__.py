@@ -1,7 +1,11 @@
 """Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
-comparisons."""
+comparisons.
+
+Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.
+"""
 
 from emuplan.charts.figures import (
+    FigureKind,
     bandwidth_figure,
     cdf_figure,
     comparison_cdf_figure,
@@ -12,6 +16,7 @@ from emuplan.charts.figures import (
 )
 
 __all__ = [
+    "FigureKind",
     "bandwidth_figure",
     "cdf_figure",
     "comparison_cdf_figure",

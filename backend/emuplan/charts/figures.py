@@ -10,12 +10,24 @@ HTML in names, titles and hover text.
 import html
 import json
 import textwrap
+from enum import StrEnum
 
 import numpy as np
 import plotly.graph_objects as go
 
 from emuplan.results.analysis import file_or_ours, page_time_unit
 from emuplan.results.stats import PERCENTILES
+
+
+class FigureKind(StrEnum):
+    """The figures of one run (``/api/runs/{id}/figures/{kind}``)."""
+
+    CDF = "cdf"
+    DELAY = "delay"
+    BANDWIDTH = "bandwidth"
+    # Size sweeps only (one sample per data size): busbw and algbw against size with the α-β curve.
+    SWEEP = "sweep"
+
 
 MARKED_PERCENTILES = ("p50", "p90", "p99", "p99_9")
 PERCENTILE_LABELS = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p99_9": "p99.9"}

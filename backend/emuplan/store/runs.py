@@ -29,6 +29,7 @@ from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
+from emuplan.charts import FigureKind
 from emuplan.results.analysis import analyse, is_size_sweep, page_time_unit, resolve_assumptions
 from emuplan.results.canonical import ParsedResult
 from emuplan.results.compare import RunSummary, compare_runs
@@ -36,13 +37,14 @@ from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
 from emuplan.settings import Settings
 from emuplan.store.models import Plan, Run, RunTable
+from emuplan.store.plans import plan_document
+from emuplan.store.rows import NotFound
+from emuplan.workload.document import Strategy
 
-STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
 ORIGINS = ("imported", "measured", "generated")
-FIGURE_KINDS = ("cdf", "delay", "bandwidth", "sweep")
 
 
-class RunNotFound(LookupError):
+class RunNotFound(NotFound):
     def __init__(self, run_id: int):
         super().__init__(f"run {run_id} does not exist")
         self.run_id = run_id
@@ -80,7 +82,7 @@ def _network_of(session: Session, plan_id: int | None) -> NetworkModel | None:
     plan = session.get(Plan, plan_id)
     if plan is None:
         raise RunInputError(f"plan_id: no plan with id {plan_id}")
-    return NetworkModel.from_plan_workload(plan.workload or {})
+    return NetworkModel.from_plan(plan_document(plan))
 
 
 def save_run(
@@ -97,8 +99,8 @@ def save_run(
     content_sha256: str | None = None,
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed)."""
-    if strategy is not None and strategy not in STRATEGIES:
-        raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if strategy is not None and strategy not in list(Strategy):
+        raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
         raise RunInputError(f"origin: {origin!r} is not one of {', '.join(ORIGINS)}")
     if not name.strip():
@@ -287,18 +289,20 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
     }
 
 
-def run_figure(session: Session, run: Run, kind: str, choice: AssumptionChoice, settings: Settings, **options) -> dict:
-    """One of ``FIGURE_KINDS`` for a run, from its cached summary."""
+def run_figure(
+    session: Session, run: Run, kind: FigureKind | str, choice: AssumptionChoice, settings: Settings, **options
+) -> dict:
+    """One of the ``FigureKind`` figures of a run, from its cached summary."""
     title = run.name
-    if kind == "sweep":
+    if kind == FigureKind.SWEEP:
         statistics = run_statistics(session, run, choice, settings)
         if statistics["kind"] != "size-sweep":
             raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
     log_x = options.get("log_x", False)
-    if kind == "cdf":
+    if kind == FigureKind.CDF:
         return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
-    if kind == "delay":
+    if kind == FigureKind.DELAY:
         return charts.delay_figure(
             run.summary,
             title=f"{title}: completion time per iteration",
@@ -306,9 +310,9 @@ def run_figure(session: Session, run: Run, kind: str, choice: AssumptionChoice, 
             log_y=options.get("log_y", False),
             clip=options.get("clip", False),
         )
-    if kind == "bandwidth":
+    if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
-    raise ValueError(f"figure: {kind!r} is not one of {', '.join(FIGURE_KINDS)}")
+    raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
 
 
 def compare_stored_runs(
