@@ -6,6 +6,8 @@ from emuplan.settings import REPO_ROOT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RESULTS = FIXTURES / "results"
+# The repository's own nccl-tests logs (sources in results/SOURCES.md).
+NCCL_TESTS = RESULTS / "nccl-tests"
 MODELS = FIXTURES / "models"
 LLAMA_2_7B_CONFIG = FIXTURES / "hf_configs" / "Llama-2-7b-hf" / "config.json"
 # The team's shared material beside the repository: seed tutorials and nccl-tests logs.

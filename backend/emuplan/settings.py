@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     )
     sandbox_timeout_s: float = Field(default=60.0, description="Wall-clock limit for one sandboxed model run.")
     sandbox_memory_mb: int = Field(default=4096, description="Address-space limit for one sandboxed model run.")
+    assumed_link_gbps: float = Field(
+        default=100.0, gt=0, description="Link speed per rank (Gbit/s) for ideal times when no plan is linked."
+    )
+    assumed_latency_us: float = Field(
+        default=5.0, ge=0, description="Latency α (µs) for ideal times when no plan is linked."
+    )
     frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
     migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
 

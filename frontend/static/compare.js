@@ -1,31 +1,43 @@
 // A comparison (on /compare, /comparisons/{id} and the share page): fetches the comparison's JSON
-// twin once, draws its overlaid CDFs and per-run CDF panels, each run's delay chart, and renders the
-// statistics with the baseline ratios and the KS tests exactly as the server computed them.
+// twin once and renders what the server computed: the notice when runs share no (collective, size),
+// the per-size table, the overall table with the baseline ratios coloured by the server's verdict
+// (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
+// curves for size sweeps, overlaid CDFs and per-run delay charts for distributions.
 import { drawAll, drawFigure } from "./charts.js";
 import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");
 
-const METRICS = [
-  ["count", "Count", (v) => integer(v)],
-  ["p50_us", "p50 µs", (v) => fixed(v, 1)],
-  ["p90_us", "p90 µs", (v) => fixed(v, 1)],
-  ["p99_us", "p99 µs", (v) => fixed(v, 1)],
-  ["p99_9_us", "p99.9 µs", (v) => fixed(v, 1)],
-  ["max_us", "Max µs", (v) => fixed(v, 1)],
-  ["mean_us", "Mean µs", (v) => fixed(v, 1)],
-  ["p99_over_p50", "p99/p50", (v) => fixed(v, 2)],
-  ["busbw_gbps", "busbw GB/s", (v) => fixed(v, 3)],
-  ["pct_of_ideal", "% of ideal", (v) => fixed(v, 1)],
-];
+// Times are shown in the page's one unit (doc.time_unit, doc.us_per_unit); the rest as they are.
+function metrics(doc) {
+  const time = (v) => fixed(v / doc.us_per_unit, doc.time_unit === "s" ? 3 : 1);
+  const unit = doc.time_unit;
+  return [
+    ["count", "Count", (v) => integer(v)],
+    ["p50_us", `p50 (${unit})`, time],
+    ["p90_us", `p90 (${unit})`, time],
+    ["p99_us", `p99 (${unit})`, time],
+    ["p99_9_us", `p99.9 (${unit})`, time],
+    ["max_us", `Max (${unit})`, time],
+    ["mean_us", `Mean (${unit})`, time],
+    ["p99_over_p50", "p99/p50", (v) => fixed(v, 2)],
+    ["busbw_gbps", "busbw (GB/s)", (v) => fixed(v, 3)],
+    ["pct_of_ideal", "% of ideal", (v) => fixed(v, 1)],
+  ];
+}
+
+const VERDICT_CLASS = { better: "delta-better", worse: "delta-worse" };
+
+// A ratio to 3 significant figures: 3.99×, 0.000650×, never ×0.00.
+const ratioText = (ratio) => `${Number(ratio).toPrecision(3)}×`;
 
 function cell(delta, format, isBaseline) {
   if (!delta || delta.value === null || delta.value === undefined) return "";
   const parts = [el("span", { class: "value", text: format(delta.value) })];
   if (!isBaseline && delta.ratio !== null && delta.ratio !== undefined) {
-    const worse = delta.ratio > 1;
-    parts.push(el("br"), el("small", { class: worse ? "delta-worse" : "delta-better", text: `×${fixed(delta.ratio, 2)}` }));
+    const title = delta.verdict ? `${delta.verdict} than the baseline` : "against the baseline";
+    parts.push(el("br"), el("small", { class: VERDICT_CLASS[delta.verdict] || "delta-neutral", title, text: ratioText(delta.ratio) }));
   }
   return el("span", {}, parts);
 }
@@ -34,32 +46,45 @@ function originBadge(origin) {
   return el("span", { class: `badge origin-${origin}`, text: origin });
 }
 
+function runLabel(run, isBaseline) {
+  return el("span", {}, [
+    `#${run.run_id} `, run.name, el("br"),
+    originBadge(run.origin), run.strategy ? ` ${run.strategy} ` : " ",
+    isBaseline ? el("span", { class: "badge", text: "baseline" }) : null,
+  ]);
+}
+
 function renderStats(doc) {
-  const headers = [{ text: "Run" }, ...METRICS.map(([, title]) => ({ text: title, num: true }))];
+  const columns = metrics(doc);
+  const headers = [{ text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
   const rows = doc.runs.map((run) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
-    const row = [
-      el("span", {}, [
-        `#${run.run_id} `, run.name, el("br"),
-        originBadge(run.origin), run.strategy ? ` ${run.strategy} ` : " ",
-        isBaseline ? el("span", { class: "badge", text: "baseline" }) : null,
-      ]),
-      ...METRICS.map(([key, , format]) => cell(run.overall[key], format, isBaseline)),
-    ];
+    const row = [runLabel(run, isBaseline), ...columns.map(([key, , format]) => cell(run.overall[key], format, isBaseline))];
     row.className = isBaseline ? "baseline" : null;
     return row;
   });
   document.getElementById("compare-stats").replaceChildren(table(headers, rows));
 }
 
-const GROUP_METRICS = METRICS.filter(([key]) => ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "busbw_gbps", "pct_of_ideal"].includes(key));
+const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "busbw_gbps", "pct_of_ideal"];
 
-// Per data size and collective: ratios only where the baseline run has the same group.
+// Per data size and collective, the groups every run has first: ratios only where the baseline has the group.
 function renderGroups(doc) {
-  const headers = [{ text: "Run" }, { text: "Group" }, ...GROUP_METRICS.map(([, title]) => ({ text: title, num: true }))];
-  const rows = doc.runs.flatMap((run) => run.groups.map((group) => {
+  const columns = metrics(doc).filter(([key]) => GROUP_KEYS.includes(key));
+  const headers = [{ text: "Group" }, { text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
+  const order = [];
+  const byLabel = new Map();
+  for (const run of doc.runs) {
+    for (const group of run.groups) {
+      if (!byLabel.has(group.label)) { byLabel.set(group.label, []); order.push(group.label); }
+      byLabel.get(group.label).push([run, group]);
+    }
+  }
+  const everyRun = (label) => byLabel.get(label).length === doc.runs.length;
+  const labels = [...order.filter(everyRun), ...order.filter((label) => !everyRun(label))];
+  const rows = labels.flatMap((label) => byLabel.get(label).map(([run, group], index) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
-    const row = [`#${run.run_id} ${run.name}`, group.label, ...GROUP_METRICS.map(([key, , format]) => cell(group.stats[key], format, isBaseline))];
+    const row = [index === 0 ? label : "", `#${run.run_id} ${run.name}`, ...columns.map(([key, , format]) => cell(group.stats[key], format, isBaseline))];
     row.className = isBaseline ? "baseline" : null;
     return row;
   }));
@@ -82,10 +107,10 @@ function renderTests(doc) {
     test.pvalue < 0.05 ? "differ" : "no evidence they differ", test.method,
   ];
   // Each pair: all samples, then every data size and collective both runs have (the sharper question).
-  const rows = doc.ks_tests.flatMap((test) => [
-    row(test, names[test.run_a], names[test.run_b], "all samples"),
-    ...(test.groups || []).map((group) => row(group, "", "", `same group: ${group.label}`)),
-  ]);
+  const rows = doc.ks_tests.flatMap((test) => (test.comparable
+    ? [row(test, names[test.run_a], names[test.run_b], "all samples"),
+      ...(test.groups || []).map((group) => row(group, "", "", `same group: ${group.label}`))]
+    : [[names[test.run_a], names[test.run_b], "not tested: no (collective, data size) in common", "", "", "", ""]]));
   document.getElementById("compare-tests").replaceChildren(table(headers, rows));
 }
 
@@ -101,13 +126,24 @@ function applyLogX(charts) {
 async function main() {
   const cdf = document.getElementById("cdf-chart");
   const multiples = document.getElementById("cdf-multiples");
-  const delays = drawAll(view);
+  let delays = Promise.resolve();
   try {
     const doc = await fetchJSON(view.dataset.compareUrl);
-    renderStats(doc);
+    const notice = document.getElementById("compare-notice");
+    notice.textContent = doc.notice || "";
+    notice.hidden = !doc.notice;
     renderGroups(doc);
+    renderStats(doc);
     renderTests(doc);
-    await Promise.all([drawFigure(cdf, doc.figures.cdf), drawFigure(multiples, doc.figures.small_multiples)]);
+    if (doc.figures.sweeps) {
+      // Size sweeps: one point per size, so bandwidth curves, not CDFs or delay series.
+      document.getElementById("sweep-section").hidden = false;
+      for (const id of ["distribution-charts", "delay-section"]) document.getElementById(id).hidden = true;
+      await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
+    } else {
+      delays = drawAll(document.getElementById("delay-section"));
+      await Promise.all([drawFigure(cdf, doc.figures.cdf), drawFigure(multiples, doc.figures.small_multiples)]);
+    }
   } catch (error) {
     document.getElementById("compare-stats").replaceChildren(el("p", { class: "error", text: error.message }));
     document.getElementById("compare-tests").replaceChildren();

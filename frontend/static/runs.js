@@ -1,13 +1,35 @@
-// Run pickers: the compare page takes ?runs=1,2,3&baseline=1, a short URL that can be bookmarked.
+// Run pickers: the compare page takes ?runs=3,1,2&baseline=1, a short URL that can be bookmarked.
+// Runs are compared in the order they were ticked (the first is the default baseline), and the
+// baseline list offers only the ticked runs.
 for (const form of document.querySelectorAll("form[data-compare-picker]")) {
+  const boxes = [...form.querySelectorAll("input[name=run]")];
+  const baseline = form.querySelector("select[name=baseline]");
+  const names = Object.fromEntries(boxes.map((box) => [box.value, box.dataset.label || `#${box.value}`]));
+  // The order the page was opened with (?runs=…), then ticks in the order they happen.
+  const order = (form.dataset.selected || "").split(",").filter((id) => boxes.some((box) => box.value === id && box.checked));
+
+  function refreshBaseline() {
+    if (!baseline) return;
+    const chosen = baseline.value;
+    const first = new Option(order.length ? `first ticked (${names[order[0]]})` : "first ticked", "");
+    baseline.replaceChildren(first, ...order.map((id) => new Option(names[id], id, false, id === chosen)));
+  }
+
+  for (const box of boxes) {
+    box.addEventListener("change", () => {
+      const at = order.indexOf(box.value);
+      if (box.checked && at < 0) order.push(box.value);
+      if (!box.checked && at >= 0) order.splice(at, 1);
+      refreshBaseline();
+    });
+  }
+  refreshBaseline();
+
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    // Oldest first, whatever order the list shows: the first is the default baseline.
-    const ids = [...form.querySelectorAll("input[name=run]:checked")].map((box) => box.value).sort((a, b) => a - b);
     const params = new URLSearchParams();
-    if (ids.length) params.set("runs", ids.join(","));
-    const baseline = form.querySelector("select[name=baseline]");
-    if (baseline && baseline.value && ids.includes(baseline.value)) params.set("baseline", baseline.value);
+    if (order.length) params.set("runs", order.join(","));
+    if (baseline && baseline.value && order.includes(baseline.value)) params.set("baseline", baseline.value);
     const query = params.toString().replaceAll("%2C", ",");
     window.location.assign(query ? `/compare?${query}` : "/compare");
   });

@@ -11,7 +11,7 @@ from sqlmodel import select
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
-from paths import RESULTS, SHARED_NCCL
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 
 def upload(client, file_name: str, data: bytes, **form):
@@ -204,3 +204,56 @@ def test_uploaded_bytes_arrive_unchanged(client):
     assert table["label"].to_pylist()[:2] == ["--label-0", "--label-1"]
     assert table["duration_us"].to_pylist()[-1] == 2000.0
     assert run["content_sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_size_sweep_stats_and_figure_take_the_pages_assumptions(client):
+    log = NCCL_TESTS / "gtx1080-2gpu-allgather-pre2.13.txt"
+    run_id = upload(client, "allgather.txt", log.read_bytes()).json()["id"]
+    stats = client.get(f"/api/runs/{run_id}/stats", params={"link_gbps": 80, "latency_us": 0, "ranks": 2}).json()
+    assert stats["kind"] == "size-sweep"
+    assert stats["assumptions"] == {
+        "link_gbps": 80.0, "latency_us": 0.0, "ranks": 2, "ceiling_gbps": 10.0,
+        "sources": {"link_gbps": "query", "latency_us": "query", "ranks": "query"},
+    }  # fmt: skip
+    entry = stats["sweep"]["collectives"][0]
+    assert (entry["average_busbw_gbps"], entry["file_average_busbw_gbps"], entry["agrees_with_file"]) == (
+        pytest.approx(0.347, rel=1e-12), 0.347488, True,
+    )  # fmt: skip
+    last = entry["tables"][0]["rows"][-1]
+    # α = 0, 2 ranks: ideal = ½ S / 10 GB/s, so expected busbw = the line rate.
+    assert last["expected_busbw_gbps"] == pytest.approx(10.0, rel=1e-12)
+    assert last["pct_of_ideal"] == pytest.approx(0.5 * 134217728 / 10e9 / 87825e-6 * 100, rel=1e-12)
+    figure = client.get(f"/api/runs/{run_id}/figures/sweep", params={"link_gbps": 80}).json()
+    assert figure["data"][-1]["name"] == "line rate 10 GB/s"
+    page = client.get(f"/runs/{run_id}", params={"link_gbps": 80}).text
+    assert f'data-figure-url="/api/runs/{run_id}/figures/sweep?link_gbps=80.0"' in page
+    assert f'href="/api/runs/{run_id}/stats?link_gbps=80.0"' in page
+    assert 'id="cdf-chart"' not in page and 'id="delay-chart"' not in page  # no one-point distributions
+    for bad in ({"link_gbps": 0}, {"latency_us": -1}, {"ranks": 0}, {"ranks": "many"}):
+        assert client.get(f"/api/runs/{run_id}/stats", params=bad).status_code == 422, bad
+    per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
+    response = client.get(f"/api/runs/{per_iteration}/figures/sweep")
+    assert response.status_code == 422
+    assert response.json()["detail"] == "figure: 'sweep' needs a size sweep (one sample per data size)"
+
+
+def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice(client):
+    h100 = upload(client, "h100.txt", (NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt").read_bytes())
+    v100 = upload(client, "v100-allreduce.txt", (SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt").read_bytes())
+    h100_id, v100_id = h100.json()["id"], v100.json()["id"]
+    sweeps = client.get("/api/compare", params={"runs": f"{v100_id},{h100_id}"}).json()
+    assert list(sweeps["figures"]) == ["sweeps"]  # no one-point CDFs
+    assert sweeps["baseline_run_id"] == v100_id  # the first in the order given
+    names = [trace["name"] for trace in sweeps["figures"]["sweeps"]["data"]]
+    assert names == [
+        f"#{v100_id} v100-allreduce.txt all_reduce out-of-place", f"#{v100_id} v100-allreduce.txt all_reduce in-place",
+        f"#{h100_id} h100.txt all_reduce out-of-place", f"#{h100_id} h100.txt all_reduce in-place",
+    ]  # fmt: skip
+    assert (sweeps["notice"], sweeps["time_unit"], sweeps["us_per_unit"]) == (None, "µs", 1.0)
+
+    per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
+    mixed = client.get("/api/compare", params={"runs": f"{per_iteration},{h100_id}"}).json()
+    assert mixed["notice"].startswith(f"#{h100_id} h100.txt shares no (collective, data size) with the baseline")
+    assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
+    assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
+    assert set(mixed["figures"]) == {"cdf", "small_multiples"}

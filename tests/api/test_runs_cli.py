@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.results import parse_result_file
-from paths import RESULTS, SHARED_NCCL
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 runner = CliRunner()
 
@@ -16,7 +16,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def test_import_runs_stats_compare(cli_env, client):
+def test_import_runs_stats_compare(cli_env, client, tmp_path):
     imported = invoke(
         "import", str(RESULTS / "generated-per-iteration.csv"), "--strategy", "pipeline", "--tag", "demo", "--json"
     )
@@ -41,16 +41,40 @@ def test_import_runs_stats_compare(cli_env, client):
     assert [g["count"] for g in stats["groups"]] == [500, 500, 500, 500]
     assert stats == client.get("/api/runs/1/stats").json()
 
-    compared = invoke("compare", "1", "2", "--baseline", "2")
+    rows = (RESULTS / "generated-per-iteration.csv").read_text().splitlines(keepends=True)
+    first_half = tmp_path / "first-half.csv"
+    first_half.write_text("".join(rows[:1001]))  # the header and the first 1000 of the 2000 rows
+    assert invoke("import", str(first_half)).exit_code == 0
+
+    compared = invoke("compare", "1", "2", "3", "--baseline", "2")
     assert compared.exit_code == 0, compared.output
-    assert compared.output.startswith("baseline: run 2")
+    lines = compared.output.splitlines()
+    assert lines[0] == "baseline: run 2"
+    assert lines[1] == (
+        "note: #1 generated-per-iteration.csv, #3 first-half.csv share no (collective, data size) with the "
+        "baseline #2 V100 bcast: no ratios against it and no Kolmogorov–Smirnov test, which would compare "
+        "unrelated collectives and sizes"
+    )
+    assert "  run 1 vs run 2: not tested, no (collective, data size) in common" in lines
+    assert "  run 2 vs run 3: not tested, no (collective, data size) in common" in lines
     generated = parse_result_file((RESULTS / "generated-per-iteration.csv").read_bytes(), "g.csv").samples
-    broadcast = parse_result_file((SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt").read_bytes(), "b.txt").samples
-    expected = ks_2samp(generated["duration_us"].to_numpy().round(3), broadcast["duration_us"].to_numpy().round(3))
-    assert f"run 1 vs run 2: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in compared.output
-    [api_test] = client.get("/api/compare", params={"runs": "1,2", "baseline": 2}).json()["ks_tests"]
-    assert (api_test["run_a"], api_test["run_b"], api_test["method"]) == (1, 2, "exact")
-    assert f"D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:.3g}" in compared.output
+    durations = generated["duration_us"].to_numpy().round(3)
+    expected = ks_2samp(durations, durations[:1000])
+    assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in lines
+    # The CLI prints the API's document: the same pairs tested, the same statistics.
+    api_tests = client.get("/api/compare", params={"runs": "1,2,3", "baseline": 2}).json()["ks_tests"]
+    assert [(t["run_a"], t["run_b"], t["comparable"], t["method"]) for t in api_tests] == [
+        (1, 2, False, None),
+        (1, 3, True, "exact"),
+        (2, 3, False, None),
+    ]
+    api_test = api_tests[1]
+    assert f"  run 1 vs run 3: D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:.3g} (exact)" in lines
+    # Against a comparable baseline the ratios are printed to 3 significant figures.
+    document = json.loads(invoke("compare", "1", "3", "--json").output)
+    ratio = document["runs"][1]["overall"]["p50_us"]["ratio"]
+    row = next(line for line in invoke("compare", "1", "3").output.splitlines() if line.startswith("  #3 "))
+    assert f" {ratio:#.3g}× " in row and len(f"{ratio:#.3g}".replace(".", "").lstrip("0")) == 3
 
 
 def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):
@@ -64,6 +88,22 @@ def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):
     assert invoke("import", str(good)).exit_code == 0
     again = invoke("import", str(good))
     assert again.exit_code == 2 and "already imported as run 1" in again.output
+
+
+def test_stats_of_a_size_sweep_prints_the_headline_and_takes_assumptions(cli_env):
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    assert invoke("import", str(log)).exit_code == 0
+    text = invoke("stats", "1", "--link-gbps", "400", "--latency-us", "2")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[1] == "assumed: link 400 Gbit/s per rank (query), α 2 µs (query), ranks 16 (file)"
+    assert lines[2] == (
+        "  all_reduce: peak busbw 338.82 GB/s at 8,589,934,592 B out-of-place; average busbw 70.74 GB/s "
+        "over 62 cells (log: 70.742, agrees)"
+    )
+    document = json.loads(invoke("stats", "1", "--link-gbps", "400", "--json").output)
+    assert document["sweep"]["ceiling_gbps"] == 50.0
+    assert document["assumptions"]["sources"] == {"link_gbps": "query", "latency_us": "settings", "ranks": "file"}
 
 
 def test_runs_lists_whole_names_under_a_header_and_filters_in_any_case(cli_env):

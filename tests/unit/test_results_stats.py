@@ -121,8 +121,16 @@ def test_nccl_tests_summary_recomputes_busbw_from_ranks_and_reports_it_otherwise
     assert group["bandwidth_source"] == "computed"
     assert round(group["busbw_gbps"], 2) == 222.88  # what nccl-tests printed
     b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
-    group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
+    group = summarise(b200.samples, ranks=None)["groups"][-1]
     assert (group["bandwidth_source"], group["algbw_gbps"], group["busbw_gbps"]) == ("reported", 374.88, 702.91)
+
+
+def test_ranks_of_a_log_without_rank_lines_come_from_its_busbw_over_algbw_factor():
+    b200 = parse_result_file((SHARED_NCCL / "b200-allreduce-2.17.6.txt").read_bytes(), "b200.txt")
+    assert b200.ranks == 16  # 702.91 / 374.88 = 1.875 = 2(n−1)/n
+    assert b200.warnings[-1] == "b200.txt: no rank lines; 16 ranks inferred from the busbw/algbw factor"
+    group = summarise(b200.samples, ranks=b200.ranks)["groups"][-1]
+    assert (group["bandwidth_source"], round(group["busbw_gbps"], 2)) == ("computed", 702.91)
 
 
 def test_ks_from_ecdf_grids_is_within_one_grid_step_of_scipy_on_all_samples():
@@ -149,7 +157,9 @@ def test_compare_runs_deltas_against_the_chosen_baseline():
     result = compare_runs([run(1, [10.0, 20.0, 30.0]), run(2, [20.0, 40.0, 60.0])], baseline_id=2)
     assert result["baseline_run_id"] == 2
     p50 = result["runs"][0]["overall"]["p50_us"]
-    assert p50 == {"value": 20.0, "baseline": 40.0, "delta": -20.0, "ratio": 0.5}
+    assert p50 == {"value": 20.0, "baseline": 40.0, "delta": -20.0, "ratio": 0.5, "verdict": "better"}
+    assert result["runs"][0]["overall"]["count"]["verdict"] is None  # counts have no direction
+    assert result["notice"] is None and result["runs"][0]["comparable"] is True
     assert result["runs"][0]["groups"][0]["stats"]["max_us"]["delta"] == -30.0
     with pytest.raises(ValueError, match="baseline: run 5 is not one of the compared runs"):
         compare_runs([run(1, [1.0])], baseline_id=5)
@@ -160,3 +170,33 @@ def test_non_finite_figure_names_the_first_infinite_or_nan_number_by_its_path() 
     assert non_finite_figure(summary) == "groups[1].stats.mean_us"
     assert non_finite_figure({"grid": [0.0, float("nan")]}) == "grid[1]"
     assert non_finite_figure({"groups": [{"stats": {"mean_us": 1.5, "count": 3, "name": "x"}}]}) is None
+
+
+def test_compare_colours_by_direction_and_refuses_to_test_unrelated_runs():
+    def run(run_id: int, size: int, durations: list[float], busbw: float) -> RunSummary:
+        samples = samples_table(
+            duration_us=np.array(durations), collective="all_reduce", size_bytes=np.full(len(durations), size),
+            busbw_gbps=np.full(len(durations), busbw),
+        )  # fmt: skip
+        return RunSummary(run_id, f"run {run_id}", None, "imported", summarise(samples))
+
+    faster = compare_runs([run(1, 1024, [10.0, 20.0], 1.0), run(2, 1024, [40.0, 80.0], 3.99)])
+    busbw = faster["runs"][1]["groups"][0]["stats"]["busbw_gbps"]
+    assert (busbw["ratio"], busbw["verdict"]) == (3.99, "better")  # higher bandwidth is better
+    p50 = faster["runs"][1]["groups"][0]["stats"]["p50_us"]
+    assert (p50["ratio"], p50["verdict"]) == (4.0, "worse")  # longer time is worse
+    assert faster["ks_tests"][0]["comparable"] is True
+
+    unrelated = compare_runs([run(1, 1024, [10.0, 20.0], 1.0), run(2, 4096, [40.0, 80.0], 3.99)])
+    assert unrelated["notice"] == (
+        "#2 run 2 shares no (collective, data size) with the baseline #1 run 1: no ratios against it and no "
+        "Kolmogorov–Smirnov test, which would compare unrelated collectives and sizes"
+    )
+    second = unrelated["runs"][1]
+    assert second["comparable"] is False
+    assert second["overall"]["p50_us"] == {
+        "value": 40.0, "baseline": None, "delta": None, "ratio": None, "verdict": None,
+    }  # fmt: skip
+    assert unrelated["ks_tests"] == [
+        {"run_a": 1, "run_b": 2, "comparable": False, "statistic": None, "pvalue": None, "method": None, "groups": []}
+    ]

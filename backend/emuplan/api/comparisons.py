@@ -7,12 +7,12 @@ comparison it names: never a general run endpoint, never another run.
 import logging
 import re
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
+from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.runs import PlotlyFigure
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
@@ -70,9 +70,18 @@ class ComparisonDocument(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     baseline_run_id: int | None
+    notice: str | None = Field(
+        description="Set when a run shares no (collective, data size) with the baseline: it has no ratios "
+        "and no Kolmogorov–Smirnov test against it."
+    )
+    time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
+    us_per_unit: float
     runs: list[dict[str, Any]]
     ks_tests: list[dict[str, Any]]
-    figures: dict[str, PlotlyFigure]
+    figures: dict[str, PlotlyFigure] = Field(
+        description="``cdf`` and ``small_multiples``; ``sweeps`` (overlaid busbw-vs-size curves) when every "
+        "run is a size sweep."
+    )
 
 
 class SharedComparisonDocument(ComparisonDocument):
@@ -167,7 +176,12 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
 
 @shared_router.get("/{token}/runs/{run_id}/figures/{kind}", response_model=PlotlyFigure)
 def shared_run_figure(
-    token: str, run_id: DatabaseInt, kind: FigureKind, session: ReadSessionDep, response: Response
+    token: str,
+    run_id: DatabaseInt,
+    kind: FigureKind,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    response: Response,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
@@ -176,4 +190,5 @@ def shared_run_figure(
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
-    return runs_store.run_figure(run, kind)
+    # A share link shows the figures as the comparison was saved: the default assumptions, none from the URL.
+    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings)

@@ -16,8 +16,9 @@ from pydantic.fields import FieldInfo
 
 from emuplan.api.compare import parse_run_ids
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
-from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
+from emuplan.api.runs import AssumptionDep
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
 from emuplan.store import comparisons as comparison_store
@@ -185,10 +186,13 @@ def runs_page(
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(run_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def run_page(
+    run_id: DatabaseInt, request: Request, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep
+) -> HTMLResponse:
     run = run_store.get_run(session, run_id)
-    stats = run_store.run_statistics(run)
+    stats = run_store.run_statistics(session, run, choice, settings)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
+    chosen = {key: value for key, value in asdict(choice).items() if value is not None}
     return render(
         request,
         "run.html",
@@ -196,6 +200,8 @@ def run_page(run_id: DatabaseInt, request: Request, session: ReadSessionDep) -> 
         run=run,
         plan=plan,
         stats=stats,
+        # The figures and the JSON twin take the same assumptions as the page.
+        assumption_query=("?" + urlencode(chosen)) if chosen else "",
         has_bandwidth=has_bandwidth_chart(stats),
     )
 

@@ -8,7 +8,7 @@ already imported → 409 with ``existing_run_id``.
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -101,12 +101,28 @@ class RunPublic(BaseModel):
     summary: RunSummaryDocument
 
 
+class AssumptionsDocument(BaseModel):
+    """The network behind ideal times, % of ideal and the expected curve, and where each figure came from."""
+
+    link_gbps: float = Field(description="Link speed per rank, Gbit/s.")
+    latency_us: float = Field(description="Latency α, µs.")
+    ranks: int | None
+    sources: dict[str, Literal["query", "plan", "file", "settings", "none"]]
+    ceiling_gbps: float = Field(description="The line rate in GB/s: busbw cannot pass it.")
+
+
 class RunStatistics(RunSummaryDocument):
-    """``GET /api/runs/{id}/stats`` and ``emuplan stats``."""
+    """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics with every group's rates
+    and % of ideal under ``assumptions``; size sweeps add ``sweep`` (peak and average busbw, per-variant
+    tables; ``results.analysis.size_sweep``), per-iteration runs ``trials`` (slowest trials, warm-up flag)."""
 
     run_id: int
     name: str
     source_format: str
+    assumptions: AssumptionsDocument
+    kind: Literal["size-sweep", "distribution"]
+    time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
+    us_per_unit: float
 
 
 class PlotlyFigure(BaseModel):
@@ -162,14 +178,39 @@ def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.run_public(store.get_run(session, run_id))
 
 
+def assumption_choice(
+    link_gbps: Annotated[
+        float | None, Query(gt=0, le=1e7, description="Link speed per rank, Gbit/s (default: plan, then settings).")
+    ] = None,
+    latency_us: Annotated[
+        float | None, Query(ge=0, le=1e7, description="Latency α, µs (default: plan, then settings).")
+    ] = None,
+    ranks: Annotated[int | None, Query(ge=1, le=1_000_000, description="Ranks (default: plan, then the file).")] = None,
+) -> store.AssumptionChoice:
+    return store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+
+
+AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
+
+
 @router.get("/{run_id}/stats", response_model=RunStatistics)
-def run_stats(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
-    return store.run_statistics(store.get_run(session, run_id))
+def run_stats(run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep) -> dict:
+    return store.run_statistics(session, store.get_run(session, run_id), choice, settings)
 
 
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)
-def run_figure(run_id: DatabaseInt, kind: FigureKind, session: ReadSessionDep, log_x: bool = False) -> dict:
-    return store.run_figure(store.get_run(session, run_id), kind, log_x=log_x)
+def run_figure(
+    run_id: DatabaseInt,
+    kind: FigureKind,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    choice: AssumptionDep,
+    log_x: bool = False,
+    log_y: Annotated[bool, Query(description="Delay chart: logarithmic time axis.")] = False,
+    clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
+) -> dict:
+    run = store.get_run(session, run_id)
+    return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
 @router.get("/{run_id}/samples.csv")

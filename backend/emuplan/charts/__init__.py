@@ -1,4 +1,5 @@
-"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons.
+"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
+comparisons.
 
 Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.
 """
@@ -9,7 +10,9 @@ from emuplan.charts.figures import (
     cdf_figure,
     comparison_cdf_figure,
     comparison_small_multiples,
+    comparison_sweep_figure,
     delay_figure,
+    sweep_figure,
 )
 
 __all__ = [
@@ -18,5 +21,7 @@ __all__ = [
     "cdf_figure",
     "comparison_cdf_figure",
     "comparison_small_multiples",
+    "comparison_sweep_figure",
     "delay_figure",
+    "sweep_figure",
 ]

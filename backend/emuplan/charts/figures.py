@@ -15,6 +15,7 @@ from enum import StrEnum
 import numpy as np
 import plotly.graph_objects as go
 
+from emuplan.results.analysis import file_or_ours, page_time_unit
 from emuplan.results.stats import PERCENTILES
 
 
@@ -24,6 +25,8 @@ class FigureKind(StrEnum):
     CDF = "cdf"
     DELAY = "delay"
     BANDWIDTH = "bandwidth"
+    # Size sweeps only (one sample per data size): busbw and algbw against size with the α-β curve.
+    SWEEP = "sweep"
 
 
 MARKED_PERCENTILES = ("p50", "p90", "p99", "p99_9")
@@ -40,9 +43,9 @@ def to_dict(figure: go.Figure) -> dict:
 
 
 def _time_unit(summaries: list[dict]) -> tuple[str, float]:
-    """Show milliseconds when the typical completion is a millisecond or more (the seeds' scale)."""
-    typical = max((s["overall"]["p50_us"] for s in summaries), default=0.0)
-    return ("ms", 1e-3) if typical >= 1000.0 else ("µs", 1.0)
+    """(unit, scale from µs) for the typical completion of these runs: the unit their tables use too."""
+    unit, us_per_unit = page_time_unit(summaries)
+    return unit, 1.0 / us_per_unit
 
 
 PANEL_GAP = 0.05
@@ -173,22 +176,152 @@ def cdf_figure(summary: dict, *, title: str = "Completion-time CDF", log_x: bool
     )  # fmt: skip
 
 
-def delay_figure(summary: dict, *, title: str = "Completion time per iteration", per_size: bool = False) -> dict:
+def delay_figure(
+    summary: dict,
+    *,
+    title: str = "Completion time per iteration",
+    per_size: bool = False,
+    log_y: bool = False,
+    clip: bool = False,
+) -> dict:
     """Completion time per iteration (min/max-preserving downsampled); one panel per data size when
-    ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size."""
+    ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
+
+    ``log_y`` puts time on a log axis, so one spike does not flatten the other trials; ``clip`` ends the
+    axis at the largest p99.9 of the groups (``_clip_limit``) and draws each trial above it on the edge,
+    labelled with its time."""
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
     traces = [
         _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear") for group, series in groups
     ]
+    y_title = f"completion time ({unit})"
     if not (per_size and len(groups) > 1):
-        return _figure(traces, title, "iteration", f"completion time ({unit})")
+        yaxis = _axis(y_title, type="log" if log_y else "linear")
+        if clip:
+            name, limit = _clip_limit([group for group, _ in groups])
+            # The axis ends a little above the percentile; only trials past its end are drawn on the edge.
+            top = limit * scale * CLIP_HEADROOM
+            traces = [_clipped(trace, top) for trace in traces]
+            traces += [_clipped_marks(series, top, scale, unit, f"{group['label']}: off the axis")
+                       for group, series in groups]  # fmt: skip
+            yaxis["title"] = {"text": f"{y_title}, axis ends at {CLIP_HEADROOM:g} × {name}"}
+            low = min(group["min_us"] for group, _ in groups) * scale
+            yaxis["range"] = [np.log10(max(low, 1e-9)), np.log10(top)] if log_y else [0, top]
+        return _figure(traces, title, "iteration", y_title, yaxis=yaxis)
     # Each size keeps its own y range: a spike in one panel must not flatten the others.
     labels = [group["label"] for group, _ in groups]
     panels, suffixes = _panels(labels, 1, "iteration", unit, log_x=False, share_y=False)
     for trace, suffix in zip(traces, suffixes, strict=True):
         trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
     return _figure(traces, title, "iteration", None, **panels, height=max(400, 180 * len(groups)))
+
+
+CLIP_HEADROOM = 1.2
+
+
+def _clip_limit(groups: list[dict]) -> tuple[str, float]:
+    """The largest p99.9 of the groups; under 1000 trials the nearest-rank p99.9 is the maximum itself,
+    so p99 is used and named."""
+    if all(group["p99_9_us"] < group["max_us"] for group in groups):
+        return "p99.9", max(group["p99_9_us"] for group in groups)
+    return "p99", max(group["p99_us"] for group in groups)
+
+
+def _clipped(trace: go.Scatter, limit: float) -> go.Scatter:
+    """The trace with every point above ``limit`` drawn at ``limit`` (its mark says the real value)."""
+    trace.y = np.minimum(np.asarray(trace.y, dtype=np.float32), np.float32(limit))
+    return trace
+
+
+def _clipped_marks(series: dict, limit: float, scale: float, unit: str, name: str) -> go.Scatter:
+    y = np.asarray(series["y"], dtype=np.float64) * scale
+    above = np.flatnonzero(y > limit)
+    return go.Scatter(
+        x=[series["x"][i] for i in above],
+        y=[limit] * len(above),
+        mode="markers+text",
+        text=[f"{y[i]:.4g} {unit}" for i in above],
+        textposition="bottom center",
+        marker={"symbol": "triangle-up", "size": 9, "color": "#d62728"},
+        name=escape(f"{name} (value shown)"),
+        hovertemplate=f"iteration %{{x}}: %{{text}}<extra>{escape(name)}</extra>",
+    )
+
+
+def _size_ticks(sizes: list[int]) -> dict:
+    """Powers of two across the sizes, labelled in B / KiB / MiB / GiB, at most ~8 of them."""
+    low, high = int(np.floor(np.log2(min(sizes)))), int(np.ceil(np.log2(max(sizes))))
+    step = max(1, -(-(high - low) // 8))
+    powers = list(range(low, high + 1, step))
+    units = ((30, "GiB"), (20, "MiB"), (10, "KiB"), (0, "B"))
+    labels = []
+    for power in powers:
+        shift, name = next((shift, name) for shift, name in units if power >= shift)
+        labels.append(f"{2 ** (power - shift)} {name}")
+    return {"tickvals": [2**power for power in powers], "ticktext": labels}
+
+
+def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
+    """busbw (solid) and algbw (dotted) against size on a log-2 axis per collective and variant, the α-β
+    expected busbw (dashed) for the page's assumptions, and the line-rate ceiling."""
+    traces, sizes = [], []
+    for index, entry in enumerate(sweep["collectives"]):
+        color = COLORS[index % len(COLORS)]
+        for table in entry["tables"]:
+            rows = table["rows"]
+            x = [row["size_bytes"] for row in rows]
+            sizes += x
+            name = " ".join(part for part in (entry["collective"], table["variant"]) if part)
+            dash = "solid" if table["variant"] != "in-place" else "dashdot"
+            traces.append(go.Scatter(x=x, y=[row["busbw_gbps"] for row in rows], mode="lines+markers",
+                                     name=escape(f"{name} busbw"), line={"color": color, "dash": dash}))  # fmt: skip
+            traces.append(go.Scatter(x=x, y=[row["algbw_gbps"] for row in rows], mode="lines",
+                                     name=escape(f"{name} algbw"), line={"color": color, "dash": "dot", "width": 1},
+                                     visible="legendonly"))  # fmt: skip
+        rows = entry["tables"][0]["rows"]
+        if any(row["expected_busbw_gbps"] is not None for row in rows):
+            traces.append(go.Scatter(x=[row["size_bytes"] for row in rows],
+                                     y=[row["expected_busbw_gbps"] for row in rows], mode="lines",
+                                     name=escape(f"{entry['collective']} α-β expected busbw"),
+                                     line={"color": color, "dash": "dash", "width": 1.5}))  # fmt: skip
+    if sizes:
+        ceiling = sweep["ceiling_gbps"]
+        traces.append(go.Scatter(x=[min(sizes), max(sizes)], y=[ceiling, ceiling], mode="lines",
+                                 name=f"line rate {ceiling:.4g} GB/s", line={"color": "#444", "width": 1}))  # fmt: skip
+    ticks = _size_ticks(sizes) if sizes else {}
+    return _figure(
+        traces, title, "data size (bytes, log 2 scale)", "bandwidth (GB/s, 1 GB = 1e9 B)",
+        xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
+        # Anchored to the figure's bottom edge, below the axis title however tall rotated ticks make it.
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+    )  # fmt: skip
+
+
+def comparison_sweep_figure(runs: list[tuple[str, dict]]) -> dict:
+    """Size sweeps compared: each run's busbw (as the file printed it, else ours) against size, overlaid,
+    one colour per run, in-place dash-dotted."""
+    traces, sizes = [], []
+    for index, (name, summary) in enumerate(runs):
+        color = COLORS[index % len(COLORS)]
+        series: dict[tuple[str, str], list[dict]] = {}
+        for group in summary["groups"]:
+            series.setdefault((group["collective"], group["variant"]), []).append(group)
+        for (collective, variant), groups in series.items():
+            groups.sort(key=lambda g: g["size_bytes"])
+            x = [g["size_bytes"] for g in groups]
+            sizes += x
+            label = " ".join(part for part in (name, collective, variant) if part)
+            dash = "dashdot" if variant == "in-place" else "solid"
+            traces.append(go.Scatter(x=x, y=[file_or_ours(g, "busbw_gbps") for g in groups], mode="lines+markers",
+                                     name=escape(label), legendgroup=f"run-{index}",
+                                     line={"color": color, "dash": dash}))  # fmt: skip
+    ticks = _size_ticks(sizes) if sizes else {}
+    return _figure(
+        traces, "busbw vs data size by run", "data size (bytes, log 2 scale)", "busbw (GB/s, 1 GB = 1e9 B)",
+        xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+    )  # fmt: skip
 
 
 def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") -> dict:

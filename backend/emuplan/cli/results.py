@@ -47,6 +47,11 @@ def _number(value, unit: str = "", digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}{unit}"
 
 
+def _ratio(value: float | None) -> str:
+    """run ÷ baseline to 3 significant figures, as the compare page prints it (0.000650×, not ×0.00)."""
+    return "–" if value is None else f"{value:#.3g}×"
+
+
 def _statistics_lines(summary: dict) -> list[str]:
     lines = [
         f"  {'group':<44} {'n':>8} {'p50 µs':>12} {'p99 µs':>12} {'max µs':>12} {'p99/p50':>8} "
@@ -165,17 +170,58 @@ def list_runs(
 @app.command("stats")
 def run_stats(
     run_id: Annotated[int, typer.Argument(help="Run id.")],
+    link_gbps: Annotated[
+        float | None, typer.Option("--link-gbps", min=0.001, help="Link Gbit/s per rank (default: plan, settings).")
+    ] = None,
+    latency_us: Annotated[
+        float | None, typer.Option("--latency-us", min=0, help="Latency α in µs (default: plan, settings).")
+    ] = None,
+    ranks: Annotated[int | None, typer.Option("--ranks", min=1, help="Ranks (default: plan, the file).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
+    from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    document = _with_store(lambda session: store.run_statistics(store.get_run(session, run_id)))
+    choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+    document = _with_store(
+        lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
+    )
     if as_json:
         _echo_json(document)
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
+    typer.echo(_assumptions_line(document["assumptions"]))
+    if document["kind"] == "size-sweep":
+        typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
+
+
+def _assumptions_line(assumptions: dict) -> str:
+    sources = assumptions["sources"]
+    ranks = assumptions["ranks"] if assumptions["ranks"] is not None else "unknown"
+    return (
+        f"assumed: link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']}), "
+        f"α {assumptions['latency_us']:g} µs ({sources['latency_us']}), ranks {ranks} ({sources['ranks']})"
+    )
+
+
+def _sweep_lines(sweep: dict) -> list[str]:
+    """The headline nccl-tests users read first: peak and average busbw, the log's own average beside ours."""
+    lines = []
+    for entry in sweep["collectives"]:
+        file_average = entry["file_average_busbw_gbps"]
+        beside = (
+            f" (log: {file_average:g}, {'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
+            if file_average is not None
+            else ""
+        )
+        lines.append(
+            f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
+            f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
+            f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+        )
+    return lines
 
 
 @app.command("compare")
@@ -194,17 +240,26 @@ def compare_runs(
         _echo_json(document)
         return
     typer.echo(f"baseline: run {document['baseline_run_id']}")
-    typer.echo(f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'Δp50':>10} {'p99 µs':>12} {'Δp99':>10} {'max µs':>12}")
+    if document["notice"]:
+        typer.echo(f"note: {document['notice']}")
+    typer.echo(
+        f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
+    )
     for row in document["runs"]:
         overall = row["overall"]
         typer.echo(
             f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
-            f"{_number(overall['p50_us']['value']):>12} {_number(overall['p50_us']['delta']):>10} "
-            f"{_number(overall['p99_us']['value']):>12} {_number(overall['p99_us']['delta']):>10} "
+            f"{_number(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
+            f"{_number(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
             f"{_number(overall['max_us']['value']):>12}"
         )
     typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
     for test in document["ks_tests"]:
+        if not test["comparable"]:
+            typer.echo(
+                f"  run {test['run_a']} vs run {test['run_b']}: not tested, no (collective, data size) in common"
+            )
+            continue
         typer.echo(
             f"  run {test['run_a']} vs run {test['run_b']}: D = {test['statistic']:.4f}, p = {test['pvalue']:.3g} "
             f"({test['method']})"

@@ -118,6 +118,10 @@ class ParsedResult:
     hosts: int | None = None
     warnings: list[str] = field(default_factory=list)
     flows: pa.Table | None = None
+    # nccl-tests' own "# Avg bus bandwidth" line per collective (GB/s), as printed.
+    reported_avg_busbw: dict[str, float] = field(default_factory=dict)
+    # nccl-tests' count (elements) and type columns per (collective, size).
+    elements: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
 
 
 def _column(value, arrow_type: pa.DataType, rows: int) -> pa.Array:

@@ -1,6 +1,11 @@
 """Several runs side by side: statistics with deltas against a baseline run, and a two-sample
 Kolmogorov–Smirnov test for every pair of runs — all from the summaries cached at import.
 
+Only like is compared with like: a run that shares no (collective, data size) with the baseline gets no
+ratios, a pair of runs sharing none gets no KS test, and ``notice`` says so. Each delta says whether the
+change is ``better`` or ``worse`` (``verdict``): higher is better for bandwidth and % of ideal, lower for
+times and p99/p50; counts have no direction.
+
 The KS test compares the runs' overall completion-time distributions, and again per (collective, data
 size, variant) group the two runs share. When both runs have at most
 ``CURVE_POINTS`` samples the cached ECDF grid holds every sample and ``scipy.stats.ks_2samp`` runs on
@@ -19,6 +24,11 @@ DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
     "p99_over_p50", "algbw_gbps", "busbw_gbps", "pct_of_ideal",
 )  # fmt: skip
+
+LOWER_IS_BETTER = frozenset(
+    {"min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us", "p99_over_p50"}
+)
+HIGHER_IS_BETTER = frozenset({"algbw_gbps", "busbw_gbps", "pct_of_ideal"})
 
 
 @dataclass(frozen=True)
@@ -50,20 +60,40 @@ def ks_two_sample(grid_a: dict, count_a: int, grid_b: dict, count_b: int) -> dic
     return {"statistic": statistic, "pvalue": pvalue, "method": "asymptotic from ECDF grids"}
 
 
+def verdict(metric: str, value: float, reference: float) -> str | None:
+    """'better', 'worse' or 'same' for this metric's direction; None for metrics without one (counts)."""
+    if metric not in LOWER_IS_BETTER and metric not in HIGHER_IS_BETTER:
+        return None
+    if value == reference:
+        return "same"
+    return "better" if (value < reference) == (metric in LOWER_IS_BETTER) else "worse"
+
+
 def _deltas(stats: dict, baseline: dict) -> dict:
     result = {}
     for metric in DELTA_METRICS:
         value, reference = stats.get(metric), baseline.get(metric)
         if value is None or reference is None:
-            result[metric] = {"value": value, "baseline": reference, "delta": None, "ratio": None}
+            result[metric] = {"value": value, "baseline": reference, "delta": None, "ratio": None, "verdict": None}
         else:
             result[metric] = {
                 "value": value,
                 "baseline": reference,
                 "delta": value - reference,
                 "ratio": value / reference if reference else None,
+                "verdict": verdict(metric, value, reference),
             }
     return result
+
+
+def sizes_of(summary: dict) -> set[tuple[str, int | None]]:
+    """The (collective, data size) pairs a run has, variants aside."""
+    return {(group["collective"], group["size_bytes"]) for group in summary["groups"]}
+
+
+def _size_order(group: dict) -> tuple:
+    size = group["size_bytes"]
+    return (group["collective"], size is None, size or 0, group["variant"])
 
 
 def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict:
@@ -77,8 +107,12 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
         raise ValueError(f"baseline: run {baseline_id} is not one of the compared runs {ids}")
     baseline = runs[ids.index(baseline_id)]
     baseline_groups = {group["label"]: group for group in baseline.summary["groups"]}
-    table = []
+    baseline_sizes = sizes_of(baseline.summary)
+    table, unrelated = [], []
     for run in runs:
+        comparable = bool(sizes_of(run.summary) & baseline_sizes)
+        if not comparable:
+            unrelated.append(run)
         groups = [
             {
                 "label": group["label"],
@@ -86,7 +120,7 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
                 if group["label"] in baseline_groups
                 else _deltas(group, {}),
             }
-            for group in run.summary["groups"]
+            for group in sorted(run.summary["groups"], key=_size_order)
         ]
         table.append(
             {
@@ -94,12 +128,26 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
                 "name": run.name,
                 "strategy": run.strategy,
                 "origin": run.origin,
-                "overall": _deltas(run.summary["overall"], baseline.summary["overall"]),
+                "comparable": comparable,
+                # All groups together only mean something against a run measuring the same sizes.
+                "overall": _deltas(run.summary["overall"], baseline.summary["overall"] if comparable else {}),
                 "groups": groups,
             }
         )
+    notice = None
+    if unrelated:
+        names = ", ".join(f"#{run.id} {run.name}" for run in unrelated)
+        notice = (
+            f"{names} share{'s' if len(unrelated) == 1 else ''} no (collective, data size) with the baseline "
+            f"#{baseline.id} {baseline.name}: no ratios against it and no Kolmogorov–Smirnov test, which would "
+            "compare unrelated collectives and sizes"
+        )
     tests = []
     for first, second in combinations(runs, 2):
+        if not sizes_of(first.summary) & sizes_of(second.summary):
+            tests.append({"run_a": first.id, "run_b": second.id, "comparable": False, "statistic": None,
+                          "pvalue": None, "method": None, "groups": []})  # fmt: skip
+            continue
         overall = ks_two_sample(
             first.summary["overall_ecdf"],
             first.summary["overall"]["count"],
@@ -116,5 +164,5 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
             for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
             if group["label"] in second_groups
         ]
-        tests.append({"run_a": first.id, "run_b": second.id, **overall, "groups": groups})
-    return {"baseline_run_id": baseline_id, "runs": table, "ks_tests": tests}
+        tests.append({"run_a": first.id, "run_b": second.id, "comparable": True, **overall, "groups": groups})
+    return {"baseline_run_id": baseline_id, "notice": notice, "runs": table, "ks_tests": tests}

@@ -34,6 +34,7 @@ from emuplan.results.canonical import (
 )
 from emuplan.workload.collectives import normalise_op_name
 
+_AVG_LINE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")
 _TEST_NAME = re.compile(r"\b([a-z_]+_perf)(?:_mpi)?\b")
 _TIME_TOKENS = ("time", "cputime")
@@ -81,6 +82,8 @@ class _Rows:
         self.algbws: list[float] = []
         self.busbws: list[float] = []
         self.wrong_lines: list[int] = []
+        self.elements: dict[tuple[str, int], tuple[int, str]] = {}
+        self.reported_avg_busbw: dict[str, float] = {}
 
 
 def _section_op(preamble: str, header: list[str], file_name: str, collective: str | None, only: bool) -> str | None:
@@ -98,6 +101,7 @@ def _read_section(
 ) -> str | None:
     """Add a section's complete rows; returns a warning when its last row is cut off (a truncated log)."""
     group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
+    redop = header.index("redop") if "redop" in header[: group_starts[0]] else None
     group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - group_starts[0]
     needed = group_starts[0] + group_width * len(group_starts)
     if header[-1] == "timestamp":  # -T 1 appends a 'YYYY-MM-DD HH:MM:SS' stamp: two more tokens per row
@@ -105,6 +109,8 @@ def _read_section(
     # NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO …') and other noise do not start with a number.
     data_lines = [(n, line.split()) for n, line in numbered_lines if line.strip() and line.split()[0].isdigit()]
     for position, (line_number, tokens) in enumerate(data_lines):
+        if redop is not None and len(tokens) == needed - 1 and _is_number(tokens[redop]):
+            tokens.insert(redop, "")  # alltoall before NCCL 2.13 leaves its redop cell blank
         if len(tokens) < needed:
             if last and position == len(data_lines) - 1:
                 return (
@@ -115,6 +121,8 @@ def _read_section(
                 f"{file_name}: line {line_number} has {len(tokens)} fields where the header has {needed}"
             )
         size = int(tokens[0])
+        if tokens[1].isdigit():
+            rows.elements[(op, size)] = (int(tokens[1]), tokens[2] if group_starts[0] > 2 else "")
         for group, start in enumerate(group_starts):
             fields = dict(zip(header[start : start + group_width], tokens[start : start + group_width], strict=False))
             time_text = fields.get("time", fields.get("cputime", ""))
@@ -136,7 +144,34 @@ def _read_section(
             rows.times.append(time_us)
             rows.algbws.append(_float_or_nan(fields.get("algbw")))
             rows.busbws.append(_float_or_nan(fields.get("busbw")))
+    for _, line in numbered_lines:
+        if match := _AVG_LINE.match(line.strip()):
+            rows.reported_avg_busbw[op] = float(match.group(1))
     return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def ranks_from_bandwidths(op: str, algbws: list[float], busbws: list[float]) -> int | None:
+    """The rank count nccl-tests' busbw/algbw factor implies (2(n−1)/n, (n−1)/n), from the row with the
+    largest algbw (the least rounded); None when the factor says nothing (broadcast, send/recv, n unclear)."""
+    pairs = [(a, b) for a, b in zip(algbws, busbws, strict=True) if np.isfinite(a) and np.isfinite(b) and a > 0]
+    if not pairs:
+        return None
+    algbw, busbw = max(pairs)
+    factor = busbw / algbw
+    scale = {"all_reduce": 2.0, "all_gather": 1.0, "reduce_scatter": 1.0, "all_to_all": 1.0}.get(op)
+    if scale is None or algbw < 1.0 or not 0 < factor < scale:
+        return None
+    ranks = round(scale / (scale - factor))
+    # The cells carry two decimals: the implied factor must match n's to that precision.
+    return ranks if ranks > 1 and abs(scale * (ranks - 1) / ranks * algbw - busbw) <= 0.01 else None
 
 
 def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -> ParsedResult:
@@ -184,6 +219,10 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
         "nccl-tests prints the mean time over its timed iterations: each size is one sample (use -J with -I 1 "
         "for per-iteration samples)"
     )
+    if ranks is None and len(set(rows.collectives)) == 1:
+        ranks = ranks_from_bandwidths(rows.collectives[0], rows.algbws, rows.busbws)
+        if ranks is not None:
+            warnings.append(f"{file_name}: no rank lines; {ranks} ranks inferred from the busbw/algbw factor")
     return ParsedResult(
         samples=samples_table(
             duration_us=np.array(rows.times),
@@ -198,6 +237,8 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
         ranks=ranks,
         hosts=hosts,
         warnings=warnings,
+        reported_avg_busbw=rows.reported_avg_busbw,
+        elements=rows.elements,
     )
 
 
@@ -239,11 +280,14 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
     algbws: list[np.ndarray] = []
     busbws: list[np.ndarray] = []
     averaged_only = False
+    elements: dict[tuple[str, int], tuple[int, str]] = {}
     for index, result in enumerate(results):
         where = f"{file_name}: results[{index}]"
         if not isinstance(result, dict) or "size" not in result:
             raise ResultFileError(f"{where}: expected an object with 'size'")
         size = _json_int(result["size"], f"{where}.size")
+        if isinstance(result.get("count"), int) and not isinstance(result["count"], bool):
+            elements[(op, size)] = (result["count"], str(result.get("type", "")))
         for key, variant in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
             summary = result.get(key)
             if not isinstance(summary, dict):
@@ -282,6 +326,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         ranks=ranks,
         hosts=hosts,
         warnings=warnings,
+        elements=elements,
     )
 
 

@@ -32,6 +32,7 @@ CURVE_POINTS = 2000
 # Cap on all curve points of one run, so a file with hundreds of sizes still caches a modest summary.
 RUN_POINT_BUDGET = 64000
 MIN_CURVE_POINTS = 100
+SLOWEST_KEPT = 20
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,8 @@ def summarise(
     ranks: int | None = None,
     network: NetworkModel | None = None,
     flows: pa.Table | None = None,
+    reported_avg_busbw: dict[str, float] | None = None,
+    elements: dict[tuple[str, int], tuple[int, str]] | None = None,
 ) -> dict:
     """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
     ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), and ``flows``
@@ -170,22 +173,23 @@ def summarise(
             "variant": variant,
             **describe(ordered),
         }
-        whole_bytes, group_size = _planned_shape(network, collective, size_bytes, ranks)
-        stats.update(_bandwidths(collective, whole_bytes, stats["mean_us"], group_size))
-        if stats["busbw_gbps"] is None:
-            rows = pa.array(order[start:end])
-            stats.update(_reported_bandwidths(samples["algbw_gbps"].take(rows), samples["busbw_gbps"].take(rows)))
-        stats.update(_ideal(collective, whole_bytes, stats["mean_us"], group_size, network))
-        if stats["pct_of_ideal"] is None:
-            reported = pc.mean(samples["ideal_pct"].take(pa.array(order[start:end]))).as_py()
-            if reported is not None:
-                stats.update(pct_of_ideal=reported, ideal_source="reported")
+        if elements and (collective, size_bytes) in elements:
+            stats["elements"], stats["dtype"] = elements[(collective, size_bytes)]
+        rows = pa.array(order[start:end])
+        stats.update(
+            reported_algbw_gbps=pc.mean(samples["algbw_gbps"].take(rows)).as_py(),  # nulls skipped
+            reported_busbw_gbps=pc.mean(samples["busbw_gbps"].take(rows)).as_py(),
+            reported_pct_of_ideal=pc.mean(samples["ideal_pct"].take(rows)).as_py(),
+        )
+        stats.update(group_rates(stats, network, ranks))
         groups.append(stats)
         ecdfs.append(ecdf_grid(ordered, points))
         group_iterations = iterations_by_group[start:end]
         if len(group_iterations) > 1 and np.any(np.diff(group_iterations) < 0):
             by_iteration = np.argsort(group_iterations, kind="stable")
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
+        if len(values) > 1:
+            stats.update(_slowest_and_first(group_iterations, values))
         delays.append(delay_series(group_iterations, values, points))
     # Merging the groups' sorted runs (timsort) is cheaper than sorting all samples again.
     all_sorted = sorted_parts[0] if len(sorted_parts) == 1 else np.sort(np.concatenate(sorted_parts), kind="stable")
@@ -196,11 +200,47 @@ def summarise(
         "groups": groups,
         "ecdf": ecdfs,
         "delay": delays,
+        "reported_avg_busbw_gbps": dict(reported_avg_busbw or {}),
     }
     if flows is not None and flows.num_rows:
         fct = np.sort(flows["fct_us"].to_numpy())
         summary["flows"] = {"label": "flow completion", **describe(fct), "ecdf": ecdf_grid(fct)}
     return summary
+
+
+def _slowest_and_first(iterations: np.ndarray, durations: np.ndarray) -> dict:
+    """The ``SLOWEST_KEPT`` slowest trials (iteration, µs), slowest first, and the first iteration's time."""
+    kept = min(SLOWEST_KEPT, len(durations))
+    slowest = np.argpartition(durations, len(durations) - kept)[-kept:]
+    slowest = slowest[np.argsort(-durations[slowest], kind="stable")]
+    return {
+        "slowest": [{"iteration": int(iterations[i]), "duration_us": float(durations[i])} for i in slowest],
+        "first": {"iteration": int(iterations[0]), "duration_us": float(durations[0])},
+    }
+
+
+def group_rates(group: dict, network: NetworkModel | None, ranks: int | None) -> dict:
+    """algbw, busbw, ideal time and % of ideal of a group at its mean and (suffix ``_p50``) at its median.
+
+    Computed from the size and the time when the rank count is known, else the file's own figures
+    (nccl-tests, KAI). A spike moves the mean, not the median: both are given, each named.
+    """
+    collective = group["collective"]
+    whole_bytes, group_size = _planned_shape(network, collective, group["size_bytes"], ranks)
+    rates = {}
+    for suffix, time_key in (("", "mean_us"), ("_p50", "p50_us")):
+        figures = _bandwidths(collective, whole_bytes, group[time_key], group_size)
+        if figures["busbw_gbps"] is None and group.get("reported_busbw_gbps") is not None and suffix == "":
+            figures = {
+                "algbw_gbps": group.get("reported_algbw_gbps"),
+                "busbw_gbps": group["reported_busbw_gbps"],
+                "bandwidth_source": "reported",
+            }
+        figures.update(_ideal(collective, whole_bytes, group[time_key], group_size, network))
+        if figures["pct_of_ideal"] is None and group.get("reported_pct_of_ideal") is not None and suffix == "":
+            figures.update(pct_of_ideal=group["reported_pct_of_ideal"], ideal_source="reported")
+        rates.update({f"{key}{suffix}": value for key, value in figures.items()})
+    return rates
 
 
 def _planned_shape(
@@ -233,13 +273,6 @@ def _bandwidths(collective: str, whole_bytes: int | None, mean_us: float, group_
     }
 
 
-def _reported_bandwidths(algbw: pa.ChunkedArray, busbw: pa.ChunkedArray) -> dict:
-    algbw_mean, busbw_mean = pc.mean(algbw).as_py(), pc.mean(busbw).as_py()  # nulls skipped
-    if algbw_mean is None and busbw_mean is None:
-        return {}
-    return {"algbw_gbps": algbw_mean, "busbw_gbps": busbw_mean, "bandwidth_source": "reported"}
-
-
 def _ideal(
     collective: str, whole_bytes: int | None, mean_us: float, group_size: int | None, network: NetworkModel | None
 ) -> dict:
@@ -252,8 +285,8 @@ def _ideal(
 
 
 def has_bandwidth_chart(summary: dict) -> bool:
-    """Bandwidth against data size says something from two sizes with a bandwidth on (nccl-tests sweeps,
-    KAI summaries)."""
+    """Bandwidth against data size says something from two sizes with a bandwidth on (per-iteration runs of
+    several sizes; size sweeps have their own busbw-vs-size chart, ``FigureKind.SWEEP``)."""
     return len({g["size_bytes"] for g in summary["groups"] if g.get("algbw_gbps") is not None}) > 1
 
 

@@ -21,6 +21,7 @@ import hashlib
 import io
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,10 +30,12 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
+from emuplan.results.analysis import analyse, is_size_sweep, page_time_unit, resolve_assumptions
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
+from emuplan.settings import Settings
 from emuplan.store.models import Plan, Run, RunTable
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
@@ -107,7 +110,14 @@ def save_run(
     # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
-        summary = summarise(parsed.samples, ranks=parsed.ranks, network=network, flows=parsed.flows)
+        summary = summarise(
+            parsed.samples,
+            ranks=parsed.ranks,
+            network=network,
+            flows=parsed.flows,
+            reported_avg_busbw=parsed.reported_avg_busbw,
+            elements=parsed.elements,
+        )
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
     out_of_range = non_finite_figure(summary)
     if out_of_range is not None:
@@ -249,19 +259,59 @@ def run_public(run: Run) -> dict:
     }
 
 
-def run_statistics(run: Run) -> dict:
-    """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics of one run."""
-    return {"run_id": run.id, "name": run.name, "source_format": run.source_format, **strip_curves(run.summary)}
+@dataclass(frozen=True)
+class AssumptionChoice:
+    """What the reader asked for (None: take the plan's, the file's or the settings' figure)."""
+
+    link_gbps: float | None = None
+    latency_us: float | None = None
+    ranks: int | None = None
 
 
-def run_figure(run: Run, kind: FigureKind | str, *, log_x: bool = False) -> dict:
+def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
+    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
+    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
+    (each from the request, else the linked plan, else the file, else the settings)."""
+    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    workload = plan.workload if plan else None
+    assumptions = resolve_assumptions(
+        link_gbps=choice.link_gbps,
+        latency_us=choice.latency_us,
+        ranks=choice.ranks,
+        plan_workload=workload,
+        file_ranks=run.ranks,
+        default_link_gbps=settings.assumed_link_gbps,
+        default_latency_us=settings.assumed_latency_us,
+    )
+    return {
+        "run_id": run.id,
+        "name": run.name,
+        "source_format": run.source_format,
+        **strip_curves(run.summary),
+        **analyse(run.summary, assumptions, workload),
+    }
+
+
+def run_figure(
+    session: Session, run: Run, kind: FigureKind | str, choice: AssumptionChoice, settings: Settings, **options
+) -> dict:
     """One of the ``FigureKind`` figures of a run, from its cached summary."""
     title = run.name
+    if kind == FigureKind.SWEEP:
+        statistics = run_statistics(session, run, choice, settings)
+        if statistics["kind"] != "size-sweep":
+            raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
+        return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
+    log_x = options.get("log_x", False)
     if kind == FigureKind.CDF:
         return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == FigureKind.DELAY:
         return charts.delay_figure(
-            run.summary, title=f"{title}: completion time per iteration", per_size=run.strategy == "pipeline"
+            run.summary,
+            title=f"{title}: completion time per iteration",
+            per_size=run.strategy == "pipeline",
+            log_y=options.get("log_y", False),
+            clip=options.get("clip", False),
         )
     if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
@@ -276,8 +326,13 @@ def compare_stored_runs(
     summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, r.summary) for r in stored]
     comparison = compare_runs(summaries, baseline_id)
     named = [(f"#{r.id} {r.name}", r.summary) for r in stored]
-    comparison["figures"] = {
-        "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
-        "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
-    }
+    comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
+    if all(is_size_sweep(r.summary["groups"]) for r in stored):
+        # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.
+        comparison["figures"] = {"sweeps": charts.comparison_sweep_figure(named)}
+    else:
+        comparison["figures"] = {
+            "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
+            "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
+        }
     return comparison

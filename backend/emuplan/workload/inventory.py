@@ -159,7 +159,5 @@ class ModelInventory(BaseModel):
                 )
         buffer_bytes = sum(buffer.nbytes for buffer in self.buffers)
         if buffer_bytes > INT64_MAX:
-            raise ValueError(
-                f"the buffers take {buffer_bytes} bytes, more than the 2^63 − 1 a KCCB data size can hold"
-            )
+            raise ValueError(f"the buffers take {buffer_bytes} bytes, more than the 2^63 − 1 a KCCB data size can hold")
         return self

@@ -1,0 +1,211 @@
+"""What a run page, ``emuplan stats`` and ``GET /api/runs/{id}/stats`` show beyond the cached statistics,
+for the assumptions the reader chooses (link speed, α, ranks): rates and % of ideal per group, the
+nccl-tests view of a size sweep, and the slowest trials of a per-iteration run.
+
+Assumptions come from the request, else the linked plan, else the file (ranks), else the settings; each
+figure says where it came from. Nothing here reads a run's samples: the summary cached at import has all
+it needs, so changing an assumption costs microseconds.
+
+nccl-tests' "# Avg bus bandwidth" is the plain mean of the busbw of every size, out-of-place and in-place
+together (``src/common.cu``: each timed test adds its busBw to ``bw`` and counts it in ``bw_count``; the
+line prints ``bw / bw_count`` with ``%g``). nccl-tests sums the unrounded values; a log only holds the cells
+rounded to two decimals, so the mean of the cells can differ from the printed line by at most half a unit
+of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
+"""
+
+from dataclasses import asdict, dataclass
+
+from emuplan.results.stats import NetworkModel, group_rates
+from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+
+CELL_HALF_UNIT_GBPS = 0.005
+SLOWEST_SHOWN = 10
+# A first iteration that stands out: slower than the run's p99 and than twice its p50.
+WARM_UP_OVER_P50 = 2.0
+SOURCES = ("query", "plan", "file", "settings")
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The network the ideal time and the expected curve assume, and where each figure came from."""
+
+    link_gbps: float
+    latency_us: float
+    ranks: int | None
+    sources: dict[str, str]
+
+    @property
+    def ceiling_gbps(self) -> float:
+        """The line rate in GB/s: busbw cannot pass it on a link of ``link_gbps`` Gbit/s per rank."""
+        return self.link_gbps / 8.0
+
+
+def resolve_assumptions(
+    *,
+    link_gbps: float | None = None,
+    latency_us: float | None = None,
+    ranks: int | None = None,
+    plan_workload: dict | None = None,
+    file_ranks: int | None = None,
+    default_link_gbps: float,
+    default_latency_us: float,
+) -> Assumptions:
+    """Each assumption from the first of: the request, the linked plan, the file (ranks), the settings."""
+    plan_workload = plan_workload or {}
+    network = plan_workload.get("network") or {}
+    plan_ranks = (plan_workload.get("inputs") or {}).get("gpus")
+    chosen, sources = {}, {}
+    candidates = {
+        "link_gbps": (("query", link_gbps), ("plan", network.get("link_gbps")), ("settings", default_link_gbps)),
+        "latency_us": (("query", latency_us), ("plan", network.get("latency_us")), ("settings", default_latency_us)),
+        "ranks": (("query", ranks), ("plan", plan_ranks), ("file", file_ranks)),
+    }
+    for name, options in candidates.items():
+        source, value = next(((s, v) for s, v in options if v is not None), ("none", None))
+        chosen[name], sources[name] = value, source
+    if chosen["link_gbps"] <= 0:
+        raise ValueError(f"link_gbps: must be positive, got {chosen['link_gbps']}")
+    if chosen["latency_us"] < 0:
+        raise ValueError(f"latency_us: must not be negative, got {chosen['latency_us']}")
+    if chosen["ranks"] is not None and chosen["ranks"] < 1:
+        raise ValueError(f"ranks: must be at least 1, got {chosen['ranks']}")
+    return Assumptions(
+        link_gbps=float(chosen["link_gbps"]),
+        latency_us=float(chosen["latency_us"]),
+        ranks=int(chosen["ranks"]) if chosen["ranks"] is not None else None,
+        sources=sources,
+    )
+
+
+def page_time_unit(summaries: list[dict]) -> tuple[str, float]:
+    """The one time unit of a page showing these runs: from the largest of their typical (p50) times."""
+    return time_unit(max((summary["overall"]["p50_us"] for summary in summaries), default=0.0))
+
+
+def time_unit(typical_us: float) -> tuple[str, float]:
+    """(unit, µs per unit) for times around ``typical_us``: µs below 1 ms, ms below 1 s, else s."""
+    if typical_us >= 1e6:
+        return "s", 1e6
+    if typical_us >= 1e3:
+        return "ms", 1e3
+    return "µs", 1.0
+
+
+def is_size_sweep(groups: list[dict]) -> bool:
+    """One sample per size and more than one size: read as a bandwidth-vs-size curve, not a distribution."""
+    return len(groups) > 1 and all(g["count"] == 1 and g.get("size_bytes") is not None for g in groups)
+
+
+def analyse(summary: dict, assumptions: Assumptions, plan_workload: dict | None = None) -> dict:
+    """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions)."""
+    collectives = [c for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)]
+    network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, collectives)
+    groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
+    unit, per_unit = page_time_unit([summary])
+    result = {
+        "assumptions": {**asdict(assumptions), "ceiling_gbps": assumptions.ceiling_gbps},
+        "time_unit": unit,
+        "us_per_unit": per_unit,
+        "groups": groups,
+    }
+    if is_size_sweep(groups):
+        result["kind"] = "size-sweep"
+        result["sweep"] = size_sweep(groups, summary.get("reported_avg_busbw_gbps") or {}, assumptions)
+    else:
+        result["kind"] = "distribution"
+        result["trials"] = [_trials(group) for group in groups if group.get("slowest")]
+    return result
+
+
+def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptions) -> float | None:
+    """busbw the α-β model expects at this size (nccl-tests convention), or None without ranks."""
+    op = normalise_op_name(collective)
+    if op is None or assumptions.ranks is None or assumptions.ranks < 2 or size_bytes <= 0:
+        return None
+    ideal_s = ideal_time_s(op, size_bytes, assumptions.ranks, assumptions.link_gbps, assumptions.latency_us)
+    return size_bytes / ideal_s / 1e9 * bus_bandwidth_factor(op, assumptions.ranks)
+
+
+def file_or_ours(group: dict, key: str) -> float | None:
+    """The figure the file printed for this size and variant (nccl-tests, KAI), else ours."""
+    reported = group.get(f"reported_{key}")
+    return reported if reported is not None else group.get(key)
+
+
+def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: Assumptions) -> dict:
+    """Per collective: headline (peak and average busbw, the file's own average beside ours) and one
+    table per variant, rows by size; each row has the α-β expected busbw for the expected curve."""
+    collectives = []
+    for collective in dict.fromkeys(g["collective"] for g in groups):
+        members = [g for g in groups if g["collective"] == collective]
+        cells = [(cell, g) for g in members if (cell := file_or_ours(g, "busbw_gbps")) is not None]
+        average = sum(cell for cell, _ in cells) / len(cells) if cells else None
+        peak_cell, peak_group = max(cells, key=lambda pair: pair[0]) if cells else (None, None)
+        file_average = reported_avg.get(collective)
+        tables = []
+        for variant in dict.fromkeys(g["variant"] for g in members):
+            rows = sorted((g for g in members if g["variant"] == variant), key=lambda g: g["size_bytes"])
+            tables.append(
+                {
+                    "variant": variant,
+                    "rows": [
+                        {
+                            "size_bytes": g["size_bytes"],
+                            "elements": g.get("elements"),
+                            "dtype": g.get("dtype"),
+                            "time_us": g["mean_us"],
+                            "algbw_gbps": file_or_ours(g, "algbw_gbps"),
+                            "busbw_gbps": file_or_ours(g, "busbw_gbps"),
+                            "pct_of_ideal": g.get("pct_of_ideal"),
+                            "expected_busbw_gbps": expected_busbw_gbps(collective, g["size_bytes"], assumptions),
+                        }
+                        for g in rows
+                    ],
+                }
+            )
+        collectives.append(
+            {
+                "collective": collective,
+                "sizes": len({g["size_bytes"] for g in members}),
+                "average_busbw_gbps": average,
+                "averaged_cells": len(cells),
+                "file_average_busbw_gbps": file_average,
+                "agrees_with_file": None
+                if file_average is None or average is None
+                else abs(average - file_average) <= CELL_HALF_UNIT_GBPS + 1e-9,
+                "peak_busbw_gbps": peak_cell,
+                "peak_size_bytes": peak_group["size_bytes"] if peak_group else None,
+                "peak_variant": peak_group["variant"] if peak_group else None,
+                "tables": tables,
+            }
+        )
+    return {
+        "collectives": collectives,
+        "ceiling_gbps": assumptions.ceiling_gbps,
+        "average_convention": (
+            "mean of the busbw of every size, out-of-place and in-place together, as nccl-tests' "
+            "'# Avg bus bandwidth' line (src/common.cu); we average the printed two-decimal cells, so we "
+            f"agree with the file's line to ±{CELL_HALF_UNIT_GBPS} GB/s"
+        ),
+    }
+
+
+def _trials(group: dict) -> dict:
+    """The slowest trials of a group (index, time, × its p50) and whether its first iteration stands out."""
+    p50 = group["p50_us"]
+    first = group.get("first")
+    warm_up = (
+        first is not None
+        and group["count"] > 2
+        and first["duration_us"] > group["p99_us"] * (1 - 1e-12)
+        and first["duration_us"] > WARM_UP_OVER_P50 * p50
+    )
+    return {
+        "label": group["label"],
+        "slowest": [
+            {**trial, "over_p50": trial["duration_us"] / p50 if p50 > 0 else None}
+            for trial in group["slowest"][:SLOWEST_SHOWN]
+        ],
+        "first": first,
+        "warm_up_flag": warm_up,
+    }

@@ -1,0 +1,139 @@
+"""The analysis pages in Chromium: an nccl-tests size sweep, a spiky per-iteration run with log y."""
+
+import re
+
+import httpx2
+import numpy as np
+from browser_support import PHONE, PageWatch, screenshot
+from playwright.sync_api import Page, expect
+from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
+
+from live_server import LiveServer
+from paths import NCCL_TESTS
+
+
+def upload(server: LiveServer, file_name: str, content: bytes) -> int:
+    response = httpx2.post(f"{server.url}/api/runs", files={"file": (file_name, content)}, timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def desktop_then_phone(page: Page, name: str) -> None:
+    """Screenshots at 1280 and 390 px wide; at 390 the page itself must not scroll sideways."""
+    screenshot(page, f"{name}-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, f"{name}-phone")
+
+
+def spike_csv() -> bytes:
+    """500 all-reduce iterations around 14 ms with one 5-second spike at iteration 250."""
+    times = 14.0 + (np.arange(500) % 7) * 0.1
+    times[250] = 5000.0
+    rows = [f"{i},971048,all_reduce,{t:.3f}" for i, t in enumerate(times)]
+    return ("iteration,data size,collective,completion time (ms)\n" + "\n".join(rows) + "\n").encode()
+
+
+def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    run_id = upload(live_server, log.name, log.read_bytes())
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    wait_for_charts(page)
+    headline = page.locator("#sweep-headline .headline")
+    expect(headline.locator(".peak")).to_have_text("338.82 GB/s at 8,589,934,592 B (out-of-place)")
+    expect(headline.locator(".average")).to_have_text("70.74 GB/s over 62 cells")
+    expect(headline.locator(".file-average")).to_contain_text("70.742 GB/s · agrees")
+    expect(page.locator("#cdf-chart")).to_have_count(0)
+    expect(page.locator("#delay-chart")).to_have_count(0)
+    expect(page.locator("#stats-table")).to_have_count(0)
+    # busbw per variant, the α-β expected curve and the line rate drawn; algbw in the legend, one click away.
+    assert trace_count(page, "#sweep-chart") == 4
+    expect(page.locator("#sweep-chart .legendtext")).to_have_count(6)
+    assert axis_title(page, "#sweep-chart") == "data size (bytes, log 2 scale)"
+    assert page.evaluate("document.querySelector('#sweep-chart').layout.xaxis.type") == "log"
+    expect(page.locator(".sweep-table[data-variant='in-place'] tbody tr")).to_have_count(31)
+    expect(
+        page.locator(".sweep-table[data-variant='out-of-place'] tbody tr").last.locator("[data-key=busbw]")
+    ).to_have_text("338.82")
+    # Changing an assumption redraws the line rate: 400 Gbit/s is 50 GB/s.
+    page.fill("#link-gbps", "400")
+    page.click("#apply-assumptions")
+    wait_for_charts(page)
+    expect(page.locator("#sweep-chart .legendtext").last).to_have_text("line rate 50 GB/s")
+    assert page.url.endswith(f"/runs/{run_id}?link_gbps=400&latency_us=5&ranks=16")
+    desktop_then_phone(page, "run-size-sweep")
+    watch.assert_clean()
+
+
+def test_spiky_run_with_log_y_shows_the_other_trials_and_lists_the_slowest(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    run_id = upload(live_server, "spike-allreduce.csv", spike_csv())
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    wait_for_charts(page)
+    assert axis_title(page, "#delay-chart", "y") == "completion time (ms)"
+    assert page.evaluate("document.querySelector('#delay-chart').layout.yaxis.type") == "linear"
+    page.check("#delay-log-y")
+    expect(page.locator("#delay-chart")).to_have_attribute("data-drawn", "true")
+    expect(page.locator("#delay-chart .ytick text").first).to_be_visible()
+    assert page.evaluate("document.querySelector('#delay-chart').layout.yaxis.type") == "log"
+    first_row = page.locator(".slowest-table tbody tr").first.locator("td")
+    expect(first_row).to_have_text(["250", "5,000.00", "350"])  # 5000 ms ÷ p50 14.3 ms
+    expect(page.locator("#stats-table thead th").nth(2)).to_have_text("Min (ms)")
+    screenshot(page, "run-spike-log-y-desktop")
+    page.check("#delay-clip")
+    expect(page.locator("#delay-chart .textpoint text")).to_have_text(["5000 ms"])
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "run-spike-clipped-phone")
+    watch.assert_clean()
+
+
+def test_compare_of_unrelated_runs_says_so_and_the_picker_keeps_the_tick_order(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    sweep = upload(live_server, log.name, log.read_bytes())
+    spike = upload(live_server, "spike-allreduce.csv", spike_csv())
+    page.goto(f"{live_server.url}/compare")
+    page.check(f"#pick-form input[name=run][value='{spike}']")
+    page.check(f"#pick-form input[name=run][value='{sweep}']")
+    # Only ticked runs can be the baseline; the first ticked is the default.
+    expect(page.locator("#baseline option")).to_have_text(
+        [f"first ticked (#{spike} spike-allreduce.csv)", f"#{spike} spike-allreduce.csv", f"#{sweep} {log.name}"]
+    )
+    page.select_option("#baseline", str(sweep))
+    page.click("#compare-button")
+    page.wait_for_url(f"{live_server.url}/compare?runs={spike},{sweep}&baseline={sweep}")
+    wait_for_charts(page)
+    expect(page.locator("#compare-notice")).to_have_text(
+        f"#{spike} spike-allreduce.csv shares no (collective, data size) with the baseline #{sweep} {log.name}: "
+        "no ratios against it and no Kolmogorov–Smirnov test, which would compare unrelated collectives and sizes"
+    )
+    expect(page.locator("#compare-tests tbody tr")).to_have_text(
+        [re.compile("not tested: no \\(collective, data size\\) in common")]
+    )
+    expect(page.locator("#compare-stats small")).to_have_count(0)  # no ratios across unrelated runs
+    # The URL keeps the order and the baseline: the picker shows them again.
+    expect(page.locator("#baseline")).to_have_value(str(sweep))
+    desktop_then_phone(page, "compare-unrelated")
+    watch.assert_clean()
+
+
+def test_compare_ratios_have_three_significant_figures_and_a_direction(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    slow = upload(live_server, "slow-allreduce.csv", spike_csv())
+    fast_csv = spike_csv().replace(b",14.", b",3.")  # the same trials about 4.7 × faster
+    fast = upload(live_server, "fast-allreduce.csv", fast_csv)
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
+    wait_for_charts(page)
+    expect(page.locator("#compare-notice")).to_be_hidden()
+    row = page.locator("#compare-groups tbody tr").nth(1)
+    expect(row.locator("td").nth(2).locator("small")).to_have_class("delta-neutral")  # counts are not judged
+    p50 = row.locator("td").nth(3).locator("small")
+    expect(p50).to_have_text("0.231×")  # 3.3 ms ÷ 14.3 ms
+    expect(p50).to_have_class("delta-better")
+    watch.assert_clean()
