@@ -184,4 +184,4 @@ def shared_run_figure(
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
-    return runs_store.run_figure(run, kind)
+    return runs_store.run_figure(session, run, kind)

@@ -189,11 +189,19 @@ def _import_upload(session, settings, file_name: str, data: bytes | memoryview, 
 @router.get("/api/runs")
 def list_runs(
     session: ReadSessionDep,
+    response: Response,
     strategy: str | None = None,
     plan: Annotated[int | None, Query(description="Only runs linked to this plan id.")] = None,
     tag: str | None = None,
+    limit: Annotated[
+        int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page, newest first.")
+    ] = store.RUNS_PER_PAGE,
+    offset: Annotated[int, Query(ge=0, description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    return [store.run_public(run) for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)]
+    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all."""
+    filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
+    response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
+    return [store.run_public(run) for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
 @router.get("/api/runs/{run_id}")
@@ -210,7 +218,7 @@ def run_stats(run_id: int, session: ReadSessionDep) -> dict:
 def run_figure(
     run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
 ) -> dict:
-    return store.run_figure(_run_or_404(session, run_id), kind, log_x=log_x)
+    return store.run_figure(session, _run_or_404(session, run_id), kind, log_x=log_x)
 
 
 def neutralise_formulas(table: pa.Table) -> pa.Table:

@@ -1,8 +1,9 @@
 """Runs: store a parsed result, list, read, delete, and load its samples back.
 
 Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
-per-flow uploads) and the cached ``run.summary`` (statistics, ECDF grids, delay series from
-``results.stats.summarise``) in the caller's session — one transaction: the caller commits once.
+per-flow uploads), the cached ``run.summary`` (statistics from ``results.stats.summarise``) and
+its ``run_curves`` row (the whole summary: ECDF grids and delay series too) in the caller's session —
+one transaction: the caller commits once.
 
 Entry points for other code:
 
@@ -19,12 +20,13 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 
 import hashlib
 import io
+import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import delete
+from sqlalchemy import String, cast, delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -32,11 +34,14 @@ from emuplan.results.canonical import ParsedResult
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
-from emuplan.store.models import Plan, Run, RunTable
+from emuplan.store.models import Plan, Run, RunCurves, RunTable
 
 STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
 ORIGINS = ("imported", "measured", "generated")
 FIGURE_KINDS = ("cdf", "delay", "bandwidth")
+# Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
+RUNS_PER_PAGE = 50
+MAX_RUNS_PER_PAGE = 1000
 
 
 class RunNotFound(LookupError):
@@ -121,10 +126,11 @@ def save_run(
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
-        summary=summary,
+        summary=strip_curves(summary),
     )
     session.add(run)
     session.flush()
+    session.add(RunCurves(run_id=run.id, summary=summary))
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
     session.flush()
@@ -181,23 +187,43 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def list_runs(
-    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
-) -> list[Run]:
-    query = select(Run).order_by(col(Run.id).desc())
+def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None):
     if strategy:
         query = query.where(Run.strategy == strategy)
     if plan_id is not None:
         query = query.where(Run.plan_id == plan_id)
-    runs = list(session.exec(query))
-    # Tags are a JSON list: filtered here, portable across SQLite and PostgreSQL.
-    return [run for run in runs if tag in run.tags] if tag else runs
+    if tag:
+        # Tags are a JSON list of strings; its text holds the tag JSON-quoted (portable across SQLite and
+        # PostgreSQL, unlike their JSON operators).
+        query = query.where(cast(Run.tags, String).contains(json.dumps(tag), autoescape=True))
+    return query
+
+
+def list_runs(
+    session: Session,
+    *,
+    strategy: str | None = None,
+    plan_id: int | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[Run]:
+    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
+    query = _filtered(select(Run), strategy, plan_id, tag).order_by(col(Run.id).desc()).offset(offset).limit(limit)
+    return list(session.exec(query))
+
+
+def count_runs(
+    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
+) -> int:
+    return session.exec(_filtered(select(func.count()).select_from(Run), strategy, plan_id, tag)).one()
 
 
 def delete_run(session: Session, run_id: int) -> None:
     run = get_run(session, run_id)
     # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
     session.exec(delete(RunTable).where(RunTable.run_id == run_id))
+    session.exec(delete(RunCurves).where(RunCurves.run_id == run_id))
     session.delete(run)
     session.flush()
 
@@ -236,23 +262,30 @@ def run_public(run: Run) -> dict:
         "hosts": run.hosts,
         "warnings": run.warnings,
         "created_at": run.created_at.isoformat(),
-        "summary": strip_curves(run.summary),
+        "summary": run.summary,
     }
 
 
 def run_statistics(run: Run) -> dict:
     """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics of one run."""
-    return {"run_id": run.id, "name": run.name, "source_format": run.source_format, **strip_curves(run.summary)}
+    return {"run_id": run.id, "name": run.name, "source_format": run.source_format, **run.summary}
 
 
-def run_figure(run: Run, kind: str, *, log_x: bool = False) -> dict:
+def summary_with_curves(session: Session, run: Run) -> dict:
+    """The run's whole cached summary: statistics, ECDF grids and delay series."""
+    return session.get(RunCurves, run.id).summary
+
+
+def run_figure(session: Session, run: Run, kind: str, *, log_x: bool = False) -> dict:
     """One of ``FIGURE_KINDS`` for a run, from its cached summary."""
     title = run.name
     if kind == "cdf":
-        return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
+        return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == "delay":
         return charts.delay_figure(
-            run.summary, title=f"{title}: completion time per iteration", per_size=run.strategy == "pipeline"
+            summary_with_curves(session, run),
+            title=f"{title}: completion time per iteration",
+            per_size=run.strategy == "pipeline",
         )
     if kind == "bandwidth":
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
@@ -264,9 +297,10 @@ def compare_stored_runs(
 ) -> dict:
     """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
-    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, r.summary) for r in stored]
+    with_curves = {r.id: summary_with_curves(session, r) for r in stored}
+    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, with_curves[r.id]) for r in stored]
     comparison = compare_runs(summaries, baseline_id)
-    named = [(f"#{r.id} {r.name}", r.summary) for r in stored]
+    named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["figures"] = {
         "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
         "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
