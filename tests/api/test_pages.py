@@ -2,6 +2,7 @@
 
 from fastapi.testclient import TestClient
 
+from conftest import NCCL_TESTS_FIXTURES
 from emuplan.results import parse_result_file
 from emuplan.store import runs as run_store
 
@@ -50,6 +51,8 @@ def test_runs_page_filters_by_strategy_and_tag(client: TestClient) -> None:
     assert listed("?strategy=tensor") == ["tp-a", "tp-b"]
     assert listed("?tag=lab-a") == ["dp-a", "tp-a"]
     assert listed("?strategy=tensor&tag=lab-a") == ["tp-a"]
+    assert listed("?tag=LAB-A") == ["dp-a", "tp-a"]  # filters match in any case
+    assert [run["name"] for run in client.get("/api/runs", params={"tag": "Lab-B"}).json()] == ["tp-b"]
 
 
 def test_share_page_has_no_way_out(client: TestClient) -> None:
@@ -92,3 +95,11 @@ def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: Tes
     assert f"The newest {run_store.RUNS_PER_PAGE} of {count} runs" in compare
     assert 'value="1" checked' in compare  # a selected older run stays in the picker
     assert 'value="2"' not in compare
+
+
+def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:
+    log = NCCL_TESTS_FIXTURES / "v100-12gpu-broadcast-pre2.13.txt"
+    response = client.post("/api/runs", files={"file": (log.name, log.read_bytes())}, data={"name": "bcast"})
+    assert response.status_code == 201, response.text
+    page = client.get(f"/runs/{response.json()['id']}").text
+    assert " · 12 ranks on 1 host</p>" in page

@@ -6,7 +6,9 @@ import json
 import re
 
 from fastapi.testclient import TestClient
+from typer.main import get_command
 
+from emuplan.cli import app as cli_app
 from emuplan.store.db import Database
 from emuplan.store.models import Plan
 from emuplan.workload.document import OptionGroup, PlanRequest
@@ -83,3 +85,19 @@ def test_a_plan_stored_before_requests_were_kept_is_edited_from_its_inputs(
     assert initial_of(client.get(f"/plan?from={created['id']}").text) == created["inputs"]
     page = client.get(f"/plans/{created['id']}").text
     assert "Every value as the planner used it." in page and 'class="badge">default' not in page
+
+
+def test_every_planning_option_of_the_cli_has_a_control_on_the_page(client: TestClient) -> None:
+    plan_command = get_command(cli_app).commands["plan"]
+    options = {param.name for param in plan_command.params} - {"json_output", "export", "save", "list_presets"}
+    page = client.get("/plan").text
+    upload_form = page[page.index('<form class="inputs" id="model-form"') :]
+    upload_form = upload_form[: upload_form.index("</form>")]
+    on_page = {
+        *form_controls(page),
+        *FORM_CONTROL.findall(upload_form.replace('type="file" id="model-file" name="file"', "")),
+        "name",  # the plan's name, next to Save
+        "no_vocab_parallel_loss",  # the CLI's way to untick "Vocab-parallel loss"
+    }
+    assert 'id="plan-name"' in page and 'name="vocab_parallel_loss"' in page
+    assert options <= on_page, options - on_page

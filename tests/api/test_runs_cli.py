@@ -32,7 +32,7 @@ def test_import_runs_stats_compare(cli_env):
     )
     text = invoke("import", str(SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"), "--name", "V100 bcast")
     assert text.exit_code == 0, text.output
-    assert text.output.startswith("run 2: V100 bcast (nccl-tests, 62 samples, 12 ranks on 1 hosts)")
+    assert text.output.startswith("run 2: V100 bcast (nccl-tests, 62 samples, 12 ranks on 1 host)")
     assert "broadcast · 8589934592 B · in-place" in text.output
 
     listed = json.loads(invoke("runs", "--json").output)
@@ -61,3 +61,32 @@ def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):
     assert invoke("import", str(good)).exit_code == 0
     again = invoke("import", str(good))
     assert again.exit_code == 2 and "already imported as run 1" in again.output
+
+
+def test_runs_lists_whole_names_under_a_header_and_filters_in_any_case(cli_env):
+    long_name = "fabric A · all-reduce sweep after the 2026-11 firmware update on rail 3 (second attempt)"
+    for file_name, name, tag in (
+        ("generated-fct.txt", long_name, "Fabric-A"),
+        ("generated-per-flow.csv", "short", "b"),
+    ):
+        imported = invoke("import", str(RESULTS / file_name), "--name", name, "--tag", tag, "--json")
+        assert imported.exit_code == 0, imported.output
+
+    narrow = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    lines = narrow.output.splitlines()
+    assert lines[0].split() == ["id", "name", "format", "origin", "strategy", "samples", "p50", "µs"]
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    # The long name is folded over several lines of its column, never cut.
+    name_start = lines[0].index("name")
+    name_width = lines[0].index("format") - name_start
+    folded = "".join(line[name_start : name_start + name_width].strip() + " " for line in lines[1:]).strip()
+    assert long_name.replace(" ", "") in folded.replace(" ", "")
+
+    wide = runner.invoke(app, ["runs", "--wide"], env={"COLUMNS": "80"})
+    assert [line.split()[0] for line in wide.output.splitlines()] == ["id", "2", "1"]
+    assert long_name in wide.output.splitlines()[2]
+
+    for tag in ("fabric-a", "FABRIC-A", "Fabric-A"):
+        tagged = json.loads(invoke("runs", "--tag", tag, "--json").output)
+        assert [run["name"] for run in tagged] == [long_name], tag

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from emuplan.cli import app
 from emuplan.store.db import Database
 from emuplan.store.models import Plan
+from emuplan.workload.document import PlanRequest
 
 runner = CliRunner()
 LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
@@ -70,26 +71,69 @@ def test_save_stores_the_plan_and_reports_its_id(cli_env: str) -> None:
 
 def test_export_prints_the_paste_ready_list() -> None:
     result = run("--model", "fashion-mnist-mlp", "--strategy", "tensor", "--export", "text")
-    assert result.stdout == "# trial 1: ALGO_ALL_GATHER_RING (20), iterations 8, 4 hosts x 1 GPUs\n6438912\n"
+    assert result.stdout == "# trial 1: ALGO_ALL_GATHER_RING (20), iterations 8, 4 hosts x 1 GPU per host\n6438912\n"
 
 
-def test_errors_exit_2_with_the_field() -> None:
+def test_errors_exit_2_naming_the_option() -> None:
     result = run("--model", "fashion-mnist-mlp", "--batch-size", "0")
     assert result.exit_code == 2
-    assert "batch_size: must be at least 1, got 0" in result.stderr
+    assert result.stderr == "error: --batch-size: must be at least 1, got 0\n"
     result = run("--model", "nope")
     assert result.exit_code == 2
-    assert "model: unknown model 'nope'" in result.stderr
+    assert result.stderr.startswith("error: --model: unknown model 'nope'")
+    result = run("--model", "fashion-mnist-mlp", "--strategy", "tensor", "--tp", "1")
+    assert result.stderr == "error: --tp: the tensor strategy needs a tensor-parallel degree of at least 2, got 1\n"
 
 
-def test_help_documents_every_option() -> None:
-    result = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+def test_help_groups_every_option_into_the_plan_pages_panels_and_fits_80_columns() -> None:
+    result = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
     assert result.exit_code == 0
-    for option in ("--model", "--strategy", "--mode", "--dp-impl", "--dataset-size", "--batch-size", "--epochs",
-                   "--drop-last", "--gpus", "--hosts", "--gpus-per-host", "--tp", "--pp", "--dp", "--stages",
-                   "--micro-batch", "--micro-batches", "--seq-len", "--sequence-parallel", "--bucket-cap-mb",
-                   "--param-dtype", "--grad-dtype", "--activation-dtype", "--link-gbps", "--latency-us", "--json",
-                   "--save", "--export"):  # fmt: skip
-        assert option in result.stdout, option
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in result.stdout  # nothing cut short
+    panels = [line.split(" ")[1] for line in lines if line.startswith("╭─ ")]
+    assert panels == ["Options", "Model", "Data", "Layout", "Parallelism", "Network", "Advanced", "Output"]
+    panel_of = {}
+    for line in lines:
+        if line.startswith("╭─ "):
+            panel = line.split(" ")[1]
+        elif line.startswith("│ --"):
+            panel_of[line[2:].split()[0].split(",")[0]] = panel
+    # Every field of the planner's request is an option, in the panel its page fieldset has.
+    for field in PlanRequest.model_fields:
+        flag = "--" + field.replace("_", "-")
+        if field == "vocab_parallel_loss":
+            flag = "--no-vocab-parallel-loss"
+        assert panel_of[flag] == PlanRequest.option_group(field).value, flag
     assert "[default: 100.0]" in result.stdout  # --link-gbps
-    assert "25 MiB after a 1 MiB first bucket" in result.stdout
+    assert "--pp,--stages" in result.stdout
+
+
+def test_the_saved_request_is_what_the_command_line_gave(cli_env: str) -> None:
+    result = run("--model", "fashion-mnist-mlp", "--strategy", "tensor", "--stages", "1", "--link-gbps", "400",
+                 "--no-vocab-parallel-loss", "--save", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["network"] == {"link_gbps": 400.0, "latency_us": 5.0}
+    database = Database(cli_env)
+    with database.read_session() as session:
+        (plan,) = session.exec(select(Plan)).all()
+    database.dispose()
+    assert plan.request == {
+        "model": "fashion-mnist-mlp",
+        "strategy": "tensor",
+        "pp": 1,
+        "link_gbps": 400.0,
+        "vocab_parallel_loss": False,
+    }
+
+
+def test_the_readable_output_says_what_network_the_ideal_times_assume() -> None:
+    result = run("--model", "fashion-mnist-mlp", "--link-gbps", "400", "--latency-us", "2.5")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == "strategy data, mode tutorial; 4 GPUs on 4 hosts × 1; tp 1 pp 1 dp 4; micro-batch 2048 × 1"
+    assert lines[2] == (
+        "network: 400 Gbit/s per rank, α = 2.5 µs (--link-gbps, --latency-us: what the ideal µs column assumes)"
+    )
+    assert "KCCB (1 trial configuration):" in lines
+    assert "  hosts        4 hosts × 1 GPU per host" in lines

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
+from emuplan.workload.hf_config import ConfigError, config_model_name, inventory_from_hf_config, read_hf_config
 from emuplan.workload.sources import UnknownModelError, resolve_model
 from emuplan.workload.torch_module import inventory_from_module
 from fixtures.models.seed_classifier import Classifier
@@ -81,9 +81,9 @@ def test_llama_formula_matches_a_meta_device_build_of_a_small_equivalent() -> No
     assert [(p.name, p.shape) for p in inventory.parameters] == expected
 
 
-def test_config_json_file_is_read_and_named_after_its_folder() -> None:
+def test_config_json_file_is_read_and_named_after_its_model() -> None:
     inventory = resolve_model(str(LLAMA_2_7B_PATH))
-    assert inventory.name == "Llama-2-7b-hf"
+    assert inventory.name == "LlamaForCausalLM"  # the file has no _name_or_path
     assert inventory.source_kind == "hf_config"
     assert inventory.parameter_count == 6_738_415_616
     assert inventory.parameters[0].dtype == "float16"
@@ -120,3 +120,31 @@ def test_unknown_model_lists_presets_and_files_only_when_allowed() -> None:
     with pytest.raises(UnknownModelError) as error:
         resolve_model("/etc/config.json", allow_files=False)
     assert ".json" not in str(error.value).split("expected")[1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "file_name", "name"),
+    [
+        ({"_name_or_path": "meta-llama/Llama-2-7b-hf", "architectures": ["LlamaForCausalLM"]}, "data/config.json",
+         "meta-llama/Llama-2-7b-hf"),
+        ({"_name_or_path": "/home/me/checkpoints/llama-ft/", "architectures": ["LlamaForCausalLM"]}, "x/config.json",
+         "llama-ft"),
+        ({"_name_or_path": "", "architectures": ["LlamaForCausalLM"]}, "data/config.json", "LlamaForCausalLM"),
+        ({"architectures": []}, "data/config.json", "data/config.json"),
+        ({}, "config.json", "config.json"),
+    ],
+)  # fmt: skip
+def test_a_config_is_named_after_its_model_not_its_folder(fields: dict, file_name: str, name: str) -> None:
+    config = {key: value for key, value in LLAMA_2_7B_CONFIG.items() if key != "architectures"} | fields
+    assert config_model_name(config, file_name) == name
+    assert inventory_from_hf_config(config, where=file_name).name == name
+
+
+def test_a_config_file_read_from_disk_takes_the_models_name(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "config.json").write_text(LLAMA_2_7B_PATH.read_text())
+    assert read_hf_config(folder / "config.json").name == "LlamaForCausalLM"
+    config = {k: v for k, v in LLAMA_2_7B_CONFIG.items() if k != "architectures"}
+    (folder / "config.json").write_text(json.dumps(config))
+    assert read_hf_config(folder / "config.json").name == "data/config.json"

@@ -123,7 +123,7 @@ def test_kccb_json_and_text_exports() -> None:
     document = seed_plan(strategy="tensor")
     assert [t["data_sizes"] for t in json.loads(export_kccb(document, "json"))] == [[6438912]]
     assert export_kccb(document, "text") == (
-        "# trial 1: ALGO_ALL_GATHER_RING (20), iterations 8, 4 hosts x 1 GPUs\n6438912\n"
+        "# trial 1: ALGO_ALL_GATHER_RING (20), iterations 8, 4 hosts x 1 GPU per host\n6438912\n"
     )
     with pytest.raises(ValueError, match=r"^format: unknown KCCB export format 'xml'"):
         export_kccb(document, "xml")

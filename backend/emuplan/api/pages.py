@@ -25,6 +25,7 @@ from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
+from emuplan.wording import plural
 from emuplan.workload.document import OptionGroup, PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
@@ -38,7 +39,11 @@ T = TypeVar("T")
 @lru_cache
 def _environment(templates_dir: Path) -> Environment:
     # Autoescape everything: run names, tags, model and file names are user input.
-    return Environment(loader=FileSystemLoader(templates_dir), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    environment = Environment(
+        loader=FileSystemLoader(templates_dir), autoescape=True, trim_blocks=True, lstrip_blocks=True
+    )
+    environment.filters["plural"] = plural
+    return environment
 
 
 def render(

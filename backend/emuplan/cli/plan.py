@@ -2,6 +2,7 @@
 PyTorch source run in the sandbox)."""
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,8 @@ import typer
 
 from emuplan.cli.app import app, open_database
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.workload.document import DataParallelImpl, Mode, PlanDocument, PlanRequest, Strategy
+from emuplan.wording import plural
+from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.presets import PRESETS
@@ -17,7 +19,6 @@ from emuplan.workload.pytorch_source import capture_for_plan, options_from_text
 from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX, resolve_model
 
 FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
-_DEFAULT_FROM_MODEL = "Default: the model's (see `emuplan plan --list-presets`)."
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -38,9 +39,11 @@ def render_plan(document: PlanDocument) -> str:
     lines = [
         f"{document.model.name}: {document.model.parameter_count:,} parameters, "
         f"{document.model.parameter_bytes:,} bytes ({inputs.param_dtype})",
-        f"strategy {document.strategy.value}, mode {document.mode.value}; {inputs.gpus} GPUs on {inputs.hosts} hosts "
-        f"× {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}; "
+        f"strategy {document.strategy.value}, mode {document.mode.value}; {plural(inputs.gpus, 'GPU')} on "
+        f"{plural(inputs.hosts, 'host')} × {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}; "
         f"micro-batch {inputs.micro_batch} × {inputs.micro_batches}",
+        f"network: {document.network.link_gbps:g} Gbit/s per rank, α = {document.network.latency_us:g} µs "
+        "(--link-gbps, --latency-us: what the ideal µs column assumes)",
         f"trials: {document.trials}",
     ]
     if document.pipeline_bubble is not None:
@@ -63,14 +66,14 @@ def render_plan(document: PlanDocument) -> str:
         "",
         _table(headers, rows, numeric={2, 3, 4, 7}),
         "",
-        f"KCCB ({document.kccb_trials} trial configuration(s)):",
+        f"KCCB ({plural(document.kccb_trials, 'trial configuration')}):",
     ]
     for trial in document.kccb_list():
         lines += [
             f"  algorithm    {trial.algorithm} ({trial.algorithm_id})",
             f"  data sizes   {trial.data_sizes}",
             f"  iterations   {trial.iterations}",
-            f"  hosts        {trial.hosts} × {trial.gpus_per_host} GPUs per host",
+            f"  hosts        {plural(trial.hosts, 'host')} × {plural(trial.gpus_per_host, 'GPU')} per host",
             f"  note         {trial.note}",
             "",
         ]
@@ -89,66 +92,103 @@ def render_plan(document: PlanDocument) -> str:
     return "\n".join(lines)
 
 
+def _request_option(field: str, *names: str, **kwargs):
+    """A ``PlanRequest`` field as an option: its short help and its panel are the field's own, so the
+    CLI, the API and the plan page describe and group it alike."""
+    info = PlanRequest.model_fields[field]
+    return typer.Option(*names, help=info.description, rich_help_panel=PlanRequest.option_group(field), **kwargs)
+
+
+def _choice_option(field: str, choices: type[StrEnum]):
+    """An enumeration as an option: its choices in the help, so that the name column stays narrow."""
+    info = PlanRequest.model_fields[field]
+    return typer.Option(
+        help=f"{info.description} One of: {', '.join(choices)}.",
+        metavar=field.upper().replace("_", "-"),
+        rich_help_panel=PlanRequest.option_group(field),
+    )
+
+
+MODEL_PANEL = OptionGroup.MODEL.value
+OUTPUT_PANEL = "Output"
+
+
+def in_cli_words(message: str) -> str:
+    """A planner message names its field first ("batch_size: ..."); the CLI names the option."""
+    field, separator, rest = message.partition(": ")
+    return f"--{field.replace('_', '-')}: {rest}" if separator and field in PlanRequest.model_fields else message
+
+
 @app.command()
 def plan(
-    model: str = typer.Option(
-        None,
-        help=f"Preset ({', '.join(PRESETS)}) or a file: HuggingFace config.json, .safetensors, .onnx, or PyTorch "
-        "source .py (run in the sandbox; needs --model-class and --input-shape).",
-    ),
-    model_class: str = typer.Option(None, help=".py: the nn.Module class to build."),
-    model_kwargs: str = typer.Option(None, help=".py: constructor keyword arguments as JSON, e.g. '{\"width\": 64}'."),
-    input_shape: str = typer.Option(None, help=".py: one sample's shape without the batch, e.g. 1,28,28."),
-    input_dtype: str = typer.Option("float32", help=".py: the input's dtype."),
-    label_dtype: str = typer.Option("int64", help=".py: the labels' dtype."),
-    strategy: Annotated[Strategy, typer.Option(help="Parallelism to plan.")] = Strategy.DATA,
-    mode: Annotated[
-        Mode | None,
+    context: typer.Context,
+    model: Annotated[
+        str | None,
         typer.Option(
-            help="tutorial (the seeds' rules) or framework. Default: tutorial for fashion-mnist-mlp, else framework."
+            help=f"A preset ({', '.join(PRESETS)}) or a model file: config.json, .safetensors, .onnx, .py.",
+            rich_help_panel=MODEL_PANEL,
         ),
     ] = None,
-    dp_impl: Annotated[
-        DataParallelImpl, typer.Option(help="Framework data-parallel implementation.")
-    ] = DataParallelImpl.DDP,
-    dataset_size: int = typer.Option(
-        None, help=f"Training samples (sequences for transformers). {_DEFAULT_FROM_MODEL}"
-    ),
-    batch_size: int = typer.Option(None, help=f"Global batch size in samples. {_DEFAULT_FROM_MODEL}"),
-    epochs: int = typer.Option(None, help=f"Epochs. {_DEFAULT_FROM_MODEL}"),
-    drop_last: bool = typer.Option(False, help="Drop the last partial batch (trials floor instead of ceil)."),
-    gpus: int = typer.Option(None, help="GPUs in total. Default: tp×pp×dp when --dp is given, else the model's."),
-    hosts: int = typer.Option(None, help="Hosts. Default: gpus / gpus-per-host."),
-    gpus_per_host: int = typer.Option(None, help="GPUs (one NIC each) per host. Default: 1 for the seed MLP, 8 else."),
-    tp: int = typer.Option(None, help="Tensor-parallel degree. Default: all GPUs for --strategy tensor, else 1."),
-    pp: int = typer.Option(None, help="Pipeline stages. Default: all GPUs for --strategy pipeline, else 1."),
-    dp: int = typer.Option(None, help="Data-parallel degree. Default: gpus / (tp × pp)."),
-    stages: int = typer.Option(None, help="Alias of --pp."),
-    micro_batch: int = typer.Option(
-        None, help="Samples per micro-batch. Default: 1 for transformers, else batch / (dp × micro-batches)."
-    ),
-    micro_batches: int = typer.Option(
-        None,
-        help="Micro-batches per step. Default: batch / (dp × micro-batch), or pp for models without transformer shape.",
-    ),
-    seq_len: int = typer.Option(None, help="Tokens per sequence (transformers). Default: min(max positions, 4096)."),
-    sequence_parallel: bool = typer.Option(False, help="Megatron sequence parallel: all-gather/reduce-scatter."),
-    vocab_parallel_loss: bool = typer.Option(True, help="Vocab-parallel cross-entropy (3 small fp32 all-reduces)."),
-    bucket_cap_mb: float = typer.Option(
-        None,
-        help="DDP bucket_cap_mb. Default: PyTorch's, 25 MiB after a 1 MiB first bucket; "
-        "when given, the first bucket closes at this size too (torch 2.13).",
-    ),
-    param_dtype: str = typer.Option(None, help="Parameter dtype. Default: float32 for the seed MLP, else bfloat16."),
-    grad_dtype: str = typer.Option(None, help="Gradient dtype. Default: --param-dtype."),
-    activation_dtype: str = typer.Option(None, help="Activation dtype. Default: --param-dtype."),
-    link_gbps: float = typer.Option(100.0, help="Per-rank link speed for the α-β ideal time, Gbit/s."),
-    latency_us: float = typer.Option(5.0, help="Per-hop latency α for the ideal time, µs."),
-    json_output: bool = typer.Option(False, "--json", help="Print the plan document as JSON."),
-    export: str = typer.Option(None, help=f"Print only the KCCB export: {', '.join(EXPORT_FORMATS)}."),
-    save: bool = typer.Option(False, help="Store the plan in the database (EMUPLAN_DATABASE_URL) and print its id."),
-    name: str = typer.Option(None, help="Name of the stored plan. Default: model, strategy and mode."),
-    list_presets: bool = typer.Option(False, help="List the built-in models and exit."),
+    model_class: Annotated[
+        str | None, typer.Option(help=".py: the nn.Module class to build.", rich_help_panel=MODEL_PANEL)
+    ] = None,
+    model_kwargs: Annotated[
+        str | None, typer.Option(help=".py: constructor keyword arguments as JSON.", rich_help_panel=MODEL_PANEL)
+    ] = None,
+    input_shape: Annotated[
+        str | None, typer.Option(help=".py: one sample's shape, e.g. 1,28,28.", rich_help_panel=MODEL_PANEL)
+    ] = None,
+    input_dtype: Annotated[str, typer.Option(help=".py: the input's dtype.", rich_help_panel=MODEL_PANEL)] = "float32",
+    label_dtype: Annotated[str, typer.Option(help=".py: the labels' dtype.", rich_help_panel=MODEL_PANEL)] = "int64",
+    list_presets: Annotated[
+        bool, typer.Option("--list-presets", help="List the presets and exit.", rich_help_panel=MODEL_PANEL)
+    ] = False,
+    mode: Annotated[Mode | None, _choice_option("mode", Mode)] = None,
+    dataset_size: Annotated[int | None, _request_option("dataset_size")] = None,
+    batch_size: Annotated[int | None, _request_option("batch_size")] = None,
+    epochs: Annotated[int | None, _request_option("epochs")] = None,
+    drop_last: Annotated[bool, _request_option("drop_last", "--drop-last")] = False,
+    seq_len: Annotated[int | None, _request_option("seq_len")] = None,
+    gpus: Annotated[int | None, _request_option("gpus")] = None,
+    hosts: Annotated[int | None, _request_option("hosts")] = None,
+    gpus_per_host: Annotated[int | None, _request_option("gpus_per_host")] = None,
+    strategy: Annotated[Strategy, _choice_option("strategy", Strategy)] = Strategy.DATA,
+    tp: Annotated[int | None, _request_option("tp")] = None,
+    pp: Annotated[int | None, _request_option("pp", "--pp", "--stages")] = None,
+    dp: Annotated[int | None, _request_option("dp")] = None,
+    dp_impl: Annotated[DataParallelImpl, _choice_option("dp_impl", DataParallelImpl)] = DataParallelImpl.DDP,
+    micro_batch: Annotated[int | None, _request_option("micro_batch")] = None,
+    micro_batches: Annotated[int | None, _request_option("micro_batches")] = None,
+    sequence_parallel: Annotated[bool, _request_option("sequence_parallel", "--sequence-parallel")] = False,
+    link_gbps: Annotated[float, _request_option("link_gbps")] = 100.0,
+    latency_us: Annotated[float, _request_option("latency_us")] = 5.0,
+    bucket_cap_mb: Annotated[float | None, _request_option("bucket_cap_mb")] = None,
+    param_dtype: Annotated[str | None, _request_option("param_dtype")] = None,
+    grad_dtype: Annotated[str | None, _request_option("grad_dtype")] = None,
+    activation_dtype: Annotated[str | None, _request_option("activation_dtype")] = None,
+    # On by default, so the CLI has only the flag that turns it off.
+    no_vocab_parallel_loss: Annotated[
+        bool,
+        typer.Option(
+            "--no-vocab-parallel-loss",
+            help="Plan without the vocab-parallel cross-entropy's 3 small fp32 all-reduces.",
+            rich_help_panel=PlanRequest.option_group("vocab_parallel_loss"),
+        ),
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the plan document as JSON.", rich_help_panel=OUTPUT_PANEL)
+    ] = False,
+    export: Annotated[
+        str | None,
+        typer.Option(help=f"Print only the KCCB export: {', '.join(EXPORT_FORMATS)}.", rich_help_panel=OUTPUT_PANEL),
+    ] = None,
+    save: Annotated[
+        bool, typer.Option("--save", help="Store the plan and print its id.", rich_help_panel=OUTPUT_PANEL)
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Stored plan's name. Default: model, strategy, mode.", rich_help_panel=OUTPUT_PANEL),
+    ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
     if list_presets:
@@ -162,8 +202,6 @@ def plan(
         return
     if model is None:
         raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
-    if stages is not None and pp is not None and stages != pp:
-        raise typer.BadParameter(f"--stages {stages} contradicts --pp {pp}", param_hint="--stages")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
     is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
@@ -181,38 +219,20 @@ def plan(
         inventory = resolve_model(model, pytorch_options=pytorch_options, sandbox=sandbox)
         if Path(model).suffix in FILE_SUFFIXES:
             model = str(Path(model).resolve())
-        request = PlanRequest(
-            model=model,
-            strategy=strategy,
-            mode=mode,
-            dp_impl=dp_impl,
-            dataset_size=dataset_size,
-            batch_size=batch_size,
-            epochs=epochs,
-            drop_last=drop_last,
-            gpus=gpus,
-            hosts=hosts,
-            gpus_per_host=gpus_per_host,
-            tp=tp,
-            pp=pp if pp is not None else stages,
-            dp=dp,
-            micro_batch=micro_batch,
-            micro_batches=micro_batches,
-            seq_len=seq_len,
-            sequence_parallel=sequence_parallel,
-            vocab_parallel_loss=vocab_parallel_loss,
-            bucket_cap_mb=bucket_cap_mb,
-            param_dtype=param_dtype,
-            grad_dtype=grad_dtype,
-            activation_dtype=activation_dtype,
-            link_gbps=link_gbps,
-            latency_us=latency_us,
-        )
+        # Only the options that differ from the request's defaults: the stored request is what the user chose.
+        given = {
+            field: context.params[field]
+            for field, info in PlanRequest.model_fields.items()
+            if field in context.params and context.params[field] != info.default
+        }
+        if no_vocab_parallel_loss:
+            given["vocab_parallel_loss"] = False
+        request = PlanRequest(**{**given, "model": model})
         document = plan_workload(request, inventory)
         if is_pytorch_source:
             document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
     except ValueError as error:
-        typer.echo(f"error: {error}", err=True)
+        typer.echo(f"error: {in_cli_words(str(error))}", err=True)
         raise typer.Exit(2) from None
     plan_id = None
     if save:

@@ -2,6 +2,7 @@
 same JSON with ``--json``)."""
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, open_database
+from emuplan.wording import plural
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -107,7 +109,8 @@ def import_run(
         return
     typer.echo(
         f"run {document['id']}: {document['name']} ({document['source_format']}, {document['sample_count']} samples"
-        + (f", {document['ranks']} ranks on {document['hosts']} hosts" if document["ranks"] else "")
+        + (f", {plural(document['ranks'], 'rank')}" if document["ranks"] else "")
+        + (f" on {plural(document['hosts'], 'host')}" if document["hosts"] else "")
         + ")"
     )
     for warning in document["warnings"]:
@@ -117,12 +120,16 @@ def import_run(
 
 @app.command("runs")
 def list_runs(
-    strategy: Annotated[str | None, typer.Option(help="Only runs of this strategy.")] = None,
+    strategy: Annotated[str | None, typer.Option(help="Only runs of this strategy (any case).")] = None,
     plan: Annotated[int | None, typer.Option("--plan", help="Only runs linked to this plan.")] = None,
-    tag: Annotated[str | None, typer.Option(help="Only runs with this tag.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only runs with this tag (any case).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="One line per run, however long its name.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List stored runs, newest first."""
+    """List stored runs, newest first: whole names, wrapped to the terminal unless --wide."""
+    from rich.console import Console
+    from rich.table import Table
+
     from emuplan.store import runs as store
 
     documents = _with_store(
@@ -133,13 +140,26 @@ def list_runs(
     if as_json:
         _echo_json(documents)
         return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("id", justify="right")
+    table.add_column("name", overflow="fold", no_wrap=wide, ratio=1)
+    for header in ("format", "origin", "strategy"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("samples", justify="right", no_wrap=True)
+    table.add_column("p50 µs", justify="right", no_wrap=True)
     for document in documents:
         overall = document["summary"].get("overall", {})
-        typer.echo(
-            f"{document['id']:>5}  {document['name'][:40]:<40} {document['source_format']:<16} "
-            f"{document['origin']:<9} {document['strategy'] or '-':<9} n={document['sample_count']:<9} "
-            f"p50 {_number(overall.get('p50_us'), ' µs')}"
+        table.add_row(
+            str(document["id"]),
+            document["name"],
+            document["source_format"],
+            document["origin"],
+            document["strategy"] or "–",
+            f"{document['sample_count']:,}",
+            _number(overall.get("p50_us")),
         )
+    # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
+    Console(width=sys.maxsize if wide else None, highlight=False).print(table)
 
 
 @app.command("stats")

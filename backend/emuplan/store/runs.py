@@ -188,14 +188,16 @@ def get_run(session: Session, run_id: int) -> Run:
 
 
 def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None):
+    """Strategy and tag match in any case ("Fabric-A" finds "fabric-a")."""
     if strategy:
-        query = query.where(Run.strategy == strategy)
+        query = query.where(func.lower(Run.strategy) == strategy.casefold())
     if plan_id is not None:
         query = query.where(Run.plan_id == plan_id)
     if tag:
         # Tags are a JSON list of strings; its text holds the tag JSON-quoted (portable across SQLite and
-        # PostgreSQL, unlike their JSON operators).
-        query = query.where(cast(Run.tags, String).contains(json.dumps(tag), autoescape=True))
+        # PostgreSQL, unlike their JSON operators). SQL's lower() folds ASCII letters only.
+        tags_text = func.lower(cast(Run.tags, String))
+        query = query.where(tags_text.contains(json.dumps(tag.casefold()), autoescape=True))
     return query
 
 

@@ -77,7 +77,7 @@ class PlanRequest(BaseModel):
     mode: Mode | None = _option(
         OptionGroup.MODEL,
         "Mode",
-        "Tutorial rules or framework. Default: tutorial for fashion-mnist-mlp, else framework.",
+        "The seeds' tutorial rules or what the framework sends. Default: tutorial for the seed MLP.",
     )
     dataset_size: int | None = _option(
         OptionGroup.DATA, "Dataset size", "Training samples (sequences for transformers)."
@@ -116,14 +116,17 @@ class PlanRequest(BaseModel):
     bucket_cap_mb: float | None = _option(
         OptionGroup.ADVANCED,
         "DDP bucket cap, MiB",
-        "DDP bucket_cap_mb. Default: PyTorch's, 25 MiB after a 1 MiB first bucket; when given, the first bucket "
-        "closes at this size too (torch 2.13).",
+        "DDP bucket_cap_mb. Default: PyTorch's, 1 MiB first, then 25 MiB; when given, the first bucket too.",
     )
     param_dtype: str | None = _option(
-        OptionGroup.ADVANCED, "Parameter dtype", "Default: float32 for the seed MLP, else bfloat16."
+        OptionGroup.ADVANCED, "Parameter dtype", "Parameters' dtype. Default: float32 for the seed MLP, else bfloat16."
     )
-    grad_dtype: str | None = _option(OptionGroup.ADVANCED, "Gradient dtype", "Default: the parameter dtype.")
-    activation_dtype: str | None = _option(OptionGroup.ADVANCED, "Activation dtype", "Default: the parameter dtype.")
+    grad_dtype: str | None = _option(
+        OptionGroup.ADVANCED, "Gradient dtype", "Gradients' dtype. Default: the parameter dtype."
+    )
+    activation_dtype: str | None = _option(
+        OptionGroup.ADVANCED, "Activation dtype", "Activations' dtype. Default: the parameter dtype."
+    )
     vocab_parallel_loss: bool = _option(
         OptionGroup.ADVANCED, "Vocab-parallel loss", "Vocab-parallel cross-entropy (3 small fp32 all-reduces).", True
     )

@@ -142,8 +142,13 @@ def transformer_parameters(shape: TransformerShape, dtype: str = "bfloat16") -> 
     return _gpt2_parameters(shape, dtype) if shape.family == "gpt2" else _llama_parameters(shape, dtype)
 
 
-def inventory_from_hf_config(config: dict[str, Any], name: str, where: str = "config.json") -> ModelInventory:
+def inventory_from_hf_config(
+    config: dict[str, Any], name: str | None = None, where: str = "config.json"
+) -> ModelInventory:
+    """``where`` is the file (or preset) the config came from; without ``name`` the model is named by
+    ``config_model_name``."""
     shape = transformer_shape_from_config(config, where)
+    name = name or config_model_name(config, where)
     declared = config.get("torch_dtype") or config.get("dtype")
     dtype = declared if declared in _TORCH_DTYPES else "bfloat16"
     return ModelInventory(
@@ -157,13 +162,30 @@ def inventory_from_hf_config(config: dict[str, Any], name: str, where: str = "co
     )
 
 
+def config_model_name(config: dict[str, Any], file_name: str) -> str:
+    """The model a config.json describes: its ``_name_or_path`` (a hub id such as
+    ``meta-llama/Llama-2-7b-hf``, or a local folder's last part), else its first ``architectures``
+    entry, else the file as found (``folder/config.json``)."""
+    name_or_path = config.get("_name_or_path")
+    if isinstance(name_or_path, str) and name_or_path.strip():
+        name_or_path = name_or_path.strip().rstrip("/\\")
+        is_local = name_or_path.startswith(("/", ".", "~")) or "\\" in name_or_path or name_or_path.count("/") > 1
+        return Path(name_or_path).name if is_local else name_or_path
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str) and architectures[0]:
+        return architectures[0]
+    path = Path(file_name)
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def read_hf_config(path: Path) -> ModelInventory:
-    """Read a config.json file; the model is named after the file's folder (e.g. ``Llama-2-7b-hf``)."""
+    """Read a config.json file, named after the model it describes (``config_model_name``)."""
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ConfigError(f"{path}: not valid JSON ({error})") from None
-    name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return inventory_from_hf_config(config, name=name, where=str(path))
+    # Named from the whole path: a config.json given as ./config.json still has its folder's name.
+    name = config_model_name(config, str(path.absolute())) if isinstance(config, dict) else None
+    return inventory_from_hf_config(config, name, where=str(path))

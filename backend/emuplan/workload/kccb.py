@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import yaml
 
+from emuplan.wording import plural
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import KccbTrial, ParallelDim, PlanDocument, PlannedCollective
 from emuplan.workload.strategies.common import SHARDED_OPS
@@ -118,7 +119,7 @@ def kccb_text(document: PlanDocument) -> str:
     for number, trial in enumerate(document.kccb_list(), start=1):
         lines = [
             f"# trial {number}: {trial.algorithm} ({trial.algorithm_id}), iterations {trial.iterations}, "
-            f"{trial.hosts} hosts x {trial.gpus_per_host} GPUs",
+            f"{plural(trial.hosts, 'host')} x {plural(trial.gpus_per_host, 'GPU')} per host",
             *(str(size) for size in trial.data_sizes),
         ]
         blocks.append("\n".join(lines))

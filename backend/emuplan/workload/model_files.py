@@ -91,7 +91,7 @@ def read_model_file(
             config = json.loads(_text(data, file_name))
         except json.JSONDecodeError as error:
             raise ModelFileError(f"{file_name}: not valid JSON ({error})") from None
-        return ModelFile(inventory_from_hf_config(config, name or default_name, file_name), "hf_config", data)
+        return ModelFile(inventory_from_hf_config(config, name, file_name), "hf_config", data)
     if pytorch_options is None:
         raise ModelFileError(f"{file_name}: a PyTorch source needs the model class and the input shape")
     result = inspect_pytorch_source(
