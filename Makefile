@@ -5,7 +5,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 SYSTEM_PACKAGES := chromium bubblewrap
 
-.PHONY: run test bench system-packages
+.PHONY: run test lint bench system-packages chakra-schema
 
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -26,10 +26,19 @@ system-packages:
 run: $(INSTALLED) system-packages
 	$(VENV)/bin/emuplan serve
 
-test: $(INSTALLED) system-packages
+# Formatting and lint run first: a tree that is not `ruff format`-clean fails before the slow tests.
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+
+test: lint $(INSTALLED) system-packages
 	$(PYTHON) -m pytest
 
 # Every script runs and prints its figures; the exit status says afterwards whether one missed.
 bench: $(INSTALLED) system-packages
 	@failed=""; for script in bench/bench_*.py; do echo "== $$script"; $(PYTHON) $$script || failed="$$failed $$script"; done; \
 	if [ -n "$$failed" ]; then echo "missed a target or failed:$$failed"; exit 1; fi
+
+# Regenerate the Chakra schema module from backend/emuplan/workload/chakra/et_def.proto (commit both).
+chakra-schema: $(INSTALLED)
+	cd backend/emuplan/workload/chakra && ../../../../$(PYTHON) -m grpc_tools.protoc -I. --python_out=. et_def.proto

@@ -16,9 +16,7 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    connectable = engine_from_config(
-        {"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool
-    )
+    connectable = engine_from_config({"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool)
     with connectable.connect() as connection:
         context.configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
         with context.begin_transaction():

@@ -13,17 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.main import create_app
-from emuplan.settings import REPO_ROOT, Settings, get_settings
+from emuplan.settings import Settings, get_settings
 from emuplan.store.db import Database, migrate
 from live_server import LiveServer, start_server, stop_server
 
 # Starlette's TestClient sends "Host: testserver"; the live-server tests use 127.0.0.1 like a user would.
 os.environ["EMUPLAN_ALLOWED_HOSTS"] = "testserver,localhost,127.0.0.1,::1"
-
-SHARED_DIR = REPO_ROOT.parent / "shared"
-SEEDS_DIR = SHARED_DIR / "seeds"
-NCCL_TESTS_FIXTURES = SHARED_DIR / "fixtures" / "nccl-tests"
-FIXTURES_DIR = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")

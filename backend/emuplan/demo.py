@@ -79,13 +79,14 @@ def _measure_seed_plans(database: Database) -> dict:
     """Measured results per strategy, or {} when the demo exists already or measuring fails."""
     from emuplan.measure.demo import measure_demo_plans, print_to_terminal
     from emuplan.measure.workload import MeasurementError
-    from emuplan.store import comparisons, plans
+    from emuplan.planning import plan_request
+    from emuplan.store import comparisons
 
     with database.read_session() as session:
         if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
             return {}
         documents = {
-            strategy: plans.preview_plan(session, _seed_request(strategy)).model_dump(mode="json")
+            strategy: plan_request(_seed_request(strategy), session)[0].model_dump(mode="json")
             for strategy in SEED_STRATEGIES
         }
     try:
@@ -103,8 +104,9 @@ def load_demo(database: Database, measure_locally: bool = False) -> bool:
     behind; a user who deletes demo runs later keeps the rest and is not given new ones.
     """
     from emuplan.measure.demo import demo_run_name
+    from emuplan.planning import create_plan
     from emuplan.results import parse_result_file
-    from emuplan.store import comparisons, plans, runs
+    from emuplan.store import comparisons, runs
     from emuplan.store.measurements import save_measured_run
 
     measured = _measure_seed_plans(database) if measure_locally else {}
@@ -114,7 +116,7 @@ def load_demo(database: Database, measure_locally: bool = False) -> bool:
         run_ids = []
         for shape in DEMO_SHAPES:
             request = _seed_request(shape.strategy)
-            plan = plans.create_plan(session, request, f"Seed MLP: {shape.strategy} parallel (tutorial)")
+            plan = create_plan(session, request, f"Seed MLP: {shape.strategy} parallel (tutorial)")
             if shape.strategy in measured:
                 result = measured[shape.strategy]
                 run = save_measured_run(

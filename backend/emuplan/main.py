@@ -8,7 +8,8 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import comparisons, health, measure, models, pages, plans, runs, static_files
+from emuplan.api import compare, comparisons, health, measure, models, pages, plans, runs, static_files
+from emuplan.api.errors import install_error_responses
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
@@ -77,13 +78,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
 
-    app.include_router(static_files.router)
-    app.include_router(health.router)
-    app.include_router(comparisons.router)
-    app.include_router(models.router)
-    app.include_router(plans.router)
-    app.include_router(runs.router)
-    app.include_router(measure.router)
-    app.include_router(pages.router)
+    install_error_responses(app)
+    for router in (
+        static_files.router,
+        health.router,
+        comparisons.router,
+        comparisons.shared_router,
+        compare.router,
+        models.router,
+        plans.router,
+        plans.presets_router,
+        runs.router,
+        measure.plan_router,
+        measure.router,
+        pages.router,
+    ):
+        app.include_router(router)
     comparisons.install_share_token_redaction()
     return app

@@ -23,9 +23,14 @@ def test_fresh_file_is_migrated_on_start(tmp_path) -> None:
 
 
 def test_pages_send_a_strict_content_security_policy(client: TestClient) -> None:
-    response = client.get("/api/health")
-    assert "script-src 'self';" in response.headers["content-security-policy"]
-    assert response.headers["x-content-type-options"] == "nosniff"
+    for path in ("/", "/plan", "/runs", "/compare", "/api/health"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self';" in policy and "unsafe-eval" not in policy, path
+        assert "object-src 'none'" in policy and "frame-ancestors 'none'" in policy, path
+        assert response.headers["x-content-type-options"] == "nosniff", path
+        assert response.headers["x-frame-options"] == "DENY", path
 
 
 def test_body_over_the_limit_is_refused_with_413(database_url: str) -> None:

@@ -159,8 +159,13 @@ def test_access_log_lines_never_carry_a_token() -> None:
     assert redact_share_tokens("/runs/3") == "/runs/3"
     # uvicorn's access logger formats '%s - "%s %s HTTP/%s" %d' with the path as an argument.
     record = logging.LogRecord(
-        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
-        ("127.0.0.1:5000", "GET", f"/s/{token}", "1.1", 200), None,
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/s/{token}", "1.1", 200),
+        None,
     )
     assert RedactShareTokens().filter(record)
     assert token not in record.getMessage()

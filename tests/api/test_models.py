@@ -2,7 +2,6 @@
 source stopped by the sandbox with the server still answering afterwards, and nothing stored on failure."""
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,9 +12,8 @@ from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.pytorch_source import _captured_once
+from paths import LLAMA_2_7B_CONFIG, MODELS
 
-MODELS = Path(__file__).parents[1] / "fixtures" / "models"
-LLAMA_2_7B = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
 SEED_FORM = {"model_class": "Classifier", "input_shape": "1,28,28"}
 SEED_PARAMETERS = [
     ["fc1.weight", [256, 784]], ["fc1.bias", [256]], ["fc2.weight", [128, 256]], ["fc2.bias", [128]],
@@ -71,7 +69,7 @@ def test_onnx_safetensors_and_config_json_give_their_inventories(client: TestCli
         assert (tensors.json()["source_kind"], tensors.json()["parameter_count"]) == ("safetensors", 242762)
         assert parameters_of(tensors.json()) == SEED_PARAMETERS
 
-    config = upload(client, "config.json", LLAMA_2_7B.read_bytes(), name="Llama-2-7b-hf")
+    config = upload(client, "config.json", LLAMA_2_7B_CONFIG.read_bytes(), name="Llama-2-7b-hf")
     assert config.status_code == 201, config.text
     assert (config.json()["source_kind"], config.json()["parameter_count"]) == ("hf_config", 6738415616)
 

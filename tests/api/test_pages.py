@@ -2,9 +2,9 @@
 
 from fastapi.testclient import TestClient
 
-from conftest import NCCL_TESTS_FIXTURES
 from emuplan.results import parse_result_file
 from emuplan.store import runs as run_store
+from paths import SHARED_NCCL
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 
@@ -98,7 +98,7 @@ def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: Tes
 
 
 def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:
-    log = NCCL_TESTS_FIXTURES / "v100-12gpu-broadcast-pre2.13.txt"
+    log = SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"
     response = client.post("/api/runs", files={"file": (log.name, log.read_bytes())}, data={"name": "bcast"})
     assert response.status_code == 201, response.text
     page = client.get(f"/runs/{response.json()['id']}").text

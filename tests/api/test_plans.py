@@ -1,7 +1,6 @@
 """The plans API: preview, store, list, read, KCCB export, presets; bad input stores nothing."""
 
 import json
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -10,10 +9,9 @@ from sqlmodel import func, select
 from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition, Plan
 from emuplan.workload.hf_config import inventory_from_hf_config
+from paths import LLAMA_2_7B_CONFIG
 
-LLAMA_2_7B_CONFIG = json.loads(
-    (Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json").read_text()
-)
+LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_CONFIG.read_text())
 
 
 def plan_count(database: Database) -> int:

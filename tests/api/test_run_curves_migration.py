@@ -13,8 +13,7 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
-
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
+from paths import RESULTS
 
 
 def test_curves_move_to_run_curves_and_figures_still_draw_them(tmp_path: Path) -> None:

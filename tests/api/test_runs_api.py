@@ -3,7 +3,6 @@
 import gzip
 import hashlib
 import io
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -11,10 +10,8 @@ from sqlmodel import select
 
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import Plan, Run, RunTable
-
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+from emuplan.store.models import Run, RunTable
+from paths import RESULTS, SHARED_NCCL
 
 
 def upload(client, file_name: str, data: bytes, **form):
@@ -50,9 +47,16 @@ def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
         "all_reduce · 10737418240 B · in-place",
     ]
     assert round(stats["groups"][0]["busbw_gbps"], 2) == 222.88
-    for kind in ("cdf", "delay", "bandwidth"):
-        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": "true"})
+    # log_x puts the CDF's time axis on a log scale; delay is per iteration (linear), bandwidth per size (log).
+    for kind, log_x, axis_type in [
+        ("cdf", "true", "log"),
+        ("cdf", "false", "linear"),
+        ("delay", "true", "linear"),
+        ("bandwidth", "true", "log"),
+    ]:
+        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": log_x})
         assert figure.status_code == 200 and figure.json()["data"], kind
+        assert figure.json()["layout"]["xaxis"]["type"] == axis_type, (kind, log_x)
     assert client.get(f"/api/runs/{run['id']}/figures/pie").status_code == 422
     csv = client.get(f"/api/runs/{run['id']}/samples.csv")
     assert csv.headers["content-type"].startswith("text/csv")
@@ -137,18 +141,15 @@ def test_column_map_and_format_override(client):
 
 
 def test_percent_of_ideal_from_the_linked_plan(client, database_url):
-    database = Database(database_url)
-    with database.writing() as session:
-        plan = Plan(
-            name="seed dp", model_name="seed-mlp", strategy="data", mode="tutorial", trials=8,
-            workload={"network": {"link_gbps": 100.0, "latency_us": 5.0}, "collectives": [
-                {"op": "all_reduce", "bytes_total": 971048, "bytes_per_rank": 971048, "group_size": 4}
-            ]},
-        )  # fmt: skip
-        session.add(plan)
-        session.flush()
-        plan_id = plan.id
-    database.dispose()
+    # The seed tutorial's data-parallel plan: one 971048 B all-reduce over 4 GPUs, 100 Gbit/s, 5 µs.
+    plan = client.post(
+        "/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 4, "link_gbps": 100.0}
+    ).json()
+    assert [(c["op"], c["bytes_total"], c["group_size"]) for c in plan["workload"]["collectives"]] == [
+        ("all_reduce", 971048, 4)
+    ]
+    assert plan["workload"]["network"] == {"link_gbps": 100.0, "latency_us": 5.0}
+    plan_id = plan["id"]
     data = b"trial,Data Size,Collective,Completion Time (ms)\n0,971048,AllReduce,0.25\n1,971048,AllReduce,0.25\n"
     run = upload(client, "dp.csv", data, plan_id=str(plan_id), strategy="data").json()
     group = run["summary"]["groups"][0]

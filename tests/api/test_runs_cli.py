@@ -1,16 +1,14 @@
 """``emuplan import / runs / stats / compare`` print the same data as the API."""
 
 import json
-from pathlib import Path
 
 from scipy.stats import ks_2samp
 from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.results import parse_result_file
+from paths import RESULTS, SHARED_NCCL
 
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
 runner = CliRunner()
 
 
@@ -18,7 +16,7 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def test_import_runs_stats_compare(cli_env):
+def test_import_runs_stats_compare(cli_env, client):
     imported = invoke(
         "import", str(RESULTS / "generated-per-iteration.csv"), "--strategy", "pipeline", "--tag", "demo", "--json"
     )
@@ -37,9 +35,11 @@ def test_import_runs_stats_compare(cli_env):
 
     listed = json.loads(invoke("runs", "--json").output)
     assert [r["id"] for r in listed] == [2, 1]
+    assert listed == client.get("/api/runs").json()  # the same documents the API answers with
     stats = json.loads(invoke("stats", "1", "--json").output)
     assert stats["overall"] == first["summary"]["overall"]
     assert [g["count"] for g in stats["groups"]] == [500, 500, 500, 500]
+    assert stats == client.get("/api/runs/1/stats").json()
 
     compared = invoke("compare", "1", "2", "--baseline", "2")
     assert compared.exit_code == 0, compared.output
@@ -48,6 +48,9 @@ def test_import_runs_stats_compare(cli_env):
     broadcast = parse_result_file((SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt").read_bytes(), "b.txt").samples
     expected = ks_2samp(generated["duration_us"].to_numpy().round(3), broadcast["duration_us"].to_numpy().round(3))
     assert f"run 1 vs run 2: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in compared.output
+    [api_test] = client.get("/api/compare", params={"runs": "1,2", "baseline": 2}).json()["ks_tests"]
+    assert (api_test["run_a"], api_test["run_b"], api_test["method"]) == (1, 2, "exact")
+    assert f"D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:.3g}" in compared.output
 
 
 def test_cli_errors_exit_2_with_the_message(cli_env, tmp_path):

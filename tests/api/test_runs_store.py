@@ -1,7 +1,5 @@
 """store/runs.py against a real migrated SQLite database."""
 
-from pathlib import Path
-
 import pytest
 from sqlmodel import select
 
@@ -9,8 +7,8 @@ from emuplan.results import ResultFileError, parse_result_file
 from emuplan.results.stats import strip_curves
 from emuplan.store import runs
 from emuplan.store.models import Run, RunCurves, RunTable
+from paths import RESULTS
 
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
 GIB = 1024**3
 
 
@@ -55,6 +53,14 @@ def test_failed_import_leaves_nothing(database):
         runs.import_result_file(
             session, (RESULTS / "generated-fct.txt").read_bytes(), "fct.txt", plan_id=99, max_decompressed_bytes=GIB
         )
+    # A failure after a run, its samples and its summary were written rolls all of them back.
+    with pytest.raises(ResultFileError), database.writing() as session:
+        written = runs.import_result_file(
+            session, (RESULTS / "generated-fct.txt").read_bytes(), "fct.txt", max_decompressed_bytes=GIB
+        )
+        assert session.get(Run, written.id).sample_count > 0
+        assert session.exec(select(RunTable).where(RunTable.run_id == written.id)).all() != []
+        runs.import_result_file(session, bad, "bad-after.csv", max_decompressed_bytes=GIB)
     with database.read_session() as session:
         assert session.exec(select(Run)).all() == []
         assert session.exec(select(RunTable)).all() == []

@@ -11,6 +11,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
 from live_server import LiveServer
+from paths import LLAMA_2_7B_CONFIG, MODELS
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 SEED_SIZES = {"data": "[971048]", "tensor": "[6438912]", "pipeline": "[2600, 33024, 131584, 803840]"}
@@ -477,7 +478,7 @@ def test_an_upload_over_the_limit_says_so_inline(
 def test_a_model_definition_uploaded_on_the_plan_page_is_planned(
     live_server: LiveServer, page: Page, watch: PageWatch
 ) -> None:
-    config = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
+    config = LLAMA_2_7B_CONFIG
     page.goto(live_server.url + "/plan")
     page.click("details.upload-model summary")
     page.set_input_files("#model-file", str(config))
@@ -498,7 +499,7 @@ def test_a_model_definition_uploaded_on_the_plan_page_is_planned(
 def test_pytorch_source_shows_the_captured_collectives_beside_the_analytic_ones(
     live_server: LiveServer, page: Page, watch: PageWatch
 ) -> None:
-    source = Path(__file__).parents[1] / "fixtures" / "models" / "seed_classifier.py"
+    source = MODELS / "seed_classifier.py"
     page.goto(live_server.url + "/plan")
     page.click("details.upload-model summary")
     page.set_input_files("#model-file", str(source))

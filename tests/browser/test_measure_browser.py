@@ -1,4 +1,4 @@
-""""Measure locally" on a saved plan's page, in Chromium: progress, the new run, cancel."""
+""" "Measure locally" on a saved plan's page, in Chromium: progress, the new run, cancel."""
 
 import socket
 

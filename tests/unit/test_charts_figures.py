@@ -2,7 +2,6 @@
 
 import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,7 @@ from emuplan.charts import (
 )
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.canonical import samples_table
-
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+from paths import SHARED_NCCL
 
 
 def values(array) -> np.ndarray:

@@ -1,7 +1,6 @@
 """``emuplan plan`` through the real Typer app: seed numbers, table output, --save, --help."""
 
 import json
-from pathlib import Path
 
 from sqlmodel import select
 from typer.testing import CliRunner
@@ -10,9 +9,9 @@ from emuplan.cli import app
 from emuplan.store.db import Database
 from emuplan.store.models import Plan
 from emuplan.workload.document import PlanRequest
+from paths import LLAMA_2_7B_CONFIG
 
 runner = CliRunner()
-LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
 
 
 def run(*args: str):
@@ -50,7 +49,15 @@ def test_llama_3_70b_hybrid_framework() -> None:
 
 def test_config_json_with_bucket_cap() -> None:
     result = run(
-        "--model", str(LLAMA_2_7B_PATH), "--strategy", "data", "--mode", "framework", "--bucket-cap-mb", "25", "--json"
+        "--model",
+        str(LLAMA_2_7B_CONFIG),
+        "--strategy",
+        "data",
+        "--mode",
+        "framework",
+        "--bucket-cap-mb",
+        "25",
+        "--json",
     )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.measure.launcher import MeasurementOptions, run_local_measurement
+from emuplan.planning import create_plan
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
-from emuplan.store.plans import create_plan
 from emuplan.workload.document import PlanRequest
 from scheduling import EXPECTED_REALTIME_POLICY
 

@@ -77,4 +77,3 @@ def test_without_the_privilege_it_runs_at_normal_priority_and_says_why(tmp_path:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [NOT_PERMITTED_POLICY, "True"]
-

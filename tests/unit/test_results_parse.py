@@ -12,9 +12,7 @@ import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.headers import role_of
-
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
-RESULTS = Path(__file__).resolve().parents[1] / "fixtures" / "results"
+from paths import RESULTS, SHARED_NCCL
 
 
 def read(path: Path) -> bytes:

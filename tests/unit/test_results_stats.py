@@ -1,7 +1,5 @@
 """Statistics, ECDF grid and delay series: exact values on known inputs."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -10,8 +8,23 @@ from emuplan.results import NetworkModel, parse_result_file, summarise
 from emuplan.results.canonical import samples_table
 from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
 from emuplan.results.stats import delay_series, describe, ecdf_grid
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
+from paths import SHARED_NCCL
 
-SHARED_NCCL = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "nccl-tests"
+
+def planned_collective(op: str, bytes_total: int, bytes_per_rank: int, group_size: int) -> PlannedCollective:
+    return PlannedCollective(
+        op=CollectiveOp(op),
+        bytes_total=bytes_total,
+        bytes_per_rank=bytes_per_rank,
+        dtype="float32",
+        group_size=group_size,
+        count_per_step=1,
+        phase=Phase.BACKWARD,
+        parallel_dim=ParallelDim.DP,
+        label=f"{op} {bytes_total}",
+    )
 
 
 def test_describe_uses_nearest_rank_percentiles():
@@ -64,7 +77,7 @@ def test_summary_groups_bandwidth_and_percent_of_ideal():
     network = NetworkModel(
         link_gbps=100.0,
         latency_us=5.0,
-        collectives=[{"op": "all_reduce", "bytes_total": 971048, "bytes_per_rank": 971048, "group_size": 4}],
+        collectives=[planned_collective("all_reduce", 971048, 971048, 4)],
     )
     summary = summarise(samples, network=network)
     small, large = summary["groups"]
@@ -92,7 +105,7 @@ def test_a_per_rank_all_gather_size_gets_the_whole_buffer_bandwidth_and_ideal_li
     network = NetworkModel(
         link_gbps=100.0,
         latency_us=5.0,
-        collectives=[{"op": "all_gather", "bytes_total": 25755648, "bytes_per_rank": 6438912, "group_size": 4}],
+        collectives=[planned_collective("all_gather", 25755648, 6438912, 4)],
     )
     [group] = summarise(samples, network=network)["groups"]
     assert group["label"] == "all_gather · 6438912 B"  # as the file states it

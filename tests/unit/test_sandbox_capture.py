@@ -1,8 +1,6 @@
 """PyTorch source through the sandbox: the inventory under FakeTensorMode and the collectives PyTorch
 itself issues under DDP, FSDP2 and DTensor tensor parallelism (torch's fake process group, 4 ranks)."""
 
-from pathlib import Path
-
 import pytest
 import torch
 from torch import nn
@@ -17,11 +15,11 @@ from emuplan.workload.pytorch_source import (
     parse_input_shape,
 )
 from emuplan.workload.sources import resolve_model
+from paths import MODELS
 from seed_model import assert_is_the_seed_classifier
 
 pytestmark = pytest.mark.sandbox
 
-MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 LIMITS = SandboxPolicy(timeout_s=60)
 
 

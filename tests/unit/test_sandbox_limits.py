@@ -11,10 +11,10 @@ import pytest
 
 from emuplan.sandbox import runner
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, SandboxUnavailable, run_in_sandbox
+from paths import MODELS
 
 pytestmark = pytest.mark.sandbox
 
-MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 # Generous: the limit tests below set their own; others only must not hit it on a loaded machine.
 LIMITS = SandboxPolicy(timeout_s=60, memory_mb=4096)
 

@@ -3,7 +3,6 @@
 import importlib.util
 import io
 import warnings
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -12,8 +11,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from emuplan.workload.onnx_source import OnnxError, read_onnx, read_onnx_bytes
+from paths import MODELS
 
-MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 SEED_LAYERS = [("fc1", 784, 256), ("fc2", 256, 128), ("fc3", 128, 64), ("fc4", 64, 10)]
 
 

@@ -2,7 +2,6 @@
 ``emuplan plan`` puts the collectives PyTorch captured next to the analytic ones in framework mode."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +10,8 @@ from typer.testing import CliRunner
 from emuplan.cli import app
 from emuplan.workload.pytorch_source import PytorchSourceError
 from emuplan.workload.sources import UnknownModelError, resolve_model
+from paths import MODELS
 
-MODELS = Path(__file__).parents[1] / "fixtures" / "models"
 SEED_SOURCE = MODELS / "seed_classifier.py"
 runner = CliRunner()
 

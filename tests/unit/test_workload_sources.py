@@ -10,9 +10,9 @@ from emuplan.workload.hf_config import ConfigError, config_model_name, inventory
 from emuplan.workload.sources import UnknownModelError, resolve_model
 from emuplan.workload.torch_module import inventory_from_module
 from fixtures.models.seed_classifier import Classifier
+from paths import LLAMA_2_7B_CONFIG as LLAMA_2_7B_PATH
 from seed_model import assert_is_the_seed_classifier
 
-LLAMA_2_7B_PATH = Path(__file__).parents[1] / "fixtures" / "hf_configs" / "Llama-2-7b-hf" / "config.json"
 LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_PATH.read_text())
 
 

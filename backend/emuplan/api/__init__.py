@@ -1,1 +1,7 @@
-"""HTTP edge: JSON API routers and HTML pages. Only glue: the numbers come from workload/ and results/."""
+"""HTTP edge: JSON API routers (each with its prefix) and HTML pages. Only glue: the numbers come from
+``workload/`` and ``results/``, storage from ``store/``, planning from ``emuplan.planning``.
+
+``errors`` is the one exception → response table (registered by ``create_app``), ``uploads`` the body
+size limit and the multipart parser, ``jobs`` the background measurement jobs. May import every
+package except ``cli``.
+"""

@@ -7,17 +7,19 @@ comparison it names: never a general run endpoint, never another run.
 import logging
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.runs import PlotlyFigure
+from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
-from emuplan.store.models import Comparison
 
-router = APIRouter(tags=["comparisons"])
+router = APIRouter(prefix="/api/comparisons", tags=["comparisons"])
+shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"])
 
 # Share pages are opened by people outside the team; their URL must not travel in a Referer header.
 SHARE_REFERRER_POLICY = "no-referrer"
@@ -61,73 +63,60 @@ class ShareCreated(SharePublic):
     path: str = Field(description="The read-only page this token opens.")
 
 
-def _comparison_or_404(session, comparison_id: int) -> Comparison:
-    try:
-        return store.get_comparison(session, comparison_id)
-    except store.ComparisonNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+class ComparisonDocument(BaseModel):
+    """Statistics with deltas to the baseline, KS tests for every pair of runs, and the comparison
+    figures (``results.compare.compare_runs`` for every field)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    baseline_run_id: int | None
+    runs: list[dict[str, Any]]
+    ks_tests: list[dict[str, Any]]
+    figures: dict[str, PlotlyFigure]
 
 
-def shared_comparison_or_error(session, token: str) -> Comparison:
-    """The comparison a share token opens, or 404 (unknown token) / 410 (expired or revoked)."""
-    try:
-        return store.resolve_share_token(session, token)
-    except store.ShareLinkNotFound:
-        raise HTTPException(status_code=404, detail="No such share link.") from None
-    except store.ShareLinkGone as gone:
-        raise HTTPException(
-            status_code=410, detail=f"{gone.reason.capitalize()}: ask its owner for a new one.",
-            headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
-        ) from None
+class SharedComparisonDocument(ComparisonDocument):
+    comparison: ComparisonPublic
 
 
-@router.post("/api/comparisons", status_code=201, response_model=ComparisonPublic)
+@router.post("", status_code=201, response_model=ComparisonPublic)
 def create_comparison(body: ComparisonCreate, session: WriteSessionDep) -> dict:
-    try:
-        comparison = store.create_comparison(
-            session, body.name, body.run_ids, body.baseline_run_id, body.options.model_dump()
-        )
-    except ValueError as error:
-        raise HTTPException(status_code=422, detail=str(error)) from None
+    comparison = store.create_comparison(
+        session, body.name, body.run_ids, body.baseline_run_id, body.options.model_dump()
+    )
     session.commit()
     return store.comparison_document(comparison)
 
 
-@router.get("/api/comparisons", response_model=list[ComparisonPublic])
+@router.get("", response_model=list[ComparisonPublic])
 def list_comparisons(session: ReadSessionDep) -> list[dict]:
     return [store.comparison_document(c) for c in store.list_comparisons(session)]
 
 
-@router.get("/api/comparisons/{comparison_id}", response_model=ComparisonPublic)
+@router.get("/{comparison_id}", response_model=ComparisonPublic)
 def get_comparison(comparison_id: int, session: ReadSessionDep) -> dict:
-    return store.comparison_document(_comparison_or_404(session, comparison_id))
+    return store.comparison_document(store.get_comparison(session, comparison_id))
 
 
-@router.get("/api/comparisons/{comparison_id}/shares", response_model=list[SharePublic])
+@router.get("/{comparison_id}/shares", response_model=list[SharePublic])
 def list_shares(comparison_id: int, session: ReadSessionDep) -> list[dict]:
-    _comparison_or_404(session, comparison_id)
+    store.get_comparison(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
-@router.post("/api/comparisons/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
+@router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
 def create_share(comparison_id: int, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
-    _comparison_or_404(session, comparison_id)
-    try:
-        link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
-    except ValueError as error:
-        raise HTTPException(status_code=422, detail=str(error)) from None
+    store.get_comparison(session, comparison_id)
+    link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
     session.commit()
     # The token is a credential: keep it out of caches.
     response.headers["Cache-Control"] = "no-store"
     return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
 
 
-@router.delete("/api/comparisons/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
 def revoke_share(comparison_id: int, share_id: int, session: WriteSessionDep) -> dict:
-    try:
-        link = store.revoke_share_link(session, comparison_id, share_id)
-    except store.ShareLinkNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+    link = store.revoke_share_link(session, comparison_id, share_id)
     session.commit()
     return store.share_link_document(link)
 
@@ -157,30 +146,30 @@ def install_share_token_redaction() -> None:
             logger.addFilter(RedactShareTokens())
 
 
-@router.get("/api/shared/{token}")
+@shared_router.get("/{token}", response_model=SharedComparisonDocument)
 def shared_comparison(token: str, session: ReadSessionDep, response: Response) -> dict:
     """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens, with the
     statistics, KS tests and figures of ``GET /api/compare`` for its runs."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"
-    comparison = shared_comparison_or_error(session, token)
+    comparison = store.resolve_share_token(session, token)
     runs = store.present_runs(session, comparison)
     if not runs:
         raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
     document = runs_store.compare_stored_runs(
-        session, [run.id for run in runs], store.present_baseline(comparison, runs),
+        session,
+        [run.id for run in runs],
+        store.present_baseline(comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}
 
 
-@router.get("/api/shared/{token}/runs/{run_id}/figures/{kind}")
-def shared_run_figure(
-    token: str, run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, response: Response
-) -> dict:
+@shared_router.get("/{token}/runs/{run_id}/figures/{kind}", response_model=PlotlyFigure)
+def shared_run_figure(token: str, run_id: int, kind: FigureKind, session: ReadSessionDep, response: Response) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
-    comparison = shared_comparison_or_error(session, token)
+    comparison = store.resolve_share_token(session, token)
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")

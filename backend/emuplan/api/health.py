@@ -1,14 +1,21 @@
 """Liveness: answers when the app is up and its database answers."""
 
+from typing import Literal
+
 from fastapi import APIRouter
+from pydantic import BaseModel
 from sqlalchemy import text
 
 from emuplan.api.deps import ReadSessionDep
 
-router = APIRouter(tags=["health"])
+router = APIRouter(prefix="/api/health", tags=["health"])
 
 
-@router.get("/api/health")
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+@router.get("", response_model=Health)
 def health(session: ReadSessionDep) -> dict:
     session.exec(text("SELECT 1"))
     return {"status": "ok"}

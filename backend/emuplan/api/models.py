@@ -13,14 +13,14 @@ from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from pydantic import BaseModel, ValidationError
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
+from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
-from emuplan.workload.model_files import UnsupportedModelFile, check_model_file_name
+from emuplan.workload.model_files import check_model_file_name
 from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOptions, options_from_text
 
-router = APIRouter(tags=["models"])
+router = APIRouter(prefix="/api/models", tags=["models"])
 
 
 class ModelDefinitionSummary(BaseModel):
@@ -59,7 +59,7 @@ def _pytorch_options(
         raise HTTPException(422, detail=str(error)) from None
 
 
-@router.post("/api/models", status_code=201)
+@router.post("", status_code=201)
 def upload_model(
     session: WriteSessionDep,
     settings: SettingsDep,
@@ -72,36 +72,24 @@ def upload_model(
     label_dtype: Annotated[str, Form()] = "int64",
 ) -> ModelDefinitionPublic:
     file_name = file.filename or "upload"
-    try:
-        suffix = check_model_file_name(file_name)
-    except UnsupportedModelFile as error:
-        raise HTTPException(415, detail=str(error)) from None
+    suffix = check_model_file_name(file_name)
     pytorch_options = (
         _pytorch_options(model_class, model_kwargs, input_shape, input_dtype, label_dtype) if suffix == ".py" else None
     )
-    try:
-        definition = store.create_model_definition(
-            session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
-        )
-    except SandboxUnavailable as error:
-        raise HTTPException(503, detail=str(error)) from None
-    except ValueError as error:
-        raise HTTPException(400, detail=str(error)) from None
+    definition = store.create_model_definition(
+        session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
+    )
     session.commit()
-    session.refresh(definition)  # as GET returns it (SQLite hands back naive UTC timestamps)
     return _public(definition)
 
 
-@router.get("/api/models")
+@router.get("")
 def list_models(
     session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
 ) -> list[ModelDefinitionSummary]:
     return [_summary(definition) for definition in store.list_model_definitions(session, limit, offset)]
 
 
-@router.get("/api/models/{definition_id}")
+@router.get("/{definition_id}")
 def get_model(definition_id: int, session: ReadSessionDep) -> ModelDefinitionPublic:
-    try:
-        return _public(store.get_model_definition(session, definition_id))
-    except store.ModelDefinitionNotFound as error:
-        raise HTTPException(404, detail=str(error)) from None
+    return _public(store.get_model_definition(session, definition_id))

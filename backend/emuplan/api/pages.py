@@ -2,7 +2,6 @@
 computed once, in the domain and store modules, never here or in the browser. Charts are fetched by
 small ES modules from the JSON twins, because the Content-Security-Policy allows no inline script."""
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
 from functools import lru_cache
@@ -10,23 +9,24 @@ from pathlib import Path
 from typing import TypeVar, get_args
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
 from pydantic.fields import FieldInfo
-from sqlmodel import Session
 
-from emuplan.api.comparisons import SHARE_REFERRER_POLICY, shared_comparison_or_error
+from emuplan.api.compare import parse_run_ids
+from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import ReadSessionDep
-from emuplan.api.runs import parse_run_ids
+from emuplan.api.errors import error_response
 from emuplan.demo import DEMO_COMPARISON_NAME
+from emuplan.results.stats import has_bandwidth_chart
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
 from emuplan.wording import plural
-from emuplan.workload.document import OptionGroup, PlanRequest
+from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
 
@@ -54,14 +54,6 @@ def render(
         request=request, static_url=request.app.state.static_files.url, **context
     )
     return HTMLResponse(html, status_code=status_code, headers=headers)
-
-
-def found(lookup: Callable[[Session, int], T], session: Session, item_id: int) -> T:
-    """``lookup(session, id)``, or 404 with its message (the store modules raise LookupError subclasses)."""
-    try:
-        return lookup(session, item_id)
-    except LookupError as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -153,7 +145,7 @@ def plan_page(
     """The plan form; ``?from=<id>`` fills it with a saved plan's request ("Edit as a new plan")."""
     if from_plan is None:
         return _plan_page(request, session, {})
-    plan = found(plan_store.get_plan, session, from_plan)
+    plan = plan_store.get_plan(session, from_plan)
     # Plans stored before requests were kept offer their filled-in inputs instead.
     return _plan_page(request, session, plan.request if plan.request is not None else plan.inputs, plan)
 
@@ -161,7 +153,7 @@ def plan_page(
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def saved_plan_page(plan_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """A saved plan, read-only: its settings and the stored document its downloads export."""
-    plan = found(plan_store.get_plan, session, plan_id)
+    plan = plan_store.get_plan(session, plan_id)
     given = set(plan.request) if plan.request is not None else None
     settings = [
         (group, [(field, plan.inputs.get(field.name), given is None or field.name in given) for field in fields])
@@ -193,14 +185,14 @@ def runs_page(
             "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if page_number < pages else None,
         },
         plans=plan_store.list_plans(session, 1000),
-        strategies=run_store.STRATEGIES,
+        strategies=[strategy.value for strategy in Strategy],
         filters={"strategy": strategy, "plan": plan_id, "tag": tag},
     )
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    run = found(run_store.get_run, session, run_id)
+    run = run_store.get_run(session, run_id)
     stats = run_store.run_statistics(run)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
     return render(
@@ -210,8 +202,7 @@ def run_page(run_id: int, request: Request, session: ReadSessionDep) -> HTMLResp
         run=run,
         plan=plan,
         stats=stats,
-        # Bandwidth against data size says something from two sizes on (nccl-tests sweeps, KAI summaries).
-        has_bandwidth=len({g["size_bytes"] for g in stats["groups"] if g.get("algbw_gbps") is not None}) > 1,
+        has_bandwidth=has_bandwidth_chart(stats),
     )
 
 
@@ -240,10 +231,9 @@ def compare_page(request: Request, session: ReadSessionDep, runs: str = "", base
         try:
             selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
             selected = [run_store.get_run(session, run_id) for run_id in selected_ids]
-        except HTTPException as error:
-            return render(request, "compare.html", status_code=error.status_code, error=error.detail, **context)
-        except run_store.RunNotFound as error:
-            return render(request, "compare.html", status_code=404, error=str(error), **context)
+        except (ValueError, run_store.RunNotFound) as error:
+            failure = error_response(error)
+            return render(request, "compare.html", status_code=failure.status_code, error=failure.detail, **context)
         if baseline_id not in selected_ids:
             baseline_id = None
         listed = {run.id for run in all_runs}
@@ -274,7 +264,7 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
 def saved_comparison_page(comparison_id: int, request: Request, session: ReadSessionDep) -> HTMLResponse:
-    comparison = found(comparison_store.get_comparison, session, comparison_id)
+    comparison = comparison_store.get_comparison(session, comparison_id)
     context = _saved_comparison_context(session, comparison)
     return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
 
@@ -284,9 +274,12 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
     """The read-only page a share link opens: this comparison, nothing else (no navigation, no edits)."""
     headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}
     try:
-        comparison = shared_comparison_or_error(session, token)
-    except HTTPException as error:
-        return render(request, "share_gone.html", status_code=error.status_code, headers=headers, detail=error.detail)
+        comparison = comparison_store.resolve_share_token(session, token)
+    except (comparison_store.ShareLinkNotFound, comparison_store.ShareLinkGone) as error:
+        failure = error_response(error)
+        return render(
+            request, "share_gone.html", status_code=failure.status_code, headers=headers, detail=failure.detail
+        )
     context = _saved_comparison_context(session, comparison)
     context.update(compare_url=f"/api/shared/{token}", run_figure_base=f"/api/shared/{token}/runs")
     return render(request, "shared.html", headers=headers, **context)

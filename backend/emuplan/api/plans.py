@@ -3,19 +3,24 @@
 from dataclasses import asdict
 from datetime import datetime
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
+from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
+from emuplan.workload.chakra.bundle import bundle_zip
+from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
 from emuplan.workload.sources import resolve_model
 
-router = APIRouter(tags=["plans"])
+router = APIRouter(prefix="/api/plans", tags=["plans"])
+presets_router = APIRouter(prefix="/api/presets", tags=["plans"])
 
 EXPORT_MEDIA_TYPES = {"yaml": "application/yaml", "json": "application/json", "text": "text/plain; charset=utf-8"}
 EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}
@@ -30,11 +35,11 @@ class PlanCreate(PlanRequest):
         """The planner's request, with ``model_definition_id`` folded into ``model``."""
         model = self.model
         if self.model_definition_id is not None:
-            model = store.stored_model_spec(self.model_definition_id)
+            model = stored_model_spec(self.model_definition_id)
             if self.model and self.model != model:
-                raise _unprocessable(ValueError(f"model: {self.model!r} contradicts model_definition_id {model!r}"))
+                raise ValueError(f"model: {self.model!r} contradicts model_definition_id {model!r}")
         if not model:
-            raise _unprocessable(ValueError("model: give a preset name or a model_definition_id"))
+            raise ValueError("model: give a preset name or a model_definition_id")
         return PlanRequest.model_validate(
             {**self.model_dump(exclude={"name", "model_definition_id"}, exclude_unset=True), "model": model}
         )
@@ -64,50 +69,31 @@ class PresetPublic(BaseModel):
     defaults: dict
 
 
-def _unprocessable(error: ValueError) -> HTTPException:
-    return HTTPException(status_code=422, detail=str(error))
-
-
 def _public(plan) -> PlanPublic:
     return PlanPublic(**plan.model_dump(exclude={"workload"}), workload=store.plan_document(plan))
 
 
-def _read_plan(session, plan_id: int):
-    try:
-        return store.get_plan(session, plan_id)
-    except store.PlanNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
-
-
-@router.post("/api/plans/preview")
+@router.post("/preview")
 def preview_plan(request: PlanRequest, session: ReadSessionDep, settings: SettingsDep) -> PlanDocument:
     """The plan document for these inputs, computed and returned without storing anything."""
-    try:
-        return store.preview_plan(session, request, SandboxPolicy.from_settings(settings))
-    except ValueError as error:
-        raise _unprocessable(error) from None
+    return plan_request(request, session, SandboxPolicy.from_settings(settings))[0]
 
 
-@router.post("/api/plans", status_code=201)
+@router.post("", status_code=201)
 def create_plan(
     body: PlanCreate, session: WriteSessionDep, read_session: ReadSessionDep, settings: SettingsDep
 ) -> PlanPublic:
     """Plan and store; the response carries the new plan's ``id``."""
     request = body.plan_request()
-    try:
-        # Planned on the read session: an uploaded PyTorch model's capture runs in the sandbox for
-        # seconds, and must not hold the database's write lock meanwhile.
-        document, model_definition_id = store.plan_for_request(
-            read_session, request, SandboxPolicy.from_settings(settings)
-        )
-        plan = store.save_document(session, document, request, body.name, model_definition_id)
-    except ValueError as error:
-        raise _unprocessable(error) from None
+    # Planned on the read session: an uploaded PyTorch model's capture runs in the sandbox for
+    # seconds, and must not hold the database's write lock meanwhile.
+    document, model_definition_id = plan_request(request, read_session, SandboxPolicy.from_settings(settings))
+    plan = store.save_document(session, document, request, body.name, model_definition_id)
     session.commit()
     return _public(plan)
 
 
-@router.get("/api/plans")
+@router.get("")
 def list_plans(
     session: ReadSessionDep, limit: int = Query(default=100, ge=1, le=1000), offset: int = Query(default=0, ge=0)
 ) -> list[PlanSummary]:
@@ -117,19 +103,19 @@ def list_plans(
     ]
 
 
-@router.get("/api/plans/{plan_id}")
+@router.get("/{plan_id}")
 def get_plan(plan_id: int, session: ReadSessionDep) -> PlanPublic:
-    return _public(_read_plan(session, plan_id))
+    return _public(store.get_plan(session, plan_id))
 
 
-@router.get("/api/plans/{plan_id}/kccb")
+@router.get("/{plan_id}/kccb")
 def export_plan_kccb(
     plan_id: int,
     session: ReadSessionDep,
     export_format: str = Query(default="yaml", alias="format", pattern="^(yaml|json|text)$"),
 ) -> Response:
     """The plan's KCCB trial configuration as YAML (KAI's field names), JSON, or a paste-ready list."""
-    plan = _read_plan(session, plan_id)
+    plan = store.get_plan(session, plan_id)
     body = export_kccb(store.plan_document(plan), export_format)
     file_name = f"plan-{plan_id}-kccb.{EXPORT_SUFFIXES[export_format]}"
     return Response(
@@ -139,7 +125,28 @@ def export_plan_kccb(
     )
 
 
-@router.get("/api/presets")
+@router.get("/{plan_id}/workload")
+def export_plan_workload(
+    plan_id: int,
+    session: ReadSessionDep,
+    workload_format: str = Query(alias="format", description=f"One of: {', '.join(WORKLOAD_FORMATS)}."),
+    gpu: str = Query(default=DEFAULT_GPU, description=f"GPU whose dense bf16 peak times compute: {', '.join(GPUS)}."),
+    utilisation: float = Query(default=DEFAULT_UTILISATION, description="Fraction of the GPU peak reached (0, 1]."),
+    ranks: str | None = Query(default=None, max_length=1000, description="Ranks to write, e.g. 0-7 or 0,4,8-11."),
+) -> Response:
+    """One training step of the plan as per-rank Chakra execution traces with communicator groups (zip)."""
+    if workload_format not in WORKLOAD_FORMATS:
+        raise ValueError(f"format: unknown workload format {workload_format!r}; use one of: chakra")
+    plan = store.get_plan(session, plan_id)
+    files = chakra_bundle(session, plan.id, gpu, utilisation, ranks)
+    return Response(
+        content=bundle_zip(files),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="plan-{plan_id}-chakra.zip"'},
+    )
+
+
+@presets_router.get("")
 def list_presets() -> list[PresetPublic]:
     return [
         PresetPublic(

@@ -1,40 +1,26 @@
-"""Runs: upload a result file, list, read statistics and figures, export samples, compare, delete.
+"""Runs: upload a result file, list, read statistics and figures, export samples, delete.
 
-Glue only: parsing, statistics and figures live in ``results/`` and ``charts/``, storage in
-``store/runs.py``. Errors: a bad file → 400 (413 past the decompressed-size cap) naming file, row and
-column; bad form fields → 422; an identical file already imported → 409 with ``existing_run_id``.
+Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
+``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
+past the decompressed-size cap) naming file, row and column; bad form fields → 422; an identical file
+already imported → 409 with ``existing_run_id``.
 """
 
-import io
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from python_multipart.exceptions import MultipartParseError
-from python_multipart.multipart import MultipartParser, parse_options_header
 
 from emuplan.api.deps import ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.results import ResultFileError
+from emuplan.api.uploads import read_multipart_upload
+from emuplan.charts import FigureKind
+from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
 from emuplan.store import runs as store
-from emuplan.store.models import Run
+from emuplan.workload.document import Strategy
 
-router = APIRouter(tags=["runs"])
-
-# Spreadsheets run a cell starting with one of these as a formula (CSV injection).
-_FORMULA_START = r"^[=+\-@\t\r]"
-
-
-def _run_or_404(session, run_id: int) -> Run:
-    try:
-        return store.get_run(session, run_id)
-    except store.RunNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+router = APIRouter(prefix="/api/runs", tags=["runs"])
 
 
 def parse_tags(text: str | None) -> list[str]:
@@ -48,7 +34,9 @@ class UploadForm(BaseModel):
 
     name: str | None = Field(default=None, max_length=200)
     plan_id: int | None = None
-    strategy: Literal["data", "tensor", "pipeline", "hybrid"] | None = None
+    # The names as a Literal, not the enum: the multipart schema below inlines these properties, and an
+    # enum would become a $ref to a definition that schema does not carry.
+    strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
     tags: str | None = Field(default=None, description="Comma-separated.")
     format: str | None = Field(
         default=None,
@@ -81,112 +69,85 @@ UPLOAD_OPENAPI = {
 }
 
 
-async def read_upload(request: Request) -> tuple[str, bytes | memoryview, UploadForm]:
-    """The multipart body parsed in memory: (file name, file bytes, form fields).
+class RunSummaryDocument(BaseModel):
+    """A run's cached statistics without their curves: ``overall``, one entry per group, ``flows`` for
+    per-flow uploads (see ``results.stats.summarise`` for every field)."""
 
-    Starlette's form parser spools file parts to disk past 1 MiB; a result file is parsed from memory
-    right after, so writing it out and reading it back would only cost time (it doubled the import time
-    of a 100 MB CSV). The body size is capped while it streams in (``BodySizeLimitMiddleware``).
-    """
-    content_type, options = parse_options_header(request.headers.get("content-type", ""))
-    if content_type != b"multipart/form-data" or b"boundary" not in options:
-        raise HTTPException(
-            status_code=415, detail="Send the result file as multipart/form-data in a field named 'file'."
-        )
-    body = await request.body()
-    parts: list[dict] = []
-    header: dict[str, bytearray] = {}
+    model_config = ConfigDict(extra="allow")
 
-    def on_part_begin() -> None:
-        parts.append({"headers": {}, "spans": []})
+    sample_count: int
+    overall: dict[str, Any]
+    groups: list[dict[str, Any]]
 
-    def on_header_field(data: bytes, start: int, end: int) -> None:
-        header.setdefault("field", bytearray()).extend(data[start:end])
 
-    def on_header_value(data: bytes, start: int, end: int) -> None:
-        header.setdefault("value", bytearray()).extend(data[start:end])
+class RunPublic(BaseModel):
+    """A run as ``GET /api/runs/{id}`` and ``emuplan runs --json`` show it."""
 
-    def on_header_end() -> None:
-        parts[-1]["headers"][bytes(header.pop("field", b"")).lower()] = bytes(header.pop("value", b""))
+    id: int
+    name: str
+    plan_id: int | None
+    strategy: str | None
+    tags: list[str]
+    source_format: str
+    origin: Literal["imported", "measured", "generated"]
+    origin_detail: str
+    file_name: str | None
+    content_sha256: str | None
+    sample_count: int
+    ranks: int | None
+    hosts: int | None
+    warnings: list[str]
+    created_at: str = Field(description="ISO 8601 with its UTC offset.")
+    summary: RunSummaryDocument
 
-    def on_part_data(data: bytes, start: int, end: int) -> None:
-        # The parser hands out (buffer, start, end): keep the positions, copy nothing.
-        parts[-1]["spans"].append((data, start, end))
 
-    parser = MultipartParser(
-        options[b"boundary"],
-        {
-            "on_part_begin": on_part_begin,
-            "on_header_field": on_header_field,
-            "on_header_value": on_header_value,
-            "on_header_end": on_header_end,
-            "on_part_data": on_part_data,
-        },
-    )
-    try:
-        parser.write(body)
-        parser.finalize()
-    except MultipartParseError as error:
-        raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
-    file_name, data, fields = None, None, {}
-    for part in parts:
-        _, disposition = parse_options_header(part["headers"].get(b"content-disposition", b""))
-        field = disposition.get(b"name", b"").decode("utf-8", errors="replace")
-        spans = part["spans"]
-        if len(spans) == 1:
-            buffer, start, end = spans[0]
-            content = memoryview(buffer)[start:end]  # the file stays where the body already is
-        else:
-            content = b"".join(buffer[start:end] for buffer, start, end in spans)
-        if field == "file":
-            file_name = disposition.get(b"filename", b"upload").decode("utf-8", errors="replace") or "upload"
-            data = content
-        elif content:
-            fields[field] = bytes(content).decode("utf-8", errors="replace")
-    if data is None:
-        raise HTTPException(status_code=422, detail="file: the upload has no part named 'file'")
+class RunStatistics(RunSummaryDocument):
+    """``GET /api/runs/{id}/stats`` and ``emuplan stats``."""
+
+    run_id: int
+    name: str
+    source_format: str
+
+
+class PlotlyFigure(BaseModel):
+    """A Plotly figure as JSON: pass it to ``Plotly.newPlot(element, figure.data, figure.layout)``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    data: list[dict[str, Any]]
+    layout: dict[str, Any]
+
+
+@router.post("", status_code=201, openapi_extra=UPLOAD_OPENAPI, response_model=RunPublic)
+async def upload_run(request: Request, session: WriteSessionDep, settings: SettingsDep) -> dict:
+    file_name, data, fields = await read_multipart_upload(request)
     try:
         form = UploadForm.model_validate(fields)
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
         raise HTTPException(status_code=422, detail=problems) from None
-    return file_name, data, form
-
-
-@router.post("/api/runs", status_code=201, openapi_extra=UPLOAD_OPENAPI)
-async def upload_run(request: Request, session: WriteSessionDep, settings: SettingsDep):
-    file_name, data, form = await read_upload(request)
     return await run_in_threadpool(_import_upload, session, settings, file_name, data, form)
 
 
-def _import_upload(session, settings, file_name: str, data: bytes | memoryview, form: UploadForm):
-    try:
-        run = store.import_result_file(
-            session,
-            data,
-            file_name,
-            name=form.name,
-            plan_id=form.plan_id,
-            strategy=form.strategy,
-            tags=parse_tags(form.tags),
-            fmt=form.format,
-            column_map=parse_column_map(form.column_map),
-            collective=form.collective,
-            max_decompressed_bytes=settings.max_decompressed_bytes,
-        )
-    except store.DuplicateRun as duplicate:
-        return JSONResponse(
-            status_code=409, content={"detail": str(duplicate), "existing_run_id": duplicate.existing_run_id}
-        )
-    except ResultFileError as error:
-        raise HTTPException(status_code=error.status_code, detail=str(error)) from None
-    except ValueError as error:  # form fields: strategy, plan_id, column_map
-        raise HTTPException(status_code=422, detail=str(error)) from None
+def _import_upload(session, settings, file_name: str, data: bytes | memoryview, form: UploadForm) -> dict:
+    run = store.import_result_file(
+        session,
+        data,
+        file_name,
+        name=form.name,
+        plan_id=form.plan_id,
+        strategy=form.strategy,
+        tags=parse_tags(form.tags),
+        fmt=form.format,
+        column_map=parse_column_map(form.column_map),
+        collective=form.collective,
+        max_decompressed_bytes=settings.max_decompressed_bytes,
+    )
     session.commit()
     return store.run_public(run)
 
 
-@router.get("/api/runs")
+@router.get("", response_model=list[RunPublic])
 def list_runs(
     session: ReadSessionDep,
     response: Response,
@@ -204,57 +165,34 @@ def list_runs(
     return [store.run_public(run) for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
-@router.get("/api/runs/{run_id}")
+@router.get("/{run_id}", response_model=RunPublic)
 def get_run(run_id: int, session: ReadSessionDep) -> dict:
-    return store.run_public(_run_or_404(session, run_id))
+    return store.run_public(store.get_run(session, run_id))
 
 
-@router.get("/api/runs/{run_id}/stats")
+@router.get("/{run_id}/stats", response_model=RunStatistics)
 def run_stats(run_id: int, session: ReadSessionDep) -> dict:
-    return store.run_statistics(_run_or_404(session, run_id))
+    return store.run_statistics(store.get_run(session, run_id))
 
 
-@router.get("/api/runs/{run_id}/figures/{kind}")
-def run_figure(
-    run_id: int, kind: Literal["cdf", "delay", "bandwidth"], session: ReadSessionDep, log_x: bool = False
-) -> dict:
-    return store.run_figure(session, _run_or_404(session, run_id), kind, log_x=log_x)
+@router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)
+def run_figure(run_id: int, kind: FigureKind, session: ReadSessionDep, log_x: bool = False) -> dict:
+    return store.run_figure(session, store.get_run(session, run_id), kind, log_x=log_x)
 
 
-def neutralise_formulas(table: pa.Table) -> pa.Table:
-    """Prefix text cells a spreadsheet would run as a formula with a quote."""
-    for index, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type) and pa.types.is_string(field.type.value_type):
-            # Only the distinct values need checking; the codes stay as they are.
-            column = table.column(index).combine_chunks()
-            values = column.dictionary
-            risky = pc.match_substring_regex(values, _FORMULA_START)
-            safe = pc.if_else(risky, pc.binary_join_element_wise("'", values, ""), values)
-            table = table.set_column(index, field, pa.DictionaryArray.from_arrays(column.indices, safe))
-        elif pa.types.is_string(field.type):
-            column = table.column(index)
-            risky = pc.match_substring_regex(column, _FORMULA_START)
-            table = table.set_column(
-                index, field, pc.if_else(risky, pc.binary_join_element_wise("'", column, ""), column)
-            )
-    return table
-
-
-@router.get("/api/runs/{run_id}/samples.csv")
+@router.get("/{run_id}/samples.csv")
 def samples_csv(run_id: int, session: ReadSessionDep) -> Response:
-    run = _run_or_404(session, run_id)
-    sink = io.BytesIO()
-    pacsv.write_csv(neutralise_formulas(store.load_samples(session, run.id)), sink)
+    run = store.get_run(session, run_id)
     return Response(
-        sink.getvalue(),
+        samples_csv_bytes(store.load_samples(session, run.id)),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.csv"'},
     )
 
 
-@router.get("/api/runs/{run_id}/samples.parquet")
+@router.get("/{run_id}/samples.parquet")
 def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
-    run = _run_or_404(session, run_id)
+    run = store.get_run(session, run_id)
     return Response(
         store.samples_parquet(session, run.id),
         media_type="application/vnd.apache.parquet",
@@ -262,36 +200,8 @@ def samples_parquet(run_id: int, session: ReadSessionDep) -> Response:
     )
 
 
-@router.delete("/api/runs/{run_id}", status_code=204)
+@router.delete("/{run_id}", status_code=204)
 def delete_run(run_id: int, session: WriteSessionDep) -> Response:
-    try:
-        store.delete_run(session, run_id)
-    except store.RunNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
+    store.delete_run(session, run_id)
     session.commit()
     return Response(status_code=204)
-
-
-def parse_run_ids(text: str) -> list[int]:
-    try:
-        ids = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise HTTPException(status_code=422, detail=f"runs: expected comma-separated run ids, got {text!r}") from None
-    if not ids:
-        raise HTTPException(status_code=422, detail="runs: choose at least one run to compare")
-    return ids
-
-
-@router.get("/api/compare")
-def compare(
-    session: ReadSessionDep,
-    runs: Annotated[str, Query(description="Comma-separated run ids, e.g. 1,2,3.")],
-    baseline: int | None = None,
-    log_x: bool = False,
-) -> dict:
-    try:
-        return store.compare_stored_runs(session, parse_run_ids(runs), baseline, log_x=log_x)
-    except store.RunNotFound as error:
-        raise HTTPException(status_code=404, detail=str(error)) from None
-    except ValueError as error:
-        raise HTTPException(status_code=422, detail=str(error)) from None

@@ -1,6 +1,10 @@
-"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons."""
+"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, comparisons.
+
+Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.
+"""
 
 from emuplan.charts.figures import (
+    FigureKind,
     bandwidth_figure,
     cdf_figure,
     comparison_cdf_figure,
@@ -8,4 +12,11 @@ from emuplan.charts.figures import (
     delay_figure,
 )
 
-__all__ = ["bandwidth_figure", "cdf_figure", "comparison_cdf_figure", "comparison_small_multiples", "delay_figure"]
+__all__ = [
+    "FigureKind",
+    "bandwidth_figure",
+    "cdf_figure",
+    "comparison_cdf_figure",
+    "comparison_small_multiples",
+    "delay_figure",
+]

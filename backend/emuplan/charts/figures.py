@@ -10,11 +10,21 @@ HTML in names, titles and hover text.
 import html
 import json
 import textwrap
+from enum import StrEnum
 
 import numpy as np
 import plotly.graph_objects as go
 
 from emuplan.results.stats import PERCENTILES
+
+
+class FigureKind(StrEnum):
+    """The figures of one run (``/api/runs/{id}/figures/{kind}``)."""
+
+    CDF = "cdf"
+    DELAY = "delay"
+    BANDWIDTH = "bandwidth"
+
 
 MARKED_PERCENTILES = ("p50", "p90", "p99", "p99_9")
 PERCENTILE_LABELS = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p99_9": "p99.9"}

@@ -1,6 +1,10 @@
-"""The ``emuplan`` command line. Each module below adds its commands to the one Typer app."""
+"""The ``emuplan`` command line. Each module below adds its commands to the one Typer app.
 
-from emuplan.cli import measure, plan, results, serve  # noqa: F401  (registers commands)
+Glue like ``api/``: planning through ``emuplan.planning``, storage through ``store/``. May import every
+package; reaches ``api/`` only through ``main.create_app`` (``emuplan serve``).
+"""
+
+from emuplan.cli import measure, plan, results, serve, workload  # noqa: F401  (registers commands)
 from emuplan.cli.app import app
 
 __all__ = ["app"]

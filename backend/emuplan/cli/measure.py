@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from emuplan.cli.app import app, open_database
-from emuplan.measure.launcher import BACKENDS, MeasurementOptions
-from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, cluster_shape, torchrun_command
+from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
+from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
 
 if TYPE_CHECKING:
@@ -64,20 +64,20 @@ def _print_torchrun(
     rendezvous: str,
     plan_file: Path | None,
 ) -> None:
-    from emuplan.store.plans import get_plan
+    from emuplan.store.plans import get_plan, plan_document
 
     with database.read_session() as session:
         plan = get_plan(session, plan_id)
-    hosts, gpus_per_host = cluster_shape(plan.workload)
+    document = plan_document(plan)
     plan_file = plan_file or Path(f"plan-{plan_id}.json")
-    plan_file.write_text(json.dumps(plan.workload, indent=1))
+    plan_file.write_text(json.dumps(document.model_dump(mode="json"), indent=1))
     output = f"plan-{plan_id}-measured.csv"
     command = torchrun_command(
         str(plan_file),
         output,
         options,
-        nnodes=nnodes or hosts,
-        nproc_per_node=nproc_per_node or gpus_per_host,
+        nnodes=nnodes or document.inputs.hosts,
+        nproc_per_node=nproc_per_node or document.inputs.gpus_per_host,
         rendezvous=rendezvous,
         run_id=f"emuplan-plan-{plan_id}",
     )
@@ -116,10 +116,16 @@ def _store_torchrun_result(
 @app.command()
 def measure(
     plan_id: Annotated[int, typer.Argument(help="Id of a stored plan (`emuplan plan ... --save`).")],
-    world_size: Annotated[int, typer.Option("--world-size", help="Local processes, one rank each.")] = 4,
-    backend: Annotated[str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")] = "auto",
+    world_size: Annotated[
+        int, typer.Option("--world-size", help=f"Local processes, one rank each (at most {MAX_LOCAL_WORLD_SIZE}).")
+    ] = MeasurementOptions.world_size,
+    backend: Annotated[
+        str, typer.Option(help="gloo, nccl, or auto: nccl when CUDA is available, else gloo.")
+    ] = DEFAULT_BACKEND,
     iterations: Annotated[int | None, typer.Option(help="Measured iterations. Default: the plan's trials.")] = None,
-    warmup: Annotated[int, typer.Option(help="Warm-up iterations, run first and not stored.")] = 2,
+    warmup: Annotated[
+        int, typer.Option(help="Warm-up iterations, run first and not stored.")
+    ] = MeasurementOptions.warmup,
     workload: Annotated[
         WorkloadSource,
         typer.Option(
@@ -127,7 +133,9 @@ def measure(
             "collective count_per_step times, point-to-point sends included."
         ),
     ] = WorkloadSource.KCCB,
-    timeout: Annotated[float, typer.Option(help="Seconds before a hung measurement is killed.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds before a hung measurement is killed.")
+    ] = MeasurementOptions.timeout_s,
     scheduling: Annotated[
         TimingScheduling,
         typer.Option(

@@ -9,14 +9,14 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, open_database
+from emuplan.planning import plan_request
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.wording import plural
 from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
-from emuplan.workload.planner import plan_workload
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import capture_for_plan, options_from_text
-from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX, resolve_model
+from emuplan.workload.pytorch_source import options_from_text
+from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
 FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
 
@@ -216,7 +216,6 @@ def plan(
             if model_class is not None and input_shape is not None
             else None
         )
-        inventory = resolve_model(model, pytorch_options=pytorch_options, sandbox=sandbox)
         if Path(model).suffix in FILE_SUFFIXES:
             model = str(Path(model).resolve())
         # Only the options that differ from the request's defaults: the stored request is what the user chose.
@@ -228,9 +227,7 @@ def plan(
         if no_vocab_parallel_loss:
             given["vocab_parallel_loss"] = False
         request = PlanRequest(**{**given, "model": model})
-        document = plan_workload(request, inventory)
-        if is_pytorch_source:
-            document = capture_for_plan(document, Path(model).read_text(), Path(model).name, pytorch_options, sandbox)
+        document, _ = plan_request(request, sandbox=sandbox, allow_files=True, pytorch_options=pytorch_options)
     except ValueError as error:
         typer.echo(f"error: {in_cli_words(str(error))}", err=True)
         raise typer.Exit(2) from None

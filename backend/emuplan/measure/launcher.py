@@ -33,6 +33,10 @@ from emuplan.measure.workload import (
 )
 
 BACKENDS = ("gloo", "nccl", "auto")
+# auto: nccl when CUDA is available, else gloo (decided by each worker).
+DEFAULT_BACKEND = "auto"
+# Local processes, one rank each, on this one machine.
+MAX_LOCAL_WORLD_SIZE = 64
 # Share of the machine's available memory the workers' buffers may take together.
 MEMORY_SHARE = 0.5
 STDERR_TAIL_LINES = 8
@@ -45,7 +49,7 @@ class MeasurementCancelled(MeasurementError):
 @dataclass(frozen=True)
 class MeasurementOptions:
     world_size: int = 4
-    backend: str = "gloo"
+    backend: str = DEFAULT_BACKEND
     iterations: int | None = None  # None: the plan's trials
     warmup: int = 2
     workload: WorkloadSource = WorkloadSource.KCCB
@@ -93,8 +97,8 @@ def _available_memory_bytes() -> int | None:
 
 def check_options(document: dict[str, Any], options: MeasurementOptions) -> list[MeasuredCollective]:
     """Everything that can be refused before a process starts; returns the steps to run."""
-    if not 1 <= options.world_size <= 512:
-        raise MeasurementError(f"world size must be between 1 and 512, got {options.world_size}")
+    if not 1 <= options.world_size <= MAX_LOCAL_WORLD_SIZE:
+        raise MeasurementError(f"world size must be between 1 and {MAX_LOCAL_WORLD_SIZE}, got {options.world_size}")
     if options.backend not in BACKENDS:
         raise MeasurementError(f"backend must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
     if options.iterations is not None and options.iterations < 1:

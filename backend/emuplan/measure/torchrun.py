@@ -1,22 +1,8 @@
 """The ``torchrun`` command that measures a plan across machines with the same worker program."""
 
-from typing import Any
-
 from emuplan.measure.launcher import MeasurementOptions
-from emuplan.measure.workload import plan_document_of
 
 DEFAULT_RENDEZVOUS = "HEAD_NODE:29500"
-
-
-def cluster_shape(document: dict[str, Any]) -> tuple[int, int]:
-    """(hosts, GPUs per host) the plan was made for: torchrun's --nnodes and --nproc-per-node."""
-    document = plan_document_of(document)
-    inputs = document.get("inputs") or {}
-    kccb = document.get("kccb")
-    first_trial = (kccb[0] if isinstance(kccb, list) and kccb else kccb) or {}
-    hosts = inputs.get("hosts") or first_trial.get("hosts") or 1
-    gpus_per_host = inputs.get("gpus_per_host") or first_trial.get("gpus_per_host") or 1
-    return int(hosts), int(gpus_per_host)
 
 
 def torchrun_command(

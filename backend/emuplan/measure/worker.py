@@ -40,6 +40,7 @@ from emuplan.measure.timings import (
     to_reference_clock,
 )
 from emuplan.measure.workload import (
+    MEASURED_DTYPES,
     MeasuredCollective,
     MeasurementError,
     TimingScheduling,
@@ -56,15 +57,7 @@ CLOCK_SYNC_ROUNDS = 16
 REALTIME_PRIORITY = 1
 FIFO_NOT_PERMITTED = "SCHED_FIFO not permitted: needs CAP_SYS_NICE, which root has, or an rtprio limit of 1 or more"
 
-TORCH_DTYPES = {
-    "float64": torch.float64,
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "uint8": torch.uint8,
-}
+TORCH_DTYPES = {name: getattr(torch, name) for name in MEASURED_DTYPES}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,11 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from emuplan.workload.collectives import CollectiveOp, normalise_op_name
+from pydantic import ValidationError
+
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, normalise_op_name
+from emuplan.workload.document import PlannedCollective, collective_of_size
+from emuplan.workload.inventory import DTYPE_BYTES
 
 
 class MeasurementError(ValueError):
@@ -43,24 +47,13 @@ class TimingScheduling(StrEnum):
     NORMAL = "normal"
 
 
-# Element sizes of the dtypes a plan may name; anything else (or a size that does not divide) runs as
-# bytes, which puts the same number of bytes on the wire.
-DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "bfloat16": 2,
-    "float16": 2,
-    "int64": 8,
-    "int32": 4,
-    "uint8": 1,
-}
+# The element types a measurement sends as themselves (torch.distributed takes them on every backend);
+# any other dtype (or a size that does not divide) runs as bytes, the same number of bytes on the wire.
+MEASURED_DTYPES = ("float64", "float32", "bfloat16", "float16", "int64", "int32", "uint8")
 
 # Ops whose buffer is cut into n equal pieces: a per-rank piece (all-gather, reduce-scatter) or a
 # per-peer chunk (all-to-all).
 SPLIT_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL)
-# Ops whose KCCB data size is the per-rank piece rather than the whole buffer (the planner's export,
-# after the seed tutorial's tensor-parallel 6438912 = 25755648 / 4).
-KCCB_PER_RANK_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
 
 
 @dataclass(frozen=True)
@@ -119,8 +112,7 @@ def _stage_pair(planned: dict[str, Any], world_size: int, where: str) -> tuple[i
 
 def _element_type(dtype: str | None, op: CollectiveOp, bytes_total: int, world_size: int) -> str:
     pieces = world_size if op in SPLIT_OPS else 1
-    element_bytes = DTYPE_BYTES.get(dtype or "")
-    if element_bytes and bytes_total % (element_bytes * pieces) == 0:
+    if dtype in MEASURED_DTYPES and bytes_total % (DTYPE_BYTES[dtype] * pieces) == 0:
         return dtype
     return "uint8"
 
@@ -172,26 +164,32 @@ def _kccb_op(kccb: dict[str, Any], where: str) -> CollectiveOp:
     raise MeasurementError(f"{where}: neither 'collective' nor a known 'algorithm' ({algorithm!r}) names an op")
 
 
-def _planned_collective(
-    document: dict[str, Any], kccb: dict[str, Any], op: CollectiveOp, size: int
-) -> dict[str, Any] | None:
-    """The plan's collective a KCCB data size stands for: same op (and parallel dimension and group
-    size where the KCCB trial names them) whose KCCB size — the per-rank piece for all-gather and
-    reduce-scatter, else the whole buffer — is ``size``."""
-    size_field = "bytes_per_rank" if op in KCCB_PER_RANK_OPS else "bytes_total"
+def _planned_collectives(document: dict[str, Any]) -> list[PlannedCollective]:
+    """The plan's collectives a KCCB data size can stand for; a hand-written entry that is not a whole
+    ``PlannedCollective`` stands for none (its size then comes from the KCCB trial alone)."""
+    planned = []
     for entry in document.get("collectives") or []:
-        if (
-            normalise_op_name(str(entry.get("op"))) is op
-            and entry.get(size_field) == size
-            and all(kccb.get(key) in (None, entry.get(key)) for key in ("parallel_dim", "group_size"))
-        ):
-            return entry
-    return None
+        try:
+            planned.append(PlannedCollective.model_validate(entry))
+        except ValidationError:
+            continue
+    return planned
+
+
+def _planned_collective(
+    collectives: list[PlannedCollective], kccb: dict[str, Any], op: CollectiveOp, size: int
+) -> dict[str, Any] | None:
+    """The plan's collective a KCCB data size stands for, within the parallel dimension and group size
+    the KCCB trial names."""
+    planned = collective_of_size(
+        collectives, op, size, parallel_dim=kccb.get("parallel_dim"), group_size=kccb.get("group_size")
+    )
+    return planned.model_dump(mode="json") if planned else None
 
 
 def _kccb_bytes_total(kccb: dict[str, Any], op: CollectiveOp, size: int, where: str) -> int:
     """The whole buffer a KCCB data size stands for when the plan lists no matching collective."""
-    if op not in KCCB_PER_RANK_OPS:
+    if op not in PER_RANK_PIECE_OPS:
         return size
     group_size = kccb.get("group_size")
     if not isinstance(group_size, int) or group_size < 1:
@@ -213,6 +211,7 @@ def _kccb_objects(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _kccb_steps(document: dict[str, Any], world_size: int) -> list[MeasuredCollective]:
     steps = []
+    collectives = _planned_collectives(document)
     for kccb_index, kccb in enumerate(_kccb_objects(document)):
         where = f"plan.kccb[{kccb_index}]"
         op = _kccb_op(kccb, where)
@@ -223,7 +222,7 @@ def _kccb_steps(document: dict[str, Any], world_size: int) -> list[MeasuredColle
             size_where = f"{where}.data_sizes[{size_index}]"
             if not isinstance(size, int) or isinstance(size, bool):
                 raise MeasurementError(f"{size_where}: expected an integer byte count, got {size!r}")
-            planned = _planned_collective(document, kccb, op, size)
+            planned = _planned_collective(collectives, kccb, op, size)
             bytes_total = planned["bytes_total"] if planned else _kccb_bytes_total(kccb, op, size, size_where)
             label = f"{op.value} {size} B"
             steps.append(make_step(op, bytes_total, world_size, planned or {}, label=label, where=size_where))

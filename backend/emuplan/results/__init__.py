@@ -1,7 +1,9 @@
 """Result files → one canonical samples table → statistics, ECDF grids and delay series.
 
 Entry points: ``parse_result_file`` (any supported format) and ``summarise`` (the cached run summary);
-``compare_runs`` for side-by-side statistics with Kolmogorov–Smirnov tests.
+``compare_runs`` for side-by-side statistics with Kolmogorov–Smirnov tests; ``export`` the samples as a
+spreadsheet-safe CSV. May import ``emuplan.workload`` (collective names, the plan contract); never
+FastAPI or the database.
 """
 
 from emuplan.results.canonical import FORMATS, ParsedResult, ResultFileError, ResultFileTooLarge

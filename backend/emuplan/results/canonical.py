@@ -69,13 +69,9 @@ FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS
 class ResultFileError(ValueError):
     """A result file that cannot be read; the message names the file and, where it applies, row and column."""
 
-    status_code = 400
-
 
 class ResultFileTooLarge(ResultFileError):
     """A compressed upload whose content passes the decompressed-size cap (a gzip bomb, or just too big)."""
-
-    status_code = 413
 
 
 @dataclass

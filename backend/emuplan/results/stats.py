@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tsdownsample import MinMaxLTTBDownsampler
 
-from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+from emuplan.workload.collectives import (
+    algorithm_bandwidth_gbps,
+    bus_bandwidth_gbps,
+    ideal_time_s,
+    normalise_op_name,
+)
+from emuplan.workload.document import PlanDocument, PlannedCollective, collective_of_size
 
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 CURVE_POINTS = 2000
@@ -33,35 +39,16 @@ class NetworkModel:
 
     link_gbps: float
     latency_us: float
-    collectives: list[dict] = field(default_factory=list)  # plan.workload["collectives"]
+    collectives: list[PlannedCollective] = field(default_factory=list)
 
     @classmethod
-    def from_plan_workload(cls, workload: dict) -> "NetworkModel | None":
-        network = workload.get("network") or {}
-        try:
-            return cls(
-                link_gbps=float(network["link_gbps"]),
-                latency_us=float(network.get("latency_us", 0.0)),
-                collectives=[c for c in workload.get("collectives", []) if isinstance(c, dict)],
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
+    def from_plan(cls, document: PlanDocument) -> "NetworkModel":
+        return cls(document.network.link_gbps, document.network.latency_us, document.collectives)
 
-    def planned(self, op: str, size_bytes: int) -> dict | None:
-        """The plan's collective of this op whose total or per-rank size is this data size."""
-        for entry in self.collectives:
-            entry_op = normalise_op_name(str(entry.get("op", "")))
-            if (
-                entry_op is not None
-                and entry_op.value == op
-                and size_bytes
-                in (
-                    entry.get("bytes_total"),
-                    entry.get("bytes_per_rank"),
-                )
-            ):
-                return entry
-        return None
+    def planned(self, op: str, size_bytes: int) -> PlannedCollective | None:
+        """The plan's collective this op and data size (KCCB's or the whole buffer) stand for."""
+        collective = normalise_op_name(op)
+        return collective_of_size(self.collectives, collective, size_bytes) if collective else None
 
 
 def nearest_rank_index(count: int, percentile: float) -> int:
@@ -224,9 +211,9 @@ def _planned_shape(
     reduce-scatter size), which the plan's collective of that piece turns back into the whole buffer.
     """
     entry = network.planned(collective, size_bytes) if network and size_bytes is not None else None
-    whole_bytes = int(entry["bytes_total"]) if entry and entry.get("bytes_total") else size_bytes
-    planned_group = int(entry["group_size"]) if entry and entry.get("group_size") else None
-    return whole_bytes, ranks or planned_group
+    if entry is None:
+        return size_bytes, ranks
+    return entry.bytes_total, ranks or entry.group_size
 
 
 def _bandwidths(collective: str, whole_bytes: int | None, mean_us: float, group_size: int | None) -> dict:
@@ -234,12 +221,13 @@ def _bandwidths(collective: str, whole_bytes: int | None, mean_us: float, group_
     op = normalise_op_name(collective)
     if whole_bytes is None or mean_us <= 0:
         return empty
-    algbw = whole_bytes / (mean_us * 1e-6) / 1e9
+    mean_s = mean_us * 1e-6
+    algbw = algorithm_bandwidth_gbps(whole_bytes, mean_s)
     if op is None or group_size is None:
         return {"algbw_gbps": algbw, "busbw_gbps": None, "bandwidth_source": "computed"}
     return {
         "algbw_gbps": algbw,
-        "busbw_gbps": algbw * bus_bandwidth_factor(op, group_size),
+        "busbw_gbps": bus_bandwidth_gbps(op, whole_bytes, mean_s, group_size),
         "bandwidth_source": "computed",
     }
 
@@ -260,6 +248,12 @@ def _ideal(
         return empty
     ideal_us = ideal_time_s(op, whole_bytes, group_size, network.link_gbps, network.latency_us) * 1e6
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
+
+
+def has_bandwidth_chart(summary: dict) -> bool:
+    """Bandwidth against data size says something from two sizes with a bandwidth on (nccl-tests sweeps,
+    KAI summaries)."""
+    return len({g["size_bytes"] for g in summary["groups"] if g.get("algbw_gbps") is not None}) > 1
 
 
 def strip_curves(summary: dict) -> dict:

@@ -8,23 +8,23 @@ stopped working.
 
 import hashlib
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
 from emuplan.store.models import Comparison, Run, ShareLink, utc_now
-from emuplan.store.rows import get_row
+from emuplan.store.rows import NotFound, get_row
 
 # 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
 TOKEN_BYTES = 32
 MAX_SHARE_DAYS = 3650
 
 
-class ComparisonNotFound(LookupError):
+class ComparisonNotFound(NotFound):
     pass
 
 
-class ShareLinkNotFound(LookupError):
+class ShareLinkNotFound(NotFound):
     pass
 
 
@@ -38,13 +38,6 @@ class ShareLinkGone(Exception):
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _as_utc(moment: datetime | None) -> datetime | None:
-    # SQLite hands back naive datetimes even for timezone-aware columns; we only ever write UTC.
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
 
 
 def _validated_run_ids(session: Session, run_ids: list[int], baseline_run_id: int | None) -> list[int]:
@@ -68,7 +61,9 @@ def create_comparison(
         raise ValueError("name: a comparison needs a name")
     ids = _validated_run_ids(session, run_ids, baseline_run_id)
     comparison = Comparison(
-        name=name, run_ids=ids, baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
+        name=name,
+        run_ids=ids,
+        baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
         options=options,
     )
     session.add(comparison)
@@ -126,8 +121,7 @@ def share_link_state(link: ShareLink, now: datetime | None = None) -> str:
     """active | expired | revoked"""
     if link.revoked_at is not None:
         return "revoked"
-    expires_at = _as_utc(link.expires_at)
-    if expires_at is not None and expires_at <= (now or utc_now()):
+    if link.expires_at is not None and link.expires_at <= (now or utc_now()):
         return "expired"
     return "active"
 
@@ -147,9 +141,9 @@ def share_link_document(link: ShareLink) -> dict:
     return {
         "id": link.id,
         "comparison_id": link.comparison_id,
-        "created_at": _as_utc(link.created_at),
-        "expires_at": _as_utc(link.expires_at),
-        "revoked_at": _as_utc(link.revoked_at),
+        "created_at": link.created_at,
+        "expires_at": link.expires_at,
+        "revoked_at": link.revoked_at,
         "state": share_link_state(link),
     }
 
@@ -161,7 +155,7 @@ def comparison_document(comparison: Comparison) -> dict:
         "run_ids": comparison.run_ids,
         "baseline_run_id": comparison.baseline_run_id,
         "options": comparison.options,
-        "created_at": _as_utc(comparison.created_at),
+        "created_at": comparison.created_at,
     }
 
 

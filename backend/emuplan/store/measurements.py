@@ -20,7 +20,7 @@ from emuplan.results.canonical import PER_ITERATION
 from emuplan.results.parse import parse_result_file
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
-from emuplan.store.plans import get_plan
+from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.runs import DuplicateRun, find_duplicate, save_run, sha256_hex
 
 MEASURED_FILE_NAME = "measured.csv"
@@ -104,7 +104,7 @@ def local_launcher(
         plan = get_plan(session, plan_id)
     if not plan.workload:
         raise MeasurementError(f"plan {plan_id} has no workload document to measure")
-    return LocalLauncher([plan.workload], options, on_event)
+    return LocalLauncher([plan_document(plan).model_dump(mode="json")], options, on_event)
 
 
 def measure_and_store(

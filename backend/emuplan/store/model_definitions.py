@@ -11,13 +11,13 @@ from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition
-from emuplan.store.rows import get_row, newest_first
+from emuplan.store.rows import NotFound, get_row, newest_first
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import read_model_file
 from emuplan.workload.pytorch_source import PytorchSourceOptions
 
 
-class ModelDefinitionNotFound(LookupError):
+class ModelDefinitionNotFound(NotFound):
     pass
 
 

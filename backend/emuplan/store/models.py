@@ -10,7 +10,8 @@ bytes per run.
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, ForeignKey, Integer, LargeBinary
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, ForeignKey, Integer, LargeBinary
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
 
@@ -18,8 +19,30 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class UTCDateTime(TypeDecorator):
+    """Every timestamp column: written as UTC, read back timezone-aware in UTC on every database.
+
+    SQLite keeps no offset and hands back naive datetimes even for ``DateTime(timezone=True)``; since
+    only UTC is ever written, a naive value read back is UTC. The schema type stays
+    ``DateTime(timezone=True)``, so the migrations are unchanged.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=UTC)
+
+
 def _created_at() -> Any:
-    return Field(default_factory=utc_now, sa_column=Column(DateTime(timezone=True), nullable=False))
+    return Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False))
 
 
 # Ids are never handed out twice (SQLite's AUTOINCREMENT; PostgreSQL sequences already behave so): a
@@ -145,5 +168,5 @@ class ShareLink(SQLModel, table=True):
     )
     token_hash: str = Field(unique=True)
     created_at: datetime = _created_at()
-    expires_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
-    revoked_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

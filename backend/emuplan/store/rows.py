@@ -7,7 +7,11 @@ from sqlmodel import Session, SQLModel, col, select
 Row = TypeVar("Row", bound=SQLModel)
 
 
-def get_row(session: Session, table: type[Row], row_id: int, not_found: type[LookupError], what: str) -> Row:
+class NotFound(LookupError):
+    """No stored row with that id (or token); every store module's not-found error derives from it."""
+
+
+def get_row(session: Session, table: type[Row], row_id: int, not_found: type[NotFound], what: str) -> Row:
     """The row of ``table`` with this id; ``not_found("no {what} with id N")`` when there is none."""
     row = session.get(table, row_id)
     if row is None:

@@ -30,21 +30,23 @@ from sqlalchemy import String, cast, delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
+from emuplan.charts import FigureKind
 from emuplan.results.canonical import ParsedResult
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, strip_curves, summarise
 from emuplan.store.models import Plan, Run, RunCurves, RunTable
+from emuplan.store.plans import plan_document
+from emuplan.store.rows import NotFound
+from emuplan.workload.document import Strategy
 
-STRATEGIES = ("data", "tensor", "pipeline", "hybrid")
 ORIGINS = ("imported", "measured", "generated")
-FIGURE_KINDS = ("cdf", "delay", "bandwidth")
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
 
 
-class RunNotFound(LookupError):
+class RunNotFound(NotFound):
     def __init__(self, run_id: int):
         super().__init__(f"run {run_id} does not exist")
         self.run_id = run_id
@@ -82,7 +84,7 @@ def _network_of(session: Session, plan_id: int | None) -> NetworkModel | None:
     plan = session.get(Plan, plan_id)
     if plan is None:
         raise RunInputError(f"plan_id: no plan with id {plan_id}")
-    return NetworkModel.from_plan_workload(plan.workload or {})
+    return NetworkModel.from_plan(plan_document(plan))
 
 
 def save_run(
@@ -99,8 +101,8 @@ def save_run(
     content_sha256: str | None = None,
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed)."""
-    if strategy is not None and strategy not in STRATEGIES:
-        raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if strategy is not None and strategy not in list(Strategy):
+        raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
         raise RunInputError(f"origin: {origin!r} is not one of {', '.join(ORIGINS)}")
     if not name.strip():
@@ -278,20 +280,20 @@ def summary_with_curves(session: Session, run: Run) -> dict:
     return session.get(RunCurves, run.id).summary
 
 
-def run_figure(session: Session, run: Run, kind: str, *, log_x: bool = False) -> dict:
-    """One of ``FIGURE_KINDS`` for a run, from its cached summary."""
+def run_figure(session: Session, run: Run, kind: FigureKind | str, *, log_x: bool = False) -> dict:
+    """One of the ``FigureKind`` figures of a run: curves from ``run_curves``, bandwidth from the statistics."""
     title = run.name
-    if kind == "cdf":
+    if kind == FigureKind.CDF:
         return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
-    if kind == "delay":
+    if kind == FigureKind.DELAY:
         return charts.delay_figure(
             summary_with_curves(session, run),
             title=f"{title}: completion time per iteration",
             per_size=run.strategy == "pipeline",
         )
-    if kind == "bandwidth":
+    if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
-    raise ValueError(f"figure: {kind!r} is not one of {', '.join(FIGURE_KINDS)}")
+    raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
 
 
 def compare_stored_runs(

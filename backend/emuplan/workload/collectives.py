@@ -18,6 +18,10 @@ class CollectiveOp(StrEnum):
     SEND_RECV = "send_recv"
 
 
+# All-gather and reduce-scatter move one n-th of the whole buffer per rank: their ``bytes_per_rank``,
+# and the data size KCCB takes for them (the seed tutorial's 6438912 is a quarter of 25755648).
+PER_RANK_PIECE_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
+
 # Spellings seen in result files and logs, folded by normalise_op_name().
 _OP_ALIASES = {
     "allreduce": CollectiveOp.ALL_REDUCE,
@@ -63,9 +67,7 @@ def bus_bandwidth_gbps(op: CollectiveOp, size_bytes: float, seconds: float, rank
     return algorithm_bandwidth_gbps(size_bytes, seconds) * bus_bandwidth_factor(op, ranks)
 
 
-def ideal_time_s(
-    op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float
-) -> float:
+def ideal_time_s(op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float) -> float:
     """α-β time of a ring algorithm over ``ranks`` ranks, each with one link of ``link_gbps`` Gbit/s.
 
     all-reduce 2(n−1)α + 2(n−1)/n·S/B; all-gather, reduce-scatter, all-to-all (n−1)α + (n−1)/n·S/B;

@@ -4,11 +4,12 @@ The CLI's ``--json``, the JSON API and the stored ``plan.workload`` column all c
 ``PlanDocument``; its field names are a contract other parts of emuplan read.
 """
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 
 
 class PlanningError(ValueError):
@@ -192,6 +193,33 @@ class PlannedCollective(BaseModel):
     label: str
     ideal_time_us: float = 0.0
 
+    @property
+    def kccb_data_size(self) -> int:
+        """The data size KCCB gets: the per-rank piece for all-gather and reduce-scatter, else the whole buffer."""
+        return self.bytes_per_rank if self.op in PER_RANK_PIECE_OPS else self.bytes_total
+
+
+def collective_of_size(
+    collectives: Iterable[PlannedCollective],
+    op: CollectiveOp,
+    size_bytes: int,
+    *,
+    parallel_dim: str | None = None,
+    group_size: int | None = None,
+) -> PlannedCollective | None:
+    """The planned collective a data size of ``op`` stands for: the first whose KCCB data size is
+    ``size_bytes`` (what KCCB, and a measurement of the KCCB export, state), else the first whose whole
+    buffer is (what nccl-tests states). ``parallel_dim`` and ``group_size``, when given, must match too."""
+    candidates = [
+        item
+        for item in collectives
+        if item.op is op and parallel_dim in (None, item.parallel_dim) and group_size in (None, item.group_size)
+    ]
+    for item in candidates:
+        if item.kccb_data_size == size_bytes:
+            return item
+    return next((item for item in candidates if item.bytes_total == size_bytes), None)
+
 
 class KccbTrial(BaseModel):
     """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
@@ -230,3 +258,7 @@ class PlanDocument(BaseModel):
 
     def kccb_list(self) -> list[KccbTrial]:
         return self.kccb if isinstance(self.kccb, list) else [self.kccb]
+
+    def collective_of_size(self, op: CollectiveOp, size_bytes: int) -> PlannedCollective | None:
+        """This plan's collective a data size of ``op`` stands for (see ``collective_of_size``)."""
+        return collective_of_size(self.collectives, op, size_bytes)

@@ -13,9 +13,8 @@ from collections.abc import Iterable
 import yaml
 
 from emuplan.wording import plural
-from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 from emuplan.workload.document import KccbTrial, ParallelDim, PlanDocument, PlannedCollective
-from emuplan.workload.strategies.common import SHARDED_OPS
 
 # kccb.Benchmark.collective_algorithm enum values (DESIGN §1.3). Point-to-point sends have no KCCB
 # algorithm; a broadcast between the two ranks of a stage pair moves the same bytes one way.
@@ -29,10 +28,6 @@ KCCB_ALGORITHMS: dict[CollectiveOp, tuple[str, int]] = {
 }
 
 EXPORT_FORMATS = ("yaml", "json", "text")
-
-
-def kccb_data_size(item: PlannedCollective) -> int:
-    return item.bytes_per_rank if item.op in SHARDED_OPS else item.bytes_total
 
 
 def group_placement(group_size: int, stride: int, gpus_per_host: int) -> tuple[int, int]:
@@ -55,7 +50,7 @@ def kccb_trials(
         if op not in KCCB_ALGORITHMS:
             raise ValueError(f"collective: KCCB has no algorithm for {op.value}")
         algorithm, algorithm_id = KCCB_ALGORITHMS[op]
-        sizes = list(dict.fromkeys(kccb_data_size(item) for item in items))
+        sizes = list(dict.fromkeys(item.kccb_data_size for item in items))
         hosts, per_host = group_placement(group_size, strides[dim], gpus_per_host)
         note = _trial_note(op, dim, group_size, items)
         trials.append(
@@ -77,7 +72,7 @@ def kccb_trials(
 
 def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list[PlannedCollective]) -> str:
     per_step = sum(item.count_per_step for item in items)
-    size_kind = "per-rank piece (bytes_total / group size)" if op in SHARDED_OPS else "whole buffer"
+    size_kind = "per-rank piece (bytes_total / group size)" if op in PER_RANK_PIECE_OPS else "whole buffer"
     note = (
         f"{dim.value} group of {group_size} ranks; data sizes are the {size_kind}; "
         f"{per_step} {op.value} per training step in all"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from emuplan.sandbox.runner import SandboxPolicy
+from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
 from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.onnx_source import read_onnx_bytes
@@ -72,7 +72,25 @@ def read_model_file(
     policy: SandboxPolicy,
     pytorch_options: PytorchSourceOptions | None = None,
 ) -> ModelFile:
-    """Reads an uploaded model. ``pytorch_options`` (class, kwargs, input shape) are required for ``.py``."""
+    """Reads an uploaded model. ``pytorch_options`` (class, kwargs, input shape) are required for ``.py``.
+
+    Every reason the file is not a usable model is a ``ModelFileError`` (each source's own error keeps
+    its message); only a missing sandbox (``SandboxUnavailable``) is the server's problem instead."""
+    try:
+        return _read_model_file(stream, file_name, name, policy, pytorch_options)
+    except (ModelFileError, SandboxUnavailable):
+        raise
+    except ValueError as error:
+        raise ModelFileError(str(error)) from error
+
+
+def _read_model_file(
+    stream: BinaryIO,
+    file_name: str,
+    name: str | None,
+    policy: SandboxPolicy,
+    pytorch_options: PytorchSourceOptions | None,
+) -> ModelFile:
     suffix = check_model_file_name(file_name)
     default_name = Path(file_name).stem
     if suffix == ".safetensors":

@@ -19,7 +19,7 @@ from emuplan.workload.document import (
     PlanRequest,
     Strategy,
 )
-from emuplan.workload.inventory import ModelInventory, dtype_bytes
+from emuplan.workload.inventory import ModelInventory, TransformerShape, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
@@ -210,7 +210,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     )
 
 
-def _tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
+def tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
     """The parameters one TP rank of the stage holds, which is what its DP group exchanges."""
     if inputs.tp == 1:
         return stage.units
@@ -225,7 +225,7 @@ def _tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bo
     ]
 
 
-def _boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: NormalisedInputs) -> list[int]:
+def boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: NormalisedInputs) -> list[int]:
     act = inputs.activation_dtype
     shape = inventory.transformer
     if shape is not None:
@@ -243,11 +243,21 @@ def _boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: Norm
     return sizes
 
 
+def framework_stages(inventory: ModelInventory, inputs: NormalisedInputs) -> list[Stage]:
+    """The model's units split over the pipeline stages (one stage without pipelining)."""
+    units = parameter_units(inventory)
+    return split_stages(units, inputs.pp) if inputs.pp > 1 else [Stage(index=0, units=units)]
+
+
+def tied_embedding_bytes(shape: TransformerShape, inputs: NormalisedInputs) -> int:
+    """The tied word embedding's gradient one TP rank holds, summed over the first and last stage."""
+    return numel_bytes(-(-shape.vocab_size // inputs.tp) * shape.hidden_size, inputs.grad_dtype)
+
+
 def _framework_collectives(
     inventory: ModelInventory, inputs: NormalisedInputs, notes: list[str]
 ) -> list[PlannedCollective]:
-    units = parameter_units(inventory)
-    stages = split_stages(units, inputs.pp) if inputs.pp > 1 else [Stage(index=0, units=units)]
+    stages = framework_stages(inventory, inputs)
     busiest = max(stages, key=lambda stage: stage.numel)
     prefix = f"stage {busiest.index}: " if inputs.pp > 1 else ""
     if inputs.pp > 1:
@@ -287,7 +297,7 @@ def _framework_collectives(
             )
     if inputs.pp > 1:
         items += pipeline_collectives(
-            _boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
+            boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
         )
         if shape is not None and shape.tie_word_embeddings:
             # Megatron keeps a copy of the tied word embedding on the last stage and sums the two
@@ -295,7 +305,7 @@ def _framework_collectives(
             items.append(
                 collective(
                     CollectiveOp.ALL_REDUCE,
-                    numel_bytes(-(-shape.vocab_size // inputs.tp) * shape.hidden_size, inputs.grad_dtype),
+                    tied_embedding_bytes(shape, inputs),
                     2,
                     inputs.grad_dtype,
                     Phase.BACKWARD,
@@ -306,7 +316,7 @@ def _framework_collectives(
     if inputs.dp > 1:
         items += data_parallel_collectives(
             inputs.dp_impl,
-            _tp_sharded_units(busiest, inputs, shape is not None),
+            tp_sharded_units(busiest, inputs, shape is not None),
             {p.name: index for index, p in enumerate(inventory.parameters)},
             inputs.dp,
             inputs.param_dtype,

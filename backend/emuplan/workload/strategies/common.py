@@ -4,11 +4,9 @@ import re
 from dataclasses import dataclass
 from math import ceil
 
-from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, dtype_bytes
-
-SHARDED_OPS = (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER)
 
 
 def collective(
@@ -22,7 +20,7 @@ def collective(
     count_per_step: int = 1,
 ) -> PlannedCollective:
     """``bytes_total`` is nccl-tests' size; all-gather and reduce-scatter move one n-th of it per rank."""
-    per_rank = ceil(bytes_total / group_size) if op in SHARDED_OPS else bytes_total
+    per_rank = ceil(bytes_total / group_size) if op in PER_RANK_PIECE_OPS else bytes_total
     return PlannedCollective(
         op=op,
         bytes_total=bytes_total,

@@ -1,0 +1,75 @@
+"""Domain errors → HTTP responses: the one table, registered on the app by ``create_app``.
+
+Routers let the errors of the store and domain modules rise; this table turns each into its status
+and ``{"detail": message}``. Starlette picks the handler of the most specific class in an error's
+MRO, so a subclass listed here wins over its base (``ResultFileTooLarge`` over ``ResultFileError``).
+Bad input is a ``ValueError`` subclass by the project's convention (CONTRIBUTING.md), hence 422 for
+any other ``ValueError``; everything not listed stays a 500, which is always a bug.
+"""
+
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from emuplan.api.comparisons import SHARE_REFERRER_POLICY
+from emuplan.api.jobs import MeasurementBusy
+from emuplan.measure.workload import MeasurementError
+from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
+from emuplan.sandbox.runner import SandboxUnavailable
+from emuplan.store.comparisons import ShareLinkGone
+from emuplan.store.rows import NotFound
+from emuplan.store.runs import DuplicateRun
+from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
+
+ERROR_STATUS: dict[type[Exception], int] = {
+    NotFound: 404,
+    DuplicateRun: 409,
+    MeasurementBusy: 409,
+    ShareLinkGone: 410,
+    ResultFileTooLarge: 413,
+    UnsupportedModelFile: 415,
+    # A file that cannot be read: a result file or a model definition.
+    ResultFileError: 400,
+    ModelFileError: 400,
+    SandboxUnavailable: 503,
+    # Fields that cannot be planned, measured or stored as given.
+    MeasurementError: 422,
+    ValueError: 422,
+}
+
+
+@dataclass(frozen=True)
+class ErrorResponse:
+    status_code: int
+    detail: str
+    headers: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def error_response(error: Exception) -> ErrorResponse:
+    """The status, message and headers ``error`` answers with (pages render the same)."""
+    status = next(ERROR_STATUS[cls] for cls in type(error).__mro__ if cls in ERROR_STATUS)
+    if isinstance(error, ShareLinkGone):
+        return ErrorResponse(
+            status,
+            f"{error.reason.capitalize()}: ask its owner for a new one.",
+            headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
+        )
+    if isinstance(error, MeasurementBusy):
+        return ErrorResponse(status, str(error), headers={"Location": error.location})
+    if isinstance(error, DuplicateRun):
+        return ErrorResponse(status, str(error), extra={"existing_run_id": error.existing_run_id})
+    return ErrorResponse(status, str(error))
+
+
+async def _respond(request: Request, error: Exception) -> JSONResponse:
+    response = error_response(error)
+    return JSONResponse(
+        {"detail": response.detail, **response.extra}, status_code=response.status_code, headers=response.headers
+    )
+
+
+def install_error_responses(app: FastAPI) -> None:
+    for error_class in ERROR_STATUS:
+        app.add_exception_handler(error_class, _respond)

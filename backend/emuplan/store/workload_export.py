@@ -1,0 +1,39 @@
+"""A stored plan's training step as a Chakra trace bundle; the CLI and the API both call this."""
+
+from pathlib import Path
+
+from sqlmodel import Session
+
+from emuplan.planning import inventory_for_spec
+from emuplan.store.plans import get_plan, plan_document
+from emuplan.workload.chakra.bundle import bundle_files
+from emuplan.workload.chakra.schedule import ComputeModel, build_traces, parse_ranks
+from emuplan.workload.inventory import ModelInventory
+from emuplan.workload.sources import FILE_SOURCES, resolve_model
+
+WORKLOAD_FORMATS = ("chakra",)
+
+
+def _plan_inventory(session: Session, spec: str, allow_files: bool) -> ModelInventory:
+    """The plan's model; a config/ONNX/safetensors file the CLI planned from only where files may be read."""
+    if allow_files and Path(spec).suffix.lower() in FILE_SOURCES:
+        return resolve_model(spec)
+    return inventory_for_spec(session, spec)
+
+
+def chakra_bundle(
+    session: Session,
+    plan_id: int,
+    gpu: str,
+    utilisation: float,
+    ranks: str | None = None,
+    allow_files: bool = False,
+) -> dict[str, bytes]:
+    """File name → content: ``workload.<rank>.et`` per rank, the communicator groups and README.txt."""
+    plan = get_plan(session, plan_id)
+    document = plan_document(plan)
+    compute = ComputeModel.from_options(gpu, utilisation)
+    wanted = parse_ranks(ranks, document.inputs.gpus) if ranks else None
+    inventory = _plan_inventory(session, document.inputs.model, allow_files)
+    traces = build_traces(document, inventory, compute, wanted)
+    return bundle_files(document, traces, f"saved plan #{plan.id} ({plan.name})")

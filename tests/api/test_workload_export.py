@@ -1,0 +1,93 @@
+"""The Chakra workload export through the API (a zip) and the CLI (a folder): same bundle, clear errors."""
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from emuplan.cli import app
+from emuplan.workload.chakra import et_def_pb2 as et
+from emuplan.workload.chakra.bundle import attribute, decode_trace
+
+SEED_DATA_PARALLEL = {"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 4}
+
+
+def create_plan(client: TestClient, body: dict) -> int:
+    response = client.post("/api/plans", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def seed_all_reduce_sizes(files: dict[str, bytes]) -> dict[str, list[int]]:
+    sizes = {}
+    for name, content in files.items():
+        if name.endswith(".et"):
+            _, nodes = decode_trace(content)
+            sizes[name] = [attribute(n, "comm_size") for n in nodes if n.type == et.COMM_COLL_NODE]
+    return sizes
+
+
+def test_api_zip_holds_every_rank_the_groups_and_a_readme(client: TestClient) -> None:
+    plan_id = create_plan(client, SEED_DATA_PARALLEL)
+    response = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/zip"
+    assert response.headers["content-disposition"] == f'attachment; filename="plan-{plan_id}-chakra.zip"'
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    assert sorted(files) == [
+        "README.txt", "comm_group_names.json", "comm_groups.json",
+        "workload.0.et", "workload.1.et", "workload.2.et", "workload.3.et",
+    ]  # fmt: skip
+    assert seed_all_reduce_sizes(files) == {f"workload.{rank}.et": [971048] for rank in range(4)}
+    assert json.loads(files["comm_groups.json"]) == {"1": [0, 1, 2, 3]}
+    assert f"saved plan #{plan_id}" in files["README.txt"].decode()
+
+    two = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra", "ranks": "1-2", "gpu": "b200"})
+    with zipfile.ZipFile(io.BytesIO(two.content)) as archive:
+        assert sorted(n for n in archive.namelist() if n.endswith(".et")) == ["workload.1.et", "workload.2.et"]
+        assert "NVIDIA B200 dense bf16 peak 2250 TFLOP/s" in archive.read("README.txt").decode()
+
+
+def test_api_errors_name_the_field(client: TestClient) -> None:
+    plan_id = create_plan(client, SEED_DATA_PARALLEL)
+    tutorial_id = create_plan(client, {"model": "fashion-mnist-mlp", "strategy": "data"})
+    url = f"/api/plans/{plan_id}/workload"
+    cases = [
+        (url, {"format": "astra"}, 422, "format: unknown workload format 'astra'; use one of: chakra"),
+        (url, {"format": "chakra", "ranks": "0-4"}, 422, "ranks: rank 4 is outside 0-3 (the plan has 4 GPUs)"),
+        (url, {"format": "chakra", "gpu": "v100"}, 422, "gpu: unknown GPU 'v100'; known: h100-sxm, h200, a100, b200"),
+        (url, {"format": "chakra", "utilisation": "0"}, 422, "utilisation: must be in (0, 1], got 0.0"),
+        (f"/api/plans/{tutorial_id}/workload", {"format": "chakra"}, 422, None),
+        ("/api/plans/999/workload", {"format": "chakra"}, 404, None),
+    ]
+    for path, params, status, detail in cases:
+        response = client.get(path, params=params)
+        assert response.status_code == status, (params, response.text)
+        if detail is not None:
+            assert response.json()["detail"] == detail
+    assert (
+        client.get(f"/api/plans/{tutorial_id}/workload", params={"format": "chakra"})
+        .json()["detail"]
+        .startswith("mode: a Chakra trace follows the framework's schedule")
+    )
+
+
+def test_cli_writes_the_same_bundle_into_a_folder(client: TestClient, cli_env: str, tmp_path: Path) -> None:
+    plan_id = create_plan(client, SEED_DATA_PARALLEL)
+    out = tmp_path / "traces"
+    result = CliRunner().invoke(app, ["export-workload", str(plan_id), "--format", "chakra", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"wrote 4 trace file(s) and 3 other file(s) to {out}\n"
+    files = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert seed_all_reduce_sizes(files) == {f"workload.{rank}.et": [971048] for rank in range(4)}
+    api_zip = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"}).content
+    with zipfile.ZipFile(io.BytesIO(api_zip)) as archive:
+        assert {name: archive.read(name) for name in archive.namelist()} == files
+
+    missing = CliRunner().invoke(app, ["export-workload", "999", "--out", str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "plan" in missing.stderr and "999" in missing.stderr
+    assert not (tmp_path / "none").exists()

@@ -1,0 +1,14 @@
+"""Where the tests' inputs live, defined once for every test file (``from paths import RESULTS``)."""
+
+from pathlib import Path
+
+from emuplan.settings import REPO_ROOT
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RESULTS = FIXTURES / "results"
+MODELS = FIXTURES / "models"
+LLAMA_2_7B_CONFIG = FIXTURES / "hf_configs" / "Llama-2-7b-hf" / "config.json"
+# The team's shared material beside the repository: seed tutorials and nccl-tests logs.
+SHARED = REPO_ROOT.parent / "shared"
+SEEDS = SHARED / "seeds"
+SHARED_NCCL = SHARED / "fixtures" / "nccl-tests"

@@ -1,0 +1,241 @@
+"""Chakra execution traces of a plan's training step: read back with the generated schema module."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from graphlib import TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+from emuplan.workload.chakra import et_def_pb2 as et
+from emuplan.workload.chakra.bundle import attribute, bundle_files, decode_trace, split_delimited
+from emuplan.workload.chakra.schedule import (
+    ComputeModel,
+    ExportError,
+    build_traces,
+    one_f_one_b,
+    parse_ranks,
+)
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import resolve_model
+
+CHAKRA_DIR = Path(__file__).parents[2] / "backend" / "emuplan" / "workload" / "chakra"
+COMM_TYPES = {
+    CollectiveOp.ALL_REDUCE: et.ALL_REDUCE,
+    CollectiveOp.ALL_GATHER: et.ALL_GATHER,
+    CollectiveOp.REDUCE_SCATTER: et.REDUCE_SCATTER,
+}
+
+
+def export(model: str, **request) -> tuple[object, dict[str, bytes]]:
+    inventory = resolve_model(model)
+    document = plan_workload(PlanRequest(model=model, **request), inventory)
+    traces = build_traces(document, inventory, ComputeModel.from_options())
+    return document, bundle_files(document, traces, "a test plan")
+
+
+def decoded(files: dict[str, bytes]) -> dict[int, list]:
+    """rank → its nodes, after checking each file starts with the schema's GlobalMetadata."""
+    ranks = {}
+    for name, content in files.items():
+        if name.endswith(".et"):
+            metadata, nodes = decode_trace(content)
+            assert metadata.version == "0.0.4"
+            ranks[int(name.split(".")[1])] = nodes
+    return ranks
+
+
+def collectives(nodes) -> list:
+    return [node for node in nodes if node.type == et.COMM_COLL_NODE]
+
+
+def by_name(nodes, name: str):
+    [node] = [node for node in nodes if node.name == name]
+    return node
+
+
+def assert_well_formed(nodes) -> None:
+    """Unique ids, every dependency a node of the same rank, no cycle, no CPU op."""
+    ids = [node.id for node in nodes]
+    assert len(ids) == len(set(ids))
+    graph = {node.id: set(node.data_deps) | set(node.ctrl_deps) for node in nodes}
+    assert all(parents <= graph.keys() for parents in graph.values())
+    assert len(list(TopologicalSorter(graph).static_order())) == len(nodes)
+    assert all(attribute(node, "is_cpu_op") is False for node in nodes)
+
+
+def test_committed_schema_module_is_what_protoc_makes_of_the_proto(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", f"-I{CHAKRA_DIR}", f"--python_out={tmp_path}", "et_def.proto"],
+        check=True,
+    )
+    assert (tmp_path / "et_def_pb2.py").read_bytes() == (CHAKRA_DIR / "et_def_pb2.py").read_bytes()
+
+
+def test_seed_mlp_data_parallel_one_all_reduce_after_fc1_backward() -> None:
+    document, files = export("fashion-mnist-mlp", mode="framework", gpus=4)
+    assert json.loads(files["comm_groups.json"]) == {"1": [0, 1, 2, 3]}
+    assert json.loads(files["comm_group_names.json"]) == {"1": "dp stage0 tp0"}
+    ranks = decoded(files)
+    assert sorted(ranks) == [0, 1, 2, 3]
+    for nodes in ranks.values():
+        assert_well_formed(nodes)
+        [all_reduce] = collectives(nodes)
+        assert attribute(all_reduce, "comm_type") == et.ALL_REDUCE
+        assert attribute(all_reduce, "comm_size") == 971048
+        assert attribute(all_reduce, "pg_name") == "1"
+        assert list(all_reduce.data_deps) == [by_name(nodes, "mb0 bwd weight-grad fc1").id]
+        # Forward fc1..fc4, backward input- and weight-gradient fc4..fc1, then the optimizer after the all-reduce.
+        compute = [node.name for node in nodes if node.type == et.COMP_NODE]
+        assert compute == [
+            *(f"mb0 fwd fc{i}" for i in (1, 2, 3, 4)),
+            *(f"mb0 bwd {kind} fc{i}" for i in (4, 3, 2, 1) for kind in ("input-grad", "weight-grad")),
+            "optimizer step",
+        ]
+        assert list(by_name(nodes, "optimizer step").data_deps) == [all_reduce.id]
+        # fc1 forward: 2 × 2048 samples × 200704 weights = 822083584 FLOPs at 40 % of 989 TFLOP/s → 2 µs.
+        fc1 = by_name(nodes, "mb0 fwd fc1")
+        assert (attribute(fc1, "num_ops"), fc1.duration_micros) == (822083584, 2)
+    assert document.collectives[0].bytes_total == 971048
+
+
+def gpt2_hybrid():
+    return export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024)
+
+
+def test_gpt2_hybrid_groups_follow_the_rank_layout() -> None:
+    _, files = gpt2_hybrid()
+    assert json.loads(files["comm_groups.json"]) == {
+        "1": [0, 1], "2": [2, 3], "3": [4, 5], "4": [6, 7],  # TP: innermost
+        "5": [0, 4], "6": [1, 5], "7": [2, 6], "8": [3, 7],  # DP: same stage and TP index
+        "9": [0, 2], "10": [1, 3], "11": [4, 6], "12": [5, 7],  # tied embedding: first and last stage
+    }  # fmt: skip
+
+
+def test_gpt2_hybrid_every_planned_collective_with_its_size_and_count() -> None:
+    document, files = gpt2_hybrid()
+    ranks = decoded(files)
+    assert sorted(ranks) == list(range(8))
+    for nodes in ranks.values():
+        assert_well_formed(nodes)
+    # The plan lists the busiest stage (stage 0: ranks 0, 1, 4, 5); point-to-point is checked below.
+    expected = Counter()
+    for item in document.collectives:
+        if item.op is not CollectiveOp.SEND_RECV:
+            expected[(COMM_TYPES[item.op], item.bytes_per_rank)] += item.count_per_step
+    assert sum(expected.values()) == 4 + 48 + 48 + 1 + 3
+    for rank in (0, 1, 4, 5):
+        found = Counter((attribute(n, "comm_type"), attribute(n, "comm_size")) for n in collectives(ranks[rank]))
+        assert found == expected
+    first_bucket = by_name(ranks[0], "DDP bucket 0 all-reduce")
+    assert attribute(first_bucket, "comm_size") == 2360832
+    assert list(first_bucket.data_deps) == [by_name(ranks[0], "mb3 bwd weight-grad transformer.h.5 mlp").id]
+    # Later backward compute does not wait for the bucket: it overlaps.
+    later = by_name(ranks[0], "mb3 bwd input-grad transformer.h.4 mlp")
+    assert later.id > first_bucket.id and first_bucket.id not in [*later.data_deps, *later.ctrl_deps]
+
+
+def test_gpt2_hybrid_sends_meet_their_receives_and_follow_1f1b() -> None:
+    document, files = gpt2_hybrid()
+    ranks = decoded(files)
+    sends, recvs = Counter(), Counter()
+    for rank, nodes in ranks.items():
+        for node in (n for n in nodes if n.type in (et.COMM_SEND_NODE, et.COMM_RECV_NODE)):
+            key = (attribute(node, "comm_src"), attribute(node, "comm_dst"), attribute(node, "comm_tag"))
+            if node.type == et.COMM_SEND_NODE:
+                assert key[0] == rank
+                sends[(*key, attribute(node, "comm_size"))] += 1
+            else:
+                assert key[1] == rank
+                recvs[(*key, attribute(node, "comm_size"))] += 1
+    assert sends == recvs
+    assert set(sends.values()) == {1}  # every tag used once
+    planned = sum(item.count_per_step for item in document.collectives if item.op is CollectiveOp.SEND_RECV)
+    assert len(sends) == planned * 4  # one pipeline per (dp, tp) pair
+    assert {size for (*_, size) in sends} == {1572864}  # 1 × 1024 tokens × 768 × 2 bytes
+    # TP all-reduce between the attention and MLP matmuls it joins.
+    nodes = ranks[0]
+    attention, mlp = by_name(nodes, "mb0 fwd transformer.h.0 attention"), by_name(nodes, "mb0 fwd transformer.h.0 mlp")
+    [joining] = [n for n in collectives(nodes) if attention.id in n.data_deps]
+    assert joining.id in mlp.data_deps and attribute(joining, "pg_name") == "1"
+    # Stage 0 warms up with one extra forward; stage 1 alternates from the start: the bubble.
+    assert one_f_one_b(0, 2, 4) == [
+        ("forward", 0), ("forward", 1), ("backward", 0), ("forward", 2),
+        ("backward", 1), ("forward", 3), ("backward", 2), ("backward", 3),
+    ]  # fmt: skip
+    stage1_order = [n.name.split(" ")[:2] for n in ranks[2] if n.type == et.COMP_NODE and n.name.endswith("attention")]
+    assert [step for i, step in enumerate(stage1_order) if i == 0 or step != stage1_order[i - 1]] == [
+        ["mb0", "fwd"], ["mb0", "bwd"], ["mb1", "fwd"], ["mb1", "bwd"],
+        ["mb2", "fwd"], ["mb2", "bwd"], ["mb3", "fwd"], ["mb3", "bwd"],
+    ]  # fmt: skip
+    stage0_first_recv = next(n for n in nodes if n.type == et.COMM_RECV_NODE)
+    assert attribute(stage0_first_recv, "comm_src") == 2
+
+
+def test_large_plans_write_one_rank_per_stage_unless_ranks_are_asked_for() -> None:
+    inventory = resolve_model("gpt2")
+    document = plan_workload(PlanRequest(model="gpt2", strategy="hybrid", tp=2, pp=2, gpus=128), inventory)
+    traces = build_traces(document, inventory, ComputeModel.from_options())
+    assert [trace.role.rank for trace in traces.traces] == [0, 2]
+    files = bundle_files(document, traces, "a test plan")
+    assert "one rank per pipeline stage (2 files: ranks 0, 2)" in files["README.txt"].decode()
+    chosen = build_traces(document, inventory, ComputeModel.from_options(), parse_ranks("0-3,127", 128))
+    assert [trace.role.rank for trace in chosen.traces] == [0, 1, 2, 3, 127]
+    assert (chosen.traces[-1].role.dp_index, chosen.traces[-1].role.stage, chosen.traces[-1].role.tp_index) == (
+        31,
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("0-8", "ranks: rank 8 is outside 0-7 (the plan has 8 GPUs)"),
+        ("3-1", "ranks: range 3-1 runs backwards"),
+        ("a", "ranks: 'a' is not a rank or a range like 0-7"),
+        ("0-3000", "ranks: more than 1024 ranks in one bundle; ask for fewer"),
+    ],
+)
+def test_bad_ranks_say_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(ExportError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
+        parse_ranks(text, 8 if text != "0-3000" else 4096)
+
+
+def test_plans_the_export_cannot_schedule_are_refused_with_the_field() -> None:
+    inventory = resolve_model("fashion-mnist-mlp")
+    compute = ComputeModel.from_options()
+    tutorial = plan_workload(PlanRequest(model="fashion-mnist-mlp"), inventory)
+    with pytest.raises(ExportError, match="^mode: "):
+        build_traces(tutorial, inventory, compute)
+    fsdp = plan_workload(PlanRequest(model="fashion-mnist-mlp", mode="framework", dp_impl="fsdp2"), inventory)
+    with pytest.raises(ExportError, match="^dp_impl: the Chakra export schedules DDP"):
+        build_traces(fsdp, inventory, compute)
+    with pytest.raises(ExportError, match="^gpu: unknown GPU 'v100'"):
+        ComputeModel.from_options("v100")
+    with pytest.raises(ExportError, match=r"^utilisation: must be in \(0, 1\], got 1.5$"):
+        ComputeModel.from_options(utilisation=1.5)
+
+
+def test_gpu_and_utilisation_set_compute_time_and_are_stated() -> None:
+    inventory = resolve_model("fashion-mnist-mlp")
+    document = plan_workload(PlanRequest(model="fashion-mnist-mlp", mode="framework", gpus=4), inventory)
+    traces = build_traces(document, inventory, ComputeModel.from_options("a100", 0.5))
+    files = bundle_files(document, traces, "a test plan")
+    metadata, nodes = decode_trace(files["workload.0.et"])
+    # 822083584 FLOPs at 50 % of 312 TFLOP/s = 5.27 µs.
+    assert by_name(nodes, "mb0 fwd fc1").duration_micros == 5
+    assert {a.name: getattr(a, a.WhichOneof("value")) for a in metadata.attr}["utilisation"] == 0.5
+    assert "NVIDIA A100 SXM dense bf16 peak 312 TFLOP/s x utilisation 0.5" in files["README.txt"].decode()
+
+
+def test_a_truncated_stream_is_reported_where_it_breaks() -> None:
+    _, files = export("fashion-mnist-mlp", mode="framework", gpus=2)
+    data = files["workload.0.et"]
+    assert len(list(split_delimited(data))) == 1 + 14
+    with pytest.raises(ValueError, match="runs .* bytes past the end"):
+        list(split_delimited(data[:-3]))
