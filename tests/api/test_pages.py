@@ -2,6 +2,8 @@
 
 from fastapi.testclient import TestClient
 
+from emuplan.results import parse_result_file
+from emuplan.store import runs as run_store
 from paths import SHARED_NCCL
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -66,6 +68,33 @@ def test_share_page_has_no_way_out(client: TestClient) -> None:
     assert "private run" not in page.text
     assert f'data-compare-url="/api/shared/{token}"' in page.text
     assert f'data-figure-url="/api/shared/{token}/runs/{run_id}/figures/delay"' in page.text
+
+
+def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: TestClient, database) -> None:
+    count = run_store.RUNS_PER_PAGE + 2
+    with database.writing() as session:
+        for index in range(count):
+            csv = b"iteration,size,time_ms\n0,8,%d\n" % (index + 1)
+            run_store.save_run(session, parse_result_file(csv, "r.csv"), name=f"run-{index}", strategy="data")
+    first = client.get("/runs").text
+    assert f">run-{count - 1}</a>" in first and f">run-{count - run_store.RUNS_PER_PAGE}</a>" in first
+    assert ">run-1</a>" not in first
+    assert f"runs 1–{run_store.RUNS_PER_PAGE} of {count}, newest first" in first
+    assert 'href="/runs?strategy=data&amp;page=2" rel="next"' in client.get("/runs?strategy=data").text
+    second = client.get("/runs?page=2").text
+    assert [name for name in ("run-0", "run-1", "run-2") if f">{name}</a>" in second] == ["run-0", "run-1"]
+    assert f"runs {run_store.RUNS_PER_PAGE + 1}–{count} of {count}, newest first" in second
+    assert 'href="/runs?page=1" rel="prev"' in second and 'rel="next"' not in second
+    assert ">run-0</a>" in client.get("/runs?page=99").text  # past the end: the last page
+    api = client.get("/api/runs", params={"limit": 2, "offset": 1})
+    assert [run["name"] for run in api.json()] == [f"run-{count - 2}", f"run-{count - 3}"]
+    assert api.headers["x-total-count"] == str(count)
+    assert len(client.get("/api/runs").json()) == run_store.RUNS_PER_PAGE
+    assert client.get("/api/runs", params={"limit": 0}).status_code == 422
+    compare = client.get("/compare?runs=1").text
+    assert f"The newest {run_store.RUNS_PER_PAGE} of {count} runs" in compare
+    assert 'value="1" checked' in compare  # a selected older run stays in the picker
+    assert 'value="2"' not in compare
 
 
 def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:

@@ -4,8 +4,9 @@ import pytest
 from sqlmodel import select
 
 from emuplan.results import ResultFileError, parse_result_file
+from emuplan.results.stats import strip_curves
 from emuplan.store import runs
-from emuplan.store.models import Run, RunTable
+from emuplan.store.models import Run, RunCurves, RunTable
 from paths import RESULTS
 
 GIB = 1024**3
@@ -25,6 +26,11 @@ def test_save_run_stores_samples_summary_and_flows_in_one_transaction(database):
             ["a", "b"],
         )
         assert stored.summary["flows"]["count"] == 400
+        # Lists read the statistics; the curves figures draw sit in run_curves.
+        whole = runs.summary_with_curves(session, stored)
+        assert stored.summary == strip_curves(whole)
+        assert {"ecdf", "delay", "overall_ecdf"} <= set(whole) and "ecdf" in whole["flows"]
+        assert not {"ecdf", "delay", "overall_ecdf"} & set(stored.summary) and "ecdf" not in stored.summary["flows"]
         assert runs.load_samples(session, run.id).equals(parsed.samples)
         assert runs.load_table(session, run.id, "flows").equals(parsed.flows)
 
@@ -81,5 +87,32 @@ def test_list_filters_and_delete(database):
     with database.read_session() as session:
         assert [r.name for r in runs.list_runs(session)] == ["tp"]
         assert session.exec(select(RunTable).where(RunTable.run_id == data_run.id)).all() == []
+        assert session.get(RunCurves, data_run.id) is None
         with pytest.raises(runs.RunNotFound):
             runs.get_run(session, data_run.id)
+
+
+def test_list_pages_newest_first_and_counts_what_the_filters_match(database):
+    tags = [["fabric-a"], ["fabric_b"], ["50%"], ["fabric-a", "x"], []]
+    with database.writing() as session:
+        for index, run_tags in enumerate(tags):
+            runs.save_run(
+                session,
+                parse_result_file(b"iteration,size,time_ms\n0,8,%d\n" % (index + 1), f"{index}.csv"),
+                name=f"run {index}",
+                strategy="data" if index % 2 == 0 else "tensor",
+                tags=run_tags,
+            )
+    with database.read_session() as session:
+        assert [r.name for r in runs.list_runs(session, limit=2)] == ["run 4", "run 3"]
+        assert [r.name for r in runs.list_runs(session, limit=2, offset=2)] == ["run 2", "run 1"]
+        assert [r.name for r in runs.list_runs(session, limit=2, offset=4)] == ["run 0"]
+        assert runs.count_runs(session) == 5
+        assert [r.name for r in runs.list_runs(session, tag="fabric-a")] == ["run 3", "run 0"]
+        assert runs.count_runs(session, tag="fabric-a") == 2
+        # A tag is matched whole, its LIKE wildcards as plain characters.
+        assert [r.name for r in runs.list_runs(session, tag="fabric_b")] == ["run 1"]
+        assert runs.list_runs(session, tag="fabric") == []
+        assert runs.list_runs(session, tag="fabric%") == []
+        assert [r.name for r in runs.list_runs(session, tag="50%")] == ["run 2"]
+        assert runs.count_runs(session, strategy="data", tag="fabric-a") == 1

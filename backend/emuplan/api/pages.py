@@ -64,7 +64,7 @@ def home(request: Request, session: ReadSessionDep) -> HTMLResponse:
         "home.html",
         nav="home",
         plans=plan_store.list_plans(session, RECENT),
-        runs=run_store.list_runs(session)[:RECENT],
+        runs=run_store.list_runs(session, limit=RECENT),
         comparisons=comparison_store.list_comparisons(session, RECENT),
         demo_comparison=comparison_store.find_comparison_by_name(session, DEMO_COMPARISON_NAME),
     )
@@ -170,15 +170,26 @@ def id_or_none(text: str) -> int | None:
 
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
-    request: Request, session: ReadSessionDep, strategy: str = "", plan: str = "", tag: str = ""
+    request: Request, session: ReadSessionDep, strategy: str = "", plan: str = "", tag: str = "", page: str = "1"
 ) -> HTMLResponse:
     plan_id = id_or_none(plan)
-    runs = run_store.list_runs(session, strategy=strategy or None, plan_id=plan_id, tag=tag or None)
+    filters = {"strategy": strategy or None, "plan_id": plan_id, "tag": tag or None}
+    total = run_store.count_runs(session, **filters)
+    pages = max(1, -(-total // run_store.RUNS_PER_PAGE))
+    page_number = min(int(page), pages) if page.isdigit() and int(page) >= 1 else 1
+    offset = (page_number - 1) * run_store.RUNS_PER_PAGE
+    query = {key: value for key, value in (("strategy", strategy), ("plan", plan_id), ("tag", tag)) if value}
     return render(
         request,
         "runs.html",
         nav="runs",
-        runs=runs,
+        runs=run_store.list_runs(session, **filters, limit=run_store.RUNS_PER_PAGE, offset=offset),
+        pager={
+            "first": offset + 1,
+            "total": total,
+            "newer": f"/runs?{urlencode({**query, 'page': page_number - 1})}" if page_number > 1 else None,
+            "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if page_number < pages else None,
+        },
         plans=plan_store.list_plans(session, 1000),
         strategies=[strategy.value for strategy in Strategy],
         filters={"strategy": strategy, "plan": plan_id, "tag": tag},
@@ -215,8 +226,17 @@ def _compare_url(run_ids: list[int], baseline_id: int | None) -> str:
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(request: Request, session: ReadSessionDep, runs: str = "", baseline: str = "") -> HTMLResponse:
-    all_runs = run_store.list_runs(session)
-    context = {"nav": "compare", "all_runs": all_runs, "comparison": None, "runs": [], "selected_ids": []}
+    # The newest page of runs to pick from; older ones are picked on /runs (its pages have checkboxes too).
+    all_runs = run_store.list_runs(session, limit=run_store.RUNS_PER_PAGE)
+    context = {
+        "nav": "compare",
+        "all_runs": all_runs,
+        "newest_listed": len(all_runs),
+        "run_count": run_store.count_runs(session),
+        "comparison": None,
+        "runs": [],
+        "selected_ids": [],
+    }
     baseline_id = id_or_none(baseline)
     if runs:
         try:
@@ -227,6 +247,8 @@ def compare_page(request: Request, session: ReadSessionDep, runs: str = "", base
             return render(request, "compare.html", status_code=failure.status_code, error=failure.detail, **context)
         if baseline_id not in selected_ids:
             baseline_id = None
+        listed = {run.id for run in all_runs}
+        context["all_runs"] = all_runs + [run for run in selected if run.id not in listed]
         context.update(
             runs=selected,
             selected_ids=selected_ids,

@@ -166,11 +166,19 @@ def _import_upload(session, settings, file_name: str, data: bytes | memoryview, 
 @router.get("", response_model=list[RunPublic])
 def list_runs(
     session: ReadSessionDep,
+    response: Response,
     strategy: str | None = None,
     plan: Annotated[DatabaseInt | None, Query(description="Only runs linked to this plan id.")] = None,
     tag: str | None = None,
+    limit: Annotated[
+        int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page, newest first.")
+    ] = store.RUNS_PER_PAGE,
+    offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    return [store.run_public(run) for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)]
+    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all."""
+    filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
+    response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
+    return [store.run_public(run) for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)

@@ -2,7 +2,9 @@
 
 Large per-sample data is not stored one row per sample: a run's samples (and flows, for per-flow
 uploads) are one Parquet blob each in ``run_table``, with the run's statistics cached in
-``run.summary`` so that lists and pages never re-read the blob.
+``run.summary`` so that lists and pages never re-read the blob. The ECDF grids and delay series that
+figures draw (~300 KB of JSON per run) sit apart in ``run_curves``, so that lists read a few hundred
+bytes per run.
 """
 
 from datetime import UTC, datetime
@@ -116,8 +118,17 @@ class Run(SQLModel, table=True):
     ranks: int | None = None
     hosts: int | None = None
     warnings: list = _json(list)
-    summary: dict = _json(dict)  # cached statistics per group, computed once at import
+    summary: dict = _json(dict)  # cached statistics per group, computed once at import; curves in RunCurves
     created_at: datetime = _created_at()
+
+
+class RunCurves(SQLModel, table=True):
+    """A run's whole summary, ECDF grids and delay series included: read by figures and comparisons only."""
+
+    __tablename__ = "run_curves"
+
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    summary: dict = _json(dict)
 
 
 class RunTable(SQLModel, table=True):

@@ -1,8 +1,9 @@
 """Runs: store a parsed result, list, read, delete, and load its samples back.
 
 Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
-per-flow uploads) and the cached ``run.summary`` (statistics, ECDF grids, delay series from
-``results.stats.summarise``) in the caller's session — one transaction: the caller commits once.
+per-flow uploads), the cached ``run.summary`` (statistics from ``results.stats.summarise``) and
+its ``run_curves`` row (the whole summary: ECDF grids and delay series too) in the caller's session —
+one transaction: the caller commits once.
 
 Entry points for other code:
 
@@ -19,13 +20,14 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 
 import hashlib
 import io
+import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import delete, func
+from sqlalchemy import String, cast, delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -36,12 +38,15 @@ from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
 from emuplan.settings import Settings
-from emuplan.store.models import Plan, Run, RunTable
+from emuplan.store.models import Plan, Run, RunCurves, RunTable
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
 from emuplan.workload.document import Strategy
 
 ORIGINS = ("imported", "measured", "generated")
+# Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
+RUNS_PER_PAGE = 50
+MAX_RUNS_PER_PAGE = 1000
 
 
 class RunNotFound(NotFound):
@@ -136,10 +141,11 @@ def save_run(
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
-        summary=summary,
+        summary=strip_curves(summary),
     )
     session.add(run)
     session.flush()
+    session.add(RunCurves(run_id=run.id, summary=summary))
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
     session.flush()
@@ -196,27 +202,45 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def list_runs(
-    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
-) -> list[Run]:
-    """Newest first; strategy and tag match in any case ("Fabric-A" finds "fabric-a")."""
-    query = select(Run).order_by(col(Run.id).desc())
+def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None):
+    """Strategy and tag match in any case ("Fabric-A" finds "fabric-a")."""
     if strategy:
         query = query.where(func.lower(Run.strategy) == strategy.casefold())
     if plan_id is not None:
         query = query.where(Run.plan_id == plan_id)
-    runs = list(session.exec(query))
-    # Tags are a JSON list: filtered here, portable across SQLite and PostgreSQL.
-    if not tag:
-        return runs
-    wanted = tag.casefold()
-    return [run for run in runs if any(run_tag.casefold() == wanted for run_tag in run.tags)]
+    if tag:
+        # Tags are a JSON list of strings; its text holds the tag JSON-quoted (portable across SQLite and
+        # PostgreSQL, unlike their JSON operators). SQL's lower() folds ASCII letters only.
+        tags_text = func.lower(cast(Run.tags, String))
+        query = query.where(tags_text.contains(json.dumps(tag.casefold()), autoescape=True))
+    return query
+
+
+def list_runs(
+    session: Session,
+    *,
+    strategy: str | None = None,
+    plan_id: int | None = None,
+    tag: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[Run]:
+    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
+    query = _filtered(select(Run), strategy, plan_id, tag).order_by(col(Run.id).desc()).offset(offset).limit(limit)
+    return list(session.exec(query))
+
+
+def count_runs(
+    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
+) -> int:
+    return session.exec(_filtered(select(func.count()).select_from(Run), strategy, plan_id, tag)).one()
 
 
 def delete_run(session: Session, run_id: int) -> None:
     run = get_run(session, run_id)
     # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
     session.exec(delete(RunTable).where(RunTable.run_id == run_id))
+    session.exec(delete(RunCurves).where(RunCurves.run_id == run_id))
     session.delete(run)
     session.flush()
 
@@ -255,7 +279,7 @@ def run_public(run: Run) -> dict:
         "hosts": run.hosts,
         "warnings": run.warnings,
         "created_at": run.created_at.isoformat(),
-        "summary": strip_curves(run.summary),
+        "summary": run.summary,
     }
 
 
@@ -287,15 +311,20 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         "run_id": run.id,
         "name": run.name,
         "source_format": run.source_format,
-        **strip_curves(run.summary),
+        **run.summary,
         **analyse(run.summary, assumptions, workload),
     }
+
+
+def summary_with_curves(session: Session, run: Run) -> dict:
+    """The run's whole cached summary: statistics, ECDF grids and delay series."""
+    return session.get(RunCurves, run.id).summary
 
 
 def run_figure(
     session: Session, run: Run, kind: FigureKind | str, choice: AssumptionChoice, settings: Settings, **options
 ) -> dict:
-    """One of the ``FigureKind`` figures of a run, from its cached summary."""
+    """One of the ``FigureKind`` figures of a run: curves from ``run_curves``, the rest from the statistics."""
     title = run.name
     if kind == FigureKind.SWEEP:
         statistics = run_statistics(session, run, choice, settings)
@@ -304,10 +333,10 @@ def run_figure(
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
     log_x = options.get("log_x", False)
     if kind == FigureKind.CDF:
-        return charts.cdf_figure(run.summary, title=f"{title}: completion-time CDF", log_x=log_x)
+        return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == FigureKind.DELAY:
         return charts.delay_figure(
-            run.summary,
+            summary_with_curves(session, run),
             title=f"{title}: completion time per iteration",
             per_size=run.strategy == "pipeline",
             log_y=options.get("log_y", False),
@@ -323,9 +352,10 @@ def compare_stored_runs(
 ) -> dict:
     """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
-    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, r.summary) for r in stored]
+    with_curves = {r.id: summary_with_curves(session, r) for r in stored}
+    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, with_curves[r.id]) for r in stored]
     comparison = compare_runs(summaries, baseline_id)
-    named = [(f"#{r.id} {r.name}", r.summary) for r in stored]
+    named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all(is_size_sweep(r.summary["groups"]) for r in stored):
         # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.

@@ -1,0 +1,107 @@
+"""List pages from 10 to 10,000 runs: `/`, `/runs`, `/api/runs`, `/compare` over HTTP from `emuplan serve`.
+
+Target: each within 1.5× from 10 to 10,000 runs (lists read the runs' small statistics, never their
+ECDF/delay curves, and show one page at a time). Two servers, one per database, are asked in the
+same rounds; the figure is the median of the per-round ratios.
+
+One real run is imported over HTTP, then copied in SQL (name, statistics and curves included) to
+reach the run count: importing 10,000 files would take hours and test nothing more here.
+
+    .venv/bin/python bench/bench_lists.py [--rounds R]
+"""
+
+import argparse
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from bench_pages import start_server, upload_runs
+from paired import load_average, paired_rounds, ratios, spread
+
+PATHS = ("/", "/runs", "/api/runs", "/compare")
+SIZES = (10, 10_000)
+RATIO_LIMIT = 1.5
+REQUESTS_PER_SAMPLE = 5
+
+
+def copy_runs(database: Path, count: int) -> None:
+    """Copies of run 1 (statistics and curves) until the database holds ``count`` runs."""
+    with sqlite3.connect(database) as connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(run)") if row[1] not in ("id", "name")]
+        listed = ", ".join(columns)
+        for copy in range(2, count + 1):
+            connection.execute(
+                f"INSERT INTO run (name, {listed}) SELECT name || ' copy {copy}', {listed} FROM run WHERE id = 1"
+            )
+            connection.execute(
+                "INSERT INTO run_curves (run_id, summary) SELECT last_insert_rowid(), summary FROM run_curves "
+                "WHERE run_id = 1"
+            )
+        connection.execute("UPDATE run SET content_sha256 = NULL WHERE id > 1")
+
+
+def median_get_seconds(url: str) -> float:
+    times = []
+    for _ in range(REQUESTS_PER_SAMPLE):
+        start = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=120) as response:
+            response.read()
+            assert response.status == 200, url
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=200_000)
+    args = parser.parse_args()
+    failed = False
+    with tempfile.TemporaryDirectory() as directory:
+        seed_dir = Path(directory) / "seed"
+        seed_dir.mkdir()
+        server, base = start_server(str(seed_dir))
+        try:
+            upload_runs(base, args.rows, 1)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        servers = {}
+        try:
+            for size in SIZES:
+                size_dir = Path(directory) / str(size)
+                size_dir.mkdir()
+                shutil.copy(seed_dir / "bench.sqlite3", size_dir / "bench.sqlite3")
+                copy_runs(size_dir / "bench.sqlite3", size)
+                servers[size] = start_server(str(size_dir))
+            print(f"list pages at {' and '.join(f'{s:,}' for s in SIZES)} runs, {args.rounds} paired rounds, "
+                  f"median of {REQUESTS_PER_SAMPLE} GETs each (load {load_average()})")  # fmt: skip
+            cases = {
+                (path, size): lambda path=path, size=size: median_get_seconds(servers[size][1] + path)
+                for path in PATHS
+                for size in SIZES
+            }
+            values = paired_rounds(cases, args.rounds)
+        finally:
+            for server, _ in servers.values():
+                server.terminate()
+                server.wait(timeout=30)
+    small, large = SIZES
+    for path in PATHS:
+        ratio = ratios(values, (path, large), (path, small))
+        ok = statistics.median(ratio) <= RATIO_LIMIT
+        failed |= not ok
+        print(f"  {path:<10} {small:>6,} runs {spread([v * 1e3 for v in values[(path, small)]], 1, ' ms')}; "
+              f"{large:,} runs {spread([v * 1e3 for v in values[(path, large)]], 1, ' ms')}; "
+              f"ratio {spread(ratio, 2)}x (target ≤ {RATIO_LIMIT}x) {'ok' if ok else 'MISSED'}")  # fmt: skip
+    print(f"  load average after: {load_average()}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
