@@ -9,6 +9,9 @@ from emuplan.charts import delay_figure, sweep_figure
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis import Assumptions, analyse, expected_busbw_gbps, resolve_assumptions, time_unit
 from emuplan.results.canonical import samples_table
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import resolve_model
 from paths import NCCL_TESTS, SHARED_NCCL
 
 SETTINGS_ONLY = {"default_link_gbps": 100.0, "default_latency_us": 5.0}
@@ -101,15 +104,16 @@ def test_alltoall_before_2_13_with_a_blank_redop_cell_is_read():
 
 
 def test_assumptions_come_from_the_request_then_the_plan_then_the_file_then_the_settings():
-    plan = {"network": {"link_gbps": 400.0, "latency_us": 2.0}, "inputs": {"gpus": 8}}
+    request = PlanRequest(model="fashion-mnist-mlp", gpus=8, link_gbps=400.0, latency_us=2.0)
+    plan = plan_workload(request, resolve_model("fashion-mnist-mlp"))
     assert resolve_assumptions(file_ranks=16, **SETTINGS_ONLY) == Assumptions(
         100.0, 5.0, 16, {"link_gbps": "settings", "latency_us": "settings", "ranks": "file"}
     )
-    assert resolve_assumptions(plan_workload=plan, file_ranks=16, **SETTINGS_ONLY) == Assumptions(
+    assert resolve_assumptions(plan=plan, file_ranks=16, **SETTINGS_ONLY) == Assumptions(
         400.0, 2.0, 8, {"link_gbps": "plan", "latency_us": "plan", "ranks": "plan"}
     )
     assert resolve_assumptions(
-        link_gbps=800.0, latency_us=0.0, ranks=4, plan_workload=plan, file_ranks=16, **SETTINGS_ONLY
+        link_gbps=800.0, latency_us=0.0, ranks=4, plan=plan, file_ranks=16, **SETTINGS_ONLY
     ) == Assumptions(800.0, 0.0, 4, {"link_gbps": "query", "latency_us": "query", "ranks": "query"})
     assert resolve_assumptions(**SETTINGS_ONLY).sources["ranks"] == "none"
     with pytest.raises(ValueError, match="ranks: must be at least 1, got 0"):

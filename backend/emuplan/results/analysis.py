@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+from emuplan.workload.document import PlanDocument
 
 CELL_HALF_UNIT_GBPS = 0.005
 SLOWEST_SHOWN = 10
@@ -45,19 +46,19 @@ def resolve_assumptions(
     link_gbps: float | None = None,
     latency_us: float | None = None,
     ranks: int | None = None,
-    plan_workload: dict | None = None,
+    plan: PlanDocument | None = None,
     file_ranks: int | None = None,
     default_link_gbps: float,
     default_latency_us: float,
 ) -> Assumptions:
     """Each assumption from the first of: the request, the linked plan, the file (ranks), the settings."""
-    plan_workload = plan_workload or {}
-    network = plan_workload.get("network") or {}
-    plan_ranks = (plan_workload.get("inputs") or {}).get("gpus")
+    plan_link_gbps, plan_latency_us, plan_ranks = (
+        (plan.network.link_gbps, plan.network.latency_us, plan.inputs.gpus) if plan else (None, None, None)
+    )
     chosen, sources = {}, {}
     candidates = {
-        "link_gbps": (("query", link_gbps), ("plan", network.get("link_gbps")), ("settings", default_link_gbps)),
-        "latency_us": (("query", latency_us), ("plan", network.get("latency_us")), ("settings", default_latency_us)),
+        "link_gbps": (("query", link_gbps), ("plan", plan_link_gbps), ("settings", default_link_gbps)),
+        "latency_us": (("query", latency_us), ("plan", plan_latency_us), ("settings", default_latency_us)),
         "ranks": (("query", ranks), ("plan", plan_ranks), ("file", file_ranks)),
     }
     for name, options in candidates.items():
@@ -96,10 +97,9 @@ def is_size_sweep(groups: list[dict]) -> bool:
     return len(groups) > 1 and all(g["count"] == 1 and g.get("size_bytes") is not None for g in groups)
 
 
-def analyse(summary: dict, assumptions: Assumptions, plan_workload: dict | None = None) -> dict:
+def analyse(summary: dict, assumptions: Assumptions, plan: PlanDocument | None = None) -> dict:
     """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions)."""
-    collectives = [c for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)]
-    network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, collectives)
+    network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, plan.collectives if plan else [])
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
     unit, per_unit = page_time_unit([summary])
     result = {

@@ -296,13 +296,13 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
     """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
     with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
     (each from the request, else the linked plan, else the file, else the settings)."""
-    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
-    workload = plan.workload if plan else None
+    plan_row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    plan = plan_document(plan_row) if plan_row else None
     assumptions = resolve_assumptions(
         link_gbps=choice.link_gbps,
         latency_us=choice.latency_us,
         ranks=choice.ranks,
-        plan_workload=workload,
+        plan=plan,
         file_ranks=run.ranks,
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
@@ -312,7 +312,7 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
-        **analyse(run.summary, assumptions, workload),
+        **analyse(run.summary, assumptions, plan),
     }
 
 
