@@ -9,12 +9,20 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from emuplan.workload.hf_config import ConfigError, inventory_from_hf_config, read_hf_config
+from emuplan.workload.hf_config import (
+    SUPPORTED_MODEL_TYPES,
+    ConfigError,
+    inventory_from_hf_config,
+    read_hf_config,
+    transformer_shape_from_config,
+)
+from emuplan.workload.presets import PRESETS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hf_configs"
 
 _SMALL_LLAMA = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 32}  # fmt: skip
+_SMALL_MLA = {"q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 12}
 _SMALL_GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100, "n_positions": 32}
 
 FAMILY_CONFIGS = {
@@ -33,6 +41,61 @@ FAMILY_CONFIGS = {
     "gpt2": _SMALL_GPT2,
     "gpt2, untied": {**_SMALL_GPT2, "tie_word_embeddings": False},
     "gpt2, n_inner 80": {**_SMALL_GPT2, "n_inner": 80},
+    "mixtral": {"model_type": "mixtral", **_SMALL_LLAMA, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe, shared expert, sparse step 2": {
+        "model_type": "qwen2_moe",
+        **_SMALL_LLAMA,
+        "num_hidden_layers": 4,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 48,
+        "decoder_sparse_step": 2,
+    },
+    "qwen2_moe, mlp_only_layers, no qkv bias": {
+        "model_type": "qwen2_moe",
+        **_SMALL_LLAMA,
+        "num_hidden_layers": 3,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 48,
+        "mlp_only_layers": [1],
+        "qkv_bias": False,
+    },
+    "qwen3_moe, head_dim 32": {
+        "model_type": "qwen3_moe",
+        **_SMALL_LLAMA,
+        "head_dim": 32,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+    },
+    "deepseek_v2, q_lora_rank null": {
+        "model_type": "deepseek_v2",
+        **_SMALL_LLAMA,
+        "num_hidden_layers": 3,
+        **_SMALL_MLA,
+        "q_lora_rank": None,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 2,
+        "first_k_dense_replace": 1,
+    },
+    "deepseek_v3": {
+        "model_type": "deepseek_v3",
+        **_SMALL_LLAMA,
+        "num_hidden_layers": 3,
+        **_SMALL_MLA,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+    },
 }
 
 
@@ -92,13 +155,57 @@ def test_gpt2_untied_counts_its_own_lm_head() -> None:
 
 
 def test_field_the_planner_does_not_understand_is_refused_by_name() -> None:
-    config = {"model_type": "llama", **_SMALL_LLAMA, "num_local_experts": 8, "num_experts_per_tok": 2}
+    config = {"model_type": "llama", **_SMALL_LLAMA, "rope_offset": 3, "attn_logit_softcapping": 50.0}
     with pytest.raises(
         ConfigError,
-        match=r"^moe.json: field 'num_experts_per_tok' is not understood by the planner for model_type 'llama' "
-        r"\(nor 'num_local_experts'\); its parameters cannot be counted exactly$",
+        match=r"^x.json: field 'attn_logit_softcapping' is not understood by the planner for model_type 'llama' "
+        r"\(nor 'rope_offset'\); its parameters cannot be counted exactly$",
     ):
-        inventory_from_hf_config(config, name="moe", where="moe.json")
+        inventory_from_hf_config(config, name="x", where="x.json")
+
+
+def test_mixtral_relabelled_as_mistral_is_refused_not_planned_dense() -> None:
+    """The real Mixtral-8x7B config with model_type 'mistral' would count 7.24B dense parameters: refused."""
+    config = {**PRESETS["mixtral-8x7b"].hf_config, "model_type": "mistral", "router_aux_loss_coef": 0.02}
+    with pytest.raises(
+        ConfigError,
+        match=r"^config.json: field 'num_experts_per_tok' is not understood by the planner for model_type 'mistral' "
+        r"\(nor 'num_local_experts', 'router_aux_loss_coef'\); its parameters cannot be counted exactly. "
+        r"'num_experts_per_tok', 'num_local_experts' describe a mixture of experts, which 'mistral' models do not "
+        r"have: planning it as dense would drop its experts \(families with experts: mixtral, qwen2_moe, "
+        r"qwen3_moe, deepseek_v2, deepseek_v3\)$",
+    ):
+        inventory_from_hf_config(config, name="relabelled")
+
+
+@pytest.mark.parametrize(
+    ("preset", "count"),
+    [("mixtral-8x7b", 46_702_792_704), ("qwen2-57b-a14b", 57_408_658_944), ("deepseek-v3", 671_026_404_352)],
+)
+def test_moe_presets_count_what_transformers_builds(preset: str, count: int) -> None:
+    model = _transformers_model(PRESETS[preset].hf_config, "meta")
+    assert sum(p.numel() for p in model.parameters()) == count
+    inventory = PRESETS[preset].build()
+    assert inventory.parameter_count == count
+    assert [p.name for p in inventory.parameters] == [name for name, _ in model.named_parameters()]
+
+
+def test_expert_layers_follow_each_family_rule() -> None:
+    shapes = {case: transformer_shape_from_config(FAMILY_CONFIGS[case]) for case in FAMILY_CONFIGS}
+    assert shapes["mixtral"].experts.layers == [0, 1]
+    assert shapes["qwen2_moe, shared expert, sparse step 2"].experts.layers == [1, 3]
+    assert shapes["qwen2_moe, mlp_only_layers, no qkv bias"].experts.layers == [0, 2]
+    assert shapes["deepseek_v3"].experts.layers == [1, 2]
+    assert shapes["deepseek_v3"].experts.shared_intermediate_size == 32
+    assert shapes["deepseek_v2, q_lora_rank null"].experts.shared_intermediate_size == 64
+    assert shapes["llama"].experts is None
+
+
+def test_expert_count_under_two_names_must_agree() -> None:
+    """transformers saves Qwen3-MoE's num_experts as num_local_experts (its attribute_map); both are read."""
+    config = {**FAMILY_CONFIGS["qwen3_moe, head_dim 32"], "num_local_experts": 8}
+    with pytest.raises(ConfigError, match=r"^c.json: fields 'num_experts' and 'num_local_experts' disagree: 4, 8$"):
+        inventory_from_hf_config(config, name="q", where="c.json")
 
 
 def test_family_fields_are_not_borrowed_across_families() -> None:
@@ -114,8 +221,10 @@ def test_cross_attention_is_refused() -> None:
 
 def test_every_field_of_transformers_default_configs_is_understood() -> None:
     """A config saved by transformers itself carries every field of its class: none may be refused."""
-    for model_type in ("llama", "mistral", "qwen2", "gpt2"):
+    for model_type in SUPPORTED_MODEL_TYPES:
         config = AutoConfig.for_model(model_type).to_dict()
+        if model_type == "deepseek_v2":
+            config["num_experts_per_tok"] = 6  # unset by default; the planner needs it for expert parallelism
         inventory_from_hf_config(config, name=model_type)
 
 
