@@ -390,7 +390,7 @@ def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -
     return 2 * (micro_batch * (stages - 1) + boundary) + int(backward)
 
 
-def _check_exportable(document: PlanDocument) -> None:
+def _check_exportable(document: PlanDocument, inventory: ModelInventory) -> None:
     inputs = document.inputs
     if document.mode is not Mode.FRAMEWORK:
         raise ExportError(
@@ -399,6 +399,12 @@ def _check_exportable(document: PlanDocument) -> None:
         )
     if inputs.dp > 1 and inputs.dp_impl is not DataParallelImpl.DDP:
         raise ExportError(f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}")
+    shape = inventory.transformer
+    if shape is not None and shape.experts is not None and (inputs.ep > 1 or inputs.tp > 1):
+        raise ExportError(
+            f"ep: the Chakra export does not schedule a mixture of experts' all-to-alls and expert gathers "
+            f"(this plan has ep {inputs.ep}, tp {inputs.tp}); export its KCCB trials instead"
+        )
 
 
 def _rank_trace(
@@ -516,7 +522,7 @@ def build_traces(
 
     ``ranks`` None: every rank up to ``MAX_ALL_RANKS``, else one rank per pipeline stage.
     """
-    _check_exportable(document)
+    _check_exportable(document, inventory)
     inputs = document.inputs
     stages = framework_stages(inventory, inputs)
     shape = inventory.transformer

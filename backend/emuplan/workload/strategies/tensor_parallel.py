@@ -127,12 +127,15 @@ def megatron_collectives(
     has_head: bool,
     vocab_parallel_loss: bool,
     layer_norm_bytes: int = 0,
+    expert_layers: int = 0,
 ) -> list[PlannedCollective]:
     """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq;
     ``vocab`` is the padded vocabulary; ``layer_norm_bytes`` the stage's sequence-parallel gradients
-    (layer norms, row-parallel biases), all-reduced once per step under sequence parallel."""
+    (layer norms, row-parallel biases, routers), all-reduced once per step under sequence parallel.
+    ``expert_layers``: layers whose MLP is routed experts only; their MLP's TP traffic is the token
+    dispatcher's (``expert_parallel``), so only their attention counts here."""
     activation = numel_bytes(tokens * hidden, dtype)
-    per_layer = 2 * layers * micro_batches
+    per_layer = (2 * layers - expert_layers) * micro_batches
 
     def item(op, phase, label, count, size=activation, item_dtype=dtype):
         return collective(op, size, tp, item_dtype, phase, TP, label, count)
@@ -198,7 +201,9 @@ def megatron_collectives(
     return forward + backward
 
 
-_COLUMN_PARALLEL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "embed_tokens", "lm_head", "wte")
+# MLA's up-projections are column-parallel, its down-projections (q_a_proj, kv_a_proj_with_mqa) replicated.
+_COLUMN_PARALLEL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "embed_tokens", "lm_head", "wte",
+                    "q_b_proj", "kv_b_proj")  # fmt: skip
 _ROW_PARALLEL = ("o_proj", "down_proj")
 _CONV1D_COLUMN = ("c_attn", "c_fc")  # GPT-2 Conv1D weights are [in, out]
 
@@ -213,12 +218,15 @@ def _module_and_kind(param: ParameterInfo) -> tuple[str, str]:
 
 
 def sequence_parallel_parameters(parameters: list[ParameterInfo]) -> list[ParameterInfo]:
-    """What Megatron marks ``sequence_parallel``: layer norms and row-parallel biases (replicated
-    over TP, their gradients computed from one part of the sequence)."""
+    """What Megatron marks ``sequence_parallel``: layer norms, row-parallel biases and MoE routers
+    (replicated over TP, their gradients computed from one part of the sequence; the router's in
+    megatron/core/transformer/moe/router.py)."""
     marked = []
     for param in parameters:
         module, kind = _module_and_kind(param)
-        if "norm" in module or module.startswith("ln_") or (module in _ROW_PARALLEL_BIAS and kind == "bias"):
+        is_router = module == "gate" and kind == "weight"
+        is_row_bias = module in _ROW_PARALLEL_BIAS and kind == "bias"
+        if "norm" in module or module.startswith("ln_") or is_row_bias or is_router:
             marked.append(param)
     return marked
 
@@ -231,7 +239,9 @@ def megatron_shard(param: ParameterInfo, tp: int) -> ParameterInfo:
     if module in _VOCABULARY:
         shape[0] = padded_vocab_size(shape[0], tp) // tp
         return param.model_copy(update={"shape": shape})
-    if module in _COLUMN_PARALLEL:
+    if module == "experts":  # [experts, 2 × inner, hidden] column-, [experts, hidden, inner] row-parallel
+        dim = 1 if kind == "gate_up_proj" else 2
+    elif module in _COLUMN_PARALLEL:
         dim = 0
     elif module in _ROW_PARALLEL and kind == "weight":
         dim = 1
