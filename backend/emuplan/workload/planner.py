@@ -254,7 +254,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         latency_us=request.latency_us,
     )
     if ep > 1:
-        check_expert_degrees(transformer, inputs, inventory.name)
+        check_expert_degrees(inventory, inputs)
     return inputs
 
 

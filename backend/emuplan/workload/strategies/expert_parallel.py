@@ -26,7 +26,7 @@ from math import ceil
 
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError
-from emuplan.workload.inventory import ExpertShape, ParameterInfo, TransformerShape
+from emuplan.workload.inventory import ExpertShape, ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
 
 # The routed experts' tensors (transformers stores each layer's experts as two 3-D tensors).
@@ -60,12 +60,21 @@ def moe_layer_count(units: list[Unit]) -> int:
     return sum(1 for unit in units if any(is_expert_parameter(p) for p in unit.parameters))
 
 
-def check_expert_degrees(shape: TransformerShape | None, inputs: NormalisedInputs, model: str) -> None:
+def check_expert_degrees(inventory: ModelInventory, inputs: NormalisedInputs) -> None:
     """Expert parallelism needs experts to split, evenly, over EP ranks carved from DP."""
+    shape = inventory.transformer
+    if inventory.source_kind == "pytorch":
+        # Its experts, if any, are whatever its own forward() routes to; PyTorch has no expert-parallel
+        # wrapper (as it has DDP, fully_shard, parallelize_module) to run it under the fake process group.
+        raise PlanningError(
+            f"ep: {inventory.name} is PyTorch source, whose routing is its own code: PyTorch has no expert-parallel "
+            "wrapper to capture it with, so its all-to-alls cannot be planned from it. Plan it with ep 1 (its DDP "
+            "and FSDP2 traffic is captured) or describe the model as a config.json with experts"
+        )
     if shape is None or shape.experts is None:
         raise PlanningError(
-            f"ep: {model} has no experts the planner knows of; expert parallelism needs a mixture-of-experts "
-            "preset or config.json"
+            f"ep: {inventory.name} has no experts the planner knows of; expert parallelism needs a "
+            "mixture-of-experts preset or config.json"
         )
     if inputs.dp % inputs.ep:
         raise PlanningError(
