@@ -136,6 +136,8 @@ def megatron_collectives(
     dispatcher's (``expert_parallel``), so only their attention counts here."""
     activation = numel_bytes(tokens * hidden, dtype)
     per_layer = (2 * layers - expert_layers) * micro_batches
+    # The count's rule, in every per-layer label.
+    pair = "per layer ×2" + (f"; ×1 in the {expert_layers} MoE layers" if expert_layers else "")
 
     def item(op, phase, label, count, size=activation, item_dtype=dtype):
         return collective(op, size, tp, item_dtype, phase, TP, label, count)
@@ -152,22 +154,22 @@ def megatron_collectives(
     if layers:
         if sequence_parallel:
             forward += [
-                item(AG, Phase.FORWARD, "sequence-parallel input of QKV / MLP up (per layer ×2)", per_layer),
-                item(RS, Phase.FORWARD, "attention / MLP output (per layer ×2)", per_layer),
+                item(AG, Phase.FORWARD, f"sequence-parallel input of QKV / MLP up ({pair})", per_layer),
+                item(RS, Phase.FORWARD, f"attention / MLP output ({pair})", per_layer),
             ]
             backward += [
-                item(AG, Phase.BACKWARD, "row-parallel output gradient (per layer ×2)", per_layer),
+                item(AG, Phase.BACKWARD, f"row-parallel output gradient ({pair})", per_layer),
                 item(
                     AG,
                     Phase.BACKWARD,
-                    "column-parallel input re-gathered for weight gradient (per layer ×2)",
+                    f"column-parallel input re-gathered for weight gradient ({pair})",
                     per_layer,
                 ),
-                item(RS, Phase.BACKWARD, "column-parallel input gradient (per layer ×2)", per_layer),
+                item(RS, Phase.BACKWARD, f"column-parallel input gradient ({pair})", per_layer),
             ]
         else:
-            forward.append(item(AR, Phase.FORWARD, "attention / MLP row-parallel output (per layer ×2)", per_layer))
-            backward.append(item(AR, Phase.BACKWARD, "QKV / MLP-up input gradient (per layer ×2)", per_layer))
+            forward.append(item(AR, Phase.FORWARD, f"attention / MLP row-parallel output ({pair})", per_layer))
+            backward.append(item(AR, Phase.BACKWARD, f"QKV / MLP-up input gradient ({pair})", per_layer))
     if has_head:
         if sequence_parallel:
             forward.append(item(AG, Phase.FORWARD, "LM head input (sequence-parallel)", micro_batches))
