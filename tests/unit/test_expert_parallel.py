@@ -61,7 +61,7 @@ def test_mixtral_hybrid_tp2_pp4_ep8_dp8() -> None:
     expert_gathers = [
         (c.op, c.bytes_total, c.count_per_step, c.phase.value)
         for c in of(document, ParallelDim.TP)
-        if "MoE layer" in c.label
+        if c.label.endswith("(per MoE layer)")
     ]
     assert expert_gathers == [
         (CollectiveOp.ALL_GATHER, MIXTRAL_ALL_TO_ALL, 1024, "forward"),
