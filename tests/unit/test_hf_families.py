@@ -3,6 +3,7 @@ shapes, order), buffers and gradient-ready order equal the model transformers bu
 config. Models are built from the config alone (no weights, no hub access, no remote code)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,11 @@ def test_gradient_order_is_the_order_backward_completes_gradients(case: str) -> 
 
 @pytest.mark.parametrize(
     ("folder", "count"),
-    [("Mistral-Nemo-Base-2407", 12_247_782_400), ("Llama-2-7b-hf", 6_738_415_616)],
+    [
+        ("Mistral-Nemo-Base-2407", 12_247_782_400),
+        ("Llama-2-7b-hf", 6_738_415_616),
+        ("Mixtral-8x7B-v0.1", 46_702_792_704),
+    ],
 )
 def test_real_configs_count_what_transformers_builds(folder: str, count: int) -> None:
     path = FIXTURES / folder / "config.json"
@@ -164,18 +169,20 @@ def test_field_the_planner_does_not_understand_is_refused_by_name() -> None:
         inventory_from_hf_config(config, name="x", where="x.json")
 
 
-def test_mixtral_relabelled_as_mistral_is_refused_not_planned_dense() -> None:
+def test_mixtral_relabelled_as_mistral_is_refused_not_planned_dense(tmp_path: Path) -> None:
     """The real Mixtral-8x7B config with model_type 'mistral' would count 7.24B dense parameters: refused."""
-    config = {**PRESETS["mixtral-8x7b"].hf_config, "model_type": "mistral", "router_aux_loss_coef": 0.02}
+    config = json.loads((FIXTURES / "Mixtral-8x7B-v0.1" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "model_type": "mistral"}))
     with pytest.raises(
         ConfigError,
-        match=r"^config.json: field 'num_experts_per_tok' is not understood by the planner for model_type 'mistral' "
-        r"\(nor 'num_local_experts', 'router_aux_loss_coef'\); its parameters cannot be counted exactly. "
+        match=rf"^{re.escape(str(path))}: field 'num_experts_per_tok' is not understood by the planner for "
+        r"model_type 'mistral' \(nor 'num_local_experts', 'output_router_logits', 'router_aux_loss_coef'\); its parameters cannot be counted exactly. "
         r"'num_experts_per_tok', 'num_local_experts' describe a mixture of experts, which 'mistral' models do not "
         r"have: planning it as dense would drop its experts \(families with experts: mixtral, qwen2_moe, "
         r"qwen3_moe, deepseek_v2, deepseek_v3\)$",
     ):
-        inventory_from_hf_config(config, name="relabelled")
+        read_hf_config(path)
 
 
 @pytest.mark.parametrize(
