@@ -177,7 +177,8 @@ def test_mixtral_relabelled_as_mistral_is_refused_not_planned_dense(tmp_path: Pa
     with pytest.raises(
         ConfigError,
         match=rf"^{re.escape(str(path))}: field 'num_experts_per_tok' is not understood by the planner for "
-        r"model_type 'mistral' \(nor 'num_local_experts', 'output_router_logits', 'router_aux_loss_coef'\); its parameters cannot be counted exactly. "
+        r"model_type 'mistral' \(nor 'num_local_experts', 'output_router_logits', 'router_aux_loss_coef'\); its "
+        r"parameters cannot be counted exactly. "
         r"'num_experts_per_tok', 'num_local_experts' describe a mixture of experts, which 'mistral' models do not "
         r"have: planning it as dense would drop its experts \(families with experts: mixtral, qwen2_moe, "
         r"qwen3_moe, deepseek_v2, deepseek_v3\)$",
