@@ -415,7 +415,8 @@ class Family:
     head_dim: bool = False  # honours an explicit head_dim
     attention_bias: bool = False  # honours attention_bias (q, k, v and o biases)
     mlp_bias: bool = False  # honours mlp_bias
-    qkv_bias: bool = False  # has q, k and v biases by default (Qwen2; Qwen2-MoE's ``qkv_bias`` can turn them off)
+    qkv_bias: bool = False  # has q, k and v biases (Qwen2)
+    qkv_bias_field: bool = False  # honours a ``qkv_bias`` field that can turn them off (Qwen2-MoE)
     qk_norm: bool = False  # Qwen3's per-head query and key norms
     # Mixture of experts: the fields read_experts takes, how it reads them, and the MoE block's modules.
     expert_fields: frozenset[str] = frozenset()
@@ -519,6 +520,7 @@ FAMILIES: dict[str, Family] = {
         False,
         head_dim=True,
         qkv_bias=True,
+        qkv_bias_field=True,
         expert_fields=_QWEN_EXPERT_FIELDS | {"shared_expert_intermediate_size"},
         read_experts=lambda read, layers: _qwen_experts(read, layers, shared=True),
         moe_block=_qwen2_moe,
@@ -585,7 +587,7 @@ def _refuse_unknown_fields(config: dict[str, Any], family: Family, model_type: s
     honoured |= {"head_dim"} if family.head_dim else set()
     honoured |= {"attention_bias"} if family.attention_bias else set()
     honoured |= {"mlp_bias"} if family.mlp_bias else set()
-    honoured |= {"qkv_bias"} if family.qkv_bias and family.read_experts else set()
+    honoured |= {"qkv_bias"} if family.qkv_bias_field else set()
     honoured |= MLA_FIELDS if family.latent_attention else set()
     known = set(family.aliases.values()) | set(family.aliases) | honoured | family.understood | _BOOKKEEPING_FIELDS
     unknown = sorted(set(config) - known - set(_MUST_BE_UNSET))
@@ -655,7 +657,7 @@ def transformer_shape_from_config(config: dict[str, Any], where: str = "config.j
     if heads % kv_heads:
         raise ConfigError(f"{where}: num_attention_heads {heads} is not divisible by num_key_value_heads {kv_heads}")
     attention_bias = family.attention_bias and _boolean(config, "attention_bias", False, where)
-    qkv_bias = _boolean(config, "qkv_bias", True, where) if family.qkv_bias and family.read_experts else family.qkv_bias
+    qkv_bias = _boolean(config, "qkv_bias", family.qkv_bias, where) if family.qkv_bias_field else family.qkv_bias
     return TransformerShape(
         family=model_type,
         hidden_size=hidden,
