@@ -128,6 +128,9 @@ def test_deepseek_v3_plans_58_moe_layers_with_shared_experts() -> None:
         (469_762_048, 2 * 58 * 128),
         (469_762_048, 2 * 58 * 128),
     ]
+    assert not any(note.startswith("Latent attention (MLA)") for note in document.notes)
+    hybrid = plan("deepseek-v3", strategy="hybrid", tp=8, pp=8, ep=8, dp=16)
+    assert any(note.startswith("Latent attention (MLA) under tensor parallelism") for note in hybrid.notes)
 
 
 @pytest.mark.parametrize(

@@ -439,8 +439,16 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
             f"Framework mode: rank = dp_index·{inputs.pp * inputs.tp} + pp_index·{inputs.tp} + tp_index "
             "(TP innermost, then PP, then DP); each KCCB trial covers the group holding rank 0."
         )
-        if inventory.transformer is not None and inventory.transformer.experts is not None:
-            notes += expert_parallel_notes(inventory.transformer, inputs)
+        shape = inventory.transformer
+        if shape is not None and shape.experts is not None:
+            notes += expert_parallel_notes(shape, inputs)
+        if shape is not None and shape.latent_attention is not None and inputs.tp > 1:
+            notes.append(
+                "Latent attention (MLA) under tensor parallelism is planned like standard attention (its "
+                "sequence-parallel gathers carry micro_batch × seq_len × hidden); Megatron's MLA gathers the "
+                "compressed latents instead (q_lora_rank + kv_lora_rank + qk_rope_head_dim wide), so these "
+                "attention gathers are an upper bound."
+            )
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
