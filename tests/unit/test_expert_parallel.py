@@ -7,6 +7,7 @@ import yaml
 from emuplan.workload.chakra.schedule import ComputeModel, ExportError, build_traces
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, PlanningError, PlanRequest
+from emuplan.workload.inventory import ModelInventory, ParameterInfo
 from emuplan.workload.kccb import kccb_yaml
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
@@ -151,6 +152,24 @@ def test_deepseek_v3_plans_58_moe_layers_with_shared_experts() -> None:
 def test_expert_options_that_cannot_be_planned_are_refused(model: str, options: dict, message: str) -> None:
     with pytest.raises(PlanningError, match=message):
         plan(model, **options)
+
+
+def test_a_source_merely_naming_tensors_experts_is_planned_as_the_linear_layers_it_has() -> None:
+    """Without a transformer shape the planner knows no routing: DTensor plans the 2-D weights only."""
+    inventory = ModelInventory(
+        name="named-experts",
+        source_kind="safetensors",
+        parameters=[
+            ParameterInfo(name="layers.0.experts.gate_up_proj", shape=[4, 32, 16]),
+            ParameterInfo(name="layers.0.proj.weight", shape=[16, 16]),
+            ParameterInfo(name="layers.0.out.weight", shape=[16, 16]),
+        ],
+    )
+    request = PlanRequest(model="named-experts", mode="framework", strategy="tensor", tp=2, gpus=2)
+    document = plan_workload(request, inventory)
+    assert [(c.op, c.label) for c in document.collectives] == [
+        (CollectiveOp.ALL_REDUCE, "layers.0.out output (RowwiseParallel)")
+    ]
 
 
 def test_tutorial_mode_has_no_experts_to_offer() -> None:

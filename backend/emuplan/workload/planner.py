@@ -318,7 +318,8 @@ def _framework_collectives(
         )
     shape = inventory.transformer
     items: list[PlannedCollective] = []
-    moe_layers = moe_layer_count(busiest.units)
+    # Experts the planner knows the routing of: a source merely naming a tensor "experts" has none.
+    moe_layers = moe_layer_count(busiest.units) if shape is not None and shape.experts is not None else 0
     if moe_layers and (inputs.ep > 1 or inputs.tp > 1):
         items += expert_parallel_collectives(shape, inputs, moe_layers)
     if inputs.tp > 1:
