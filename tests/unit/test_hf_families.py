@@ -239,3 +239,24 @@ def test_every_field_of_transformers_default_configs_is_understood() -> None:
 def test_bias_flags_must_be_booleans() -> None:
     with pytest.raises(ConfigError, match=r"field 'mlp_bias' must be true or false, got 'yes'"):
         inventory_from_hf_config({"model_type": "llama", **_SMALL_LLAMA, "mlp_bias": "yes"}, name="x")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_experts_per_tok": 5}, r"^c.json: field 'num_experts_per_tok' 5 is more than the model's 4 experts$"),
+        ({"num_local_experts": 0}, r"^c.json: field 'num_local_experts' must be a positive integer, got 0$"),
+        ({"num_local_experts": None}, r"^c.json: missing field 'num_local_experts'$"),
+    ],
+)
+def test_impossible_expert_counts_are_refused(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        inventory_from_hf_config({**FAMILY_CONFIGS["mixtral"], **change}, name="m", where="c.json")
+
+
+def test_expert_layer_lists_must_name_layers() -> None:
+    config = {**FAMILY_CONFIGS["qwen3_moe, head_dim 32"], "mlp_only_layers": [0, 7]}
+    with pytest.raises(
+        ConfigError, match=r"^c.json: field 'mlp_only_layers' must be a list of layer indices 0…1, got \[0, 7\]$"
+    ):
+        inventory_from_hf_config(config, name="q", where="c.json")

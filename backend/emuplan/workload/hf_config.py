@@ -657,6 +657,12 @@ def transformer_shape_from_config(config: dict[str, Any], where: str = "config.j
     if heads % kv_heads:
         raise ConfigError(f"{where}: num_attention_heads {heads} is not divisible by num_key_value_heads {kv_heads}")
     attention_bias = family.attention_bias and _boolean(config, "attention_bias", False, where)
+    experts = family.read_experts(read, layers) if family.read_experts else None
+    if experts is not None and experts.experts_per_token > experts.num_experts:
+        raise ConfigError(
+            f"{where}: field 'num_experts_per_tok' {experts.experts_per_token} is more than the model's "
+            f"{experts.num_experts} experts"
+        )
     qkv_bias = _boolean(config, "qkv_bias", family.qkv_bias, where) if family.qkv_bias_field else family.qkv_bias
     return TransformerShape(
         family=model_type,
@@ -674,7 +680,7 @@ def transformer_shape_from_config(config: dict[str, Any], where: str = "config.j
         output_bias=attention_bias,
         mlp_bias=family.mlp_bias and _boolean(config, "mlp_bias", False, where),
         qk_norm=family.qk_norm,
-        experts=family.read_experts(read, layers) if family.read_experts else None,
+        experts=experts,
         latent_attention=latent,
     )
 
