@@ -1,6 +1,8 @@
 """Planning a mixture of experts with expert parallelism on the plan page, in Chromium against a real server."""
 
-from browser_support import PHONE, PageWatch, screenshot
+import re
+
+from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 from test_dashboard import no_page_overflow
 
@@ -39,5 +41,17 @@ def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
     screenshot(page, "plan-mixtral-ep8-phone")
     page.fill("#hot_expert_factor", "9")
     expect(page.locator("#hot_expert_factor-message")).to_contain_text("must be between 1 (even load) and ep 8")
+    page.fill("#hot_expert_factor", "")
+    page.set_viewport_size(DESKTOP)
+    page.fill("#plan-name", "mixtral ep8")
+    page.click("#save-plan")
+    page.wait_for_url(re.compile(r"/plans/\d+$"))
+    expect(page.locator('dd[data-field="ep"]')).to_have_text("8")
+    expect(page.locator("#chakra-not-for-ep")).to_be_visible()
+    expect(page.locator("#workload-framework tbody tr").first.locator("td").nth(5)).to_have_text("67,108,864")
+    screenshot(page, "plan-mixtral-ep8-saved-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-mixtral-ep8-saved-phone")
     watch.forgive_http_status(422)  # the tutorial column's ep, and the hot-expert factor above ep
     watch.assert_clean()

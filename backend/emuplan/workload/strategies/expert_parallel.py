@@ -181,10 +181,12 @@ def expert_parallel_notes(shape: TransformerShape, inputs: NormalisedInputs) -> 
         + " Real routers are skewed: raise --hot-expert-factor (up to ep) to emulate it."
     )
     edp = inputs.dp // inputs.ep
-    notes.append(
-        f"Expert gradients all-reduce over the expert-data-parallel group of dp / ep = {edp} ranks "
-        f"(ranks {replica * inputs.ep} apart)"
-        + ("" if edp > 1 else ", here a single rank, so not at all")
-        + f"; router, shared-expert, attention and embedding gradients over all {inputs.dp} DP ranks."
-    )
+    rest = f"router, shared-expert, attention and embedding gradients over all {inputs.dp} DP ranks."
+    if edp > 1:
+        notes.append(
+            f"Expert gradients all-reduce over the expert-data-parallel group of dp / ep = {edp} ranks "
+            f"(ranks {replica * inputs.ep} apart); {rest}"
+        )
+    else:
+        notes.append(f"Expert gradients are not all-reduced: dp / ep = 1, no other rank holds the same experts; {rest}")
     return notes
