@@ -18,6 +18,7 @@ from emuplan.workload.hf_config import (
     transformer_shape_from_config,
 )
 from emuplan.workload.presets import PRESETS
+from paths import MIXTRAL_8X7B_CONFIG
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hf_configs"
 
@@ -171,7 +172,7 @@ def test_field_the_planner_does_not_understand_is_refused_by_name() -> None:
 
 def test_mixtral_relabelled_as_mistral_is_refused_not_planned_dense(tmp_path: Path) -> None:
     """The real Mixtral-8x7B config with model_type 'mistral' would count 7.24B dense parameters: refused."""
-    config = json.loads((FIXTURES / "Mixtral-8x7B-v0.1" / "config.json").read_text())
+    config = json.loads(MIXTRAL_8X7B_CONFIG.read_text())
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**config, "model_type": "mistral"}))
     with pytest.raises(
