@@ -206,6 +206,15 @@ def test_bad_ranks_say_what_is_wrong(text: str, message: str) -> None:
         parse_ranks(text, 8 if text != "0-3000" else 4096)
 
 
+def test_a_mixture_of_experts_computes_top_k_experts_per_token() -> None:
+    """Mixtral, data parallel: each of 4096 tokens runs its router [8, 4096] and 2 of the 8 experts
+    (gate_up [28672, 4096] + down [4096, 14336] each), 2 FLOPs per weight element."""
+    _, files = export("mixtral-8x7b", mode="framework", gpus=2, batch_size=2)
+    nodes = decoded(files)[0]
+    mlp = by_name(nodes, "mb0 fwd model.layers.0 mlp")
+    assert attribute(mlp, "num_ops") == 2 * 4096 * (8 * 4096 + 2 * 3 * 4096 * 14336)
+
+
 def test_plans_the_export_cannot_schedule_are_refused_with_the_field() -> None:
     inventory = resolve_model("fashion-mnist-mlp")
     compute = ComputeModel.from_options()

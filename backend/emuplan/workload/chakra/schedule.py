@@ -27,10 +27,11 @@ from emuplan.workload.document import (
     PlanDocument,
     PlannedCollective,
 )
-from emuplan.workload.inventory import ModelInventory, ParameterInfo
+from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.planner import boundary_bytes, framework_stages, tied_embedding_bytes, tp_sharded_units
 from emuplan.workload.strategies.common import numel_bytes
 from emuplan.workload.strategies.data_parallel import ddp_buckets
+from emuplan.workload.strategies.expert_parallel import is_expert_parameter
 from emuplan.workload.strategies.pipeline_parallel import Stage
 from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
@@ -259,7 +260,8 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
                 _Block(
                     f"{unit.name} {part}",
                     members,
-                    _matmul_flops(members, tokens, {}),
+                    _matmul_flops([p for p in members if not is_expert_parameter(p)], tokens, {})
+                    + _routed_expert_flops(members, tokens, shape),
                     attention_scores if part == "attention" else 0,
                     forward_before,
                     forward_after,
@@ -289,6 +291,16 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         blocks[0].parameters.extend(p for p in missing if _is_embedding(p))
         blocks[-1].parameters.extend(p for p in missing if not _is_embedding(p))
     return blocks
+
+
+def _routed_expert_flops(parameters: list[ParameterInfo], tokens: int, shape: TransformerShape) -> int:
+    """Each token passes through top_k of the layer's experts, not all of them: 2 FLOPs per weight
+    element of top_k experts per token (the experts' tensors hold all num_experts)."""
+    if shape.experts is None:
+        return 0
+    experts = shape.experts
+    routed = sum(p.numel for p in parameters if is_expert_parameter(p))
+    return 2 * tokens * routed * experts.experts_per_token // experts.num_experts
 
 
 def _is_embedding(param: ParameterInfo) -> bool:
