@@ -47,7 +47,7 @@ def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
     page.click("#save-plan")
     page.wait_for_url(re.compile(r"/plans/\d+$"))
     expect(page.locator('dd[data-field="ep"]')).to_have_text("8")
-    expect(page.locator("#chakra-not-for-ep")).to_be_visible()
+    expect(page.locator("#download-chakra")).to_be_visible()
     expect(page.locator("#workload-framework tbody tr").first.locator("td").nth(5)).to_have_text("67,108,864")
     screenshot(page, "plan-mixtral-ep8-saved-desktop")
     page.set_viewport_size(PHONE)

@@ -4,7 +4,6 @@ expert-data-parallel groups, the KCCB trial of the all-to-alls, and every refusa
 import pytest
 import yaml
 
-from emuplan.workload.chakra.schedule import ComputeModel, ExportError, build_traces
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, PlanningError, PlanRequest
 from emuplan.workload.inventory import ModelInventory, ParameterInfo
@@ -177,8 +176,3 @@ def test_tutorial_mode_has_no_experts_to_offer() -> None:
     message = r"^ep: tutorial mode reproduces the seed notebooks, which have no mixture of experts; plan expert "
     with pytest.raises(PlanningError, match=message + r"parallelism in framework mode$"):
         plan_workload(request, resolve_model(MIXTRAL))
-
-
-def test_chakra_export_refuses_expert_parallel_plans() -> None:
-    with pytest.raises(ExportError, match=r"^ep: the Chakra export does not schedule a mixture of experts'"):
-        build_traces(plan(ep=8), resolve_model(MIXTRAL), ComputeModel.from_options())

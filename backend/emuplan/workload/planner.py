@@ -29,6 +29,7 @@ from emuplan.workload.strategies.expert_parallel import (
     expert_parallel_collectives,
     expert_parallel_notes,
     moe_layer_count,
+    shard_experts,
     split_expert_units,
 )
 from emuplan.workload.strategies.pipeline_parallel import (
@@ -273,6 +274,12 @@ def tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: boo
     ]
 
 
+def local_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
+    """The parameters one rank of the stage holds: its TP shard, and with EP its share of the experts."""
+    units = tp_sharded_units(stage, inputs, is_transformer)
+    return shard_experts(units, inputs.ep) if inputs.ep > 1 else units
+
+
 def boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: NormalisedInputs) -> list[int]:
     act = inputs.activation_dtype
     shape = inventory.transformer
@@ -375,11 +382,11 @@ def _framework_collectives(
                     "tied word-embedding gradients (first and last stage)",
                 )
             )
-    units = tp_sharded_units(busiest, inputs, shape is not None)
+    units = local_units(busiest, inputs, shape is not None)
     gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
     expert_units: list[Unit] = []
     if inputs.ep > 1:
-        units, expert_units = split_expert_units(units, inputs.ep)
+        units, expert_units = split_expert_units(units)
     if inputs.dp > 1:
         items += data_parallel_collectives(
             inputs.dp_impl,

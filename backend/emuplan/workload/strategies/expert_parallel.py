@@ -37,16 +37,27 @@ def is_expert_parameter(param: ParameterInfo) -> bool:
     return param.name.endswith(_EXPERT_TENSORS)
 
 
-def split_expert_units(units: list[Unit], ep: int) -> tuple[list[Unit], list[Unit]]:
-    """(dense units, expert units): the routed experts' tensors of each unit, with the ``num_experts / ep``
-    experts one EP rank holds, apart from the rest."""
+def shard_experts(units: list[Unit], ep: int) -> list[Unit]:
+    """The same units with the ``num_experts / ep`` routed experts one EP rank holds."""
+    return [
+        Unit(
+            unit.name,
+            tuple(
+                p.model_copy(update={"shape": [p.shape[0] // ep, *p.shape[1:]]}) if is_expert_parameter(p) else p
+                for p in unit.parameters
+            ),
+            unit.is_root,
+        )
+        for unit in units
+    ]
+
+
+def split_expert_units(units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
+    """(dense units, expert units): each unit's routed experts' tensors apart from the rest, for the two
+    data-parallel groups their gradients reduce over."""
     dense, experts = [], []
     for unit in units:
-        routed = tuple(
-            p.model_copy(update={"shape": [p.shape[0] // ep, *p.shape[1:]]})
-            for p in unit.parameters
-            if is_expert_parameter(p)
-        )
+        routed = tuple(p for p in unit.parameters if is_expert_parameter(p))
         rest = tuple(p for p in unit.parameters if not is_expert_parameter(p))
         if rest:
             dense.append(Unit(unit.name, rest, unit.is_root))
