@@ -2,6 +2,7 @@
 
 import re
 
+import httpx2
 from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 from test_dashboard import no_page_overflow
@@ -53,5 +54,14 @@ def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
     page.set_viewport_size(PHONE)
     assert no_page_overflow(page)
     screenshot(page, "plan-mixtral-ep8-saved-phone")
+    # Experts with tensor parallelism: the Chakra export cannot schedule their gathers, and the page says so.
+    saved = httpx2.post(f"{live_server.url}/api/plans", json={"model": "mixtral-8x7b", "ep": 4, "tp": 2}).json()
+    page.goto(f"{live_server.url}/plans/{saved['id']}")
+    expect(page.locator("#chakra-not-for-moe-tp")).to_have_text("No Chakra traces for experts with tensor parallelism")
+    expect(page.locator("#download-chakra")).to_have_count(0)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-mixtral-ep4-tp2-saved-phone")
+    page.set_viewport_size(DESKTOP)
+    screenshot(page, "plan-mixtral-ep4-tp2-saved-desktop")
     watch.forgive_http_status(422)  # the tutorial column's ep, and the hot-expert factor above ep
     watch.assert_clean()
