@@ -6,6 +6,7 @@ import yaml
 
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, PlanningError, PlanRequest
+from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory, ParameterInfo
 from emuplan.workload.kccb import kccb_yaml
 from emuplan.workload.planner import plan_workload
@@ -151,6 +152,22 @@ def test_deepseek_v3_plans_58_moe_layers_with_shared_experts() -> None:
 def test_expert_options_that_cannot_be_planned_are_refused(model: str, options: dict, message: str) -> None:
     with pytest.raises(PlanningError, match=message):
         plan(model, **options)
+
+
+def test_sequence_parallel_reduces_routers_and_mla_down_projections_across_tp() -> None:
+    """Megatron marks them sequence_parallel like the norms: each TP rank's gradient covers its part of
+    the sequence. A small DeepSeek-V3: 3 layers of hidden 64, the last 2 with a router [4, 64]."""
+    config = {"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 32,
+              "q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 12,
+              "n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1,
+              "moe_intermediate_size": 32, "n_shared_experts": 1, "first_k_dense_replace": 1}  # fmt: skip
+    inventory = inventory_from_hf_config(config, name="small-deepseek")
+    document = plan_workload(PlanRequest(model="small-deepseek", strategy="tensor", tp=2, gpus=2), inventory)
+    norms = next(c for c in document.collectives if "layer-norm" in c.label)
+    # Per layer: 2 norms × 64, q_a_layernorm 24, kv_a_layernorm 16, q_a_proj 24 × 64, kv_a_proj (16 + 4) × 64;
+    # 2 routers 4 × 64; the final norm 64. bf16.
+    assert norms.bytes_total == (3 * (2 * 64 + 24 + 16 + 24 * 64 + 20 * 64) + 2 * 4 * 64 + 64) * 2
 
 
 def test_a_source_merely_naming_tensors_experts_is_planned_as_the_linear_layers_it_has() -> None:

@@ -211,6 +211,7 @@ _CONV1D_COLUMN = ("c_attn", "c_fc")  # GPT-2 Conv1D weights are [in, out]
 
 
 _VOCABULARY = ("embed_tokens", "lm_head", "wte")
+_MLA_DUPLICATED = ("q_a_proj", "kv_a_proj_with_mqa")  # MLA's down-projections: whole on every TP rank
 _ROW_PARALLEL_BIAS = ("o_proj", "down_proj", "c_proj")
 
 
@@ -220,15 +221,16 @@ def _module_and_kind(param: ParameterInfo) -> tuple[str, str]:
 
 
 def sequence_parallel_parameters(parameters: list[ParameterInfo]) -> list[ParameterInfo]:
-    """What Megatron marks ``sequence_parallel``: layer norms, row-parallel biases and MoE routers
-    (replicated over TP, their gradients computed from one part of the sequence; the router's in
-    megatron/core/transformer/moe/router.py)."""
+    """What Megatron marks ``sequence_parallel``: layer norms, row-parallel biases, MoE routers and MLA's
+    duplicated down-projections (replicated over TP, their gradients computed from one part of the
+    sequence; the router's in megatron/core/transformer/moe/router.py, the duplicated linears' in
+    megatron/core/extensions/transformer_engine.py ``TELinear``)."""
     marked = []
     for param in parameters:
         module, kind = _module_and_kind(param)
         is_router = module == "gate" and kind == "weight"
         is_row_bias = module in _ROW_PARALLEL_BIAS and kind == "bias"
-        if "norm" in module or module.startswith("ln_") or is_row_bias or is_router:
+        if "norm" in module or module.startswith("ln_") or is_row_bias or is_router or module in _MLA_DUPLICATED:
             marked.append(param)
     return marked
 
