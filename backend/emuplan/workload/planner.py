@@ -348,6 +348,8 @@ def _framework_collectives(
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
                 # Without a shared expert, a MoE layer's MLP gathers are the token dispatcher's.
                 expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
+                # MLA families all have experts, so under TP they run sequence parallel, the case it shapes.
+                latent_attention=shape.latent_attention,
                 layer_norm_bytes=numel_bytes(
                     sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
                 ),
@@ -450,13 +452,6 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         shape = inventory.transformer
         if shape is not None and shape.experts is not None:
             notes += expert_parallel_notes(shape, inputs)
-        if shape is not None and shape.latent_attention is not None and inputs.tp > 1:
-            notes.append(
-                "Latent attention (MLA) under tensor parallelism is planned like standard attention (its "
-                "sequence-parallel gathers carry micro_batch × seq_len × hidden); Megatron's MLA gathers the "
-                "compressed latents instead (q_lora_rank + kv_lora_rank + qk_rope_head_dim wide), so these "
-                "attention gathers are an upper bound."
-            )
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "

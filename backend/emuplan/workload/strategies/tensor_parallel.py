@@ -25,9 +25,11 @@ and key/value groups evenly over TP ranks (megatron/core/transformer/attention.p
 asserts divisibility), so degrees that do not divide them are refused.
 """
 
+from collections.abc import Callable
+
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
-from emuplan.workload.inventory import ParameterInfo, TransformerShape
+from emuplan.workload.inventory import LatentAttention, ParameterInfo, TransformerShape
 from emuplan.workload.strategies.common import collective, numel_bytes
 
 AR, AG, RS = CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
@@ -128,12 +130,15 @@ def megatron_collectives(
     vocab_parallel_loss: bool,
     layer_norm_bytes: int = 0,
     expert_layers: int = 0,
+    latent_attention: LatentAttention | None = None,
 ) -> list[PlannedCollective]:
     """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq;
     ``vocab`` is the padded vocabulary; ``layer_norm_bytes`` the stage's sequence-parallel gradients
     (layer norms, row-parallel biases, routers), all-reduced once per step under sequence parallel.
     ``expert_layers``: layers whose MLP is routed experts only; their MLP's TP traffic is the token
-    dispatcher's (``expert_parallel``), so only their attention counts here."""
+    dispatcher's (``expert_parallel``), so only their attention counts here. ``latent_attention``: under
+    sequence parallel, MLA's column-parallel up-projections gather the compressed query and key/value
+    latents and the rotary key instead of the hidden state (megatron/core/transformer/multi_latent_attention.py)."""
     activation = numel_bytes(tokens * hidden, dtype)
     per_layer = (2 * layers - expert_layers) * micro_batches
     # The count's rule, in every per-layer label.
@@ -152,7 +157,14 @@ def megatron_collectives(
                 item(AG, Phase.BACKWARD, "embedding output gradient (backward of its reduce-scatter)", micro_batches)
             )
     if layers:
-        if sequence_parallel:
+        if sequence_parallel and latent_attention is not None:
+            counts = (layers * micro_batches, (layers - expert_layers) * micro_batches, per_layer)
+            mla_forward, mla_backward = _latent_attention_gathers(
+                latent_attention, hidden, tokens, dtype, counts, pair, item
+            )
+            forward += mla_forward
+            backward += mla_backward
+        elif sequence_parallel:
             forward += [
                 item(AG, Phase.FORWARD, f"sequence-parallel input of QKV / MLP up ({pair})", per_layer),
                 item(RS, Phase.FORWARD, f"attention / MLP output ({pair})", per_layer),
@@ -201,6 +213,51 @@ def megatron_collectives(
             item(AR, Phase.BACKWARD, "sequence-parallel layer-norm gradients (once per step)", 1, size=layer_norm_bytes)
         )
     return forward + backward
+
+
+def _latent_attention_gathers(
+    mla: LatentAttention,
+    hidden: int,
+    tokens: int,
+    dtype: str,
+    counts: tuple[int, int, int],
+    pair: str,
+    item: Callable[..., PlannedCollective],
+) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
+    """Sequence-parallel traffic of MLA layers: the attention's gathers are its latents' (the query's
+    q_lora_rank, or the hidden state without a query down-projection; kv_lora_rank; the rotary key's
+    qk_rope_head_dim), the dense MLP's the hidden state; the row-parallel outputs are as in any layer.
+    ``counts``: (attention, dense MLP, row-parallel outputs) per step."""
+    attention, mlp, outputs = counts
+    query, latent, rotary = mla.q_lora_rank or hidden, mla.kv_lora_rank, mla.qk_rope_head_dim
+
+    def width(columns: int) -> int:
+        return numel_bytes(tokens * columns, dtype)
+
+    gathered = [
+        (f"MLA query input ({query} wide; per layer)", query),
+        (f"MLA key/value latent ({latent} wide; per layer)", latent),
+    ]
+    rotary_label = f"MLA rotary key ({rotary} wide; per layer)"
+    mlp_label = "MLP / shared-expert up input (per layer with one)"
+    forward = [
+        *(item(AG, Phase.FORWARD, f"sequence-parallel {label}", attention, size=width(w)) for label, w in gathered),
+        item(AG, Phase.FORWARD, f"sequence-parallel {rotary_label}", attention, size=width(rotary)),
+        *([item(AG, Phase.FORWARD, f"sequence-parallel {mlp_label}", mlp)] if mlp else []),
+        item(RS, Phase.FORWARD, f"attention / MLP output ({pair})", outputs),
+    ]
+    backward = [
+        item(AG, Phase.BACKWARD, f"row-parallel output gradient ({pair})", outputs),
+        *(
+            item(AG, Phase.BACKWARD, f"{label} re-gathered for weight gradient", attention, size=width(w))
+            for label, w in gathered
+        ),
+        *([item(AG, Phase.BACKWARD, f"{mlp_label} re-gathered for weight gradient", mlp)] if mlp else []),
+        *(item(RS, Phase.BACKWARD, f"{label} gradient", attention, size=width(w)) for label, w in gathered),
+        item(RS, Phase.BACKWARD, f"{rotary_label} gradient", attention, size=width(rotary)),
+        *([item(RS, Phase.BACKWARD, f"{mlp_label} gradient", mlp)] if mlp else []),
+    ]
+    return forward, backward
 
 
 # MLA's up-projections are column-parallel, its down-projections (q_a_proj, kv_a_proj_with_mqa) replicated.
