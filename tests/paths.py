@@ -10,6 +10,7 @@ RESULTS = FIXTURES / "results"
 NCCL_TESTS = RESULTS / "nccl-tests"
 MODELS = FIXTURES / "models"
 LLAMA_2_7B_CONFIG = FIXTURES / "hf_configs" / "Llama-2-7b-hf" / "config.json"
+MIXTRAL_8X7B_CONFIG = FIXTURES / "hf_configs" / "Mixtral-8x7B-v0.1" / "config.json"
 # The team's shared material beside the repository: seed tutorials and nccl-tests logs.
 SHARED = REPO_ROOT.parent / "shared"
 SEEDS = SHARED / "seeds"

@@ -11,7 +11,7 @@ const FIELDS = [...form.elements].filter((field) => field.name);
 const FIELD = Object.fromEntries(FIELDS.map((field) => [field.name, field]));
 const MODES = ["tutorial", "framework"];
 // What an empty field means when the planner has no number to show for it.
-const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25" };
+const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25", capacity_factor: "dropless" };
 let previewSerial = 0;
 
 function request(mode) {

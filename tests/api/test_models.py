@@ -12,7 +12,7 @@ from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.pytorch_source import _captured_once
-from paths import LLAMA_2_7B_CONFIG, MODELS
+from paths import LLAMA_2_7B_CONFIG, MIXTRAL_8X7B_CONFIG, MODELS
 
 SEED_FORM = {"model_class": "Classifier", "input_shape": "1,28,28"}
 SEED_PARAMETERS = [
@@ -275,3 +275,19 @@ def test_a_plan_names_its_model_once(client: TestClient):
     assert planned.status_code == 201, planned.text
     assert planned.json()["workload"]["kccb"]["data_sizes"] == [971048]
     assert planned.json()["workload"]["captured"] == []
+
+
+def test_an_uploaded_mixtral_config_plans_with_expert_parallelism(client: TestClient):
+    """The published Mixtral-8x7B config.json through the API: counted exactly, planned with ep 8; relabelled
+    'mistral' it is refused as a mixture of experts and nothing is stored."""
+    content = MIXTRAL_8X7B_CONFIG.read_bytes()
+    stored = upload(client, "config.json", content)
+    assert stored.status_code == 201, stored.text
+    assert (stored.json()["name"], stored.json()["parameter_count"]) == ("MixtralForCausalLM", 46_702_792_704)
+    plan = client.post("/api/plans/preview", json={"model": f"model:{stored.json()['id']}", "ep": 8})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["kccb"][0]["data_sizes"] == [67_108_864]
+    relabelled = upload(client, "config.json", content.replace(b'"mixtral"', b'"mistral"'))
+    assert relabelled.status_code == 400
+    assert "describe a mixture of experts, which 'mistral' models do not have" in relabelled.json()["detail"]
+    assert len(client.get("/api/models").json()) == 1

@@ -74,6 +74,23 @@ def test_a_saved_plan_is_read_only_with_edit_as_a_new_plan(client: TestClient) -
     assert client.get("/plan?from=999").status_code == 404
 
 
+def test_a_saved_expert_parallel_plan_offers_chakra_traces_unless_experts_are_tensor_parallel(
+    client: TestClient,
+) -> None:
+    plan_id = client.post("/api/plans", json={"model": "mixtral-8x7b", "ep": 2, "dp": 2}).json()["id"]
+    page = client.get(f"/plans/{plan_id}").text
+    assert re.search(r'<dd data-field="ep">\s*2\s*</dd>', page)
+    assert 'id="download-chakra"' in page
+    assert client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"}).status_code == 200
+    plan_id = client.post("/api/plans", json={"model": "mixtral-8x7b", "ep": 4, "tp": 2}).json()["id"]
+    page = client.get(f"/plans/{plan_id}").text
+    assert 'id="download-chakra"' not in page
+    assert '<span class="sub" id="chakra-not-for-moe-tp"' in page
+    chakra = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"})
+    assert chakra.status_code == 422
+    assert chakra.json()["detail"].startswith("tp: the Chakra export does not schedule a mixture of experts'")
+
+
 def test_a_plan_stored_before_requests_were_kept_is_edited_from_its_inputs(
     client: TestClient, database: Database
 ) -> None:

@@ -62,6 +62,9 @@ def test_preview_returns_the_document_and_stores_nothing(client: TestClient, dat
         ({"model": "llama-9000"}, 422, "model: unknown model 'llama-9000'"),
         ({"model": "/etc/hostname.json"}, 422, "model: unknown model '/etc/hostname.json'"),
         ({"model": "model:999"}, 422, "model: no uploaded model definition 'model:999'"),
+        ({"model": "mixtral-8x7b", "ep": 3}, 422, "ep: expert-parallel groups are carved from the data-parallel"),
+        ({"model": "gpt2", "ep": 2}, 422, "ep: gpt2 has no experts the planner knows of"),
+        ({"model": "mixtral-8x7b", "ep": 8, "hot_expert_factor": 9}, 422, "hot_expert_factor: must be between 1"),
     ],
 )
 def test_bad_input_names_the_field_and_stores_nothing(client, database, body, status, detail) -> None:

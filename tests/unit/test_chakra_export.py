@@ -28,6 +28,7 @@ COMM_TYPES = {
     CollectiveOp.ALL_REDUCE: et.ALL_REDUCE,
     CollectiveOp.ALL_GATHER: et.ALL_GATHER,
     CollectiveOp.REDUCE_SCATTER: et.REDUCE_SCATTER,
+    CollectiveOp.ALL_TO_ALL: et.ALL_TO_ALL,
 }
 
 
@@ -206,6 +207,63 @@ def test_bad_ranks_say_what_is_wrong(text: str, message: str) -> None:
         parse_ranks(text, 8 if text != "0-3000" else 4096)
 
 
+def test_a_mixture_of_experts_computes_top_k_experts_per_token() -> None:
+    """Mixtral, data parallel: each of 4096 tokens runs its router [8, 4096] and 2 of the 8 experts
+    (gate_up [28672, 4096] + down [4096, 14336] each), 2 FLOPs per weight element."""
+    _, files = export("mixtral-8x7b", mode="framework", gpus=2, batch_size=2)
+    nodes = decoded(files)[0]
+    mlp = by_name(nodes, "mb0 fwd model.layers.0 mlp")
+    assert attribute(mlp, "num_ops") == 2 * 4096 * (8 * 4096 + 2 * 3 * 4096 * 14336)
+
+
+def mixtral_expert_parallel():
+    return export("mixtral-8x7b", mode="framework", ep=2, dp=4, batch_size=4)
+
+
+def test_expert_parallel_groups_are_consecutive_replicas_and_every_ep_th_one() -> None:
+    _, files = mixtral_expert_parallel()
+    assert json.loads(files["comm_groups.json"]) == {
+        "1": [0, 1, 2, 3],
+        "2": [0, 1],
+        "3": [2, 3],
+        "4": [0, 2],
+        "5": [1, 3],
+    }
+    assert json.loads(files["comm_group_names.json"]) == {
+        "1": "dp stage0 tp0", "2": "ep dp0-1 stage0 tp0", "3": "ep dp2-3 stage0 tp0",
+        "4": "edp ep-rank0 stage0 tp0", "5": "edp ep-rank1 stage0 tp0",
+    }  # fmt: skip
+
+
+def test_expert_parallel_every_planned_collective_with_its_size_count_and_group() -> None:
+    """All-to-alls in the EP group around each MoE layer's experts, expert buckets over the
+    expert-data-parallel group, the rest over all dp ranks (the plan's buffer broadcast is not scheduled)."""
+    document, files = mixtral_expert_parallel()
+    ranks = decoded(files)
+    expected = Counter()
+    for item in document.collectives:
+        if item.op is not CollectiveOp.BROADCAST:
+            expected[(COMM_TYPES[item.op], item.bytes_per_rank)] += item.count_per_step
+    groups = {"ep": 2, "edp": 4, "dp": 1}
+    expected_groups = Counter()
+    for item in document.collectives:
+        if item.op is not CollectiveOp.BROADCAST:
+            expected_groups[groups[item.parallel_dim.value]] += item.count_per_step
+    for nodes in ranks.values():
+        assert_well_formed(nodes)
+    nodes = ranks[0]
+    assert Counter((attribute(n, "comm_type"), attribute(n, "comm_size")) for n in collectives(nodes)) == expected
+    assert Counter(int(attribute(n, "pg_name")) for n in collectives(nodes)) == expected_groups
+    # 2 forward + 2 backward all-to-alls of 1 × 4096 × 2 × 4096 × 2 bytes per layer.
+    assert expected[(et.ALL_TO_ALL, 67_108_864)] == 4 * 32
+    dispatch = by_name(nodes, "mb0 fwd model.layers.0 mlp: MoE token dispatch")
+    experts = by_name(nodes, "mb0 fwd model.layers.0 mlp")
+    combine = by_name(nodes, "mb0 fwd model.layers.0 mlp: MoE token combine")
+    assert dispatch.id in experts.data_deps and experts.id in combine.data_deps
+    # Each rank computes top-2 of 8 experts for its tokens, whichever 4 experts it holds.
+    assert attribute(experts, "num_ops") == 2 * 4096 * (8 * 4096 + 2 * 3 * 4096 * 14336)
+
+
 def test_plans_the_export_cannot_schedule_are_refused_with_the_field() -> None:
     inventory = resolve_model("fashion-mnist-mlp")
     compute = ComputeModel.from_options()
@@ -215,6 +273,10 @@ def test_plans_the_export_cannot_schedule_are_refused_with_the_field() -> None:
     fsdp = plan_workload(PlanRequest(model="fashion-mnist-mlp", mode="framework", dp_impl="fsdp2"), inventory)
     with pytest.raises(ExportError, match="^dp_impl: the Chakra export schedules DDP"):
         build_traces(fsdp, inventory, compute)
+    mixtral = resolve_model("mixtral-8x7b")
+    moe_tp = plan_workload(PlanRequest(model="mixtral-8x7b", mode="framework", tp=2, ep=4), mixtral)
+    with pytest.raises(ExportError, match=r"^tp: the Chakra export does not schedule a mixture of experts' tensor"):
+        build_traces(moe_tp, mixtral, compute)
     with pytest.raises(ExportError, match="^gpu: unknown GPU 'v100'"):
         ComputeModel.from_options("v100")
     with pytest.raises(ExportError, match=r"^utilisation: must be in \(0, 1\], got 1.5$"):

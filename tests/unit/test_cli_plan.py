@@ -148,3 +148,20 @@ def test_the_readable_output_says_what_network_the_ideal_times_assume() -> None:
     )
     assert "KCCB (1 trial configuration, from the analytic list):" in lines
     assert "  hosts        4 hosts × 1 GPU per host" in lines
+
+
+def test_expert_parallel_mixtral_prints_its_all_to_all_and_names_ep_in_errors() -> None:
+    result = run("--model", "mixtral-8x7b", "--ep", "8", "--export", "text")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        "# trial 1: ALGO_ALL_TO_ALL_PARALLEL (1), iterations 100, 1 host x 8 GPUs per host\n67108864\n\n"
+    )
+    result = run("--model", "mixtral-8x7b", "--ep", "8", "--hot-expert-factor", "2")
+    assert "tp 1 pp 1 dp 8 ep 8;" in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("MoE token dispatch + combine"))
+    assert row.split()[-7:] == ["all_to_all", "134,217,728", "134,217,728", "8192", "forward", "ep×8", "9,430.2"]
+    result = run("--model", "mixtral-8x7b", "--ep", "3")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: --ep: expert-parallel groups are carved from the data-parallel ranks, but ep 3 does not divide dp 8\n"
+    )

@@ -40,7 +40,9 @@ def render_plan(document: PlanDocument) -> str:
         f"{document.model.name}: {document.model.parameter_count:,} parameters, "
         f"{document.model.parameter_bytes:,} bytes ({inputs.param_dtype})",
         f"strategy {document.strategy.value}, mode {document.mode.value}; {plural(inputs.gpus, 'GPU')} on "
-        f"{plural(inputs.hosts, 'host')} × {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}; "
+        f"{plural(inputs.hosts, 'host')} × {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}"
+        + (f" ep {inputs.ep}" if inputs.ep > 1 else "")
+        + "; "
         f"micro-batch {inputs.micro_batch} × {inputs.micro_batches}",
         f"network: {document.network.link_gbps:g} Gbit/s per rank, α = {document.network.latency_us:g} µs "
         "(--link-gbps, --latency-us: what the ideal µs column assumes)",
@@ -156,6 +158,7 @@ def plan(
     tp: Annotated[int | None, _request_option("tp")] = None,
     pp: Annotated[int | None, _request_option("pp", "--pp", "--stages")] = None,
     dp: Annotated[int | None, _request_option("dp")] = None,
+    ep: Annotated[int | None, _request_option("ep")] = None,
     dp_impl: Annotated[DataParallelImpl, _choice_option("dp_impl", DataParallelImpl)] = DataParallelImpl.DDP,
     micro_batch: Annotated[int | None, _request_option("micro_batch")] = None,
     micro_batches: Annotated[int | None, _request_option("micro_batches")] = None,
@@ -166,6 +169,8 @@ def plan(
     param_dtype: Annotated[str | None, _request_option("param_dtype")] = None,
     grad_dtype: Annotated[str | None, _request_option("grad_dtype")] = None,
     activation_dtype: Annotated[str | None, _request_option("activation_dtype")] = None,
+    capacity_factor: Annotated[float | None, _request_option("capacity_factor")] = None,
+    hot_expert_factor: Annotated[float, _request_option("hot_expert_factor")] = 1.0,
     # On by default, so the CLI has only the flag that turns it off.
     no_vocab_parallel_loss: Annotated[
         bool,

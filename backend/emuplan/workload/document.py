@@ -47,6 +47,8 @@ class ParallelDim(StrEnum):
     DP = "dp"
     TP = "tp"
     PP = "pp"
+    EP = "ep"  # expert parallel: the ranks that share one MoE layer's experts
+    EDP = "edp"  # expert data parallel: the ranks holding the same experts (dp / ep of them)
 
 
 class OptionGroup(StrEnum):
@@ -101,6 +103,12 @@ class PlanRequest(BaseModel):
         OptionGroup.PARALLELISM, "PP stages", "Pipeline stages. Default: all GPUs for pipeline, else 1."
     )
     dp: int | None = _option(OptionGroup.PARALLELISM, "DP degree", "Data-parallel degree. Default: GPUs / (TP × PP).")
+    ep: int | None = _option(
+        OptionGroup.PARALLELISM,
+        "EP degree",
+        "Expert-parallel degree (models with experts): ranks that split each layer's experts, carved from DP. "
+        "Default: 1.",
+    )
     dp_impl: DataParallelImpl = _option(
         OptionGroup.PARALLELISM, "Data parallel as", "Framework data-parallel implementation.", DataParallelImpl.DDP
     )
@@ -132,6 +140,17 @@ class PlanRequest(BaseModel):
     vocab_parallel_loss: bool = _option(
         OptionGroup.ADVANCED, "Vocab-parallel loss", "Vocab-parallel cross-entropy (3 small fp32 all-reduces).", True
     )
+    capacity_factor: float | None = _option(
+        OptionGroup.ADVANCED,
+        "Expert capacity factor",
+        "Pad each expert's tokens to this × its even share (all-to-all buffers padded). Default: dropless.",
+    )
+    hot_expert_factor: float = _option(
+        OptionGroup.ADVANCED,
+        "Hot-expert factor",
+        "Busiest EP rank's tokens ÷ an even share (1 to ep): all-to-alls sized for it.",
+        1.0,
+    )
 
     @classmethod
     def option_group(cls, name: str) -> OptionGroup:
@@ -155,11 +174,14 @@ class NormalisedInputs(BaseModel):
     tp: int
     pp: int
     dp: int
+    ep: int = 1
     micro_batch: int
     micro_batches: int
     seq_len: int | None
     sequence_parallel: bool
     vocab_parallel_loss: bool
+    capacity_factor: float | None = None
+    hot_expert_factor: float = 1.0
     bucket_cap_mb: float | None
     param_dtype: str
     grad_dtype: str

@@ -93,10 +93,30 @@ class SampleSpec(BaseModel):
     label_dtype: Name = "int64"
 
 
+class ExpertShape(BaseModel):
+    """A mixture-of-experts feed-forward block: routed experts, shared experts, and the layers that have one."""
+
+    num_experts: int  # routed experts per MoE layer
+    experts_per_token: int  # top-k: experts each token is routed to
+    intermediate_size: int  # one routed expert's
+    shared_intermediate_size: int = 0  # the shared expert MLP's (0: none)
+    layers: list[int]  # indices of the layers whose MLP is a mixture of experts
+
+
+class LatentAttention(BaseModel):
+    """DeepSeek's multi-head latent attention (MLA): queries and keys/values through low-rank projections."""
+
+    q_lora_rank: int | None  # None: a plain q_proj
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
 class TransformerShape(BaseModel):
     """The numbers that decide a decoder-only transformer's parallel traffic."""
 
-    family: str  # llama | mistral | qwen2 | gpt2
+    family: str  # a model_type of hf_config.FAMILIES
     hidden_size: int
     num_layers: int
     num_attention_heads: int
@@ -109,6 +129,9 @@ class TransformerShape(BaseModel):
     qkv_bias: bool = False
     output_bias: bool = False  # attention output projection
     mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3: RMSNorm over each head's queries and keys
+    experts: ExpertShape | None = None  # None: every layer's MLP is dense
+    latent_attention: LatentAttention | None = None
 
     @property
     def attention_head_dim(self) -> int:

@@ -79,6 +79,8 @@ def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list
     )
     if op is CollectiveOp.SEND_RECV:
         note += "; pipeline point-to-point sends emulated as a broadcast from one stage to the next"
+    if op is CollectiveOp.ALL_TO_ALL:
+        note += " (MoE token dispatch and combine; each data size is one rank's whole send buffer, as nccl-tests)"
     return note
 
 

@@ -24,6 +24,14 @@ from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
 from emuplan.workload.strategies.data_parallel import data_parallel_collectives
+from emuplan.workload.strategies.expert_parallel import (
+    check_expert_degrees,
+    expert_parallel_collectives,
+    expert_parallel_notes,
+    moe_layer_count,
+    shard_experts,
+    split_expert_units,
+)
 from emuplan.workload.strategies.pipeline_parallel import (
     Stage,
     bubble_fraction,
@@ -68,7 +76,7 @@ def _parallel_degrees(request: PlanRequest, defaults: WorkloadDefaults) -> tuple
     elif request.dp is not None:
         gpus = request.dp * (request.tp or 1) * (request.pp or 1)
     else:
-        gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1))
+        gpus = max(defaults.gpus, (request.tp or 1) * (request.pp or 1) * (request.ep or 1))
     if gpus > MAX_GPUS:
         raise PlanningError(f"gpus: {gpus} GPUs is more than the planner accepts ({MAX_GPUS})")
     tp = request.tp or (gpus if request.strategy is Strategy.TENSOR else 1)
@@ -139,6 +147,28 @@ def _batching(
     return batch_size, micro_batch, micro_batches
 
 
+def _check_expert_options(request: PlanRequest, ep: int) -> None:
+    """Capacity and hot-expert factors shape the expert-parallel all-to-alls, so they need ep > 1."""
+    if request.capacity_factor is not None:
+        if ep == 1:
+            raise PlanningError("capacity_factor: only applies with expert parallelism (ep > 1)")
+        if request.capacity_factor <= 0:
+            raise PlanningError(f"capacity_factor: must be positive, got {request.capacity_factor}")
+    if request.hot_expert_factor != 1:
+        if ep == 1:
+            raise PlanningError("hot_expert_factor: only applies with expert parallelism (ep > 1)")
+        if request.capacity_factor is not None:
+            raise PlanningError(
+                "hot_expert_factor: with capacity_factor every buffer is padded to capacity whatever the load; "
+                "give one of the two"
+            )
+        if not 1 <= request.hot_expert_factor <= ep:
+            raise PlanningError(
+                f"hot_expert_factor: must be between 1 (even load) and ep {ep} (all tokens on one rank), "
+                f"got {request.hot_expert_factor}"
+            )
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -151,6 +181,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         "tp",
         "pp",
         "dp",
+        "ep",
         "micro_batch",
         "micro_batches",
         "seq_len",
@@ -162,6 +193,8 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         raise PlanningError(f"latency_us: must not be negative, got {request.latency_us}")
     if request.bucket_cap_mb is not None and request.bucket_cap_mb <= 0:
         raise PlanningError(f"bucket_cap_mb: must be positive, got {request.bucket_cap_mb}")
+    ep = request.ep or 1
+    _check_expert_options(request, ep)
     defaults = workload_defaults(inventory)
     mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
     gpus, tp, pp, dp = _parallel_degrees(request, defaults)
@@ -184,7 +217,13 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
             )
 
     param_dtype = _dtype("param_dtype", request.param_dtype or defaults.dtype)
-    return NormalisedInputs(
+    if ep > 1 and mode is Mode.TUTORIAL:
+        raise PlanningError(
+            "ep: tutorial mode reproduces the seed notebooks, which have no mixture of experts; "
+            "plan expert parallelism in framework mode"
+        )
+    has_experts = transformer is not None and transformer.experts is not None
+    inputs = NormalisedInputs(
         model=request.model,
         strategy=request.strategy,
         mode=mode,
@@ -199,11 +238,15 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         tp=tp,
         pp=pp,
         dp=dp,
+        ep=ep,
         micro_batch=micro_batch,
         micro_batches=micro_batches,
         seq_len=seq_len,
-        sequence_parallel=request.sequence_parallel,
+        # Megatron runs MoE layers with tensor parallelism only under sequence parallelism.
+        sequence_parallel=request.sequence_parallel or (has_experts and tp > 1 and mode is Mode.FRAMEWORK),
         vocab_parallel_loss=request.vocab_parallel_loss,
+        capacity_factor=request.capacity_factor,
+        hot_expert_factor=request.hot_expert_factor,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
         grad_dtype=_dtype("grad_dtype", request.grad_dtype or param_dtype),
@@ -211,6 +254,9 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         link_gbps=request.link_gbps,
         latency_us=request.latency_us,
     )
+    if ep > 1:
+        check_expert_degrees(inventory, inputs)
+    return inputs
 
 
 def tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
@@ -226,6 +272,12 @@ def tp_sharded_units(stage: Stage, inputs: NormalisedInputs, is_transformer: boo
         Unit(unit.name, tuple(dtensor_shard(p, index, inputs.tp) for p in unit.parameters), unit.is_root)
         for index, unit in enumerate(stage.units)
     ]
+
+
+def local_units(stage: Stage, inputs: NormalisedInputs, is_transformer: bool) -> list[Unit]:
+    """The parameters one rank of the stage holds: its TP shard, and with EP its share of the experts."""
+    units = tp_sharded_units(stage, inputs, is_transformer)
+    return shard_experts(units, inputs.ep) if inputs.ep > 1 else units
 
 
 def boundary_bytes(inventory: ModelInventory, stages: list[Stage], inputs: NormalisedInputs) -> list[int]:
@@ -273,6 +325,10 @@ def _framework_collectives(
         )
     shape = inventory.transformer
     items: list[PlannedCollective] = []
+    # Experts the planner knows the routing of: a source merely naming a tensor "experts" has none.
+    moe_layers = moe_layer_count(busiest.units) if shape is not None and shape.experts is not None else 0
+    if moe_layers and (inputs.ep > 1 or inputs.tp > 1):
+        items += expert_parallel_collectives(shape, inputs, moe_layers)
     if inputs.tp > 1:
         if shape is not None:
             check_megatron_degrees(shape, inputs.tp)
@@ -290,6 +346,10 @@ def _framework_collectives(
                 has_embedding=busiest.index == 0,
                 has_head=busiest.index == len(stages) - 1,
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
+                # Without a shared expert, a MoE layer's MLP gathers are the token dispatcher's.
+                expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
+                # MLA families all have experts, so under TP they run sequence parallel, the case it shapes.
+                latent_attention=shape.latent_attention,
                 layer_norm_bytes=numel_bytes(
                     sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
                 ),
@@ -324,11 +384,16 @@ def _framework_collectives(
                     "tied word-embedding gradients (first and last stage)",
                 )
             )
+    units = local_units(busiest, inputs, shape is not None)
+    gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
+    expert_units: list[Unit] = []
+    if inputs.ep > 1:
+        units, expert_units = split_expert_units(units)
     if inputs.dp > 1:
         items += data_parallel_collectives(
             inputs.dp_impl,
-            tp_sharded_units(busiest, inputs, shape is not None),
-            {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())},
+            units,
+            gradient_position,
             inputs.dp,
             inputs.param_dtype,
             inputs.grad_dtype,
@@ -336,6 +401,18 @@ def _framework_collectives(
             prefix,
             # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
             inventory.buffers if shape is None or inputs.tp == 1 else [],
+        )
+    if expert_units and inputs.dp // inputs.ep > 1:
+        items += data_parallel_collectives(
+            inputs.dp_impl,
+            expert_units,
+            gradient_position,
+            inputs.dp // inputs.ep,
+            inputs.param_dtype,
+            inputs.grad_dtype,
+            inputs.bucket_cap_mb,
+            prefix,
+            dim=ParallelDim.EDP,
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
@@ -372,6 +449,9 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
             f"Framework mode: rank = dp_index·{inputs.pp * inputs.tp} + pp_index·{inputs.tp} + tp_index "
             "(TP innermost, then PP, then DP); each KCCB trial covers the group holding rank 0."
         )
+        shape = inventory.transformer
+        if shape is not None and shape.experts is not None:
+            notes += expert_parallel_notes(shape, inputs)
         if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
@@ -392,8 +472,16 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
 
 
 def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
-    """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP."""
-    return {ParallelDim.TP: 1, ParallelDim.PP: inputs.tp, ParallelDim.DP: inputs.tp * inputs.pp}
+    """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP; an EP
+    group is consecutive DP replicas, an expert-data-parallel group every ep-th one."""
+    replica = inputs.tp * inputs.pp
+    return {
+        ParallelDim.TP: 1,
+        ParallelDim.PP: inputs.tp,
+        ParallelDim.DP: replica,
+        ParallelDim.EP: replica,
+        ParallelDim.EDP: replica * inputs.ep,
+    }
 
 
 def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:

@@ -33,6 +33,7 @@ class Preset:
     description: str
     build: Callable[[], ModelInventory]
     defaults: WorkloadDefaults
+    hf_config: dict | None = None  # the config.json a transformer preset is built from
 
 
 # The seeds: FashionMNIST train set, batch 8192, one epoch, 4 hosts with one GPU each.
@@ -97,6 +98,7 @@ def _transformer_preset(name: str, description: str, config: dict) -> Preset:
             update={"source_kind": "preset"}
         ),
         defaults=transformer_defaults(max_positions),
+        hf_config=config,
     )
 
 
@@ -159,6 +161,46 @@ PRESETS: dict[str, Preset] = {
             "qwen2-7b",
             "Qwen2-7B, 28 layers, hidden 3584, GQA 4, q/k/v biases",
             _llama_config(3584, 18944, 28, 28, 4, 152064, 131072, model_type="qwen2"),
+        ),
+        _transformer_preset(
+            "mixtral-8x7b",
+            "Mixtral-8x7B-v0.1, 32 layers, hidden 4096, 8 experts, top-2",
+            {
+                **_llama_config(4096, 14336, 32, 32, 8, 32000, 32768, model_type="mixtral"),
+                "num_local_experts": 8,
+                "num_experts_per_tok": 2,
+            },
+        ),
+        _transformer_preset(
+            "qwen2-57b-a14b",
+            "Qwen2-57B-A14B, 28 layers, hidden 3584, 64 experts, top-8, shared expert",
+            {
+                **_llama_config(3584, 18944, 28, 28, 4, 151936, 131072, model_type="qwen2_moe"),
+                "num_experts": 64,
+                "num_experts_per_tok": 8,
+                "moe_intermediate_size": 2560,
+                "shared_expert_intermediate_size": 20480,
+            },
+        ),
+        _transformer_preset(
+            "deepseek-v3",
+            "DeepSeek-V3, 61 layers (3 dense), hidden 7168, MLA, 256 experts, top-8, 1 shared; "
+            "as transformers builds it (no multi-token-prediction layer)",
+            {
+                **_llama_config(7168, 18432, 61, 128, 128, 129280, 163840, model_type="deepseek_v3"),
+                "q_lora_rank": 1536,
+                "kv_lora_rank": 512,
+                "qk_nope_head_dim": 128,
+                "qk_rope_head_dim": 64,
+                "v_head_dim": 128,
+                "n_routed_experts": 256,
+                "num_experts_per_tok": 8,
+                "n_group": 8,
+                "topk_group": 4,
+                "moe_intermediate_size": 2048,
+                "n_shared_experts": 1,
+                "first_k_dense_replace": 3,
+            },
         ),
     ]
 }

@@ -161,7 +161,7 @@ def readme_text(document: PlanDocument, trace_set: TraceSet, plan_label: str) ->
         f"  {TRACE_PREFIX}.<rank>.et   ranks {', '.join(map(str, ranks))}: a GlobalMetadata message (schema "
         f"{SCHEMA_VERSION}), then the rank's Node messages, each preceded by its length as a protobuf varint.",
         f"  {GROUPS_FILE}   communicator group id -> ranks (pg_name of every collective node is its group id).",
-        f"  {GROUP_NAMES_FILE}   group id -> what the group is (tp / dp / tied-embedding, with indices).",
+        f"  {GROUP_NAMES_FILE}   group id -> what the group is (tp / dp / ep / edp / tied-embedding, with indices).",
         "",
         "Compute",
         f"  duration_micros = FLOPs / ({compute.gpu.label} dense bf16 peak {compute.gpu.peak_tflops:g} TFLOP/s x "
@@ -181,7 +181,9 @@ def readme_text(document: PlanDocument, trace_set: TraceSet, plan_label: str) ->
         "  the weight-gradient compute overlaps the input-gradient collective. Pipeline micro-batches follow 1F1B;",
         "  activations and gradients travel as COMM_SEND_NODE / COMM_RECV_NODE pairs with matching comm_tag, so",
         "  the bubble shows. DDP bucket all-reduces (last micro-batch) start after the backward of their last",
-        "  gradient and overlap later backward compute; the optimizer waits for all of them.",
+        "  gradient and overlap later backward compute; the optimizer waits for all of them. Mixture-of-experts",
+        "  layers run top-k experts per token; with expert parallelism their tokens go out (dispatch all-to-all)",
+        "  before the experts and come back (combine) after, and the experts' buckets reduce over the edp group.",
         "",
         "ASTRA-sim: --workload-configuration=<this folder>/workload --comm-group-configuration=<this "
         f"folder>/{GROUPS_FILE}",

@@ -27,10 +27,15 @@ from emuplan.workload.document import (
     PlanDocument,
     PlannedCollective,
 )
-from emuplan.workload.inventory import ModelInventory, ParameterInfo
-from emuplan.workload.planner import boundary_bytes, framework_stages, tied_embedding_bytes, tp_sharded_units
+from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
+from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
 from emuplan.workload.strategies.common import numel_bytes
 from emuplan.workload.strategies.data_parallel import ddp_buckets
+from emuplan.workload.strategies.expert_parallel import (
+    expert_parallel_collectives,
+    is_expert_parameter,
+    split_expert_units,
+)
 from emuplan.workload.strategies.pipeline_parallel import Stage
 from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
@@ -149,6 +154,16 @@ class _Block:
     backward_after: list[PlannedCollective] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Reduction:
+    """A DDP bucket's all-reduce: launched once the backward of block ``ready_after`` (backward order) ends."""
+
+    name: str
+    item: PlannedCollective
+    group: int
+    ready_after: int
+
+
 def rank_of(inputs: NormalisedInputs, dp_index: int, stage: int, tp_index: int) -> int:
     return dp_index * inputs.pp * inputs.tp + stage * inputs.tp + tp_index
 
@@ -188,12 +203,34 @@ def _layout_groups(inputs: NormalisedInputs, tied_embedding: bool) -> CommGroups
         for t in range(inputs.tp):
             if inputs.dp > 1:
                 groups.add(f"dp stage{s} tp{t}", [rank_of(inputs, d, s, t) for d in range(inputs.dp)])
+    if inputs.ep > 1:
+        for s in range(inputs.pp):
+            for t in range(inputs.tp):
+                for first in range(0, inputs.dp, inputs.ep):
+                    replicas = range(first, first + inputs.ep)
+                    groups.add(_ep_group(first, s, t, inputs.ep), [rank_of(inputs, d, s, t) for d in replicas])
+        for s in range(inputs.pp):
+            for t in range(inputs.tp):
+                for offset in range(inputs.ep if inputs.dp > inputs.ep else 0):
+                    replicas = range(offset, inputs.dp, inputs.ep)
+                    groups.add(_edp_group(offset, s, t), [rank_of(inputs, d, s, t) for d in replicas])
     if tied_embedding:
         for d in range(inputs.dp):
             for t in range(inputs.tp):
                 ranks = [rank_of(inputs, d, 0, t), rank_of(inputs, d, inputs.pp - 1, t)]
                 groups.add(f"embedding dp{d} tp{t}", ranks)
     return groups
+
+
+def _ep_group(dp_index: int, stage: int, tp_index: int, ep: int) -> str:
+    """The EP group of a replica: ``ep`` consecutive data-parallel indices."""
+    first = dp_index - dp_index % ep
+    return f"ep dp{first}-{first + ep - 1} stage{stage} tp{tp_index}"
+
+
+def _edp_group(dp_index_in_ep: int, stage: int, tp_index: int) -> str:
+    """The expert-data-parallel group: the replicas at the same place of every EP group."""
+    return f"edp ep-rank{dp_index_in_ep} stage{stage} tp{tp_index}"
 
 
 def _matmul_flops(parameters: list[ParameterInfo], samples: int, positions: dict[str, int]) -> int:
@@ -247,6 +284,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         before, after = _gathers_first(_per_block(items, Phase.FORWARD, 1))
         blocks.append(_Block("embeddings", embeddings, 0, forward_before=before, forward_after=after))
     attention_scores = 4 * tokens * inputs.seq_len * shape.hidden_size // inputs.tp
+    dispatch, combine = _expert_all_to_alls(shape, inputs)
     for unit in (unit for unit in local if not unit.is_root):
         items = tp_items(layers=1, has_embedding=False, has_head=False)
         forward_before, forward_after = _gathers_first(_per_block(items, Phase.FORWARD, 2))
@@ -255,11 +293,17 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
             ("attention", [p for p in unit.parameters if "attn" in p.name]),
             ("mlp", [p for p in unit.parameters if "attn" not in p.name]),
         ):
+            if part == "mlp" and dispatch and any(is_expert_parameter(p) for p in members):
+                # Tokens go to their experts' ranks before the experts run and come back after; backward
+                # mirrors it: the combine's gradient first, the dispatch's after the experts' backward.
+                forward_before, forward_after = [dispatch[0]], [combine[0]]
+                backward_before, backward_after = [combine[1]], [dispatch[1]]
             blocks.append(
                 _Block(
                     f"{unit.name} {part}",
                     members,
-                    _matmul_flops(members, tokens, {}),
+                    _matmul_flops([p for p in members if not is_expert_parameter(p)], tokens, {})
+                    + _routed_expert_flops(members, tokens, shape, inputs.ep),
                     attention_scores if part == "attention" else 0,
                     forward_before,
                     forward_after,
@@ -289,6 +333,32 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         blocks[0].parameters.extend(p for p in missing if _is_embedding(p))
         blocks[-1].parameters.extend(p for p in missing if not _is_embedding(p))
     return blocks
+
+
+def _expert_all_to_alls(
+    shape: TransformerShape, inputs: NormalisedInputs
+) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
+    """(dispatch, combine), each [forward, backward], of one MoE layer and micro-batch; none without EP."""
+    if inputs.ep == 1 or shape.experts is None:
+        return [], []
+    forward, backward = expert_parallel_collectives(shape, inputs.model_copy(update={"micro_batches": 1}), 1)
+    return (
+        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token dispatch{suffix}"})
+         for item, suffix in ((forward, ""), (backward, " gradient"))],
+        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token combine{suffix}"})
+         for item, suffix in ((forward, ""), (backward, " gradient"))],
+    )  # fmt: skip
+
+
+def _routed_expert_flops(parameters: list[ParameterInfo], tokens: int, shape: TransformerShape, ep: int) -> int:
+    """Each token passes through top_k of the layer's experts, not all of them: 2 FLOPs per weight
+    element of top_k experts per token. ``parameters`` hold num_experts / ep experts; with an even load
+    the tokens an EP rank receives cost what its own tokens would on all experts."""
+    if shape.experts is None:
+        return 0
+    experts = shape.experts
+    routed = sum(p.numel for p in parameters if is_expert_parameter(p))
+    return 2 * tokens * routed * ep * experts.experts_per_token // experts.num_experts
 
 
 def _is_embedding(param: ParameterInfo) -> bool:
@@ -354,12 +424,13 @@ class _RankBuilder:
             group_id=group_id,
         ).id
 
-    def blocking(self, name: str, items: list[PlannedCollective], group_id: int) -> list[int]:
-        """Collectives in a row, each after the previous result; returns the last one's id (or none)."""
+    def blocking(self, name: str, items: list[PlannedCollective], groups: dict[ParallelDim, int]) -> list[int]:
+        """Collectives in a row, each after the previous result, each in the rank's group of its dimension;
+        returns the last one's id (or none)."""
         last = self.waiting or ([] if self.compute_tail is None else [self.compute_tail])
         for item in items:
             for _ in range(item.count_per_step):
-                last = [self.collective(f"{name}: {item.label}", item, group_id, last)]
+                last = [self.collective(f"{name}: {item.label}", item, groups[item.parallel_dim], last)]
         return last if items else []
 
     def send(self, name: str, size: int, src: int, dst: int, tag: int) -> None:
@@ -390,7 +461,7 @@ def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -
     return 2 * (micro_batch * (stages - 1) + boundary) + int(backward)
 
 
-def _check_exportable(document: PlanDocument) -> None:
+def _check_exportable(document: PlanDocument, inventory: ModelInventory) -> None:
     inputs = document.inputs
     if document.mode is not Mode.FRAMEWORK:
         raise ExportError(
@@ -399,6 +470,12 @@ def _check_exportable(document: PlanDocument) -> None:
         )
     if inputs.dp > 1 and inputs.dp_impl is not DataParallelImpl.DDP:
         raise ExportError(f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}")
+    shape = inventory.transformer
+    if shape is not None and shape.experts is not None and inputs.tp > 1:
+        raise ExportError(
+            f"tp: the Chakra export does not schedule a mixture of experts' tensor-parallel expert gathers "
+            f"(this plan has tp {inputs.tp}); plan it with tp 1, or export its KCCB trials instead"
+        )
 
 
 def _rank_trace(
@@ -412,14 +489,16 @@ def _rank_trace(
 ) -> RankTrace:
     stage = stages[role.stage]
     transformer = inventory.transformer is not None
-    local = tp_sharded_units(stage, inputs, transformer)
+    local = local_units(stage, inputs, transformer)
     last = role.stage == len(stages) - 1
     blocks = (
         _megatron_blocks(stage, local, inputs, inventory, last)
         if transformer
         else _linear_blocks(stage, local, inputs, inventory)
     )
-    tp_group = groups.id_of(f"tp dp{role.dp_index} stage{role.stage}") if inputs.tp > 1 else 0
+    block_groups = {ParallelDim.TP: groups.id_of(f"tp dp{role.dp_index} stage{role.stage}") if inputs.tp > 1 else 0}
+    if inputs.ep > 1:
+        block_groups[ParallelDim.EP] = groups.id_of(_ep_group(role.dp_index, role.stage, role.tp_index, inputs.ep))
     builder = _RankBuilder(compute)
 
     # DDP buckets on the stage's local gradients, each started after the backward of the block that
@@ -427,12 +506,34 @@ def _rank_trace(
     backward_position = {p.name: index for index, block in enumerate(reversed(blocks)) for p in block.parameters}
     # DDP fills its buckets in gradient-ready order and leaves frozen parameters out, as the planner does.
     ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
-    local_parameters = sorted(
-        (p for unit in local for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
-    )
-    buckets = ddp_buckets(local_parameters, inputs.grad_dtype, inputs.bucket_cap_mb) if inputs.dp > 1 else []
-    bucket_ready = [max(backward_position[p.name] for p in bucket) for bucket in buckets]
-    dp_group = groups.id_of(f"dp stage{role.stage} tp{role.tp_index}") if buckets else 0
+    # With EP the experts' gradients have their own buckets, reduced over the expert-data-parallel group.
+    dense, experts = split_expert_units(local) if inputs.ep > 1 else (local, [])
+    # One queue per data-parallel group: DDP launches a group's buckets in order, each once it is ready.
+    queues: list[list[_Reduction]] = []
+    for units, group_size, dim, kind in ((dense, inputs.dp, ParallelDim.DP, ""),
+                                         (experts, inputs.dp // inputs.ep, ParallelDim.EDP, "expert ")):  # fmt: skip
+        trainable = sorted(
+            (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
+        )
+        if group_size == 1 or not trainable:
+            continue
+        group = (
+            groups.id_of(f"dp stage{role.stage} tp{role.tp_index}")
+            if dim is ParallelDim.DP
+            else groups.id_of(_edp_group(role.dp_index % inputs.ep, role.stage, role.tp_index))
+        )
+        buckets = ddp_buckets(trainable, inputs.grad_dtype, inputs.bucket_cap_mb)
+        queues.append(
+            [
+                _Reduction(
+                    f"DDP {kind}bucket {index} all-reduce",
+                    _bucket_collective(bucket, inputs, group_size, dim),
+                    group,
+                    max(backward_position[p.name] for p in bucket),
+                )
+                for index, bucket in enumerate(buckets)
+            ]
+        )
     step_collectives: list[int] = []
 
     def neighbour(stage_index: int) -> int:
@@ -444,9 +545,9 @@ def _rank_trace(
             tag = pipeline_tag(j, k, len(stages), backward=False)
             builder.recv(f"mb{j} recv activation from stage {k}", boundaries[k], neighbour(k), role.rank, tag)
         for block in blocks:
-            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before, tp_group)
+            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before, block_groups)
             builder.compute(f"mb{j} fwd {block.name}", block.matmul_flops + block.other_flops)
-            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_after, tp_group)
+            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_after, block_groups)
         if not last:
             tag = pipeline_tag(j, role.stage, len(stages), backward=False)
             size = boundaries[role.stage]
@@ -459,23 +560,23 @@ def _rank_trace(
             k = role.stage
             tag = pipeline_tag(j, k, len(stages), backward=True)
             builder.recv(f"mb{j} recv gradient from stage {k + 1}", boundaries[k], neighbour(k + 1), role.rank, tag)
-        launched = 0
+        launched = [0] * len(queues)
         for position, block in enumerate(reversed(blocks)):
-            builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before, tp_group)
+            builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before, block_groups)
             builder.compute(f"mb{j} bwd input-grad {block.name}", block.matmul_flops + block.other_flops)
             # The weight gradient overlaps the input gradient's collective; the next block waits for it.
-            joined = builder.blocking(f"mb{j} bwd {block.name}", block.backward_after, tp_group)
+            joined = builder.blocking(f"mb{j} bwd {block.name}", block.backward_after, block_groups)
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
             if j == inputs.micro_batches - 1:
-                while launched < len(buckets) and bucket_ready[launched] <= position:
-                    previous = step_collectives[-1:] if step_collectives else []
-                    bucket = buckets[launched]
-                    item = _bucket_collective(bucket, inputs)
-                    node = builder.collective(f"DDP bucket {launched} all-reduce", item, dp_group, [weight_grad])
-                    builder.nodes[node].ctrl_deps = previous  # one communicator stream: buckets in order
-                    step_collectives.append(node)
-                    launched += 1
+                for index, queue in enumerate(queues):
+                    while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
+                        previous = step_collectives[-1:] if step_collectives else []
+                        reduction = queue[launched[index]]
+                        node = builder.collective(reduction.name, reduction.item, reduction.group, [weight_grad])
+                        builder.nodes[node].ctrl_deps = previous  # one communicator stream: buckets in order
+                        step_collectives.append(node)
+                        launched[index] += 1
         if role.stage > 0:
             k = role.stage - 1
             tag = pipeline_tag(j, k, len(stages), backward=True)
@@ -500,11 +601,13 @@ def _rank_trace(
     return RankTrace(role, builder.nodes)
 
 
-def _bucket_collective(bucket: list[ParameterInfo], inputs: NormalisedInputs) -> PlannedCollective:
+def _bucket_collective(
+    bucket: list[ParameterInfo], inputs: NormalisedInputs, group_size: int, dim: ParallelDim
+) -> PlannedCollective:
     size = sum(numel_bytes(p.numel, inputs.grad_dtype) for p in bucket)
     return PlannedCollective(
         op=CollectiveOp.ALL_REDUCE, bytes_total=size, bytes_per_rank=size, dtype=inputs.grad_dtype,
-        group_size=inputs.dp, count_per_step=1, phase=Phase.BACKWARD, parallel_dim=ParallelDim.DP,
+        group_size=group_size, count_per_step=1, phase=Phase.BACKWARD, parallel_dim=dim,
         label=f"DDP bucket ({len(bucket)} tensors)",
     )  # fmt: skip
 
@@ -516,7 +619,7 @@ def build_traces(
 
     ``ranks`` None: every rank up to ``MAX_ALL_RANKS``, else one rank per pipeline stage.
     """
-    _check_exportable(document)
+    _check_exportable(document, inventory)
     inputs = document.inputs
     stages = framework_stages(inventory, inputs)
     shape = inventory.transformer

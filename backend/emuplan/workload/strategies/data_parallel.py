@@ -110,10 +110,11 @@ def data_parallel_collectives(
     bucket_cap_mb: float | None,
     label_prefix: str = "",
     buffers: Sequence[BufferInfo] = (),
+    dim: ParallelDim = ParallelDim.DP,
 ) -> list[PlannedCollective]:
     """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
-    DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts."""
-    dim = ParallelDim.DP
+    DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts.
+    ``dim``: DP, or EDP for the experts' gradients under expert parallelism."""
     parameters = sorted(
         (p for unit in units for p in unit.parameters if p.name in gradient_position),
         key=lambda p: gradient_position[p.name],
@@ -163,7 +164,7 @@ def data_parallel_collectives(
             for index, bucket in enumerate(buckets)
         ]
     return _sharded_unit_collectives(
-        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix
+        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim
     )
 
 
@@ -175,10 +176,10 @@ def _sharded_unit_collectives(
     param_dtype: str,
     grad_dtype: str,
     label_prefix: str,
+    dim: ParallelDim,
 ) -> list[PlannedCollective]:
     """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients
     (of the trainable parameters only)."""
-    dim = ParallelDim.DP
 
     def padded(unit: Unit, gradients: bool = False) -> int:
         parameters = [p for p in unit.parameters if p.name in trainable or not gradients]

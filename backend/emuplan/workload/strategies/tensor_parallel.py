@@ -25,9 +25,11 @@ and key/value groups evenly over TP ranks (megatron/core/transformer/attention.p
 asserts divisibility), so degrees that do not divide them are refused.
 """
 
+from collections.abc import Callable
+
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
-from emuplan.workload.inventory import ParameterInfo, TransformerShape
+from emuplan.workload.inventory import LatentAttention, ParameterInfo, TransformerShape
 from emuplan.workload.strategies.common import collective, numel_bytes
 
 AR, AG, RS = CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER
@@ -127,12 +129,20 @@ def megatron_collectives(
     has_head: bool,
     vocab_parallel_loss: bool,
     layer_norm_bytes: int = 0,
+    expert_layers: int = 0,
+    latent_attention: LatentAttention | None = None,
 ) -> list[PlannedCollective]:
     """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq;
     ``vocab`` is the padded vocabulary; ``layer_norm_bytes`` the stage's sequence-parallel gradients
-    (layer norms, row-parallel biases), all-reduced once per step under sequence parallel."""
+    (layer norms, row-parallel biases, routers), all-reduced once per step under sequence parallel.
+    ``expert_layers``: layers whose MLP is routed experts only; their MLP's TP traffic is the token
+    dispatcher's (``expert_parallel``), so only their attention counts here. ``latent_attention``: under
+    sequence parallel, MLA's column-parallel up-projections gather the compressed query and key/value
+    latents and the rotary key instead of the hidden state (megatron/core/transformer/multi_latent_attention.py)."""
     activation = numel_bytes(tokens * hidden, dtype)
-    per_layer = 2 * layers * micro_batches
+    per_layer = (2 * layers - expert_layers) * micro_batches
+    # The count's rule, in every per-layer label.
+    pair = "per layer ×2" + (f"; ×1 in the {expert_layers} MoE layers" if expert_layers else "")
 
     def item(op, phase, label, count, size=activation, item_dtype=dtype):
         return collective(op, size, tp, item_dtype, phase, TP, label, count)
@@ -147,24 +157,31 @@ def megatron_collectives(
                 item(AG, Phase.BACKWARD, "embedding output gradient (backward of its reduce-scatter)", micro_batches)
             )
     if layers:
-        if sequence_parallel:
+        if sequence_parallel and latent_attention is not None:
+            counts = (layers * micro_batches, (layers - expert_layers) * micro_batches, per_layer)
+            mla_forward, mla_backward = _latent_attention_gathers(
+                latent_attention, hidden, tokens, dtype, counts, pair, item
+            )
+            forward += mla_forward
+            backward += mla_backward
+        elif sequence_parallel:
             forward += [
-                item(AG, Phase.FORWARD, "sequence-parallel input of QKV / MLP up (per layer ×2)", per_layer),
-                item(RS, Phase.FORWARD, "attention / MLP output (per layer ×2)", per_layer),
+                item(AG, Phase.FORWARD, f"sequence-parallel input of QKV / MLP up ({pair})", per_layer),
+                item(RS, Phase.FORWARD, f"attention / MLP output ({pair})", per_layer),
             ]
             backward += [
-                item(AG, Phase.BACKWARD, "row-parallel output gradient (per layer ×2)", per_layer),
+                item(AG, Phase.BACKWARD, f"row-parallel output gradient ({pair})", per_layer),
                 item(
                     AG,
                     Phase.BACKWARD,
-                    "column-parallel input re-gathered for weight gradient (per layer ×2)",
+                    f"column-parallel input re-gathered for weight gradient ({pair})",
                     per_layer,
                 ),
-                item(RS, Phase.BACKWARD, "column-parallel input gradient (per layer ×2)", per_layer),
+                item(RS, Phase.BACKWARD, f"column-parallel input gradient ({pair})", per_layer),
             ]
         else:
-            forward.append(item(AR, Phase.FORWARD, "attention / MLP row-parallel output (per layer ×2)", per_layer))
-            backward.append(item(AR, Phase.BACKWARD, "QKV / MLP-up input gradient (per layer ×2)", per_layer))
+            forward.append(item(AR, Phase.FORWARD, f"attention / MLP row-parallel output ({pair})", per_layer))
+            backward.append(item(AR, Phase.BACKWARD, f"QKV / MLP-up input gradient ({pair})", per_layer))
     if has_head:
         if sequence_parallel:
             forward.append(item(AG, Phase.FORWARD, "LM head input (sequence-parallel)", micro_batches))
@@ -198,12 +215,60 @@ def megatron_collectives(
     return forward + backward
 
 
-_COLUMN_PARALLEL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "embed_tokens", "lm_head", "wte")
+def _latent_attention_gathers(
+    mla: LatentAttention,
+    hidden: int,
+    tokens: int,
+    dtype: str,
+    counts: tuple[int, int, int],
+    pair: str,
+    item: Callable[..., PlannedCollective],
+) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
+    """Sequence-parallel traffic of MLA layers: the attention's gathers are its latents' (the query's
+    q_lora_rank, or the hidden state without a query down-projection; kv_lora_rank; the rotary key's
+    qk_rope_head_dim), the dense MLP's the hidden state; the row-parallel outputs are as in any layer.
+    ``counts``: (attention, dense MLP, row-parallel outputs) per step."""
+    attention, mlp, outputs = counts
+    query, latent, rotary = mla.q_lora_rank or hidden, mla.kv_lora_rank, mla.qk_rope_head_dim
+
+    def width(columns: int) -> int:
+        return numel_bytes(tokens * columns, dtype)
+
+    gathered = [
+        (f"MLA query input ({query} wide; per layer)", query),
+        (f"MLA key/value latent ({latent} wide; per layer)", latent),
+    ]
+    rotary_label = f"MLA rotary key ({rotary} wide; per layer)"
+    mlp_label = "MLP / shared-expert up input (per layer with one)"
+    forward = [
+        *(item(AG, Phase.FORWARD, f"sequence-parallel {label}", attention, size=width(w)) for label, w in gathered),
+        item(AG, Phase.FORWARD, f"sequence-parallel {rotary_label}", attention, size=width(rotary)),
+        *([item(AG, Phase.FORWARD, f"sequence-parallel {mlp_label}", mlp)] if mlp else []),
+        item(RS, Phase.FORWARD, f"attention / MLP output ({pair})", outputs),
+    ]
+    backward = [
+        item(AG, Phase.BACKWARD, f"row-parallel output gradient ({pair})", outputs),
+        *(
+            item(AG, Phase.BACKWARD, f"{label} re-gathered for weight gradient", attention, size=width(w))
+            for label, w in gathered
+        ),
+        *([item(AG, Phase.BACKWARD, f"{mlp_label} re-gathered for weight gradient", mlp)] if mlp else []),
+        *(item(RS, Phase.BACKWARD, f"{label} gradient", attention, size=width(w)) for label, w in gathered),
+        item(RS, Phase.BACKWARD, f"{rotary_label} gradient", attention, size=width(rotary)),
+        *([item(RS, Phase.BACKWARD, f"{mlp_label} gradient", mlp)] if mlp else []),
+    ]
+    return forward, backward
+
+
+# MLA's up-projections are column-parallel, its down-projections (q_a_proj, kv_a_proj_with_mqa) replicated.
+_COLUMN_PARALLEL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "embed_tokens", "lm_head", "wte",
+                    "q_b_proj", "kv_b_proj")  # fmt: skip
 _ROW_PARALLEL = ("o_proj", "down_proj")
 _CONV1D_COLUMN = ("c_attn", "c_fc")  # GPT-2 Conv1D weights are [in, out]
 
 
 _VOCABULARY = ("embed_tokens", "lm_head", "wte")
+_MLA_DUPLICATED = ("q_a_proj", "kv_a_proj_with_mqa")  # MLA's down-projections: whole on every TP rank
 _ROW_PARALLEL_BIAS = ("o_proj", "down_proj", "c_proj")
 
 
@@ -213,12 +278,16 @@ def _module_and_kind(param: ParameterInfo) -> tuple[str, str]:
 
 
 def sequence_parallel_parameters(parameters: list[ParameterInfo]) -> list[ParameterInfo]:
-    """What Megatron marks ``sequence_parallel``: layer norms and row-parallel biases (replicated
-    over TP, their gradients computed from one part of the sequence)."""
+    """What Megatron marks ``sequence_parallel``: layer norms, row-parallel biases, MoE routers and MLA's
+    duplicated down-projections (replicated over TP, their gradients computed from one part of the
+    sequence; the router's in megatron/core/transformer/moe/router.py, the duplicated linears' in
+    megatron/core/extensions/transformer_engine.py ``TELinear``)."""
     marked = []
     for param in parameters:
         module, kind = _module_and_kind(param)
-        if "norm" in module or module.startswith("ln_") or (module in _ROW_PARALLEL_BIAS and kind == "bias"):
+        is_router = module == "gate" and kind == "weight"
+        is_row_bias = module in _ROW_PARALLEL_BIAS and kind == "bias"
+        if "norm" in module or module.startswith("ln_") or is_row_bias or is_router or module in _MLA_DUPLICATED:
             marked.append(param)
     return marked
 
@@ -231,7 +300,9 @@ def megatron_shard(param: ParameterInfo, tp: int) -> ParameterInfo:
     if module in _VOCABULARY:
         shape[0] = padded_vocab_size(shape[0], tp) // tp
         return param.model_copy(update={"shape": shape})
-    if module in _COLUMN_PARALLEL:
+    if module == "experts":  # [experts, 2 × inner, hidden] column-, [experts, hidden, inner] row-parallel
+        dim = 1 if kind == "gate_up_proj" else 2
+    elif module in _COLUMN_PARALLEL:
         dim = 0
     elif module in _ROW_PARALLEL and kind == "weight":
         dim = 1

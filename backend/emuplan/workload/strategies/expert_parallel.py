@@ -1,0 +1,203 @@
+"""Expert-parallel traffic of a mixture-of-experts transformer (Megatron-core's all-to-all token dispatcher).
+
+Rank layout: the ``ep`` ranks of an expert-parallel group are consecutive data-parallel replicas (ranks
+tp·pp apart), as Megatron and DeepSpeed carve EP from DP; each holds ``num_experts / ep`` of every MoE
+layer's routed experts. Router, shared experts and attention stay replicated over EP.
+
+Per MoE layer and micro-batch each rank sends its tokens' ``top_k`` copies to the experts' ranks
+(dispatch) and receives them back (combine): two all-to-alls forward, and their two mirrors backward.
+Convention: dropless routing with an even load, so each rank's all-to-all buffer holds
+tokens × top_k × hidden activations, tokens = micro_batch × seq_len (÷ tp: Megatron runs MoE with
+tensor parallelism only under sequence parallelism, each TP rank dispatching its part of the
+sequence). ``bytes_total`` is that per-rank buffer, as nccl-tests' alltoall counts it. With a capacity
+factor c every expert's share is padded to ceil(c × tokens × top_k / experts) tokens; a hot-expert
+factor f sizes the buffer for the busiest rank, which receives f × an even share.
+
+With TP > 1 the experts are split over TP too (Megatron's default expert-tensor-parallel size = tp):
+after the dispatch the TP ranks all-gather the tokens routed to them and reduce-scatter the experts'
+output before the combine (megatron/core/transformer/moe/token_dispatcher.py); in backward the
+reduce-scatter and all-gather swap.
+
+Expert gradients all-reduce over the expert-data-parallel group (the dp / ep ranks holding the same
+experts, ranks ep·tp·pp apart); everything else over the whole data-parallel group.
+"""
+
+from math import ceil
+
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError
+from emuplan.workload.inventory import ExpertShape, ModelInventory, ParameterInfo, TransformerShape
+from emuplan.workload.strategies.common import Unit, collective, numel_bytes
+
+# The routed experts' tensors (transformers stores each layer's experts as two 3-D tensors).
+_EXPERT_TENSORS = (".experts.gate_up_proj", ".experts.down_proj")
+
+
+def is_expert_parameter(param: ParameterInfo) -> bool:
+    return param.name.endswith(_EXPERT_TENSORS)
+
+
+def shard_experts(units: list[Unit], ep: int) -> list[Unit]:
+    """The same units with the ``num_experts / ep`` routed experts one EP rank holds."""
+    return [
+        Unit(
+            unit.name,
+            tuple(
+                p.model_copy(update={"shape": [p.shape[0] // ep, *p.shape[1:]]}) if is_expert_parameter(p) else p
+                for p in unit.parameters
+            ),
+            unit.is_root,
+        )
+        for unit in units
+    ]
+
+
+def split_expert_units(units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
+    """(dense units, expert units): each unit's routed experts' tensors apart from the rest, for the two
+    data-parallel groups their gradients reduce over."""
+    dense, experts = [], []
+    for unit in units:
+        routed = tuple(p for p in unit.parameters if is_expert_parameter(p))
+        rest = tuple(p for p in unit.parameters if not is_expert_parameter(p))
+        if rest:
+            dense.append(Unit(unit.name, rest, unit.is_root))
+        if routed:
+            experts.append(Unit(f"{unit.name} experts", routed, unit.is_root))
+    return dense, experts
+
+
+def moe_layer_count(units: list[Unit]) -> int:
+    """The layers among ``units`` that have routed experts."""
+    return sum(1 for unit in units if any(is_expert_parameter(p) for p in unit.parameters))
+
+
+def check_expert_degrees(inventory: ModelInventory, inputs: NormalisedInputs) -> None:
+    """Expert parallelism needs experts to split, evenly, over EP ranks carved from DP."""
+    shape = inventory.transformer
+    if inventory.source_kind == "pytorch":
+        # Its experts, if any, are whatever its own forward() routes to; PyTorch has no expert-parallel
+        # wrapper (as it has DDP, fully_shard, parallelize_module) to run it under the fake process group.
+        raise PlanningError(
+            f"ep: {inventory.name} is PyTorch source, whose routing is its own code: PyTorch has no expert-parallel "
+            "wrapper to capture it with, so its all-to-alls cannot be planned from it. Plan it with ep 1 (its DDP "
+            "and FSDP2 traffic is captured) or describe the model as a config.json with experts"
+        )
+    if shape is None or shape.experts is None:
+        raise PlanningError(
+            f"ep: {inventory.name} has no experts the planner knows of; expert parallelism needs a "
+            "mixture-of-experts preset or config.json"
+        )
+    if inputs.dp % inputs.ep:
+        raise PlanningError(
+            f"ep: expert-parallel groups are carved from the data-parallel ranks, but ep {inputs.ep} does not "
+            f"divide dp {inputs.dp}"
+        )
+    if shape.experts.num_experts % inputs.ep:
+        raise PlanningError(
+            f"ep: the model's {shape.experts.num_experts} experts per layer cannot be split evenly over "
+            f"{inputs.ep} ranks"
+        )
+
+
+def all_to_all_bytes(experts: ExpertShape, hidden: int, inputs: NormalisedInputs) -> int:
+    """One rank's dispatch (or combine) buffer for one MoE layer and micro-batch."""
+    tokens = -(-inputs.micro_batch * inputs.seq_len // inputs.tp)
+    routed = tokens * experts.experts_per_token
+    if inputs.capacity_factor is not None:
+        capacity = ceil(inputs.capacity_factor * routed / experts.num_experts)
+        return numel_bytes(experts.num_experts * capacity * hidden, inputs.activation_dtype)
+    return numel_bytes(round(routed * inputs.hot_expert_factor) * hidden, inputs.activation_dtype)
+
+
+def expert_parallel_collectives(
+    shape: TransformerShape, inputs: NormalisedInputs, moe_layers: int
+) -> list[PlannedCollective]:
+    """All-to-alls over EP and, with TP, the expert-tensor-parallel gathers of one stage's ``moe_layers``."""
+    size = all_to_all_bytes(shape.experts, shape.hidden_size, inputs)
+    count = 2 * moe_layers * inputs.micro_batches
+    dtype = inputs.activation_dtype
+    items = []
+    if inputs.ep > 1:
+        items += [
+            collective(
+                CollectiveOp.ALL_TO_ALL,
+                size,
+                inputs.ep,
+                dtype,
+                phase,
+                ParallelDim.EP,
+                f"MoE token {what} (per MoE layer ×2)",
+                count,
+            )
+            for phase, what in (
+                (Phase.FORWARD, "dispatch + combine"),
+                (Phase.BACKWARD, "combine + dispatch gradients"),
+            )
+        ]
+    if inputs.tp > 1:
+        gathered = size * inputs.tp
+        once = moe_layers * inputs.micro_batches
+        items += [
+            collective(op, gathered, inputs.tp, dtype, phase, ParallelDim.TP, label, once)
+            for op, phase, label in (
+                (CollectiveOp.ALL_GATHER, Phase.FORWARD, "routed tokens gathered for the experts (per MoE layer)"),
+                (CollectiveOp.REDUCE_SCATTER, Phase.FORWARD, "experts' output (per MoE layer)"),
+                (CollectiveOp.ALL_GATHER, Phase.BACKWARD, "experts' output gradient (per MoE layer)"),
+                (CollectiveOp.REDUCE_SCATTER, Phase.BACKWARD, "routed tokens' gradient (per MoE layer)"),
+            )
+        ]
+    return items
+
+
+def expert_parallel_notes(shape: TransformerShape, inputs: NormalisedInputs) -> list[str]:
+    """What a plan with experts assumes: the rank layout, the all-to-all convention and the load."""
+    experts = shape.experts
+    notes = []
+    if inputs.tp > 1:
+        notes.append(
+            "Mixture of experts with tensor parallelism runs under sequence parallelism (Megatron requires it), "
+            "so sequence_parallel is on; experts are split over TP too (expert-tensor-parallel size = tp)."
+        )
+    if inputs.ep == 1:
+        return notes
+    replica = inputs.tp * inputs.pp
+    tokens = f"micro_batch {inputs.micro_batch} × seq_len {inputs.seq_len}" + (
+        f" / tp {inputs.tp}" if inputs.tp > 1 else ""
+    )
+    size = all_to_all_bytes(experts, shape.hidden_size, inputs)
+    notes.append(
+        f"Expert parallel: EP groups of {inputs.ep} consecutive data-parallel replicas (ranks {replica} apart), "
+        f"carved from the {inputs.dp} DP ranks as Megatron and DeepSpeed do; each EP rank holds "
+        f"{experts.num_experts // inputs.ep} of the {experts.num_experts} experts of every MoE layer. Per MoE "
+        "layer and micro-batch: a dispatch and a combine all-to-all forward, their two mirrors backward."
+    )
+    if inputs.capacity_factor is None:
+        notes.append(
+            f"All-to-all convention: dropless routing with an even load; each rank's buffer = {tokens} × top_k "
+            f"{experts.experts_per_token} × hidden {shape.hidden_size} × {inputs.activation_dtype}"
+            + (f" × hot_expert_factor {inputs.hot_expert_factor:g}" if inputs.hot_expert_factor != 1 else "")
+            + f" = {size:,} bytes; bytes_total is that per-rank buffer, as nccl-tests' alltoall counts it."
+        )
+    else:
+        notes.append(
+            f"All-to-all convention: capacity factor {inputs.capacity_factor:g}, every expert's share padded to "
+            f"ceil({inputs.capacity_factor:g} × {tokens} × top_k {experts.experts_per_token} / "
+            f"{experts.num_experts} experts) tokens; each rank's buffer = {size:,} bytes (bytes_total, as "
+            "nccl-tests' alltoall counts it)."
+        )
+    notes.append(
+        f"Load imbalance: the busiest EP rank receives hot_expert_factor {inputs.hot_expert_factor:g} × an even "
+        "share; KCCB's all-to-all moves equal buffers, so every buffer is sized for the busiest rank"
+        + (" (capacity padding fixes the size whatever the load)." if inputs.capacity_factor else ".")
+        + " Real routers are skewed: raise --hot-expert-factor (up to ep) to emulate it."
+    )
+    edp = inputs.dp // inputs.ep
+    rest = f"router, shared-expert, attention and embedding gradients over all {inputs.dp} DP ranks."
+    if edp > 1:
+        notes.append(
+            f"Expert gradients all-reduce over the expert-data-parallel group of dp / ep = {edp} ranks "
+            f"(ranks {replica * inputs.ep} apart); {rest}"
+        )
+    else:
+        notes.append(f"Expert gradients are not all-reduced: dp / ep = 1, no other rank holds the same experts; {rest}")
+    return notes

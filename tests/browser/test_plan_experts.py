@@ -1,0 +1,67 @@
+"""Planning a mixture of experts with expert parallelism on the plan page, in Chromium against a real server."""
+
+import re
+
+import httpx2
+from browser_support import DESKTOP, PHONE, PageWatch, screenshot
+from playwright.sync_api import Page, expect
+from test_dashboard import no_page_overflow
+
+from live_server import LiveServer
+
+
+def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    page.goto(live_server.url + "/plan")
+    page.select_option("#model", "mixtral-8x7b")
+    page.fill("#ep", "8")
+    framework = page.locator("#mode-framework")
+    workload = page.locator("#workload-framework")
+    all_to_all = workload.locator("tbody tr", has_text="MoE token dispatch + combine")
+    # 1 × 4096 tokens × top-2 × hidden 4096 × 2 bytes; 2 × 32 MoE layers × 128 micro-batches per step.
+    expect(all_to_all.locator("td")).to_have_text(
+        ["MoE token dispatch + combine (per MoE layer ×2)", "all_to_all", "forward", "ep × 8",
+         "67,108,864", "67,108,864", "8,192", "4,732.6"],
+        timeout=30000,
+    )  # fmt: skip
+    expect(framework.locator("h3").first).to_have_text("ALGO_ALL_TO_ALL_PARALLEL (1)")
+    expect(framework.locator(".data-sizes").first).to_have_text("[67108864]")
+    expect(workload.locator(".notes li", has_text="carved from the 8 DP ranks")).to_have_count(1)
+    expect(workload.locator(".notes li", has_text="Load imbalance")).to_contain_text("--hot-expert-factor")
+    # The seeds have no experts: the tutorial column says so as a note, not an error.
+    expect(page.locator("#mode-tutorial .note")).to_have_text(
+        "EP degree: tutorial mode reproduces the seed notebooks, which have no mixture of experts; "
+        "plan expert parallelism in framework mode"
+    )
+    page.fill("#hot_expert_factor", "2")
+    expect(all_to_all.locator("td").nth(5)).to_have_text("134,217,728")
+    screenshot(page, "plan-mixtral-ep8-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-mixtral-ep8-phone")
+    page.fill("#hot_expert_factor", "9")
+    expect(page.locator("#hot_expert_factor-message")).to_contain_text("must be between 1 (even load) and ep 8")
+    page.fill("#hot_expert_factor", "")
+    page.set_viewport_size(DESKTOP)
+    page.fill("#plan-name", "mixtral ep8")
+    page.click("#save-plan")
+    page.wait_for_url(re.compile(r"/plans/\d+$"))
+    expect(page.locator('dd[data-field="ep"]')).to_have_text("8")
+    expect(page.locator("#download-chakra")).to_be_visible()
+    expect(page.locator("#workload-framework tbody tr").first.locator("td").nth(5)).to_have_text("67,108,864")
+    screenshot(page, "plan-mixtral-ep8-saved-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-mixtral-ep8-saved-phone")
+    # Experts with tensor parallelism: the Chakra export cannot schedule their gathers, and the page says so.
+    saved = httpx2.post(f"{live_server.url}/api/plans", json={"model": "mixtral-8x7b", "ep": 4, "tp": 2}).json()
+    page.goto(f"{live_server.url}/plans/{saved['id']}")
+    expect(page.locator("#chakra-not-for-moe-tp")).to_have_text("No Chakra traces for experts with tensor parallelism")
+    expect(page.locator("#download-chakra")).to_have_count(0)
+    assert no_page_overflow(page)
+    screenshot(page, "plan-mixtral-ep4-tp2-saved-phone")
+    page.set_viewport_size(DESKTOP)
+    screenshot(page, "plan-mixtral-ep4-tp2-saved-desktop")
+    watch.forgive_http_status(422)  # the tutorial column's ep, and the hot-expert factor above ep
+    watch.assert_clean()
