@@ -257,3 +257,51 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
     assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
     assert set(mixed["figures"]) == {"cdf", "small_multiples"}
+
+
+def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, database_url):
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    run = upload(client, report.name, report.read_bytes()).json()
+    assert stored_counts(database_url) == (1, 2)  # samples and rank_times
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()
+    stragglers = stats["stragglers"]
+    assert (stragglers["unit"], stragglers["calls"]) == ("rank", 16)
+    assert stragglers["slowest_rank"]["name"] == "3" and stragglers["slowest_rank"]["host"] == "gpu-b"
+    assert stragglers["slowest_rank"]["lost_us"] == pytest.approx(1480.0)
+    assert stragglers["slowest_host"]["over_median"] == pytest.approx(10320 / 9560, rel=1e-12)
+    assert [entry["name"] for entry in stragglers["ranks"]] == ["0", "1", "2", "3"]
+    assert stragglers["hosts"][0] == {
+        "name": "gpu-a", "host": None, "ranks": ["0", "1"], "calls": 16, "mean_us": 550.0, "max_us": 1000.0,
+        "over_median": pytest.approx(8800 / 9560, rel=1e-12), "lost_us": pytest.approx(-760.0), "slowest_calls": 0,
+    }  # fmt: skip
+    # Lists read the run row: the headline only, not the per-rank lists.
+    listed = client.get("/api/runs").json()[0]["summary"]["stragglers"]
+    assert (listed["rank_count"], listed["host_count"], "ranks" in listed) == (4, 2, False)
+
+    ranks = client.get(f"/api/runs/{run['id']}/figures/ranks").json()
+    bars = ranks["data"][0]
+    assert bars["x"] == ["0", "1", "2", "3"]
+    assert bars["y"] == pytest.approx([8800 / 8840, 8800 / 8840, 8880 / 8840, 10320 / 8840], rel=1e-12)
+    assert bars["marker"]["color"] == ["#636efa", "#636efa", "#636efa", "#EF553B"]
+    hosts = client.get(f"/api/runs/{run['id']}/figures/hosts").json()
+    assert hosts["data"][0]["x"] == ["gpu-a", "gpu-b"]
+
+    page = client.get(f"/runs/{run['id']}").text
+    assert "Slowest rank: <strong>3</strong> on gpu-b" in page
+    assert "<strong>1.17×</strong> the median rank" in page
+
+
+def test_straggler_figures_of_a_run_without_per_rank_times_are_422(client):
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    run = upload(client, log.name, log.read_bytes()).json()
+    answer = client.get(f"/api/runs/{run['id']}/figures/ranks")
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == (
+        "figure: 'ranks' needs a file that times every rank (nccl-tests -J with -I 1 on several processes, "
+        "per-flow records, a measured run)"
+    )
+    flows = upload(client, "flows.csv", (RESULTS / "constructed-per-flow-stragglers.csv").read_bytes()).json()
+    answer = client.get(f"/api/runs/{flows['id']}/figures/hosts")
+    assert answer.status_code == 422
+    assert "needs a file that times every rank on named hosts" in answer.json()["detail"]
+    assert client.get(f"/api/runs/{run['id']}/stats").json()["stragglers"] is None

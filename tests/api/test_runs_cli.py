@@ -133,3 +133,22 @@ def test_runs_lists_whole_names_under_a_header_and_filters_in_any_case(cli_env):
     for tag in ("fabric-a", "FABRIC-A", "Fabric-A"):
         tagged = json.loads(invoke("runs", "--tag", tag, "--json").output)
         assert [run["name"] for run in tagged] == [long_name], tag
+
+
+def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(cli_env):
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    assert invoke("import", str(report)).exit_code == 0
+    text = invoke("stats", "1")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("stragglers (")))
+    assert lines[start + 1 :] == [
+        "  slowest rank 3 on gpu-b: 1.17× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
+        "  slowest host gpu-b: 1.08× the median host, 760 µs lost over 16 calls (47.5 µs per call)",
+        "  rank     host          calls    mean µs  ×median     lost µs slowest",
+        "  0        gpu-a            16      550.0    0.995       -40.0       0",
+        "  1        gpu-a            16      550.0    0.995       -40.0       0",
+        "  2        gpu-b            16      555.0    1.005        40.0       0",
+        "  3        gpu-b            16      645.0    1.167     1,480.0      16",
+    ]
+    assert max(len(line) for line in lines[start + 3 :]) <= 80  # the table fits a terminal

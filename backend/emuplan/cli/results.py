@@ -195,6 +195,8 @@ def run_stats(
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
+    if document.get("stragglers"):
+        typer.echo("\n".join(_straggler_lines(document["stragglers"])))
 
 
 def _assumptions_line(assumptions: dict) -> str:
@@ -220,6 +222,39 @@ def _sweep_lines(sweep: dict) -> list[str]:
             f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
             f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
             f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+        )
+    return lines
+
+
+def _duration(us: float) -> str:
+    """A time in the unit that suits it: '92.5 µs', '1.48 ms'."""
+    from emuplan.results.analysis import time_unit
+
+    unit, per_unit = time_unit(abs(us))
+    return f"{us / per_unit:.3g} {unit}"
+
+
+def _straggler_lines(stragglers: dict) -> list[str]:
+    """Who holds the collectives up (the run page's straggler section): the slowest rank and host, then
+    every rank."""
+    unit = stragglers["unit"]
+    lines = [f"stragglers ({stragglers['basis']}):"]
+    for kind, headline in ((unit, stragglers["slowest_rank"]), ("host", stragglers["slowest_host"])):
+        if headline is None:
+            continue
+        where = f" on {headline['host']}" if headline.get("host") else ""
+        lines.append(
+            f"  slowest {kind} {headline['name']}{where}: {headline['over_median']:.3g}× the median {kind}, "
+            f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
+            f"({_duration(headline['lost_per_call_us'])} per call)"
+        )
+    # Under 80 columns: the maxima are in --json.
+    lines.append(f"  {unit:<8} {'host':<12} {'calls':>6} {'mean µs':>10} {'×median':>8} {'lost µs':>11} {'slowest':>7}")
+    for entry in stragglers["ranks"]:
+        over = f"{entry['over_median']:.3f}" if entry["over_median"] is not None else "–"
+        lines.append(
+            f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
+            f"{_number(entry['mean_us']):>10} {over:>8} {_number(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
         )
     return lines
 

@@ -1,7 +1,8 @@
 """Runs: store a parsed result, list, read, delete, and load its samples back.
 
 Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
-per-flow uploads), the cached ``run.summary`` (statistics from ``results.stats.summarise``) and
+per-flow uploads; ``rank_times`` when the file times every rank), the cached ``run.summary`` (statistics
+from ``results.stats.summarise``; of the per-rank figures only the slowest rank and host) and
 its ``run_curves`` row (the whole summary: ECDF grids and delay series too) in the caller's session —
 one transaction: the caller commits once.
 
@@ -111,7 +112,11 @@ def save_run(
     if not name.strip():
         raise RunInputError("name: a run needs a name")
     network = _network_of(session, plan_id)
-    tables = {"samples": parsed.samples, **({"flows": parsed.flows} if parsed.flows is not None else {})}
+    tables = {
+        "samples": parsed.samples,
+        **({"flows": parsed.flows} if parsed.flows is not None else {}),
+        **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
+    }
     # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
@@ -122,6 +127,9 @@ def save_run(
             flows=parsed.flows,
             reported_avg_busbw=parsed.reported_avg_busbw,
             elements=parsed.elements,
+            rank_times=parsed.rank_times,
+            rank_unit=parsed.rank_unit,
+            rank_basis=parsed.rank_basis,
         )
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
     out_of_range = non_finite_figure(summary)
@@ -307,13 +315,18 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
     )
-    return {
+    statistics = {
         "run_id": run.id,
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
         **analyse(run.summary, assumptions, workload),
     }
+    # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
+    statistics["stragglers"] = (
+        summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
+    )
+    return statistics
 
 
 def summary_with_curves(session: Session, run: Run) -> dict:
@@ -331,6 +344,16 @@ def run_figure(
         if statistics["kind"] != "size-sweep":
             raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
+    if kind in (FigureKind.RANKS, FigureKind.HOSTS):
+        stragglers = summary_with_curves(session, run).get("stragglers")
+        if not stragglers or (kind == FigureKind.HOSTS and not stragglers["hosts"]):
+            raise ValueError(
+                f"figure: {str(kind)!r} needs a file that times every rank"
+                + (" on named hosts" if kind == FigureKind.HOSTS else "")
+                + " (nccl-tests -J with -I 1 on several processes, per-flow records, a measured run)"
+            )
+        unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
+        return charts.straggler_figure(stragglers, kind, title=f"{title}: time per {unit} against the median {unit}")
     log_x = options.get("log_x", False)
     if kind == FigureKind.CDF:
         return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)

@@ -1,0 +1,175 @@
+"""Stragglers: which rank and which host hold a collective up, and by how much, from per-rank times.
+
+Input is a per-rank times table (``canonical.RANK_TIMES_SCHEMA``): every rank's time for every call (one
+iteration of one (collective, size, variant)). Per call, the *median rank* is the median of the ranks'
+times. Per rank, over all the calls it took part in:
+
+- ``mean_us`` / ``max_us``: its typical and worst time for a call;
+- ``over_median``: its summed time ÷ the median rank's summed time over the same calls ("× the median
+  rank"; 1 for a typical rank; sums weight each call by its length, so large sizes count most);
+- ``lost_us``: its summed time − the median rank's (the time the slowest rank costs beyond a typical one:
+  a collective ends only when its last rank does); negative for ranks faster than the median;
+- ``slowest_calls``: in how many calls it was the slowest rank.
+
+A host's time for a call is that of its slowest rank (a host is done when its last rank is); hosts get the
+same figures against the median host. The slowest rank (host) is the one with the largest ``over_median``.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from emuplan.results.canonical import rank_times_table, text_column
+
+# Why a rank's row is what it is, for the three sources of per-rank times.
+FLOW_BASIS = (
+    "each endpoint's time for each iteration: from the iteration's first flow start to the end of the last "
+    "flow it receives (a rank is done when all its data has arrived)"
+)
+
+
+def rank_times_from_flows(flows: pa.Table) -> pa.Table | None:
+    """Per (iteration, receiving endpoint): the end of its last incoming flow − the iteration's first start
+    (its longest incoming flow when the flows have no start times). None with fewer than two endpoints."""
+    if flows.num_rows == 0 or len(pc.unique(flows["dst"])) < 2:
+        return None
+    iteration = flows["iteration"].to_numpy()
+    start = flows["start_us"].to_numpy(zero_copy_only=False).astype(np.float64)
+    finish = flows["fct_us"].to_numpy().astype(np.float64)
+    if not np.isnan(start).all():
+        iterations, inverse = np.unique(iteration, return_inverse=True)
+        first_start = np.full(len(iterations), np.inf)
+        np.fmin.at(first_start, inverse, start)
+        finish = start + finish - first_start[inverse]
+    ends = pa.table({"iteration": iteration, "dst": flows["dst"], "finish_us": pa.array(finish, from_pandas=True)})
+    last = ends.group_by(["iteration", "dst"]).aggregate([("finish_us", "max")]).sort_by("iteration")
+    return rank_times_table(
+        duration_us=last["finish_us_max"].to_numpy(),
+        rank=last["dst"].combine_chunks().cast(pa.string()),
+        host="",
+        iteration=last["iteration"].to_numpy(),
+        collective="",
+    )
+
+
+def _natural_key(name: str) -> tuple:
+    """'2' before '10'; names that are not numbers after the numbers, alphabetically."""
+    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+
+def _per_column(times: np.ndarray) -> dict[str, np.ndarray]:
+    """The figures of every column (rank or host) of a calls × columns matrix (NaN: not in that call)."""
+    present = ~np.isnan(times)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        median = np.nanmedian(times, axis=1)
+        total = np.nansum(times, axis=0)
+        median_total = np.where(present, median[:, None], 0.0).sum(axis=0)
+        calls = present.sum(axis=0)
+        slowest = np.bincount(np.nanargmax(times, axis=1), minlength=times.shape[1])
+        return {
+            "calls": calls,
+            "mean_us": total / calls,
+            "max_us": np.nanmax(times, axis=0),
+            "over_median": np.where(median_total > 0, total / median_total, np.nan),
+            "lost_us": total - median_total,
+            "slowest_calls": slowest,
+            "median_mean_us": median_total / calls,
+        }
+
+
+def _entries(times: np.ndarray, names: list[str], extra: list[dict]) -> tuple[list[dict], int]:
+    """One entry per column, in the order given, and the index of the slowest (largest × median)."""
+    figures = _per_column(times)
+    entries = []
+    for index, name in enumerate(names):
+        over = figures["over_median"][index]
+        entries.append(
+            {
+                "name": name,
+                **extra[index],
+                "calls": int(figures["calls"][index]),
+                "mean_us": float(figures["mean_us"][index]),
+                "max_us": float(figures["max_us"][index]),
+                "over_median": None if np.isnan(over) else float(over),
+                "lost_us": float(figures["lost_us"][index]),
+                "slowest_calls": int(figures["slowest_calls"][index]),
+            }
+        )
+    ranked = np.where(np.isnan(figures["over_median"]), -np.inf, figures["over_median"])
+    return entries, int(np.argmax(ranked))
+
+
+def _headline(entries: list[dict], slowest: int) -> dict | None:
+    if len(entries) < 2 or entries[slowest]["over_median"] is None:
+        return None
+    entry = entries[slowest]
+    return {
+        "name": entry["name"],
+        **({"host": entry["host"]} if "host" in entry else {}),
+        "over_median": entry["over_median"],
+        "lost_us": entry["lost_us"],
+        "lost_per_call_us": entry["lost_us"] / entry["calls"],
+        "calls": entry["calls"],
+        "mean_us": entry["mean_us"],
+        "median_mean_us": entry["mean_us"] / entry["over_median"],
+    }
+
+
+def summarise_stragglers(rank_times: pa.Table | None, *, unit: str = "rank", basis: str = "") -> dict | None:
+    """Per-rank and per-host figures (module docstring) and the slowest of each; None without two ranks."""
+    if rank_times is None or rank_times.num_rows == 0:
+        return None
+    rows = rank_times.num_rows
+    rank_column = text_column(rank_times["rank"], rows)
+    rank_codes = rank_column.indices.to_numpy(zero_copy_only=False)
+    used, first_row = np.unique(rank_codes, return_index=True)
+    if len(used) < 2:
+        return None
+    names = [rank_column.dictionary[int(code)].as_py() for code in used]
+    order = sorted(range(len(names)), key=lambda i: _natural_key(names[i]))
+    position = np.empty(int(used.max()) + 1, dtype=np.int64)
+    position[used[order]] = np.arange(len(order))
+    columns = position[rank_codes]
+    names = [names[i] for i in order]
+    first_row = first_row[order]
+
+    keys = [rank_times["iteration"].to_numpy()]
+    for name in ("collective", "variant"):
+        keys.append(text_column(rank_times[name], rows).indices.to_numpy(zero_copy_only=False).astype(np.int64))
+    keys.append(rank_times["size_bytes"].fill_null(-1).to_numpy())
+    _, calls = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+    calls = calls.ravel()
+    times = np.full((int(calls.max()) + 1, len(names)), np.nan)
+    np.fmax.at(times, (calls, columns), rank_times["duration_us"].to_numpy())
+
+    hosts_of_rows = rank_times["host"].combine_chunks().cast(pa.string()).to_pylist()
+    rank_hosts = [hosts_of_rows[row] for row in first_row]
+    ranks, slowest_rank = _entries(times, names, [{"host": host} for host in rank_hosts])
+    result = {
+        "unit": unit,
+        "basis": basis,
+        "calls": int(times.shape[0]),
+        "ranks": ranks,
+        "slowest_rank": _headline(ranks, slowest_rank),
+        "hosts": [],
+        "slowest_host": None,
+    }
+    host_names = sorted({host for host in rank_hosts if host}, key=_natural_key)
+    if host_names:
+        members = [[i for i, host in enumerate(rank_hosts) if host == name] for name in host_names]
+        host_times = np.stack([np.fmax.reduce(times[:, columns], axis=1) for columns in members], axis=1)
+        extra = [{"ranks": [names[i] for i in columns]} for columns in members]
+        hosts, slowest_host = _entries(host_times, host_names, extra)
+        result["hosts"] = hosts
+        result["slowest_host"] = _headline(hosts, slowest_host)
+    return result
+
+
+def straggler_headline(stragglers: dict | None) -> dict | None:
+    """What the run row keeps (lists and the run list stay small): everything but the per-rank lists."""
+    if stragglers is None:
+        return None
+    return {key: value for key, value in stragglers.items() if key not in ("ranks", "hosts")} | {
+        "rank_count": len(stragglers["ranks"]),
+        "host_count": len(stragglers["hosts"]),
+    }
