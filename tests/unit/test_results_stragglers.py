@@ -1,13 +1,16 @@
 """Stragglers: the slowest rank and host, × the median rank and the time lost, from every source of
-per-rank times (nccl-tests -J with -I 1 on several processes, per-flow records)."""
+per-rank times (nccl-tests -J with -I 1 on several processes, per-flow records, our measurements)."""
 
 import json
 
 import pytest
 
+from emuplan.measure.record import measurement_setup, rank_timestamps
+from emuplan.measure.workload import MeasurementError
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.canonical import ResultFileError
 from emuplan.results.stats import strip_curves
+from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamps, summarise_stragglers
 from paths import NCCL_TESTS, RESULTS
 
 NCCL_JSON = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
@@ -35,10 +38,14 @@ def test_nccl_tests_json_per_process_times_are_kept_one_row_per_process_iteratio
     first = table.slice(0, 5).to_pylist()
     assert [row["rank"] for row in first] == ["0", "0", "0", "0", "1"]
     assert {row["host"] for row in table.to_pylist() if row["rank"] in ("2", "3")} == {"gpu-b"}
-    assert first[0] == {
-        "iteration": 0, "collective": "all_reduce", "size_bytes": 1048576, "variant": "out-of-place",
-        "rank": "0", "host": "gpu-a", "duration_us": 100.0,
-    }  # fmt: skip
+    assert first[0] == {"sample": 0, "rank": "0", "host": "gpu-a", "duration_us": 100.0}
+    # Each row names the sample (1 MiB in-place, iteration 2 here) whose call it timed.
+    row = table.slice(3 * 4 + 16 + 2, 1).to_pylist()[0]  # process 3's rows of the second part, iteration 2
+    assert row == {"sample": 4 + 2, "rank": "3", "host": "gpu-b", "duration_us": 130.0}
+    sample = parsed.samples.slice(row["sample"], 1).to_pylist()[0]
+    assert (sample["size_bytes"], sample["variant"], sample["iteration"], sample["duration_us"]) == (
+        1048576, "in-place", 2, 130.0,
+    )  # fmt: skip
 
 
 def test_nccl_tests_json_names_the_slowest_rank_and_host_with_exact_figures():
@@ -131,3 +138,46 @@ def test_devices_that_do_not_divide_into_the_processes_leave_the_hosts_unknown()
     assert "report.json: 3 devices do not divide into 4 processes: the per-process times have no host" in (
         parsed.warnings
     )
+
+
+# (ranks=2, iterations=3 of which 1 warm-up, calls=2), nanoseconds on rank 0's clock: test_measure_timings' own.
+STARTS = [[[100, 300], [1000, 1300], [2000, 2300]], [[110, 290], [1005, 1310], [2010, 2290]]]
+ENDS = [[[200, 400], [1100, 1400], [2100, 2400]], [[190, 420], [1150, 1390], [2090, 2500]]]
+RECORD = {
+    "format": "emuplan-measurement/1", "backend": "gloo", "world_size": 2, "hosts": ["vm"], "iterations": 2,
+    "warmup": 1, "scheduling": ["SCHED_OTHER"] * 2, "rank_hosts": ["vm", "vm"],
+    "rank_start_ns": STARTS, "rank_end_ns": ENDS,
+}  # fmt: skip
+
+
+def test_measured_rank_finishes_from_the_records_timestamps():
+    timestamps = rank_timestamps(RECORD, measurement_setup(RECORD, "m"), "m")
+    table = rank_times_from_timestamps(*timestamps, ["vm", "vm"])
+    # Each call's finish per rank: its end − the first rank's start (warm-up iteration dropped); the largest
+    # is the CSV's completion time (0.150, 0.100, 0.100, 0.210 µs).
+    assert table["sample"].to_pylist() == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert table["duration_us"].to_pylist() == pytest.approx([0.1, 0.1, 0.1, 0.11, 0.15, 0.09, 0.09, 0.21])
+    stragglers = summarise_stragglers(table, basis=MEASURED_BASIS)
+    # Per call the median of two ranks is their mean: 0.125 + 0.095 + 0.095 + 0.16 = 0.475 µs in all.
+    assert stragglers["slowest_rank"]["name"] == "1"
+    assert stragglers["slowest_rank"]["over_median"] == pytest.approx(0.54 / 0.475, rel=1e-12)
+    assert stragglers["slowest_rank"]["lost_us"] == pytest.approx(0.065)
+    assert [entry["slowest_calls"] for entry in stragglers["ranks"]] == [2, 2]
+    assert [host["name"] for host in stragglers["hosts"]] == ["vm"] and stragglers["slowest_host"] is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("rank_end_ns", ENDS[:1], "m: field rank_end_ns: shaped (1, 3, 2), expected [rank][iteration][call] "
+         "integer lists for 2 ranks × 3 iterations"),
+        ("rank_start_ns", [[[1, 2], [3]], [[1, 2], [3, 4]]], "m: field rank_start_ns: expected [rank][iteration]"
+         "[call] integer lists for 2 ranks × 3 iterations"),
+        ("rank_end_ns", [[[0, 0]] * 3] * 2, "m: field rank_end_ns: not the same shape as rank_start_ns or before it"),
+    ],
+)  # fmt: skip
+def test_record_timestamps_that_do_not_fit_the_record_are_refused(field, value, message):
+    record = {**RECORD, field: value}
+    with pytest.raises(MeasurementError) as error:
+        rank_timestamps(record, measurement_setup(record, "m"), "m")
+    assert str(error.value) == message

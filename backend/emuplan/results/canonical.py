@@ -19,9 +19,9 @@ so grouping works on small integer codes and the Parquet blob stores each value 
 
 Per-flow uploads also keep their flows (``FLOWS_SCHEMA``), one row per flow/chunk. Files that time every
 rank (nccl-tests ``-J`` with ``-I 1`` on several processes, our own measurements) also keep those times
-(``RANK_TIMES_SCHEMA``): one row per rank per collective call, the call named by the samples' key columns
-(``iteration``, ``collective``, ``size_bytes``, ``variant``), with the ``rank`` as the file names it, its
-``host`` (``""`` when unknown) and that rank's ``duration_us`` for the call.
+(``RANK_TIMES_SCHEMA``): one row per rank per collective call, the call being the ``sample`` (row of the
+samples table) it completed, with the ``rank`` as the file names it, its ``host`` (``""`` when unknown) and
+that rank's ``duration_us`` for the call.
 """
 
 from dataclasses import dataclass, field
@@ -62,10 +62,7 @@ FLOWS_SCHEMA = pa.schema(
 
 RANK_TIMES_SCHEMA = pa.schema(
     [
-        pa.field("iteration", pa.int64(), nullable=False),
-        pa.field("collective", TEXT, nullable=False),
-        pa.field("size_bytes", pa.int64()),
-        pa.field("variant", TEXT, nullable=False),
+        pa.field("sample", pa.int64(), nullable=False),
         pa.field("rank", TEXT, nullable=False),
         pa.field("host", TEXT, nullable=False),
         pa.field("duration_us", pa.float64(), nullable=False),
@@ -199,16 +196,7 @@ def flows_table(
     return _table(FLOWS_SCHEMA, rows, values)
 
 
-def rank_times_table(
-    *,
-    duration_us: np.ndarray,
-    rank: pa.Array,
-    host: pa.Array | str,
-    iteration: np.ndarray,
-    collective: pa.Array | str,
-    size_bytes: pa.Array | np.ndarray | None = None,
-    variant: pa.Array | str = "",
-) -> pa.Table:
+def rank_times_table(*, duration_us: np.ndarray, sample: np.ndarray, rank: pa.Array, host: pa.Array | str) -> pa.Table:
     """Assemble a per-rank times table (``RANK_TIMES_SCHEMA``); scalars are broadcast."""
     rows = len(duration_us)
     values = dict(locals())

@@ -278,7 +278,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         if isinstance(d, dict) and isinstance(d.get("rank"), int) and not isinstance(d["rank"], bool)
     }
     ranks, hosts = _ranks_and_hosts(rank_hosts)
-    per_process = _PerProcessTimes(file_name, op, rank_hosts)
+    per_process = _PerProcessTimes(file_name, rank_hosts)
 
     sizes: list[np.ndarray] = []
     variants: list[str] = []
@@ -302,7 +302,8 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
             per_iter = result.get(f"{key}_per_iter")
             if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
                 values = _json_times(per_iter["times_us"], f"{where}.{key}_per_iter.times_us")
-                per_process.add(per_iter, f"{where}.{key}_per_iter", size, variant, len(values))
+                first_sample = sum(len(part) for part in times)
+                per_process.add(per_iter, f"{where}.{key}_per_iter", first_sample, len(values))
             else:
                 averaged_only = True
                 values = _json_times([summary.get("time", summary.get("cpu_time"))], f"{where}.{key}.time")
@@ -349,12 +350,12 @@ class _PerProcessTimes:
     nccl-tests numbers ranks process by process (rank = process × GPUs per process + GPU), so process p's
     host is that of rank p × (ranks ÷ processes) in ``devices``."""
 
-    def __init__(self, file_name: str, op: str, rank_hosts: dict[int, str]) -> None:
-        self.file_name, self.op, self.rank_hosts = file_name, op, rank_hosts
+    def __init__(self, file_name: str, rank_hosts: dict[int, str]) -> None:
+        self.file_name, self.rank_hosts = file_name, rank_hosts
         self.processes: int | None = None
-        self.parts: list[tuple[int, str, np.ndarray]] = []  # (size, variant, times shaped (processes, iterations))
+        self.parts: list[tuple[int, np.ndarray]] = []  # (first sample, times shaped (processes, iterations))
 
-    def add(self, per_iter: dict, where: str, size: int, variant: str, iterations: int) -> None:
+    def add(self, per_iter: dict, where: str, first_sample: int, iterations: int) -> None:
         rows = per_iter.get("per_process_max_times_us")
         if rows is None:
             return
@@ -370,7 +371,7 @@ class _PerProcessTimes:
                     f"{where}[{process}]: {len(row)} times where times_us has {iterations} iterations"
                 )
         times = np.stack([_json_times(row, f"{where}[{process}]") for process, row in enumerate(rows)])
-        self.parts.append((size, variant, times))
+        self.parts.append((first_sample, times))
 
     def table(self, warnings: list[str]) -> tuple[pa.Table | None, str]:
         if not self.parts:
@@ -385,23 +386,18 @@ class _PerProcessTimes:
                 f"{self.file_name}: {len(self.rank_hosts)} devices do not divide into {processes} processes: "
                 "the per-process times have no host"
             )
-        durations, ranks, host_names, sizes, variants, iterations = [], [], [], [], [], []
-        for size, variant, times in self.parts:
+        durations, samples, ranks, host_names = [], [], [], []
+        for first_sample, times in self.parts:
             count = times.shape[1]
             durations.append(times.ravel())
+            samples.append(np.tile(np.arange(first_sample, first_sample + count, dtype=np.int64), processes))
             ranks += [str(process) for process in range(processes) for _ in range(count)]
             host_names += [hosts[process] for process in range(processes) for _ in range(count)]
-            sizes.append(np.full(times.size, size, dtype=np.int64))
-            variants += [variant] * times.size
-            iterations.append(np.tile(np.arange(count, dtype=np.int64), processes))
         table = rank_times_table(
             duration_us=np.concatenate(durations),
+            sample=np.concatenate(samples),
             rank=pa.array(ranks),
             host=pa.array(host_names),
-            iteration=np.concatenate(iterations),
-            collective=self.op,
-            size_bytes=np.concatenate(sizes),
-            variant=pa.array(variants),
         )
         return table, "rank" if per_process == 1 else "process"
 

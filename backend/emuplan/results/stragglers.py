@@ -1,7 +1,7 @@
 """Stragglers: which rank and which host hold a collective up, and by how much, from per-rank times.
 
 Input is a per-rank times table (``canonical.RANK_TIMES_SCHEMA``): every rank's time for every call (one
-iteration of one (collective, size, variant)). Per call, the *median rank* is the median of the ranks'
+sample: one iteration of one (collective, size, variant)). Per call, the *median rank* is the median of the ranks'
 times. Per rank, over all the calls it took part in:
 
 - ``mean_us`` / ``max_us``: its typical and worst time for a call;
@@ -30,7 +30,9 @@ FLOW_BASIS = (
 
 def rank_times_from_flows(flows: pa.Table) -> pa.Table | None:
     """Per (iteration, receiving endpoint): the end of its last incoming flow − the iteration's first start
-    (its longest incoming flow when the flows have no start times). None with fewer than two endpoints."""
+    (its longest incoming flow when the flows have no start times); the iteration's sample is its place
+    among the iterations (``tabular.iterations_from_flows`` makes one sample per iteration, in order).
+    None with fewer than two endpoints."""
     if flows.num_rows == 0 or len(pc.unique(flows["dst"])) < 2:
         return None
     iteration = flows["iteration"].to_numpy()
@@ -43,13 +45,35 @@ def rank_times_from_flows(flows: pa.Table) -> pa.Table | None:
         finish = start + finish - first_start[inverse]
     ends = pa.table({"iteration": iteration, "dst": flows["dst"], "finish_us": pa.array(finish, from_pandas=True)})
     last = ends.group_by(["iteration", "dst"]).aggregate([("finish_us", "max")]).sort_by("iteration")
+    last_iteration = last["iteration"].to_numpy()
     return rank_times_table(
         duration_us=last["finish_us_max"].to_numpy(),
+        sample=np.searchsorted(np.unique(last_iteration), last_iteration),
         rank=last["dst"].combine_chunks().cast(pa.string()),
         host="",
-        iteration=last["iteration"].to_numpy(),
-        collective="",
     )
+
+
+MEASURED_BASIS = (
+    "each rank's finish: from the first rank entering the call to this rank leaving it, on rank 0's clock "
+    "(the call's completion time is the largest of these)"
+)
+
+
+def rank_times_from_timestamps(start_ns: np.ndarray, end_ns: np.ndarray, hosts: list[str]) -> pa.Table:
+    """Our own measurements: per rank and call, its end − the first rank's start (µs). Timestamps are shaped
+    (ranks, iterations, calls); the call's sample is its row in the per-iteration CSV (iteration × calls +
+    call, ``measure.timings.per_iteration_csv``)."""
+    ranks, iterations, calls = start_ns.shape
+    finish_us = (end_ns - start_ns.min(axis=0)) / 1000.0
+    rows = iterations * calls
+    return rank_times_table(
+        duration_us=finish_us.reshape(ranks * rows),
+        sample=np.tile(np.arange(rows, dtype=np.int64), ranks),
+        rank=pa.DictionaryArray.from_arrays(np.repeat(np.arange(ranks, dtype=np.int32), rows),
+                                            pa.array([str(rank) for rank in range(ranks)])),
+        host=pa.DictionaryArray.from_arrays(np.repeat(np.arange(ranks, dtype=np.int32), rows), pa.array(hosts)),
+    )  # fmt: skip
 
 
 def _natural_key(name: str) -> tuple:
@@ -133,12 +157,7 @@ def summarise_stragglers(rank_times: pa.Table | None, *, unit: str = "rank", bas
     names = [names[i] for i in order]
     first_row = first_row[order]
 
-    keys = [rank_times["iteration"].to_numpy()]
-    for name in ("collective", "variant"):
-        keys.append(text_column(rank_times[name], rows).indices.to_numpy(zero_copy_only=False).astype(np.int64))
-    keys.append(rank_times["size_bytes"].fill_null(-1).to_numpy())
-    _, calls = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
-    calls = calls.ravel()
+    _, calls = np.unique(rank_times["sample"].to_numpy(), return_inverse=True)
     times = np.full((int(calls.max()) + 1, len(names)), np.nan)
     np.fmax.at(times, (calls, columns), rank_times["duration_us"].to_numpy())
 
