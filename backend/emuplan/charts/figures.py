@@ -307,7 +307,7 @@ TYPICAL_COLOR = "#636efa"
 
 def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
     """One bar per rank (or host): its summed time ÷ the median rank's (host's) over the same calls, the
-    slowest in red, a line at 1 (the median); the hover has its mean time and the time it lost."""
+    slowest in red, a dashed line at 1 (the median); the hover has its mean time and the time it lost."""
     entries = stragglers["ranks"] if by == FigureKind.RANKS else stragglers["hosts"]
     kind = stragglers["unit"] if by == FigureKind.RANKS else "host"
     headline = stragglers["slowest_rank"] if by == FigureKind.RANKS else stragglers["slowest_host"]
@@ -329,14 +329,18 @@ def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
         name=f"× the median {kind}",
         showlegend=False,
     )
-    median = go.Scatter(x=[names[0], names[-1]], y=[1.0, 1.0], mode="lines", line={"color": "#444", "width": 1},
-                        name=f"the median {kind} (1×)", showlegend=False, hoverinfo="name")  # fmt: skip
-    low = min(entry["over_median"] or 1.0 for entry in entries)
+    ratios = [entry["over_median"] for entry in entries if entry["over_median"] is not None] or [1.0]
+    # Bars start just below the smallest ratio (a 2 % straggler is invisible on an axis from 0); both ends are
+    # given, so a resize keeps them.
+    bottom = min(0.95, min(ratios) - 0.02)
+    top = max(1.05, max(ratios))
     return _figure(
-        [bars, median], title, kind, f"time ÷ the median {kind}'s (lower is better)",
+        [bars], title, kind, f"time ÷ the median {kind}'s (lower is better)",
         xaxis=_axis(kind, type="category"),
-        # Bars start near the smallest ratio: a 2 % straggler is invisible on an axis from 0.
-        yaxis=_axis(f"time ÷ the median {kind}'s (lower is better)", range=[min(0.95, low - 0.02), None]),
+        yaxis=_axis(f"time ÷ the median {kind}'s (lower is better)", range=[bottom, top + 0.08 * (top - bottom)]),
+        # The median at 1×, across the whole plot whatever the number of bars.
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                 "line": {"color": "#444", "width": 1, "dash": "dash"}}],
     )  # fmt: skip
 
 

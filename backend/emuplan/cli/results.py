@@ -238,7 +238,7 @@ def _straggler_lines(stragglers: dict) -> list[str]:
     """Who holds the collectives up (the run page's straggler section): the slowest rank and host, then
     every rank."""
     unit = stragglers["unit"]
-    lines = [f"stragglers ({stragglers['basis']}):"]
+    lines = [f"stragglers (a {unit}'s time for a call is {stragglers['basis']}):"]
     for kind, headline in ((unit, stragglers["slowest_rank"]), ("host", stragglers["slowest_host"])):
         if headline is None:
             continue

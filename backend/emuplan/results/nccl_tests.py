@@ -339,8 +339,8 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         elements=elements,
         rank_times=rank_times,
         rank_unit=rank_unit,
-        rank_basis=f"each {rank_unit}'s own time for each iteration of each size, as nccl-tests measured it "
-        "(per_process_max_times_us; with several GPUs in a process, the slowest of them)",
+        rank_basis="its own time for the iteration, as nccl-tests measured it (per_process_max_times_us; with "
+        "several GPUs in a process, the slowest of them)",
     )
 
 

@@ -23,8 +23,8 @@ from emuplan.results.canonical import rank_times_table, text_column
 
 # Why a rank's row is what it is, for the three sources of per-rank times.
 FLOW_BASIS = (
-    "each endpoint's time for each iteration: from the iteration's first flow start to the end of the last "
-    "flow it receives (a rank is done when all its data has arrived)"
+    "from the iteration's first flow start to the end of the last flow it receives (a rank is done when all "
+    "its data has arrived)"
 )
 
 
@@ -55,8 +55,8 @@ def rank_times_from_flows(flows: pa.Table) -> pa.Table | None:
 
 
 MEASURED_BASIS = (
-    "each rank's finish: from the first rank entering the call to this rank leaving it, on rank 0's clock "
-    "(the call's completion time is the largest of these)"
+    "from the first rank entering the call to this rank leaving it, on rank 0's clock (the call's completion "
+    "time is the largest of these)"
 )
 
 
