@@ -305,3 +305,42 @@ def test_straggler_figures_of_a_run_without_per_rank_times_are_422(client):
     assert answer.status_code == 422
     assert "needs a file that times every rank on named hosts" in answer.json()["detail"]
     assert client.get(f"/api/runs/{run['id']}/stats").json()["stragglers"] is None
+
+
+def two_all_reduce_runs(client) -> tuple[int, int]:
+    """1 MB all-reduce without a rank count: 100/200/300 µs (p50 and mean 200) and 50/100/150 µs (100)."""
+    ids = []
+    for name, times in (("slow.csv", (100, 200, 300)), ("fast.csv", (50, 100, 150))):
+        rows = "".join(f"{i},all_reduce,1000000,{t}\n" for i, t in enumerate(times))
+        ids.append(upload(client, name, f"iteration,collective,size_bytes,duration_us\n{rows}".encode()).json()["id"])
+    return ids[0], ids[1]
+
+
+def test_compare_takes_the_pages_assumptions_for_busbw_and_percent_of_ideal(client):
+    slow, fast = two_all_reduce_runs(client)
+    own = client.get("/api/compare", params={"runs": f"{slow},{fast}"}).json()
+    assert [a["sources"] for a in own["assumptions"]] == [
+        {"link_gbps": "settings", "latency_us": "settings", "ranks": "none"}
+    ] * 2
+    assert own["runs"][1]["groups"][0]["stats"]["busbw_gbps"]["value"] is None  # no ranks: no busbw
+
+    chosen = client.get(
+        "/api/compare", params={"runs": f"{slow},{fast}", "link_gbps": 100, "latency_us": 5, "ranks": 4}
+    ).json()
+    assert chosen["assumptions"][1] == {
+        "run_id": fast, "link_gbps": 100.0, "latency_us": 5.0, "ranks": 4, "ceiling_gbps": 12.5,
+        "sources": {"link_gbps": "query", "latency_us": "query", "ranks": "query"},
+    }  # fmt: skip
+    stats = chosen["runs"][1]["groups"][0]["stats"]
+    # busbw = 1e6 B ÷ 100 µs × 2·3/4 = 15 GB/s (the slow run: 7.5); ideal = 2·3·5 µs + 1.5 · 1e6 B ÷ 12.5 GB/s
+    # = 150 µs, so 150 % of ideal at a mean of 100 µs (75 % at 200 µs).
+    assert stats["busbw_gbps"] == {
+        "value": pytest.approx(15.0), "baseline": pytest.approx(7.5), "delta": pytest.approx(7.5),
+        "ratio": pytest.approx(2.0), "verdict": "better",
+    }  # fmt: skip
+    assert (stats["pct_of_ideal"]["value"], stats["pct_of_ideal"]["baseline"]) == (
+        pytest.approx(150.0),
+        pytest.approx(75.0),
+    )
+    bad = client.get("/api/compare", params={"runs": f"{slow},{fast}", "ranks": 0})
+    assert bad.status_code == 422

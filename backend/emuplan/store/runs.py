@@ -33,7 +33,7 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import analyse, is_size_sweep, page_time_unit, resolve_assumptions
+from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
@@ -300,10 +300,11 @@ class AssumptionChoice:
     ranks: int | None = None
 
 
-def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
-    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
-    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
-    (each from the request, else the linked plan, else the file, else the settings)."""
+def _assumptions_of(
+    session: Session, run: Run, choice: AssumptionChoice, settings: Settings
+) -> tuple[Assumptions, dict | None]:
+    """The run's assumptions (each from the request, else the linked plan, else the file, else the settings)
+    and its plan's workload document."""
     plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
     workload = plan.workload if plan else None
     assumptions = resolve_assumptions(
@@ -315,6 +316,14 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
     )
+    return assumptions, workload
+
+
+def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
+    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
+    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
+    (each from the request, else the linked plan, else the file, else the settings)."""
+    assumptions, workload = _assumptions_of(session, run, choice, settings)
     statistics = {
         "run_id": run.id,
         "name": run.name,
@@ -371,13 +380,28 @@ def run_figure(
 
 
 def compare_stored_runs(
-    session: Session, run_ids: list[int], baseline_id: int | None = None, *, log_x: bool = False
+    session: Session,
+    run_ids: list[int],
+    baseline_id: int | None = None,
+    *,
+    settings: Settings,
+    choice: AssumptionChoice = AssumptionChoice(),
+    log_x: bool = False,
 ) -> dict:
-    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages)."""
+    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages).
+    Bandwidths and % of ideal are each run's under the chosen assumptions, filled in per run like on its
+    run page (``assumptions`` lists what each run got and from where)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, with_curves[r.id]) for r in stored]
+    summaries, assumptions = [], []
+    for r in stored:
+        analysis = analyse(r.summary, *_assumptions_of(session, r, choice, settings))
+        summaries.append(
+            RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
+        )
+        assumptions.append({"run_id": r.id, **analysis["assumptions"]})
     comparison = compare_runs(summaries, baseline_id)
+    comparison["assumptions"] = assumptions
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all(is_size_sweep(r.summary["groups"]) for r in stored):
