@@ -32,24 +32,36 @@ def rank_times_from_flows(flows: pa.Table) -> pa.Table | None:
     """Per (iteration, receiving endpoint): the end of its last incoming flow − the iteration's first start
     (its longest incoming flow when the flows have no start times); the iteration's sample is its place
     among the iterations (``tabular.iterations_from_flows`` makes one sample per iteration, in order).
-    None with fewer than two endpoints."""
-    if flows.num_rows == 0 or len(pc.unique(flows["dst"])) < 2:
+    None with fewer than two endpoints.
+
+    Millions of flows: the iterations and endpoints become integer codes (hashing, no sort), each
+    iteration's first start a ``fmin.at``, and the last byte per (iteration, endpoint) one group-by on a
+    single integer key."""
+    dst = text_column(flows["dst"], flows.num_rows)
+    if flows.num_rows == 0 or len(pc.unique(dst.indices)) < 2:
         return None
-    iteration = flows["iteration"].to_numpy()
+    iterations = pc.dictionary_encode(flows["iteration"].combine_chunks())
+    iteration_code = iterations.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    # Codes follow first appearance; samples follow the iterations' order.
+    sample_of_code = np.argsort(np.argsort(iterations.dictionary.to_numpy()))
     start = flows["start_us"].to_numpy(zero_copy_only=False).astype(np.float64)
     finish = flows["fct_us"].to_numpy().astype(np.float64)
     if not np.isnan(start).all():
-        iterations, inverse = np.unique(iteration, return_inverse=True)
-        first_start = np.full(len(iterations), np.inf)
-        np.fmin.at(first_start, inverse, start)
-        finish = start + finish - first_start[inverse]
-    ends = pa.table({"iteration": iteration, "dst": flows["dst"], "finish_us": pa.array(finish, from_pandas=True)})
-    last = ends.group_by(["iteration", "dst"]).aggregate([("finish_us", "max")]).sort_by("iteration")
-    last_iteration = last["iteration"].to_numpy()
+        first_start = np.full(len(iterations.dictionary), np.nan)
+        np.fmin.at(first_start, iteration_code, start)
+        finish = start + finish - first_start[iteration_code]
+    endpoints = len(dst.dictionary)
+    last = (
+        pa.table({"cell": iteration_code * endpoints + dst.indices.to_numpy(zero_copy_only=False),
+                  "finish_us": pa.array(finish, from_pandas=True)})
+        .group_by("cell")
+        .aggregate([("finish_us", "max")])
+    )  # fmt: skip
+    cell = last["cell"].to_numpy()
     return rank_times_table(
-        duration_us=last["finish_us_max"].to_numpy(),
-        sample=np.searchsorted(np.unique(last_iteration), last_iteration),
-        rank=last["dst"].combine_chunks().cast(pa.string()),
+        duration_us=last["finish_us_max"].to_numpy(zero_copy_only=False),
+        sample=sample_of_code[cell // endpoints],
+        rank=pa.DictionaryArray.from_arrays(pa.array((cell % endpoints).astype(np.int32)), dst.dictionary),
         host="",
     )
 
