@@ -273,6 +273,7 @@ def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, 
     assert stragglers["hosts"][0] == {
         "name": "gpu-a", "host": None, "ranks": ["0", "1"], "calls": 16, "mean_us": 550.0, "max_us": 1000.0,
         "over_median": pytest.approx(8800 / 9560, rel=1e-12), "lost_us": pytest.approx(-760.0), "slowest_calls": 0,
+        "median_mean_us": pytest.approx(597.5),
     }  # fmt: skip
     # Lists read the run row: the headline only, not the per-rank lists.
     listed = client.get("/api/runs").json()[0]["summary"]["stragglers"]
@@ -344,3 +345,13 @@ def test_compare_takes_the_pages_assumptions_for_busbw_and_percent_of_ideal(clie
     )
     bad = client.get("/api/compare", params={"runs": f"{slow},{fast}", "ranks": 0})
     assert bad.status_code == 422
+
+
+def test_per_flow_run_page_names_the_slowest_endpoint_without_a_host_column(client):
+    flows = upload(client, "flows.csv", (RESULTS / "constructed-per-flow-stragglers.csv").read_bytes()).json()
+    page = client.get(f"/runs/{flows['id']}").text
+    assert "Slowest endpoint: <strong>2</strong> —" in page
+    assert "<strong>1.83×</strong> the median endpoint" in page  # 42 µs ÷ 23 µs
+    assert 'id="hosts-chart"' not in page and 'id="hosts-table"' not in page
+    ranks_table = page[page.index('id="ranks-table"') : page.index("</table>", page.index('id="ranks-table"'))]
+    assert "<th>Host</th>" not in ranks_table

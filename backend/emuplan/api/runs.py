@@ -123,6 +123,7 @@ class StragglerEntry(BaseModel):
     over_median: float | None = Field(description="Its summed time ÷ the median rank's (host's); 1 is typical.")
     lost_us: float = Field(description="Its summed time − the median rank's (host's), µs; negative when faster.")
     slowest_calls: int = Field(description="Calls in which it was the slowest.")
+    median_mean_us: float = Field(description="The median rank's (host's) mean time over the same calls, µs.")
 
 
 class StragglerHeadline(BaseModel):

@@ -9,7 +9,8 @@ times. Per rank, over all the calls it took part in:
   rank"; 1 for a typical rank; sums weight each call by its length, so large sizes count most);
 - ``lost_us``: its summed time − the median rank's (the time the slowest rank costs beyond a typical one:
   a collective ends only when its last rank does); negative for ranks faster than the median;
-- ``slowest_calls``: in how many calls it was the slowest rank.
+- ``slowest_calls``: in how many calls it was the slowest rank;
+- ``median_mean_us``: the median rank's mean time over those same calls.
 
 A host's time for a call is that of its slowest rank (a host is done when its last rank is); hosts get the
 same figures against the median host. The slowest rank (host) is the one with the largest ``over_median``.
@@ -129,6 +130,7 @@ def _entries(times: np.ndarray, names: list[str], extra: list[dict]) -> tuple[li
                 "over_median": None if np.isnan(over) else float(over),
                 "lost_us": float(figures["lost_us"][index]),
                 "slowest_calls": int(figures["slowest_calls"][index]),
+                "median_mean_us": float(figures["median_mean_us"][index]),
             }
         )
     ranked = np.where(np.isnan(figures["over_median"]), -np.inf, figures["over_median"])
@@ -147,7 +149,7 @@ def _headline(entries: list[dict], slowest: int) -> dict | None:
         "lost_per_call_us": entry["lost_us"] / entry["calls"],
         "calls": entry["calls"],
         "mean_us": entry["mean_us"],
-        "median_mean_us": entry["mean_us"] / entry["over_median"],
+        "median_mean_us": entry["median_mean_us"],
     }
 
 
