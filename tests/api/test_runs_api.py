@@ -157,6 +157,12 @@ def test_percent_of_ideal_from_the_linked_plan(client, database_url):
     assert group["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
     assert group["busbw_gbps"] == pytest.approx(971048 / 250e-6 / 1e9 * 1.5, rel=1e-12)
     assert [r["id"] for r in client.get("/api/runs", params={"plan": plan_id}).json()] == [run["id"]]
+    # The run page, its JSON twin and compare read the plan's collectives the same way (stored as JSON).
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()["groups"][0]
+    assert stats["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
+    compared = client.get("/api/compare", params={"runs": str(run["id"])}).json()
+    assert compared["runs"][0]["groups"][0]["stats"]["pct_of_ideal"]["value"] == pytest.approx(58.610304, rel=1e-12)
+    assert compared["assumptions"][0]["sources"] == {"link_gbps": "plan", "latency_us": "plan", "ranks": "plan"}
 
 
 def test_compare_runs_with_baseline_and_ks_tests(client):

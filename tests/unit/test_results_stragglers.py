@@ -181,3 +181,15 @@ def test_record_timestamps_that_do_not_fit_the_record_are_refused(field, value, 
     with pytest.raises(MeasurementError) as error:
         rank_timestamps(record, measurement_setup(record, "m"), "m")
     assert str(error.value) == message
+
+
+def test_several_gpus_per_process_make_process_rows_on_the_host_of_their_first_rank():
+    def two_gpus_each(document):
+        hosts = ["gpu-a"] * 4 + ["gpu-b"] * 4  # -g 2: process p holds ranks 2p and 2p + 1
+        document["config"]["devices"] = [{"rank": rank, "hostname": host} for rank, host in enumerate(hosts)]
+
+    parsed = parse_result_file(edited_report(two_gpus_each), "report.json")
+    assert parsed.rank_unit == "process"
+    hosts = {row["rank"]: row["host"] for row in parsed.rank_times.to_pylist()}
+    assert hosts == {"0": "gpu-a", "1": "gpu-a", "2": "gpu-b", "3": "gpu-b"}
+    assert (parsed.ranks, parsed.hosts) == (8, 2)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+from emuplan.workload.document import PlannedCollective
 
 CELL_HALF_UNIT_GBPS = 0.005
 SLOWEST_SHOWN = 10
@@ -98,7 +99,10 @@ def is_size_sweep(groups: list[dict]) -> bool:
 
 def analyse(summary: dict, assumptions: Assumptions, plan_workload: dict | None = None) -> dict:
     """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions)."""
-    collectives = [c for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)]
+    # The stored plan holds its collectives as JSON; the network model looks them up by op and size.
+    collectives = [
+        PlannedCollective.model_validate(c) for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)
+    ]
     network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, collectives)
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
     unit, per_unit = page_time_unit([summary])
