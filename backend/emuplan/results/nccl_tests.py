@@ -322,6 +322,11 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
             f"{file_name}: some sizes have no per-iteration times (run with -I 1): their mean time is one sample"
         )
     rank_times, rank_unit = per_process.table(warnings)
+    # The report's own "Avg bus bandwidth" (the stdout footer's figure), shown beside ours.
+    average = (document.get("average_bus_bandwidth") or {}).get("bandwidth")
+    reported_avg_busbw = (
+        {op: float(average)} if isinstance(average, int | float) and not isinstance(average, bool) else {}
+    )
     return ParsedResult(
         samples=samples_table(
             duration_us=np.concatenate(times),
@@ -336,6 +341,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         ranks=ranks,
         hosts=hosts,
         warnings=warnings,
+        reported_avg_busbw=reported_avg_busbw,
         elements=elements,
         rank_times=rank_times,
         rank_unit=rank_unit,
