@@ -91,6 +91,21 @@ function renderGroups(doc) {
   document.getElementById("compare-groups").replaceChildren(table(headers, rows));
 }
 
+// What each run's busbw and % of ideal assume, and where each figure came from.
+function renderAssumptions(doc) {
+  const headers = [
+    { text: "Run" }, { text: "Link per rank (Gbit/s)", num: true }, { text: "α (µs)", num: true },
+    { text: "Ranks", num: true }, { text: "Line rate (GB/s)", num: true },
+  ];
+  const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
+  const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"), el("small", { class: "source", text: `from ${source}` })]);
+  const rows = doc.assumptions.map((a) => [
+    names[a.run_id], from(a.link_gbps, a.sources.link_gbps), from(a.latency_us, a.sources.latency_us),
+    from(a.ranks, a.sources.ranks), fixed(a.ceiling_gbps, 3),
+  ]);
+  document.getElementById("compare-assumptions").replaceChildren(table(headers, rows));
+}
+
 function renderTests(doc) {
   const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
   if (!doc.ks_tests.length) {
@@ -123,6 +138,17 @@ function applyLogX(charts) {
   }
 }
 
+// Only the fields the reader filled in go into the URL: an empty one means each run's own figure.
+const assumptionsForm = document.getElementById("assumptions-form");
+if (assumptionsForm) {
+  assumptionsForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const params = new URLSearchParams();
+    for (const [key, value] of new FormData(assumptionsForm)) if (String(value).trim()) params.set(key, String(value).trim());
+    window.location.assign(`/compare?${params.toString().replaceAll("%2C", ",")}`);
+  });
+}
+
 async function main() {
   const cdf = document.getElementById("cdf-chart");
   const multiples = document.getElementById("cdf-multiples");
@@ -133,6 +159,7 @@ async function main() {
     notice.textContent = doc.notice || "";
     notice.hidden = !doc.notice;
     renderGroups(doc);
+    renderAssumptions(doc);
     renderStats(doc);
     renderTests(doc);
     if (doc.figures.sweeps) {

@@ -1,4 +1,5 @@
-// Run pickers: the compare page takes ?runs=3,1,2&baseline=1, a short URL that can be bookmarked.
+// Run pickers: the compare page takes ?runs=3,1,2&baseline=1 (and any assumptions set on it), a short URL
+// that can be bookmarked.
 // Runs are compared in the order they were ticked (the first is the default baseline), and the
 // baseline list offers only the ticked runs.
 for (const form of document.querySelectorAll("form[data-compare-picker]")) {
@@ -30,6 +31,9 @@ for (const form of document.querySelectorAll("form[data-compare-picker]")) {
     const params = new URLSearchParams();
     if (order.length) params.set("runs", order.join(","));
     if (baseline && baseline.value && order.includes(baseline.value)) params.set("baseline", baseline.value);
+    // The compare page's assumptions stay as they were set.
+    const current = new URLSearchParams(window.location.search);
+    for (const key of ["link_gbps", "latency_us", "ranks"]) if (current.get(key)) params.set(key, current.get(key));
     const query = params.toString().replaceAll("%2C", ",");
     window.location.assign(query ? `/compare?${query}` : "/compare");
   });

@@ -157,6 +157,12 @@ def test_percent_of_ideal_from_the_linked_plan(client, database_url):
     assert group["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
     assert group["busbw_gbps"] == pytest.approx(971048 / 250e-6 / 1e9 * 1.5, rel=1e-12)
     assert [r["id"] for r in client.get("/api/runs", params={"plan": plan_id}).json()] == [run["id"]]
+    # The run page, its JSON twin and compare read the plan's collectives the same way (stored as JSON).
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()["groups"][0]
+    assert stats["pct_of_ideal"] == pytest.approx(146.52576 / 250.0 * 100, rel=1e-12)
+    compared = client.get("/api/compare", params={"runs": str(run["id"])}).json()
+    assert compared["runs"][0]["groups"][0]["stats"]["pct_of_ideal"]["value"] == pytest.approx(58.610304, rel=1e-12)
+    assert compared["assumptions"][0]["sources"] == {"link_gbps": "plan", "latency_us": "plan", "ranks": "plan"}
 
 
 def test_compare_runs_with_baseline_and_ks_tests(client):
@@ -257,3 +263,101 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
     assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
     assert set(mixed["figures"]) == {"cdf", "small_multiples"}
+
+
+def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, database_url):
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    run = upload(client, report.name, report.read_bytes()).json()
+    assert stored_counts(database_url) == (1, 2)  # samples and rank_times
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()
+    stragglers = stats["stragglers"]
+    assert (stragglers["unit"], stragglers["calls"]) == ("rank", 16)
+    assert stragglers["slowest_rank"]["name"] == "3" and stragglers["slowest_rank"]["host"] == "gpu-b"
+    assert stragglers["slowest_rank"]["lost_us"] == pytest.approx(1480.0)
+    assert stragglers["slowest_host"]["over_median"] == pytest.approx(10320 / 9560, rel=1e-12)
+    assert [entry["name"] for entry in stragglers["ranks"]] == ["0", "1", "2", "3"]
+    assert stragglers["hosts"][0] == {
+        "name": "gpu-a", "host": None, "ranks": ["0", "1"], "calls": 16, "mean_us": 550.0, "max_us": 1000.0,
+        "over_median": pytest.approx(8800 / 9560, rel=1e-12), "lost_us": pytest.approx(-760.0), "slowest_calls": 0,
+        "median_mean_us": pytest.approx(597.5),
+    }  # fmt: skip
+    # Lists read the run row: the headline only, not the per-rank lists.
+    listed = client.get("/api/runs").json()[0]["summary"]["stragglers"]
+    assert (listed["rank_count"], listed["host_count"], "ranks" in listed) == (4, 2, False)
+
+    ranks = client.get(f"/api/runs/{run['id']}/figures/ranks").json()
+    bars = ranks["data"][0]
+    assert bars["x"] == ["0", "1", "2", "3"]
+    assert bars["y"] == pytest.approx([8800 / 8840, 8800 / 8840, 8880 / 8840, 10320 / 8840], rel=1e-12)
+    assert bars["marker"]["color"] == ["#636efa", "#636efa", "#636efa", "#EF553B"]
+    hosts = client.get(f"/api/runs/{run['id']}/figures/hosts").json()
+    assert hosts["data"][0]["x"] == ["gpu-a", "gpu-b"]
+
+    page = client.get(f"/runs/{run['id']}").text
+    assert "Slowest rank: <strong>3</strong> on gpu-b" in page
+    assert "<strong>1.17×</strong> the median rank" in page
+
+
+def test_straggler_figures_of_a_run_without_per_rank_times_are_422(client):
+    log = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    run = upload(client, log.name, log.read_bytes()).json()
+    answer = client.get(f"/api/runs/{run['id']}/figures/ranks")
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == (
+        "figure: 'ranks' needs a file that times every rank (nccl-tests -J with -I 1 on several processes, "
+        "per-flow records, a measured run)"
+    )
+    flows = upload(client, "flows.csv", (RESULTS / "constructed-per-flow-stragglers.csv").read_bytes()).json()
+    answer = client.get(f"/api/runs/{flows['id']}/figures/hosts")
+    assert answer.status_code == 422
+    assert "needs a file that times every rank on named hosts" in answer.json()["detail"]
+    assert client.get(f"/api/runs/{run['id']}/stats").json()["stragglers"] is None
+
+
+def two_all_reduce_runs(client) -> tuple[int, int]:
+    """1 MB all-reduce without a rank count: 100/200/300 µs (p50 and mean 200) and 50/100/150 µs (100)."""
+    ids = []
+    for name, times in (("slow.csv", (100, 200, 300)), ("fast.csv", (50, 100, 150))):
+        rows = "".join(f"{i},all_reduce,1000000,{t}\n" for i, t in enumerate(times))
+        ids.append(upload(client, name, f"iteration,collective,size_bytes,duration_us\n{rows}".encode()).json()["id"])
+    return ids[0], ids[1]
+
+
+def test_compare_takes_the_pages_assumptions_for_busbw_and_percent_of_ideal(client):
+    slow, fast = two_all_reduce_runs(client)
+    own = client.get("/api/compare", params={"runs": f"{slow},{fast}"}).json()
+    assert [a["sources"] for a in own["assumptions"]] == [
+        {"link_gbps": "settings", "latency_us": "settings", "ranks": "none"}
+    ] * 2
+    assert own["runs"][1]["groups"][0]["stats"]["busbw_gbps"]["value"] is None  # no ranks: no busbw
+
+    chosen = client.get(
+        "/api/compare", params={"runs": f"{slow},{fast}", "link_gbps": 100, "latency_us": 5, "ranks": 4}
+    ).json()
+    assert chosen["assumptions"][1] == {
+        "run_id": fast, "link_gbps": 100.0, "latency_us": 5.0, "ranks": 4, "ceiling_gbps": 12.5,
+        "sources": {"link_gbps": "query", "latency_us": "query", "ranks": "query"},
+    }  # fmt: skip
+    stats = chosen["runs"][1]["groups"][0]["stats"]
+    # busbw = 1e6 B ÷ 100 µs × 2·3/4 = 15 GB/s (the slow run: 7.5); ideal = 2·3·5 µs + 1.5 · 1e6 B ÷ 12.5 GB/s
+    # = 150 µs, so 150 % of ideal at a mean of 100 µs (75 % at 200 µs).
+    assert stats["busbw_gbps"] == {
+        "value": pytest.approx(15.0), "baseline": pytest.approx(7.5), "delta": pytest.approx(7.5),
+        "ratio": pytest.approx(2.0), "verdict": "better",
+    }  # fmt: skip
+    assert (stats["pct_of_ideal"]["value"], stats["pct_of_ideal"]["baseline"]) == (
+        pytest.approx(150.0),
+        pytest.approx(75.0),
+    )
+    bad = client.get("/api/compare", params={"runs": f"{slow},{fast}", "ranks": 0})
+    assert bad.status_code == 422
+
+
+def test_per_flow_run_page_names_the_slowest_endpoint_without_a_host_column(client):
+    flows = upload(client, "flows.csv", (RESULTS / "constructed-per-flow-stragglers.csv").read_bytes()).json()
+    page = client.get(f"/runs/{flows['id']}").text
+    assert "Slowest endpoint: <strong>2</strong> —" in page
+    assert "<strong>1.83×</strong> the median endpoint" in page  # 42 µs ÷ 23 µs
+    assert 'id="hosts-chart"' not in page and 'id="hosts-table"' not in page
+    ranks_table = page[page.index('id="ranks-table"') : page.index("</table>", page.index('id="ranks-table"'))]
+    assert "<th>Host</th>" not in ranks_table

@@ -133,3 +133,48 @@ def test_runs_lists_whole_names_under_a_header_and_filters_in_any_case(cli_env):
     for tag in ("fabric-a", "FABRIC-A", "Fabric-A"):
         tagged = json.loads(invoke("runs", "--tag", tag, "--json").output)
         assert [run["name"] for run in tagged] == [long_name], tag
+
+
+def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(cli_env):
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    assert invoke("import", str(report)).exit_code == 0
+    text = invoke("stats", "1")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("stragglers (")))
+    assert lines[start + 1 :] == [
+        "  slowest rank 3 on gpu-b: 1.17× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
+        "  slowest host gpu-b: 1.08× the median host, 760 µs lost over 16 calls (47.5 µs per call)",
+        "  rank     host          calls    mean µs  ×median     lost µs slowest",
+        "  0        gpu-a            16      550.0    0.995       -40.0       0",
+        "  1        gpu-a            16      550.0    0.995       -40.0       0",
+        "  2        gpu-b            16      555.0    1.005        40.0       0",
+        "  3        gpu-b            16      645.0    1.167     1,480.0      16",
+    ]
+    assert max(len(line) for line in lines[start + 3 :]) <= 80  # the table fits a terminal
+
+
+def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_group(cli_env, tmp_path):
+    for name, times in (("slow.csv", (100, 200, 300)), ("fast.csv", (50, 100, 150))):
+        rows = "".join(f"{i},all_reduce,1000000,{t}\n" for i, t in enumerate(times))
+        (tmp_path / name).write_text(f"iteration,collective,size_bytes,duration_us\n{rows}")
+        assert invoke("import", str(tmp_path / name)).exit_code == 0
+    text = invoke("compare", "1", "2", "--ranks", "4", "--link-gbps", "100", "--latency-us", "5")
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[1:3] == [
+        "run 1 assumed: link 100 Gbit/s per rank (query), α 5 µs (query), ranks 4 (query)",
+        "run 2 assumed: link 100 Gbit/s per rank (query), α 5 µs (query), ranks 4 (query)",
+    ]
+    start = lines.index("per data size and collective (×base: run ÷ baseline):")
+    assert lines[start + 2 : start + 5] == [
+        "  all_reduce · 1000000 B",
+        "    #1 slow.csv                          200.0    1.00×      7.500    1.00×     75.0    1.00×",
+        "    #2 fast.csv                          100.0   0.500×     15.000    2.00×    150.0    2.00×",
+    ]
+    document = json.loads(invoke("compare", "1", "2", "--ranks", "4", "--json").output)
+    assert document["assumptions"][0]["sources"] == {
+        "link_gbps": "settings",
+        "latency_us": "settings",
+        "ranks": "query",
+    }

@@ -9,7 +9,7 @@ from playwright.sync_api import Page, expect
 from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
 
 from live_server import LiveServer
-from paths import NCCL_TESTS
+from paths import NCCL_TESTS, RESULTS
 
 
 def upload(server: LiveServer, file_name: str, content: bytes) -> int:
@@ -136,4 +136,71 @@ def test_compare_ratios_have_three_significant_figures_and_a_direction(
     p50 = row.locator("td").nth(3).locator("small")
     expect(p50).to_have_text("0.231×")  # 3.3 ms ÷ 14.3 ms
     expect(p50).to_have_class("delta-better")
+    watch.assert_clean()
+
+
+def test_run_page_names_the_slowest_rank_and_host_of_a_file_timing_every_rank(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    run_id = upload(live_server, report.name, report.read_bytes())
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    wait_for_charts(page)
+    expect(page.locator("#slowest-rank")).to_have_text(
+        "Slowest rank: 3 on gpu-b — 1.17× the median rank, 1,480.00 µs lost over 16 calls "
+        "(92.50 µs per call; mean 645.00 µs against the median rank's 552.50 µs)"
+    )
+    expect(page.locator("#slowest-host")).to_contain_text("Slowest host: gpu-b — 1.08× the median host, 760.00 µs")
+    expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
+    expect(page.locator("#ranks-table tr.slowest td")).to_have_text(
+        ["3", "gpu-b", "16", "645.00", "1,200.00", "1.167", "1,480.00", "16"]
+    )
+    expect(page.locator("#hosts-table tr.slowest td").first).to_have_text("gpu-b")
+    # One bar per rank (per host), the slowest red, and the median line.
+    expect(page.locator("#ranks-chart .barlayer .point")).to_have_count(4)
+    expect(page.locator("#hosts-chart .barlayer .point")).to_have_count(2)
+    assert axis_title(page, "#ranks-chart", "y") == "time ÷ the median rank's (lower is better)"
+    assert axis_title(page, "#hosts-chart") == "host"
+    desktop_then_phone(page, "run-stragglers")
+    watch.assert_clean()
+
+
+def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    ids = []
+    for name, times in (("slow-allreduce.csv", (100, 200, 300)), ("fast-allreduce.csv", (50, 100, 150))):
+        rows = "".join(f"{i},all_reduce,1000000,{t}\n" for i, t in enumerate(times))
+        ids.append(upload(live_server, name, f"iteration,collective,size_bytes,duration_us\n{rows}".encode()))
+    slow, fast = ids
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
+    wait_for_charts(page)
+    # Without a rank count a run has no busbw: each run's own assumptions say where each figure came from.
+    expect(page.locator("#compare-assumptions tbody tr").first.locator("td")).to_have_text(
+        [f"#{slow} slow-allreduce.csv", "100from settings", "5from settings", "unknownfrom none", "12.500"]
+    )
+    page.fill("#link-gbps", "100")
+    page.fill("#ranks", "4")
+    page.click("#apply-assumptions")
+    page.wait_for_url(f"{live_server.url}/compare?runs={slow},{fast}&link_gbps=100&ranks=4")
+    wait_for_charts(page)
+    expect(page.locator("#ranks")).to_have_value("4")
+    expect(page.locator("#latency-us")).to_have_value("")  # left to each run: the settings' 5 µs
+    expect(page.locator("#compare-assumptions tbody tr").nth(1).locator("td").nth(3)).to_have_text("4from query")
+    fast_row = page.locator("#compare-groups tbody tr").nth(1).locator("td")
+    # busbw = 1e6 B ÷ 100 µs × 2·3/4 = 15 GB/s, twice the slow run's; ideal 150 µs = 150 % of ideal.
+    expect(fast_row.nth(7).locator(".value")).to_have_text("15.000")
+    expect(fast_row.nth(7).locator("small")).to_have_text("2.00×")
+    expect(fast_row.nth(7).locator("small")).to_have_class("delta-better")
+    expect(fast_row.nth(8).locator(".value")).to_have_text("150.0")
+    # The JSON twin takes the same query.
+    expect(page.locator(".page-head a.button", has_text="JSON")).to_have_attribute(
+        "href", f"/api/compare?runs={slow},{fast}&link_gbps=100.0&ranks=4"
+    )
+    # Changing the baseline in the picker keeps the assumptions.
+    page.select_option("#baseline", str(fast))
+    page.click("#compare-button")
+    page.wait_for_url(f"{live_server.url}/compare?runs={slow},{fast}&baseline={fast}&link_gbps=100&ranks=4")
+    wait_for_charts(page)
+    desktop_then_phone(page, "compare-assumptions")
     watch.assert_clean()

@@ -137,6 +137,10 @@ def test_from_file_stores_a_torchrun_result_as_measured(cli_env: str, seed_plan_
         "2 iterations after 0 warm-up iterations (excluded)"
     )
     assert (run["file_name"], run["sample_count"], run["plan_id"]) == ("out.csv", 2, seed_plan_id)
+    # The record's per-rank timestamps become the run's straggler view: 2 ranks, 2 calls, on this host.
+    stragglers = run["summary"]["stragglers"]
+    assert (stragglers["rank_count"], stragglers["host_count"], stragglers["calls"]) == (2, 1, 2)
+    assert stragglers["slowest_rank"]["host"] == socket.gethostname()
 
     # The worker's CSV is a per-iteration file `emuplan import` reads (here gzipped: other bytes, same rows).
     (tmp_path / "out.csv.gz").write_bytes(gzip.compress(result.csv_text.encode()))
@@ -167,7 +171,9 @@ def test_from_file_refuses_a_record_with_a_wrong_field_and_stores_nothing(
         ("format", "emuplan-measurement/0", "out.csv record: field format: Input should be 'emuplan-measurement/1'"),
         ("hosts", None, "out.csv record: field hosts: Input should be a valid list"),
         ("scheduling", ..., "out.csv record: field scheduling: Field required"),
-    ]:
+        ("rank_end_ns", [], "out.csv record: field rank_end_ns: shaped (0,), expected [rank][iteration][call] "
+         "integer lists for 2 ranks × 2 iterations"),
+    ]:  # fmt: skip
         record = {key: item for key, item in result.record.items() if key != field}
         if value is not ...:
             record[field] = value

@@ -5,7 +5,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from emuplan.api.comparisons import ComparisonDocument
-from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep
+from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
+from emuplan.api.runs import AssumptionDep
 from emuplan.store import runs as store
 
 router = APIRouter(prefix="/api/compare", tags=["comparisons"])
@@ -28,8 +29,14 @@ def parse_run_ids(text: str) -> list[int]:
 @router.get("", response_model=ComparisonDocument)
 def compare(
     session: ReadSessionDep,
+    settings: SettingsDep,
+    choice: AssumptionDep,
     runs: Annotated[str, Query(description="Comma-separated run ids, e.g. 1,2,3.")],
     baseline: DatabaseInt | None = None,
     log_x: bool = False,
 ) -> dict:
-    return store.compare_stored_runs(session, parse_run_ids(runs), baseline, log_x=log_x)
+    """The runs side by side; ``link_gbps``, ``latency_us`` and ``ranks`` replace every run's own assumption
+    (its plan's, its file's, the settings') for bandwidths and % of ideal, as on a run page."""
+    return store.compare_stored_runs(
+        session, parse_run_ids(runs), baseline, settings=settings, choice=choice, log_x=log_x
+    )

@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.api.runs import PlotlyFigure
+from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
@@ -63,6 +63,10 @@ class ShareCreated(SharePublic):
     path: str = Field(description="The read-only page this token opens.")
 
 
+class RunAssumptions(AssumptionsDocument):
+    run_id: int
+
+
 class ComparisonDocument(BaseModel):
     """Statistics with deltas to the baseline, KS tests for every pair of runs, and the comparison
     figures (``results.compare.compare_runs`` for every field)."""
@@ -76,6 +80,9 @@ class ComparisonDocument(BaseModel):
     )
     time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
     us_per_unit: float
+    assumptions: list[RunAssumptions] = Field(
+        description="Per run, in the runs' order: the network its bandwidths and % of ideal assume."
+    )
     runs: list[dict[str, Any]]
     ks_tests: list[dict[str, Any]]
     figures: dict[str, PlotlyFigure] = Field(
@@ -156,7 +163,7 @@ def install_share_token_redaction() -> None:
 
 
 @shared_router.get("/{token}", response_model=SharedComparisonDocument)
-def shared_comparison(token: str, session: ReadSessionDep, response: Response) -> dict:
+def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep, response: Response) -> dict:
     """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens, with the
     statistics, KS tests and figures of ``GET /api/compare`` for its runs."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
@@ -169,6 +176,7 @@ def shared_comparison(token: str, session: ReadSessionDep, response: Response) -
         session,
         [run.id for run in runs],
         store.present_baseline(comparison, runs),
+        settings=settings,
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}

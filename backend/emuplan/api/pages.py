@@ -217,15 +217,17 @@ def run_page(
     )
 
 
-def _compare_url(run_ids: list[int], baseline_id: int | None) -> str:
+def _compare_url(run_ids: list[int], baseline_id: int | None, chosen: dict | None = None) -> str:
     query = {"runs": ",".join(map(str, run_ids))}
     if baseline_id is not None:
         query["baseline"] = str(baseline_id)
-    return "/api/compare?" + urlencode(query, safe=",")
+    return "/api/compare?" + urlencode({**query, **(chosen or {})}, safe=",")
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, session: ReadSessionDep, runs: str = "", baseline: str = "") -> HTMLResponse:
+def compare_page(
+    request: Request, session: ReadSessionDep, choice: AssumptionDep, runs: str = "", baseline: str = ""
+) -> HTMLResponse:
     # The newest page of runs to pick from; older ones are picked on /runs (its pages have checkboxes too).
     all_runs = run_store.list_runs(session, limit=run_store.RUNS_PER_PAGE)
     context = {
@@ -236,6 +238,8 @@ def compare_page(request: Request, session: ReadSessionDep, runs: str = "", base
         "comparison": None,
         "runs": [],
         "selected_ids": [],
+        # The assumptions the reader set (the rest: each run's own); the JSON twin takes the same.
+        "chosen": {key: value for key, value in asdict(choice).items() if value is not None},
     }
     baseline_id = id_or_none(baseline)
     if runs:
@@ -253,7 +257,7 @@ def compare_page(request: Request, session: ReadSessionDep, runs: str = "", base
             runs=selected,
             selected_ids=selected_ids,
             baseline_id=baseline_id,
-            compare_url=_compare_url(selected_ids, baseline_id),
+            compare_url=_compare_url(selected_ids, baseline_id, context["chosen"]),
             run_figure_base="/api/runs",
             suggested_name=" vs ".join(run.name for run in selected)[:200],
             log_x=True,

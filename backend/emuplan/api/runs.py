@@ -111,10 +111,51 @@ class AssumptionsDocument(BaseModel):
     ceiling_gbps: float = Field(description="The line rate in GB/s: busbw cannot pass it.")
 
 
+class StragglerEntry(BaseModel):
+    """One rank (or host) over every call it took part in (``results.stragglers``)."""
+
+    name: str
+    host: str | None = Field(default=None, description="Ranks: the host it ran on ('' when unknown).")
+    ranks: list[str] | None = Field(default=None, description="Hosts: the ranks on it.")
+    calls: int
+    mean_us: float
+    max_us: float
+    over_median: float | None = Field(description="Its summed time ÷ the median rank's (host's); 1 is typical.")
+    lost_us: float = Field(description="Its summed time − the median rank's (host's), µs; negative when faster.")
+    slowest_calls: int = Field(description="Calls in which it was the slowest.")
+    median_mean_us: float = Field(description="The median rank's (host's) mean time over the same calls, µs.")
+
+
+class StragglerHeadline(BaseModel):
+    """The slowest rank or host and by how much."""
+
+    name: str
+    host: str | None = None
+    over_median: float
+    lost_us: float
+    lost_per_call_us: float
+    calls: int
+    mean_us: float
+    median_mean_us: float = Field(description="The median rank's (host's) mean time over the same calls, µs.")
+
+
+class StragglersDocument(BaseModel):
+    """Per-rank and per-host figures from files that time every rank (``results.stragglers``)."""
+
+    unit: Literal["rank", "process", "endpoint"]
+    basis: str = Field(description="What a rank's time for a call measures.")
+    calls: int
+    ranks: list[StragglerEntry]
+    hosts: list[StragglerEntry]
+    slowest_rank: StragglerHeadline | None
+    slowest_host: StragglerHeadline | None
+
+
 class RunStatistics(RunSummaryDocument):
     """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics with every group's rates
     and % of ideal under ``assumptions``; size sweeps add ``sweep`` (peak and average busbw, per-variant
-    tables; ``results.analysis.size_sweep``), per-iteration runs ``trials`` (slowest trials, warm-up flag)."""
+    tables; ``results.analysis.size_sweep``), per-iteration runs ``trials`` (slowest trials, warm-up flag);
+    files that time every rank add ``stragglers``."""
 
     run_id: int
     name: str
@@ -123,6 +164,9 @@ class RunStatistics(RunSummaryDocument):
     kind: Literal["size-sweep", "distribution"]
     time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
     us_per_unit: float
+    stragglers: StragglersDocument | None = Field(
+        default=None, description="When the file times every rank (nccl-tests -J -I 1, per-flow, measured)."
+    )
 
 
 class PlotlyFigure(BaseModel):

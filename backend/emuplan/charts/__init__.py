@@ -1,5 +1,5 @@
 """Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
-comparisons.
+stragglers, comparisons.
 
 Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.
 """
@@ -12,6 +12,7 @@ from emuplan.charts.figures import (
     comparison_small_multiples,
     comparison_sweep_figure,
     delay_figure,
+    straggler_figure,
     sweep_figure,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "comparison_small_multiples",
     "comparison_sweep_figure",
     "delay_figure",
+    "straggler_figure",
     "sweep_figure",
 ]

@@ -15,7 +15,7 @@ from enum import StrEnum
 import numpy as np
 import plotly.graph_objects as go
 
-from emuplan.results.analysis import file_or_ours, page_time_unit
+from emuplan.results.analysis import file_or_ours, page_time_unit, time_unit
 from emuplan.results.stats import PERCENTILES
 
 
@@ -27,6 +27,9 @@ class FigureKind(StrEnum):
     BANDWIDTH = "bandwidth"
     # Size sweeps only (one sample per data size): busbw and algbw against size with the α-β curve.
     SWEEP = "sweep"
+    # Files that time every rank: each rank's (host's) time × the median rank's (host's).
+    RANKS = "ranks"
+    HOSTS = "hosts"
 
 
 MARKED_PERCENTILES = ("p50", "p90", "p99", "p99_9")
@@ -295,6 +298,49 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
         xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
         # Anchored to the figure's bottom edge, below the axis title however tall rotated ticks make it.
         legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+    )  # fmt: skip
+
+
+SLOWEST_COLOR = "#EF553B"
+TYPICAL_COLOR = "#636efa"
+
+
+def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
+    """One bar per rank (or host): its summed time ÷ the median rank's (host's) over the same calls, the
+    slowest in red, a dashed line at 1 (the median); the hover has its mean time and the time it lost."""
+    entries = stragglers["ranks"] if by == FigureKind.RANKS else stragglers["hosts"]
+    kind = stragglers["unit"] if by == FigureKind.RANKS else "host"
+    headline = stragglers["slowest_rank"] if by == FigureKind.RANKS else stragglers["slowest_host"]
+    slowest = headline["name"] if headline else None
+    unit, per_unit = time_unit(max(entry["mean_us"] for entry in entries))
+    names = [escape(entry["name"]) for entry in entries]
+    hover = [
+        f"{kind} {escape(entry['name'])}{' on ' + escape(entry['host']) if entry.get('host') else ''}<br>"
+        f"mean {entry['mean_us'] / per_unit:.4g} {unit} over {entry['calls']} calls<br>"
+        f"lost {entry['lost_us'] / per_unit:.4g} {unit} against the median {kind}"
+        for entry in entries
+    ]
+    bars = go.Bar(
+        x=names,
+        y=[entry["over_median"] for entry in entries],
+        marker={"color": [SLOWEST_COLOR if entry["name"] == slowest else TYPICAL_COLOR for entry in entries]},
+        hovertext=hover,
+        hoverinfo="text+y",
+        name=f"× the median {kind}",
+        showlegend=False,
+    )
+    ratios = [entry["over_median"] for entry in entries if entry["over_median"] is not None] or [1.0]
+    # Bars start just below the smallest ratio (a 2 % straggler is invisible on an axis from 0); both ends are
+    # given, so a resize keeps them.
+    bottom = min(0.95, min(ratios) - 0.02)
+    top = max(1.05, max(ratios))
+    return _figure(
+        [bars], title, kind, f"time ÷ the median {kind}'s (lower is better)",
+        xaxis=_axis(kind, type="category"),
+        yaxis=_axis(f"time ÷ the median {kind}'s (lower is better)", range=[bottom, top + 0.08 * (top - bottom)]),
+        # The median at 1×, across the whole plot whatever the number of bars.
+        shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                 "line": {"color": "#444", "width": 1, "dash": "dash"}}],
     )  # fmt: skip
 
 

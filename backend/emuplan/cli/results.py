@@ -167,16 +167,21 @@ def list_runs(
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)
 
 
+LinkOption = Annotated[
+    float | None, typer.Option("--link-gbps", min=0.001, help="Link Gbit/s per rank (default: plan, settings).")
+]
+LatencyOption = Annotated[
+    float | None, typer.Option("--latency-us", min=0, help="Latency α in µs (default: plan, settings).")
+]
+RanksOption = Annotated[int | None, typer.Option("--ranks", min=1, help="Ranks (default: plan, the file).")]
+
+
 @app.command("stats")
 def run_stats(
     run_id: Annotated[int, typer.Argument(help="Run id.")],
-    link_gbps: Annotated[
-        float | None, typer.Option("--link-gbps", min=0.001, help="Link Gbit/s per rank (default: plan, settings).")
-    ] = None,
-    latency_us: Annotated[
-        float | None, typer.Option("--latency-us", min=0, help="Latency α in µs (default: plan, settings).")
-    ] = None,
-    ranks: Annotated[int | None, typer.Option("--ranks", min=1, help="Ranks (default: plan, the file).")] = None,
+    link_gbps: LinkOption = None,
+    latency_us: LatencyOption = None,
+    ranks: RanksOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
@@ -195,6 +200,8 @@ def run_stats(
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
+    if document.get("stragglers"):
+        typer.echo("\n".join(_straggler_lines(document["stragglers"])))
 
 
 def _assumptions_line(assumptions: dict) -> str:
@@ -224,24 +231,92 @@ def _sweep_lines(sweep: dict) -> list[str]:
     return lines
 
 
+def _group_lines(document: dict) -> list[str]:
+    """The compare page's first table: per (collective, size, variant), each run's p50, busbw and % of
+    ideal with its ratio to the baseline; groups every run has first."""
+    by_label: dict[str, list[tuple[dict, dict]]] = {}
+    for row in document["runs"]:
+        for group in row["groups"]:
+            by_label.setdefault(group["label"], []).append((row, group["stats"]))
+    labels = sorted(by_label, key=lambda label: len(by_label[label]) != len(document["runs"]))
+    lines = [
+        "per data size and collective (×base: run ÷ baseline):",
+        f"  {'group / run':<32} {'p50 µs':>11} {'×base':>8} {'busbw GB/s':>10} {'×base':>8} {'% ideal':>8} "
+        f"{'×base':>8}",
+    ]
+    for label in labels:
+        lines.append(f"  {label}")
+        for row, stats in by_label[label]:
+            name = f"#{row['run_id']} {row['name']}"[:30]
+            lines.append(
+                f"    {name:<30} {_number(stats['p50_us']['value']):>11} {_ratio(stats['p50_us']['ratio']):>8} "
+                f"{_number(stats['busbw_gbps']['value'], digits=3):>10} {_ratio(stats['busbw_gbps']['ratio']):>8} "
+                f"{_number(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
+            )
+    return lines
+
+
+def _duration(us: float) -> str:
+    """A time in the unit that suits it: '92.5 µs', '1.48 ms'."""
+    from emuplan.results.analysis import time_unit
+
+    unit, per_unit = time_unit(abs(us))
+    return f"{us / per_unit:.3g} {unit}"
+
+
+def _straggler_lines(stragglers: dict) -> list[str]:
+    """Who holds the collectives up (the run page's straggler section): the slowest rank and host, then
+    every rank."""
+    unit = stragglers["unit"]
+    lines = [f"stragglers (a {unit}'s time for a call is {stragglers['basis']}):"]
+    for kind, headline in ((unit, stragglers["slowest_rank"]), ("host", stragglers["slowest_host"])):
+        if headline is None:
+            continue
+        where = f" on {headline['host']}" if headline.get("host") else ""
+        lines.append(
+            f"  slowest {kind} {headline['name']}{where}: {headline['over_median']:.3g}× the median {kind}, "
+            f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
+            f"({_duration(headline['lost_per_call_us'])} per call)"
+        )
+    # Under 80 columns: the maxima are in --json.
+    lines.append(f"  {unit:<8} {'host':<12} {'calls':>6} {'mean µs':>10} {'×median':>8} {'lost µs':>11} {'slowest':>7}")
+    for entry in stragglers["ranks"]:
+        over = f"{entry['over_median']:.3f}" if entry["over_median"] is not None else "–"
+        lines.append(
+            f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
+            f"{_number(entry['mean_us']):>10} {over:>8} {_number(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
+        )
+    return lines
+
+
 @app.command("compare")
 def compare_runs(
     run_ids: Annotated[list[int], typer.Argument(help="Two or more run ids.")],
     baseline: Annotated[int | None, typer.Option(help="Baseline run id (default: the first).")] = None,
+    link_gbps: LinkOption = None,
+    latency_us: LatencyOption = None,
+    ranks: RanksOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Everything GET /api/compare returns, figures included.")
     ] = False,
 ) -> None:
-    """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair."""
+    """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair (bandwidths and % of
+    ideal under each run's assumptions, or the ones given, as GET /api/compare)."""
+    from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    document = _with_store(lambda session: store.compare_stored_runs(session, run_ids, baseline))
+    choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+    document = _with_store(
+        lambda session: store.compare_stored_runs(session, run_ids, baseline, settings=get_settings(), choice=choice)
+    )
     if as_json:
         _echo_json(document)
         return
     typer.echo(f"baseline: run {document['baseline_run_id']}")
     if document["notice"]:
         typer.echo(f"note: {document['notice']}")
+    for entry in document["assumptions"]:
+        typer.echo(f"run {entry['run_id']} {_assumptions_line(entry)}")
     typer.echo(
         f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
     )
@@ -253,6 +328,7 @@ def compare_runs(
             f"{_number(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
             f"{_number(overall['max_us']['value']):>12}"
         )
+    typer.echo("\n".join(_group_lines(document)))
     typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
     for test in document["ks_tests"]:
         if not test["comparable"]:

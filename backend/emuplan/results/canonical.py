@@ -17,7 +17,11 @@ One row is one completed collective (one iteration of one data size), whatever t
 Text columns are dictionary-encoded (``TEXT``): a few distinct values repeated over millions of rows,
 so grouping works on small integer codes and the Parquet blob stores each value once.
 
-Per-flow uploads also keep their flows (``FLOWS_SCHEMA``), one row per flow/chunk.
+Per-flow uploads also keep their flows (``FLOWS_SCHEMA``), one row per flow/chunk. Files that time every
+rank (nccl-tests ``-J`` with ``-I 1`` on several processes, our own measurements) also keep those times
+(``RANK_TIMES_SCHEMA``): one row per rank per collective call, the call being the ``sample`` (row of the
+samples table) it completed, with the ``rank`` as the file names it, its ``host`` (``""`` when unknown) and
+that rank's ``duration_us`` for the call.
 """
 
 from dataclasses import dataclass, field
@@ -53,6 +57,15 @@ FLOWS_SCHEMA = pa.schema(
         pa.field("size_bytes", pa.int64()),
         pa.field("start_us", pa.float64()),
         pa.field("fct_us", pa.float64(), nullable=False),
+    ]
+)
+
+RANK_TIMES_SCHEMA = pa.schema(
+    [
+        pa.field("sample", pa.int64(), nullable=False),
+        pa.field("rank", TEXT, nullable=False),
+        pa.field("host", TEXT, nullable=False),
+        pa.field("duration_us", pa.float64(), nullable=False),
     ]
 )
 
@@ -122,6 +135,12 @@ class ParsedResult:
     reported_avg_busbw: dict[str, float] = field(default_factory=dict)
     # nccl-tests' count (elements) and type columns per (collective, size).
     elements: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    # Every rank's time per call (``RANK_TIMES_SCHEMA``) when the file has them.
+    rank_times: pa.Table | None = None
+    # What one row of ``rank_times`` is ("rank"; "process" for nccl-tests: one MPI process, its GPUs' max)
+    # and what its time measures, as the run page says it.
+    rank_unit: str = "rank"
+    rank_basis: str = ""
 
 
 def _column(value, arrow_type: pa.DataType, rows: int) -> pa.Array:
@@ -175,6 +194,14 @@ def flows_table(
     values = dict(locals())
     values["iteration"] = np.zeros(rows, dtype=np.int64) if iteration is None else iteration
     return _table(FLOWS_SCHEMA, rows, values)
+
+
+def rank_times_table(*, duration_us: np.ndarray, sample: np.ndarray, rank: pa.Array, host: pa.Array | str) -> pa.Table:
+    """Assemble a per-rank times table (``RANK_TIMES_SCHEMA``); scalars are broadcast."""
+    rows = len(duration_us)
+    values = dict(locals())
+    values["duration_us"] = np.asarray(duration_us, dtype=np.float64)
+    return _table(RANK_TIMES_SCHEMA, rows, values)
 
 
 def text_column(value: pa.Array | pa.ChunkedArray | str, rows: int) -> pa.DictionaryArray:

@@ -10,8 +10,10 @@ benchmark's ``iters``.
 JSON (nccl-tests ``-J FILE``, shape written by ``src/util.cu``, ``"version": 2``): ``results`` is a list
 of ``{size, count, type, redop, root, out_of_place: {time|cpu_time, alg_bw, bus_bw, nwrong},
 in_place: {...}}``; with per-iteration timing (``-I 1``) each variant also has ``<variant>_per_iter``
-with ``times_us`` — one sample per iteration. ``devices`` lists ranks and host names, ``args[0]`` is the
-binary (and so the collective).
+with ``times_us`` — one sample per iteration — and, with more than one MPI process,
+``per_process_max_times_us``: per process, its time for each iteration (the max over its GPUs; ``times_us``
+is the max over processes), kept as the run's per-rank times. ``devices`` lists ranks and host names,
+``args[0]`` is the binary (and so the collective).
 """
 
 import json
@@ -29,6 +31,7 @@ from emuplan.results.canonical import (
     ParsedResult,
     ResultFileError,
     collective_from_file_name,
+    rank_times_table,
     samples_table,
     times_problem,
 )
@@ -269,9 +272,13 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         op = "unknown"
         warnings.append(f"{file_name}: the collective is not named in the report (args[0]); pass it explicitly")
     devices = document.get("config", {}).get("devices") or document.get("devices") or []
-    ranks, hosts = _ranks_and_hosts(
-        {int(d["rank"]): str(d.get("hostname", "")) for d in devices if isinstance(d, dict) and "rank" in d}
-    )
+    rank_hosts = {
+        d["rank"]: str(d.get("hostname", ""))
+        for d in devices
+        if isinstance(d, dict) and isinstance(d.get("rank"), int) and not isinstance(d["rank"], bool)
+    }
+    ranks, hosts = _ranks_and_hosts(rank_hosts)
+    per_process = _PerProcessTimes(file_name, rank_hosts)
 
     sizes: list[np.ndarray] = []
     variants: list[str] = []
@@ -295,6 +302,8 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
             per_iter = result.get(f"{key}_per_iter")
             if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
                 values = _json_times(per_iter["times_us"], f"{where}.{key}_per_iter.times_us")
+                first_sample = sum(len(part) for part in times)
+                per_process.add(per_iter, f"{where}.{key}_per_iter", first_sample, len(values))
             else:
                 averaged_only = True
                 values = _json_times([summary.get("time", summary.get("cpu_time"))], f"{where}.{key}.time")
@@ -312,6 +321,12 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         warnings.append(
             f"{file_name}: some sizes have no per-iteration times (run with -I 1): their mean time is one sample"
         )
+    rank_times, rank_unit = per_process.table(warnings)
+    # The report's own "Avg bus bandwidth" (the stdout footer's figure), shown beside ours.
+    average = (document.get("average_bus_bandwidth") or {}).get("bandwidth")
+    reported_avg_busbw = (
+        {op: float(average)} if isinstance(average, int | float) and not isinstance(average, bool) else {}
+    )
     return ParsedResult(
         samples=samples_table(
             duration_us=np.concatenate(times),
@@ -326,8 +341,71 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         ranks=ranks,
         hosts=hosts,
         warnings=warnings,
+        reported_avg_busbw=reported_avg_busbw,
         elements=elements,
+        rank_times=rank_times,
+        rank_unit=rank_unit,
+        rank_basis="its own time for the iteration, as nccl-tests measured it (per_process_max_times_us; with "
+        "several GPUs in a process, the slowest of them)",
     )
+
+
+class _PerProcessTimes:
+    """``per_process_max_times_us`` of every (size, variant), gathered into one per-rank times table.
+
+    nccl-tests numbers ranks process by process (rank = process × GPUs per process + GPU), so process p's
+    host is that of rank p × (ranks ÷ processes) in ``devices``."""
+
+    def __init__(self, file_name: str, rank_hosts: dict[int, str]) -> None:
+        self.file_name, self.rank_hosts = file_name, rank_hosts
+        self.processes: int | None = None
+        self.parts: list[tuple[int, np.ndarray]] = []  # (first sample, times shaped (processes, iterations))
+
+    def add(self, per_iter: dict, where: str, first_sample: int, iterations: int) -> None:
+        rows = per_iter.get("per_process_max_times_us")
+        if rows is None:
+            return
+        where = f"{where}.per_process_max_times_us"
+        if not isinstance(rows, list) or not rows or not all(isinstance(row, list) for row in rows):
+            raise ResultFileError(f"{where}: expected a list with one list of times per process")
+        if self.processes is not None and len(rows) != self.processes:
+            raise ResultFileError(f"{where}: {len(rows)} processes here, {self.processes} in the results before")
+        self.processes = len(rows)
+        for process, row in enumerate(rows):
+            if len(row) != iterations:
+                raise ResultFileError(
+                    f"{where}[{process}]: {len(row)} times where times_us has {iterations} iterations"
+                )
+        times = np.stack([_json_times(row, f"{where}[{process}]") for process, row in enumerate(rows)])
+        self.parts.append((first_sample, times))
+
+    def table(self, warnings: list[str]) -> tuple[pa.Table | None, str]:
+        if not self.parts:
+            return None, "rank"
+        processes = self.processes
+        per_process = len(self.rank_hosts) // processes if len(self.rank_hosts) % processes == 0 else 0
+        if per_process:
+            hosts = [self.rank_hosts.get(process * per_process, "") for process in range(processes)]
+        else:
+            hosts = [""] * processes
+            warnings.append(
+                f"{self.file_name}: {len(self.rank_hosts)} devices do not divide into {processes} processes: "
+                "the per-process times have no host"
+            )
+        durations, samples, ranks, host_names = [], [], [], []
+        for first_sample, times in self.parts:
+            count = times.shape[1]
+            durations.append(times.ravel())
+            samples.append(np.tile(np.arange(first_sample, first_sample + count, dtype=np.int64), processes))
+            ranks += [str(process) for process in range(processes) for _ in range(count)]
+            host_names += [hosts[process] for process in range(processes) for _ in range(count)]
+        table = rank_times_table(
+            duration_us=np.concatenate(durations),
+            sample=np.concatenate(samples),
+            rank=pa.array(ranks),
+            host=pa.array(host_names),
+        )
+        return table, "rank" if per_process == 1 else "process"
 
 
 def _json_float(value) -> float:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tsdownsample import MinMaxLTTBDownsampler
 
+from emuplan.results.stragglers import FLOW_BASIS, rank_times_from_flows, straggler_headline, summarise_stragglers
 from emuplan.workload.collectives import (
     algorithm_bandwidth_gbps,
     bus_bandwidth_gbps,
@@ -146,10 +147,14 @@ def summarise(
     flows: pa.Table | None = None,
     reported_avg_busbw: dict[str, float] | None = None,
     elements: dict[tuple[str, int], tuple[int, str]] | None = None,
+    rank_times: pa.Table | None = None,
+    rank_unit: str = "rank",
+    rank_basis: str = "",
 ) -> dict:
     """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
-    ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), and ``flows``
-    (flow-completion statistics and ECDF) for per-flow uploads."""
+    ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), ``flows``
+    (flow-completion statistics and ECDF) for per-flow uploads, and ``stragglers`` (per-rank and per-host
+    figures, ``results.stragglers``) when the file times every rank or has flows to several endpoints."""
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()
     codes, keys = _group_codes(samples)
@@ -205,6 +210,11 @@ def summarise(
     if flows is not None and flows.num_rows:
         fct = np.sort(flows["fct_us"].to_numpy())
         summary["flows"] = {"label": "flow completion", **describe(fct), "ecdf": ecdf_grid(fct)}
+        if rank_times is None:
+            rank_times, rank_unit, rank_basis = rank_times_from_flows(flows), "endpoint", FLOW_BASIS
+    stragglers = summarise_stragglers(rank_times, unit=rank_unit, basis=rank_basis)
+    if stragglers is not None:
+        summary["stragglers"] = stragglers
     return summary
 
 
@@ -291,10 +301,13 @@ def has_bandwidth_chart(summary: dict) -> bool:
 
 
 def strip_curves(summary: dict) -> dict:
-    """The summary without its ECDF and delay arrays: what statistics tables show."""
+    """The summary without its ECDF and delay arrays and per-rank lists: what the run row keeps for lists
+    and statistics tables (the per-rank lists stay beside the curves)."""
     result = {k: v for k, v in summary.items() if k not in ("ecdf", "delay", "overall_ecdf")}
     if "flows" in result:
         result["flows"] = {k: v for k, v in result["flows"].items() if k != "ecdf"}
+    if "stragglers" in result:
+        result["stragglers"] = straggler_headline(result["stragglers"])
     return result
 
 

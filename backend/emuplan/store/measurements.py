@@ -14,10 +14,11 @@ from typing import Any
 from sqlmodel import Session
 
 from emuplan.measure.launcher import LocalLauncher, MeasurementOptions, MeasurementResult
-from emuplan.measure.record import MeasurementSetup, measurement_setup
+from emuplan.measure.record import MeasurementSetup, measurement_setup, rank_timestamps
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import PER_ITERATION
 from emuplan.results.parse import parse_result_file
+from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamps
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan, plan_document
@@ -58,7 +59,9 @@ def save_measured_run(
 ) -> Run:
     """Store a finished measurement of ``plan`` as a run with origin "measured" (caller commits).
     ``DuplicateRun`` when the same CSV is stored already (a torchrun result imported twice)."""
-    setup = measurement_setup(record, f"{file_name or MEASURED_FILE_NAME} record")
+    source = f"{file_name or MEASURED_FILE_NAME} record"
+    setup = measurement_setup(record, source)
+    timestamps = rank_timestamps(record, setup, source)
     data = csv_text.encode()
     existing = find_duplicate(session, sha256_hex(data))
     if existing is not None:
@@ -68,6 +71,16 @@ def save_measured_run(
     parsed.ranks = setup.world_size
     parsed.hosts = len(setup.hosts)
     parsed.warnings.extend(notes)
+    if timestamps is not None:
+        hosts = record.get("rank_hosts")
+        if not (isinstance(hosts, list) and len(hosts) == setup.world_size and all(isinstance(h, str) for h in hosts)):
+            hosts = [""] * setup.world_size
+        parsed.rank_times = rank_times_from_timestamps(*timestamps, hosts)
+        if parsed.rank_times["sample"].to_numpy().max() + 1 != parsed.samples.num_rows:
+            raise MeasurementError(
+                f"{source}: the timestamps cover other calls than the CSV's {parsed.samples.num_rows} rows"
+            )
+        parsed.rank_basis = MEASURED_BASIS
     return save_run(
         session,
         parsed,

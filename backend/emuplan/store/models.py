@@ -132,7 +132,8 @@ class RunCurves(SQLModel, table=True):
 
 
 class RunTable(SQLModel, table=True):
-    """A run's columnar data (Arrow/Parquet bytes): ``samples`` always, ``flows`` for per-flow uploads."""
+    """A run's columnar data (Arrow/Parquet bytes): ``samples`` always, ``flows`` for per-flow uploads,
+    ``rank_times`` for files that time every rank (``results.canonical.RANK_TIMES_SCHEMA``)."""
 
     __tablename__ = "run_table"
 

@@ -1,7 +1,8 @@
 """Runs: store a parsed result, list, read, delete, and load its samples back.
 
 Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
-per-flow uploads), the cached ``run.summary`` (statistics from ``results.stats.summarise``) and
+per-flow uploads; ``rank_times`` when the file times every rank), the cached ``run.summary`` (statistics
+from ``results.stats.summarise``; of the per-rank figures only the slowest rank and host) and
 its ``run_curves`` row (the whole summary: ECDF grids and delay series too) in the caller's session —
 one transaction: the caller commits once.
 
@@ -32,7 +33,7 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import analyse, is_size_sweep, page_time_unit, resolve_assumptions
+from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
@@ -41,7 +42,7 @@ from emuplan.settings import Settings
 from emuplan.store.models import Plan, Run, RunCurves, RunTable
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
-from emuplan.workload.document import Strategy
+from emuplan.workload.document import PlanDocument, Strategy
 
 ORIGINS = ("imported", "measured", "generated")
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
@@ -111,7 +112,11 @@ def save_run(
     if not name.strip():
         raise RunInputError("name: a run needs a name")
     network = _network_of(session, plan_id)
-    tables = {"samples": parsed.samples, **({"flows": parsed.flows} if parsed.flows is not None else {})}
+    tables = {
+        "samples": parsed.samples,
+        **({"flows": parsed.flows} if parsed.flows is not None else {}),
+        **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
+    }
     # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
@@ -122,6 +127,9 @@ def save_run(
             flows=parsed.flows,
             reported_avg_busbw=parsed.reported_avg_busbw,
             elements=parsed.elements,
+            rank_times=parsed.rank_times,
+            rank_unit=parsed.rank_unit,
+            rank_basis=parsed.rank_basis,
         )
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
     out_of_range = non_finite_figure(summary)
@@ -292,10 +300,11 @@ class AssumptionChoice:
     ranks: int | None = None
 
 
-def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
-    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
-    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
-    (each from the request, else the linked plan, else the file, else the settings)."""
+def _assumptions_of(
+    session: Session, run: Run, choice: AssumptionChoice, settings: Settings
+) -> tuple[Assumptions, PlanDocument | None]:
+    """The run's assumptions (each from the request, else the linked plan, else the file, else the settings)
+    and its linked plan."""
     plan_row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
     plan = plan_document(plan_row) if plan_row else None
     assumptions = resolve_assumptions(
@@ -307,13 +316,26 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
     )
-    return {
+    return assumptions, plan
+
+
+def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
+    """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
+    with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
+    (each from the request, else the linked plan, else the file, else the settings)."""
+    assumptions, plan = _assumptions_of(session, run, choice, settings)
+    statistics = {
         "run_id": run.id,
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
         **analyse(run.summary, assumptions, plan),
     }
+    # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
+    statistics["stragglers"] = (
+        summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
+    )
+    return statistics
 
 
 def summary_with_curves(session: Session, run: Run) -> dict:
@@ -331,6 +353,16 @@ def run_figure(
         if statistics["kind"] != "size-sweep":
             raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
+    if kind in (FigureKind.RANKS, FigureKind.HOSTS):
+        stragglers = summary_with_curves(session, run).get("stragglers")
+        if not stragglers or (kind == FigureKind.HOSTS and not stragglers["hosts"]):
+            raise ValueError(
+                f"figure: {str(kind)!r} needs a file that times every rank"
+                + (" on named hosts" if kind == FigureKind.HOSTS else "")
+                + " (nccl-tests -J with -I 1 on several processes, per-flow records, a measured run)"
+            )
+        unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
+        return charts.straggler_figure(stragglers, kind, title=f"{title}: time per {unit} against the median {unit}")
     log_x = options.get("log_x", False)
     if kind == FigureKind.CDF:
         return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
@@ -348,13 +380,28 @@ def run_figure(
 
 
 def compare_stored_runs(
-    session: Session, run_ids: list[int], baseline_id: int | None = None, *, log_x: bool = False
+    session: Session,
+    run_ids: list[int],
+    baseline_id: int | None = None,
+    *,
+    settings: Settings,
+    choice: AssumptionChoice = AssumptionChoice(),
+    log_x: bool = False,
 ) -> dict:
-    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages)."""
+    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages).
+    Bandwidths and % of ideal are each run's under the chosen assumptions, filled in per run like on its
+    run page (``assumptions`` lists what each run got and from where)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries = [RunSummary(r.id, r.name, r.strategy, r.origin, with_curves[r.id]) for r in stored]
+    summaries, assumptions = [], []
+    for r in stored:
+        analysis = analyse(r.summary, *_assumptions_of(session, r, choice, settings))
+        summaries.append(
+            RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
+        )
+        assumptions.append({"run_id": r.id, **analysis["assumptions"]})
     comparison = compare_runs(summaries, baseline_id)
+    comparison["assumptions"] = assumptions
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all(is_size_sweep(r.summary["groups"]) for r in stored):
