@@ -10,7 +10,7 @@ SYSTEM_PACKAGES := chromium bubblewrap
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[test]'
+	$(PYTHON) -m pip install --quiet -e '.[test,bench]'
 	touch $(INSTALLED)
 
 # Chromium drives the browser tests; bubblewrap sandboxes uploaded PyTorch source.

@@ -1,31 +1,60 @@
-"""Import of a 2,000,000-row per-iteration CSV, end to end, against pyarrow's CSV parser alone.
+"""Import of a per-iteration CSV over HTTP against a bare pyarrow parse and against polars, in paired rounds.
 
-End to end = HTTP upload (multipart, through the app's size-limit middleware) → parse → checks →
-statistics, ECDF grids, delay series → Parquet → one SQLite transaction → 201. Baseline =
-``pyarrow.csv.read_csv`` on the same bytes, measured in the same run. Target: ratio ≤ 4.
+Cases, each once per round in a rotating order (``paired.py``), all on the same file:
 
-    .venv/bin/python bench/bench_import.py [--rows N] [--repeat R]
+- bare parse: ``pyarrow.csv.read_csv`` of the file, in a fresh process (time of the call; peak RSS);
+- polars: ``polars.read_csv`` + p50 and p99 per (collective, data size), in a fresh process;
+- upload: ``POST /api/runs`` to ``emuplan serve`` with its default settings, the multipart body streamed
+  from the file, until the 201 (receive → parse → checks → statistics, ECDF grids, delay series →
+  Parquet → one SQLite transaction); the server's peak RSS over the upload (its high-water mark reset
+  just before).
+
+Targets: upload ≤ 2.0× the bare parse and ≤ 1.2× polars (medians of the per-round ratios); the server's
+peak RSS ≤ 1.3× the bare parse's. `--rows 10000000` is the ~600 MB file that has to import with the
+default upload limit.
+
+    .venv/bin/python bench/bench_import.py [--rows N] [--rounds R]
 """
 
 import argparse
+import http.client
 import importlib.util
-import io
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import pyarrow as pa
 import pyarrow.csv as pacsv
-from fastapi.testclient import TestClient
 
-from emuplan.main import create_app
-from emuplan.settings import Settings
-from emuplan.store.db import migrate
+from paired import load_average, paired_rounds, ratios, spread
+from serve import start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
-TARGET_RATIO = 4.0
+BARE_LIMIT = 2.0
+POLARS_LIMIT = 1.2
+RSS_LIMIT = 1.3
+
+# Each prints "<seconds of the work> <peak RSS in KiB>"; imports happen before the clock starts.
+BARE_PARSE = """
+import resource, sys, time
+import pyarrow.csv as pacsv
+start = time.perf_counter()
+table = pacsv.read_csv(sys.argv[1])
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+POLARS = """
+import resource, sys, time
+import polars as pl
+start = time.perf_counter()
+times = pl.col("Completion Time (ms)")
+groups = pl.read_csv(sys.argv[1]).group_by("Collective", "Data Size").agg(
+    times.quantile(0.5, "nearest").alias("p50"), times.quantile(0.99, "nearest").alias("p99")
+)
+print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
 
 
 def load_generator():
@@ -37,60 +66,137 @@ def load_generator():
     return module
 
 
-def generated_csv(rows: int) -> bytes:
-    sink = io.BytesIO()
-    pacsv.write_csv(load_generator().per_iteration_table(rows, seed=0), sink, pacsv.WriteOptions(quoting_style="none"))
-    return sink.getvalue()
+def write_csv(rows: int, path: Path) -> None:
+    table = load_generator().per_iteration_table(rows, seed=0)
+    pacsv.write_csv(table, str(path), pacsv.WriteOptions(quoting_style="none"))
 
 
-def milliseconds(times: list[float]) -> str:
-    return ", ".join(f"{t * 1e3:.0f}" for t in times)
+def in_fresh_process(script: str, path: Path) -> tuple[float, int]:
+    """(seconds, peak RSS in bytes) the script reports."""
+    output = subprocess.run([sys.executable, "-c", script, str(path)], check=True, capture_output=True, text=True)
+    seconds, peak_kib = output.stdout.split()
+    return float(seconds), int(peak_kib) * 1024
 
 
-def seconds(action) -> float:
+def memory(pid: int, field: str) -> int:
+    """Bytes of a process's ``VmRSS`` (now) or ``VmHWM`` (peak) from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith(f"{field}:"))
+    return int(line.split()[1]) * 1024
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start the process's high-water mark again from its current RSS (Linux: clear_refs 5)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+
+
+def upload(base: str, path: Path, trailer: bytes) -> float:
+    """Seconds to POST the file (plus ``trailer``, a distinct last row so no upload is a duplicate) as
+    multipart/form-data, streamed from disk, until the 201."""
+    boundary = "benchimportboundary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\n'
+        "Content-Type: text/csv\r\n\r\n"
+    ).encode()
+    tail = (
+        trailer
+        + (
+            f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="strategy"\r\n\r\npipeline\r\n--{boundary}--\r\n'
+        ).encode()
+    )
+
+    def body():
+        yield head
+        with path.open("rb") as file:
+            while chunk := file.read(1 << 20):
+                yield chunk
+        yield tail
+
+    address = urlsplit(base)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=1800)
     start = time.perf_counter()
-    action()
-    return time.perf_counter() - start
+    connection.request(
+        "POST",
+        "/api/runs",
+        body=body(),
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(len(head) + path.stat().st_size + len(tail)),
+        },
+    )
+    response = connection.getresponse()
+    answer = response.read()
+    seconds = time.perf_counter() - start
+    connection.close()
+    if response.status != 201:
+        raise RuntimeError(f"upload answered {response.status}: {answer[:500]!r}")
+    return seconds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
-    data = generated_csv(args.rows)
-    print(f"generated per-iteration CSV: {args.rows:,} rows, {len(data) / 1e6:.1f} MB")
-    # A distinct trailing row keeps each upload's content hash new, so every upload is a real import.
-    bodies = [data + b"%d,2600,all_reduce,18.0,0.0,generated\n" % (10**7 + i) for i in range(args.repeat)]
-    baseline_times, end_to_end_times = [], []
-
     with tempfile.TemporaryDirectory() as directory:
-        url = f"sqlite:///{directory}/bench.sqlite3"
-        migrate(url)
-        settings = Settings(database_url=url, demo=False, max_upload_bytes=1 << 31)
-        with TestClient(create_app(settings), base_url="http://localhost") as client:
+        path = Path(directory) / "bench.csv"
+        write_csv(args.rows, path)
+        size_mb = path.stat().st_size / 1e6
+        server, base = start_server(directory)
+        try:
+            upload(base, path, b"%d,2600,all_reduce,18.0,0.0,generated\n" % -1)  # warm-up: imports, first connection
+            idle_rss = memory(server.pid, "VmRSS")
+            rss: dict[str, list[int]] = {"bare parse": [], "polars": [], "upload": []}
+            trailers = iter(range(args.rounds))
 
-            def upload(body: bytes) -> None:
-                response = client.post("/api/runs", files={"file": ("bench.csv", body)}, data={"strategy": "pipeline"})
-                assert response.status_code == 201, response.text
+            def fresh(name: str, script: str) -> float:
+                seconds, peak = in_fresh_process(script, path)
+                rss[name].append(peak)
+                return seconds
 
-            upload(b"iteration,size,time_ms\n0,8,1\n")  # warm-up: imports, first connection
-            # Interleaved, so that both see the same machine load (other work on a shared box).
-            for body in bodies:
-                baseline_times.append(seconds(lambda: pacsv.read_csv(pa.py_buffer(data))))
-                end_to_end_times.append(seconds(lambda body=body: upload(body)))
-    baseline, end_to_end = min(baseline_times), min(end_to_end_times)
+            def over_http() -> float:
+                reset_peak_rss(server.pid)
+                seconds = upload(base, path, b"%d,2600,all_reduce,18.0,0.0,generated\n" % (10**7 + next(trailers)))
+                rss["upload"].append(memory(server.pid, "VmHWM"))
+                return seconds
 
-    ratio = end_to_end / baseline
-    print(f"pyarrow.csv.read_csv alone:    best {baseline * 1e3:.0f} ms  (runs: {milliseconds(baseline_times)})")
-    print(
-        f"upload → stored → stats ready: best {end_to_end * 1e3:.0f} ms  (runs: {milliseconds(end_to_end_times)}; "
-        f"median {statistics.median(end_to_end_times) * 1e3:.0f} ms)"
-    )
-    verdict = "OK" if ratio <= TARGET_RATIO else "OVER TARGET"
-    print(f"ratio: {ratio:.2f} × read_csv (target ≤ {TARGET_RATIO:.0f})  {verdict}")
-    return 0 if ratio <= TARGET_RATIO else 1
+            cases = {
+                "bare parse": lambda: fresh("bare parse", BARE_PARSE),
+                "polars": lambda: fresh("polars", POLARS),
+                "upload": over_http,
+            }
+            print(f"import over HTTP: {args.rows:,}-row per-iteration CSV, {size_mb:.0f} MB, {args.rounds} paired "
+                  f"rounds (load {load_average()})")  # fmt: skip
+            values = paired_rounds(cases, args.rounds)
+        finally:
+            stop_server(server)
+
+    def mb(samples: list[int]) -> list[float]:
+        return [sample / 1e6 for sample in samples]
+
+    to_bare, to_polars = ratios(values, "upload", "bare parse"), ratios(values, "upload", "polars")
+    rss_ratio = [a / b for a, b in zip(rss["upload"], rss["bare parse"], strict=True)]
+    checks = [
+        ("upload ÷ bare parse", to_bare, BARE_LIMIT),
+        ("upload ÷ polars", to_polars, POLARS_LIMIT),
+        ("peak RSS ÷ bare parse's", rss_ratio, RSS_LIMIT),
+    ]
+    print(f"  pyarrow.csv.read_csv alone       {spread(values['bare parse'], unit=' s')}; "
+          f"peak RSS {spread(mb(rss['bare parse']), digits=0, unit=' MB')}")  # fmt: skip
+    print(f"  polars read + p50/p99 per group  {spread(values['polars'], unit=' s')}; "
+          f"peak RSS {spread(mb(rss['polars']), digits=0, unit=' MB')}")  # fmt: skip
+    print(f"  upload → 201 over HTTP           {spread(values['upload'], unit=' s')}; server peak RSS "
+          f"{spread(mb(rss['upload']), digits=0, unit=' MB')} (RSS after the warm-up upload "
+          f"{idle_rss / 1e6:.0f} MB)")  # fmt: skip
+    failed = False
+    for name, samples, limit in checks:
+        ok = statistics.median(samples) <= limit
+        failed |= not ok
+        print(f"  {name:<32} {spread(samples, digits=2)}x (target ≤ {limit}x) {'ok' if ok else 'MISSED'}")
+    print(f"  load average after: {load_average()}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -11,52 +11,25 @@ measured in the same rounds (fresh browser context each, so nothing is cached).
 import argparse
 import io
 import json
-import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import pyarrow.csv as pacsv
 from playwright.sync_api import Browser, sync_playwright
 
 from bench_import import load_generator
 from paired import load_average, paired_rounds, ratios, spread
+from serve import start_server, stop_server
 
 CHROMIUM = "/usr/bin/chromium"
 FIRST_VISIT_LIMIT = 1_600_000
 DRAW_RATIO_LIMIT = 1.5
 # run.js and compare.js mark the body once every chart is drawn.
 ALL_CHARTS_DRAWN = "body[data-charts-drawn='true']"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start_server(directory: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "EMUPLAN_DATABASE_URL": f"sqlite:///{directory}/bench.sqlite3", "EMUPLAN_DEMO": "false"}
-    emuplan = str(Path(sys.executable).with_name("emuplan"))
-    server = subprocess.Popen(
-        [emuplan, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(f"{base}/api/health", timeout=1)
-            return server, base
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("emuplan serve did not answer within 60 s")
 
 
 def upload_runs(base: str, rows: int, count: int) -> list[int]:
@@ -157,8 +130,7 @@ def main() -> int:
                 values = paired_rounds(cases, args.rounds)
                 browser.close()
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_server(server)
     print(f"  blank page loading only Plotly   {spread(values['blank page loading only Plotly'], unit=' s')}")
     for name in pages:
         ratio = ratios(values, name, "blank page loading only Plotly")

@@ -41,8 +41,10 @@ class Settings(BaseSettings):
         "(the machine's name when that is 0.0.0.0 or ::) plus localhost, 127.0.0.1 and ::1.",
     )
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
+    # Uploads stream to a temporary file and are parsed from there, so memory does not grow with this limit
+    # (it grows with the parsed table): 1 GiB takes a 10M-row per-iteration CSV (~600 MB) with room to spare.
     max_upload_bytes: int = Field(
-        default=512 * 1024 * 1024, description="Largest upload accepted, counted while streaming."
+        default=1024 * 1024 * 1024, description="Largest upload accepted, counted while streaming."
     )
     max_decompressed_bytes: int = Field(
         default=2 * 1024 * 1024 * 1024, description="Cap on the decompressed size of a gzip upload."

@@ -3,12 +3,14 @@
 import gzip
 import hashlib
 import io
+import tempfile
 
 import pyarrow.parquet as pq
 import pytest
 from sqlmodel import select
 
 from emuplan.settings import Settings
+from emuplan.store import runs as runs_store
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
@@ -115,6 +117,34 @@ def test_upload_over_the_limit_is_stopped_while_streaming(database_url):
     with TestClient(create_app(settings)) as client:
         response = upload(client, "big.csv", b"iteration,size,time_ms\n" + b"0,8,1\n" * 5000)
     assert response.status_code == 413
+    assert stored_counts(database_url) == (0, 0)
+
+
+def test_upload_is_spooled_to_a_temporary_file_removed_afterwards(client, tmp_path, monkeypatch):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    seen = []
+    real_parse = runs_store.parse_result_file
+
+    def parse_and_look(source, *args, **kwargs):
+        seen.append((source.parent.parent, source.read_bytes()))
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(runs_store, "parse_result_file", parse_and_look)
+    data = b"iteration,size,time_ms\n0,8,1\n1,8,2\n"
+    assert upload(client, "a.csv", data).status_code == 201
+    assert upload(client, "bad.csv", b"iteration,size,time_ms\n0,8,x\n").status_code == 400
+    assert seen[0] == (spool, data)
+    assert list(spool.iterdir()) == []
+
+
+def test_two_file_parts_or_an_overlong_field_are_422(client, database_url):
+    data = b"iteration,size,time_ms\n0,8,1\n"
+    two = client.post("/api/runs", files=[("file", ("a.csv", data)), ("file", ("b.csv", data))])
+    assert (two.status_code, two.json()["detail"]) == (422, "file: the upload has more than one part named 'file'")
+    long = upload(client, "a.csv", data, name="x" * 70_000)
+    assert (long.status_code, long.json()["detail"]) == (422, "name: longer than 65536 bytes for a form field")
     assert stored_counts(database_url) == (0, 0)
 
 

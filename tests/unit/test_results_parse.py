@@ -14,7 +14,7 @@ import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.headers import role_of
-from emuplan.results.parse import GUNZIP_CHUNK_BYTES
+from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
 from paths import RESULTS, SHARED_NCCL
 
 
@@ -437,3 +437,67 @@ def test_text_that_is_not_a_table_says_what_is_wrong_and_where(data: bytes, mess
     with pytest.raises(ResultFileError) as refused:
         parse_result_file(data, "m.csv")
     assert str(refused.value) == message
+
+
+def _same_samples(a, b) -> None:
+    assert (a.source_format, a.ranks, a.warnings) == (b.source_format, b.ranks, b.warnings)
+    assert a.samples.equals(b.samples)
+
+
+def test_a_file_on_disk_parses_as_its_bytes_do(tmp_path):
+    """Uploads are spooled to disk and parsed from there: every container gives what its bytes give."""
+    csv = read(RESULTS / "generated-per-iteration.csv")
+    sink = io.BytesIO()
+    feather.write_feather(pa.table({"Data Size": [8, 16], "Completion Time (ms)": [1.5, 2.5]}), sink)
+    cases = {
+        "per-iteration.csv": csv,
+        # Named as gzip but plain, and gzip named as plain: the content decides, never the name.
+        "plain.csv.gz": csv,
+        "compressed.csv": gzip.compress(csv),
+        "summary.feather": sink.getvalue(),
+        "log.txt": read(SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"),
+        "fct.txt": read(RESULTS / "generated-fct.txt"),
+    }
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        _same_samples(parse_result_file(path, name), parse_result_file(data, name))
+    assert parse_result_file(tmp_path / "plain.csv.gz", "plain.csv.gz").samples.num_rows == 2000
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "f.csv: the file is empty"),
+        (b"iteration,size,time_ms\n", "f.csv: the header has no data rows under it"),
+        (b"iteration,size,time_ms\n0,8,1\n1,8,oops\n", "f.csv: line 3, column 'time_ms': 'oops' is not a number"),
+        (b"iteration,size,time_ms\n0,8,1\n1,8\n", "f.csv: line 3 has 2 fields where the header has 3"),
+        (b"iteration,size,time_ms\n0,-8,1\n", "f.csv: line 2, column 'size': -8.0 is not a byte count"),
+        (b"iteration,size,time_ms\n0.5,8,1\n", "f.csv: line 2, column 'iteration': 0.5 is not an iteration number"),
+        (b"iteration,size,label,time_ms\n0,8,caf\xe9,1\n", "f.csv: line 2, column 'label': byte 0xe9 is not UTF-8"),
+        (gzip.compress(b"iteration,size,time_ms\n0,8,1\n")[:-12], "f.csv: the gzip stream is truncated"),
+    ],
+)
+def test_a_bad_file_on_disk_names_the_line_and_column(tmp_path, data, message):
+    path = tmp_path / "upload"
+    path.write_bytes(data)
+    with pytest.raises(ResultFileError) as from_disk:
+        parse_result_file(path, "f.csv")
+    with pytest.raises(ResultFileError) as from_bytes:
+        parse_result_file(data, "f.csv")
+    assert message in str(from_disk.value)
+    assert str(from_disk.value) == str(from_bytes.value)
+
+
+def test_gzip_from_an_open_file_is_read_a_chunk_at_a_time(tmp_path):
+    # Decimal digits compress to ~0.42 of their size: the first member's end lies past the first chunk read.
+    content = np.random.default_rng(0).integers(ord("0"), ord("9") + 1, size=4 * GUNZIP_CHUNK_BYTES, dtype=np.uint8)
+    content = content.tobytes()
+    first = gzip.compress(content[: 3 * GUNZIP_CHUNK_BYTES])
+    assert len(first) > GUNZIP_CHUNK_BYTES
+    path = tmp_path / "two-members.gz"
+    path.write_bytes(first + gzip.compress(content[3 * GUNZIP_CHUNK_BYTES :]))
+    with path.open("rb") as file:
+        assert bytes(gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES)) == content
+    with path.open("rb") as file, pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"):
+        gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES - 1)

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.api.uploads import read_multipart_upload
+from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
 from emuplan.charts import FigureKind
 from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
@@ -180,20 +180,20 @@ class PlotlyFigure(BaseModel):
 
 @router.post("", status_code=201, openapi_extra=UPLOAD_OPENAPI, response_model=RunPublic)
 async def upload_run(request: Request, session: WriteSessionDep, settings: SettingsDep) -> dict:
-    file_name, data, fields = await read_multipart_upload(request)
-    try:
-        form = UploadForm.model_validate(fields)
-    except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
-        raise HTTPException(status_code=422, detail=problems) from None
-    return await run_in_threadpool(_import_upload, session, settings, file_name, data, form)
+    async with spooled_multipart_upload(request) as upload:
+        try:
+            form = UploadForm.model_validate(upload.fields)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
+            raise HTTPException(status_code=422, detail=problems) from None
+        return await run_in_threadpool(_import_upload, session, settings, upload, form)
 
 
-def _import_upload(session, settings, file_name: str, data: bytes | memoryview, form: UploadForm) -> dict:
+def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -> dict:
     run = store.import_result_file(
         session,
-        data,
-        file_name,
+        upload.path,
+        upload.file_name,
         name=form.name,
         plan_id=form.plan_id,
         strategy=form.strategy,
@@ -202,6 +202,7 @@ def _import_upload(session, settings, file_name: str, data: bytes | memoryview, 
         column_map=parse_column_map(form.column_map),
         collective=form.collective,
         max_decompressed_bytes=settings.max_decompressed_bytes,
+        content_sha256=upload.sha256,
     )
     session.commit()
     return store.run_public(run)

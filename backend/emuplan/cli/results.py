@@ -95,7 +95,7 @@ def import_run(
         lambda session: store.run_public(
             store.import_result_file(
                 session,
-                file.read_bytes(),
+                file,
                 file.name,
                 name=name,
                 plan_id=plan,

@@ -5,6 +5,8 @@ format from the content (unless the caller names it), then hand over to that for
 """
 
 import zlib
+from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -30,33 +32,43 @@ GUNZIP_CHUNK_BYTES = 1024**2
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def gunzip_capped(data: bytes | memoryview, file_name: str, max_bytes: int) -> memoryview:
+def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, max_bytes: int) -> memoryview:
     """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, refusing as soon as it passes
     ``max_bytes``: a gzip bomb costs the cap and a few chunks of memory, never its own size, and the
-    content is held once (a list of parts joined at the end needed twice the cap)."""
+    content is held once (a list of parts joined at the end needed twice the cap). ``compressed`` may be
+    an open file, read a chunk at a time, so that the compressed upload is never in memory at all."""
+    if isinstance(compressed, bytes | memoryview):
+        pieces = [compressed]
+    else:
+        pieces = iter(lambda: compressed.read(GUNZIP_CHUNK_BYTES), b"")
     decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     content = bytearray()
-    pending = data
     try:
-        while True:
-            chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
-            content += chunk
-            if len(content) > max_bytes:
-                raise ResultFileTooLarge(
-                    f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
-                )
+        for piece in pieces:
+            pending = piece
             if decompressor.eof:
-                # Concatenated gzip members are valid gzip: go on with the next member.
-                pending = decompressor.unused_data
-                if not pending:
-                    break
+                # Concatenated gzip members are valid gzip: the next one starts with this piece.
                 decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-                continue
-            pending = decompressor.unconsumed_tail
-            if not pending and not chunk:
-                raise ResultFileError(f"{file_name}: the gzip stream is truncated")
+            while True:
+                chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
+                content += chunk
+                if len(content) > max_bytes:
+                    raise ResultFileTooLarge(
+                        f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
+                    )
+                if decompressor.eof:
+                    pending = decompressor.unused_data
+                    if not pending:
+                        break
+                    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                    continue
+                pending = decompressor.unconsumed_tail
+                if not pending and not chunk:
+                    break  # this piece is used up: on with the next
     except zlib.error as error:
         raise ResultFileError(f"{file_name}: not a valid gzip file ({error})") from error
+    if not decompressor.eof:
+        raise ResultFileError(f"{file_name}: the gzip stream is truncated")
     return memoryview(content)
 
 
@@ -72,7 +84,7 @@ def _looks_binary(head: bytes) -> bool:
 
 
 def parse_result_file(
-    data: bytes | memoryview,
+    source: bytes | memoryview | Path,
     file_name: str,
     fmt: str | None = None,
     column_map: dict[str, str] | None = None,
@@ -80,24 +92,30 @@ def parse_result_file(
     collective: str | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> ParsedResult:
-    """Read any supported result file (``data`` may be a memoryview into a larger upload body).
+    """Read any supported result file: its bytes, or the path of a file on disk (an upload spooled there).
 
-    ``fmt`` forces one of ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``,
-    ``size``, ``iteration``, ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to
-    header names the aliases do not know; ``collective`` names the op when the file does not.
+    A CSV on disk is parsed straight from the file, a block at a time, so its bytes are never all in
+    memory beside the table; the other formats are small and read whole. ``fmt`` forces one of
+    ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``, ``size``, ``iteration``,
+    ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to header names the aliases
+    do not know; ``collective`` names the op when the file does not.
     Raises ``ResultFileError`` (400) or ``ResultFileTooLarge`` (413) naming file, row and column.
     """
     if fmt is not None and fmt not in FORMATS:
         raise ResultFileError(f"{file_name}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
-    if not data:
+    if not _head(source, 1):
         raise ResultFileError(f"{file_name}: the file is empty")
-    if bytes(data[:2]) == GZIP_MAGIC:
-        data = gunzip_capped(data, file_name, max_decompressed_bytes)
-        if not data:
+    if _head(source, 2) == GZIP_MAGIC:
+        if isinstance(source, Path):
+            with source.open("rb") as file:
+                source = gunzip_capped(file, file_name, max_decompressed_bytes)
+        else:
+            source = gunzip_capped(source, file_name, max_decompressed_bytes)
+        if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
-    head = bytes(data[:65536])
+    head = _head(source, 65536)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
-        table = tabular.read_feather(data, file_name)
+        table = tabular.read_feather(tabular.content_of(source), file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
     if head.startswith(UTF16_BOMS):
         raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
@@ -110,23 +128,35 @@ def parse_result_file(
     if not stripped:
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
     if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
-        return nccl_tests.parse_nccl_tests_json(nccl_tests.load_json(bytes(data), file_name), file_name, collective)
+        document = nccl_tests.load_json(bytes(tabular.content_of(source)), file_name)
+        return nccl_tests.parse_nccl_tests_json(document, file_name, collective)
     if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
-        text = bytes(data).decode("utf-8", errors="replace")
+        text = _text_of(source)
         if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
             return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
     if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
-        return tabular.parse_ns3_fct(data, file_name)
+        return tabular.parse_ns3_fct(tabular.content_of(source), file_name)
     if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
         # A log with lines before the preamble (e.g. the mpirun command line).
-        return nccl_tests.parse_nccl_tests_stdout(bytes(data).decode("utf-8", errors="replace"), file_name, collective)
-    table = tabular.read_csv(data, file_name)
+        return nccl_tests.parse_nccl_tests_stdout(_text_of(source), file_name, collective)
+    table = tabular.read_csv(source, head, file_name)
     try:
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
     except pa.ArrowInvalid as error:
         if "UTF8" not in str(error):
             raise
-        raise ResultFileError(_first_non_utf8(data, file_name)) from error
+        raise ResultFileError(_first_non_utf8(tabular.content_of(source), file_name)) from error
+
+
+def _head(source: bytes | memoryview | Path, size: int) -> bytes:
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            return file.read(size)
+    return bytes(source[:size])
+
+
+def _text_of(source: bytes | memoryview | Path) -> str:
+    return bytes(tabular.content_of(source)).decode("utf-8", errors="replace")
 
 
 def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
@@ -136,7 +166,7 @@ def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
     except UnicodeDecodeError as error:
         content = bytes(data)
         line_start = content.rfind(b"\n", 0, error.start) + 1
-        delimiter = tabular.sniff_delimiter(data).encode()
+        delimiter = tabular.sniff_delimiter(bytes(data[:4096])).encode()
         header = content.split(b"\n", 1)[0].decode("utf-8", "replace").split(delimiter.decode())
         column_index = content.count(delimiter, line_start, error.start)
         column = header[column_index].strip() if column_index < len(header) else f"#{column_index + 1}"

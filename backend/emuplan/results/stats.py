@@ -116,7 +116,9 @@ def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | N
     widths = [len(column.dictionary) for column in encoded]
     combined = np.zeros(samples.num_rows, dtype=np.int64)
     for column, width in zip(encoded, widths, strict=True):
-        combined = combined * width + column.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if width > 1:  # a key column with one value adds nothing to the code
+            combined *= width
+            combined += column.indices.to_numpy(zero_copy_only=False)
     span = int(np.prod(widths))
     if span <= 1 << 20:
         # Dense combined codes: a histogram finds the used ones without hashing or sorting.
@@ -158,17 +160,11 @@ def summarise(
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()
     codes, keys = _group_codes(samples)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(keys) + 1))
     points = max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * len(keys))))
-
-    # One gather puts each group's rows next to each other; groups are then slices (views).
-    durations_by_group = durations[order] if len(keys) > 1 else durations
-    iterations_by_group = iterations[order] if len(keys) > 1 else iterations
+    reported = {name: samples[name] for name in ("algbw_gbps", "busbw_gbps", "ideal_pct")}
     groups, ecdfs, delays, sorted_parts = [], [], [], []
-    for position, (collective, size_bytes, variant) in enumerate(keys):
-        start, end = bounds[position], bounds[position + 1]
-        values = durations_by_group[start:end]
+    for (collective, size_bytes, variant), rows in zip(keys, _rows_by_group(codes, len(keys)), strict=True):
+        values = durations[rows] if rows is not None else durations
         ordered = np.sort(values)
         sorted_parts.append(ordered)
         stats = {
@@ -180,16 +176,15 @@ def summarise(
         }
         if elements and (collective, size_bytes) in elements:
             stats["elements"], stats["dtype"] = elements[(collective, size_bytes)]
-        rows = pa.array(order[start:end])
         stats.update(
-            reported_algbw_gbps=pc.mean(samples["algbw_gbps"].take(rows)).as_py(),  # nulls skipped
-            reported_busbw_gbps=pc.mean(samples["busbw_gbps"].take(rows)).as_py(),
-            reported_pct_of_ideal=pc.mean(samples["ideal_pct"].take(rows)).as_py(),
+            reported_algbw_gbps=_group_mean(reported["algbw_gbps"], rows),
+            reported_busbw_gbps=_group_mean(reported["busbw_gbps"], rows),
+            reported_pct_of_ideal=_group_mean(reported["ideal_pct"], rows),
         )
         stats.update(group_rates(stats, network, ranks))
         groups.append(stats)
         ecdfs.append(ecdf_grid(ordered, points))
-        group_iterations = iterations_by_group[start:end]
+        group_iterations = iterations[rows] if rows is not None else iterations
         if len(group_iterations) > 1 and np.any(np.diff(group_iterations) < 0):
             by_iteration = np.argsort(group_iterations, kind="stable")
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
@@ -216,6 +211,27 @@ def summarise(
     if stragglers is not None:
         summary["stragglers"] = stragglers
     return summary
+
+
+# Up to this many groups, one pass over the codes per group finds its rows faster than sorting the codes.
+SCANNED_GROUPS = 16
+
+
+def _rows_by_group(codes: np.ndarray, count: int) -> list[np.ndarray | None]:
+    """The row numbers of each group, ascending (None: the one group is every row)."""
+    if count == 1:
+        return [None]
+    if count <= SCANNED_GROUPS:
+        return [np.flatnonzero(codes == code) for code in range(count)]
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.searchsorted(codes[order], np.arange(1, count)))
+
+
+def _group_mean(column: pa.ChunkedArray, rows: np.ndarray | None) -> float | None:
+    """The mean of a file's own figure over a group's rows, nulls skipped; None when it has none."""
+    if column.null_count == len(column):
+        return None
+    return pc.mean(column if rows is None else column.take(pa.array(rows))).as_py()
 
 
 def _slowest_and_first(iterations: np.ndarray, durations: np.ndarray) -> dict:
@@ -321,6 +337,8 @@ def non_finite_figure(document, path: str = "") -> str | None:
     if isinstance(document, dict):
         items = ((f"{path}.{key}" if path else str(key), value) for key, value in document.items())
     elif isinstance(document, list | tuple):
+        if document and isinstance(document[0], float | int) and _all_finite_numbers(document):
+            return None  # an ECDF grid or delay series: thousands of numbers, checked at once
         items = ((f"{path}[{index}]", value) for index, value in enumerate(document))
     else:
         return None
@@ -329,3 +347,11 @@ def non_finite_figure(document, path: str = "") -> str | None:
         if found is not None:
             return found
     return None
+
+
+def _all_finite_numbers(values: list | tuple) -> bool:
+    """True when every item is a finite number; False for anything else (then checked item by item)."""
+    try:
+        return bool(np.isfinite(np.asarray(values, dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return False

@@ -17,6 +17,7 @@ only when a check fails is the first offending row looked up, to name it in the 
 """
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -54,31 +55,47 @@ def table_row(index: int) -> str:
     return f"row {index + 1}"
 
 
-def read_csv(data: bytes | memoryview, file_name: str) -> pa.Table:
-    """Parse CSV bytes; a row with the wrong number of fields is reported with its line number."""
+def content_of(source: bytes | memoryview | Path) -> bytes | memoryview:
+    """The bytes of a source: formats that are read whole, and the error paths that look for a line."""
+    return source.read_bytes() if isinstance(source, Path) else source
+
+
+def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> pa.Table:
+    """Parse CSV bytes or a CSV file (``head``: its first bytes, for the delimiter); a row with the wrong
+    number of fields is reported with its line number."""
     bad_rows: list[str] = []
+    delimiter = sniff_delimiter(head)
 
     def on_invalid_row(row) -> str:
-        where = f"line {row.number}" if row.number is not None else _line_with_field_count(data, row.actual_columns)
+        where = (
+            f"line {row.number}"
+            if row.number is not None
+            else _line_with_field_count(source, delimiter, row.actual_columns)
+        )
         bad_rows.append(
             f"{file_name}: {where} has {row.actual_columns} fields where the header has {row.expected_columns}"
         )
         return "error"
 
+    options = {
+        "parse_options": pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid_row),
+        # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
+        # Text columns arrive dictionary-encoded: cheap for millions of repeated collective names.
+        "convert_options": pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False, auto_dict_encode=True),
+    }
     try:
-        return pacsv.read_csv(
-            pa.py_buffer(data),
-            parse_options=pacsv.ParseOptions(delimiter=sniff_delimiter(data), invalid_row_handler=on_invalid_row),
-            # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
-            # Text columns arrive dictionary-encoded: cheap for millions of repeated collective names.
-            convert_options=pacsv.ConvertOptions(null_values=[""], strings_can_be_null=False, auto_dict_encode=True),
-        )
+        if isinstance(source, Path):
+            # Opened as it is (no compression guessed from the name: gzip was undone before), read a block at
+            # a time: the file's bytes are never all in memory.
+            with pa.OSFile(str(source)) as file:
+                return pacsv.read_csv(file, **options)
+        return pacsv.read_csv(pa.py_buffer(source), **options)
     except (pa.ArrowInvalid, pa.ArrowKeyError) as error:
         if bad_rows:
             raise ResultFileError(bad_rows[0]) from error
         message = str(error).splitlines()[0]
         if "Empty CSV file" in message:
-            raise ResultFileError(_why_no_rows(data, file_name)) from error
+            raise ResultFileError(_why_no_rows(content_of(source), file_name)) from error
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
 
 
@@ -95,20 +112,20 @@ def _why_no_rows(data: bytes | memoryview, file_name: str) -> str:
 DELIMITERS = (",", ";", "\t", "|")
 
 
-def sniff_delimiter(data: bytes | memoryview) -> str:
-    """The delimiter the header row uses most: ',' unless it is ';' (spreadsheets with decimal commas),
-    tab or '|'."""
-    header = bytes(data[:4096]).split(b"\n", 1)[0].decode("utf-8", errors="replace")
+def sniff_delimiter(head: bytes) -> str:
+    """The delimiter the header row (at the start of ``head``) uses most: ',' unless it is ';'
+    (spreadsheets with decimal commas), tab or '|'."""
+    header = head[:4096].split(b"\n", 1)[0].decode("utf-8", errors="replace")
     return max(DELIMITERS, key=header.count) if any(d in header for d in DELIMITERS) else ","
 
 
-def _line_with_field_count(data: bytes | memoryview, count: int) -> str:
+def _line_with_field_count(source: bytes | memoryview | Path, delimiter: str, count: int) -> str:
     """Error path only: find the first line whose field count is ``count`` (pyarrow may not know its number)."""
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(bytes(data).decode("utf-8", errors="replace")), delimiter=sniff_delimiter(data))
-    for number, fields in enumerate(reader, start=1):
+    text = bytes(content_of(source)).decode("utf-8", errors="replace")
+    for number, fields in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), start=1):
         if number > 1 and len(fields) == count:
             return f"line {number}"
     return "a line"
@@ -163,6 +180,7 @@ class _Columns:
         self.file_name = file_name
         self.row_name = row_name
         self.warnings: list[str] = []
+        self._combined: dict[str, pa.Array] = {}
 
     def has(self, role: str) -> bool:
         return role in self.mapped
@@ -174,7 +192,10 @@ class _Columns:
         return ResultFileError(f"{self.file_name}: {self.row_name(index)}, column {self.header(role)!r}: {problem}")
 
     def raw(self, role: str) -> pa.Array:
-        return self.table.column(self.header(role)).combine_chunks()
+        """The column in one piece (the CSV reader gives a chunk per block), combined once per role."""
+        if role not in self._combined:
+            self._combined[role] = self.table.column(self.header(role)).combine_chunks()
+        return self._combined[role]
 
     def plain(self, role: str) -> pa.Array:
         """The column with dictionary encoding undone (for text that has to become numbers)."""
@@ -264,25 +285,36 @@ class _Columns:
             )
         return self._scale_of("unit", self._one_unit("unit", self.plain("unit")))
 
-    def sizes(self) -> np.ndarray | None:
+    def sizes(self) -> pa.Array | None:
+        """Byte counts as int64 (nulls where a cell is empty): whole, not negative, below 2^63."""
         if not self.has("size"):
             return None
+        scale = self.mapped["size"].scale or 1
+        column = self.plain("size")
+        if pa.types.is_signed_integer(column.type) and scale == 1:
+            # Whole numbers within int64 already: only the sign is left to check.
+            negative = pc.index(pc.less(column, 0), True).as_py()
+            if negative >= 0:
+                raise self.fail("size", negative, f"{float(column[negative].as_py())!r} is not a byte count")
+            return column.cast(pa.int64())
         values = self.numbers("size", allow_null=True)
         bad = (values < 0) | (np.isfinite(values) & (values != np.round(values)))
         if bad.any():
             index = int(np.flatnonzero(bad)[0])
             raise self.fail("size", index, f"{float(values[index])!r} is not a byte count")
-        scale = self.mapped["size"].scale or 1
         values_bytes = values * scale
         too_large = values_bytes >= INT64_LIMIT
         if too_large.any():
             index = int(np.flatnonzero(too_large)[0])
             raise self.fail("size", index, f"{float(values[index])!r} bytes is more than a size can hold (2^63 − 1)")
-        return values_bytes
+        return _nullable(values_bytes, pa.int64())
 
     def iterations(self) -> np.ndarray | None:
         if not self.has("iteration"):
             return None
+        column = self.plain("iteration")
+        if pa.types.is_signed_integer(column.type) and not column.null_count:
+            return column.to_numpy().astype(np.int64, copy=False)  # whole numbers within int64 already
         values = self.numbers("iteration")
         bad = (values != np.round(values)) | (np.abs(values) >= INT64_LIMIT)
         if bad.any():
@@ -351,7 +383,7 @@ def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_ma
             duration_us=duration_us,
             iteration=iteration,
             collective=reader.collectives(collective, reader.file_name),
-            size_bytes=_nullable(reader.sizes(), pa.int64()),
+            size_bytes=reader.sizes(),
             start_us=_nullable(start_us, pa.float64()),
             variant=reader.text("variant") or "",
             label=reader.text("label") or "",
@@ -385,7 +417,7 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
         src=reader.text("src"),
         dst=reader.text("dst"),
         qp=_nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
-        size_bytes=_nullable(reader.sizes(), pa.int64()) if reader.has("size") else None,
+        size_bytes=reader.sizes(),
         start_us=start_us,
     )
     endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),

@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -69,8 +70,11 @@ class RunInputError(ValueError):
     """A bad field of the import request (strategy, plan, origin) rather than of the file."""
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256_hex(source: bytes | Path) -> str:
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    return hashlib.sha256(source).hexdigest()
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -166,7 +170,7 @@ def find_duplicate(session: Session, content_sha256: str) -> Run | None:
 
 def import_result_file(
     session: Session,
-    data: bytes,
+    source: bytes | Path,
     file_name: str,
     *,
     name: str | None = None,
@@ -177,16 +181,20 @@ def import_result_file(
     column_map: dict[str, str] | None = None,
     collective: str | None = None,
     max_decompressed_bytes: int,
+    content_sha256: str | None = None,
 ) -> Run:
-    """Parse an uploaded file and store it as an imported run; ``DuplicateRun`` if its bytes are known.
+    """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
+    and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
+    digest when the caller already has it (hashed while the upload streamed in).
 
     Hashing and parsing touch no table, so the write transaction starts only after them."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        digest = pool.submit(sha256_hex, data)  # hashlib releases the GIL: hashes while Arrow parses
+        # hashlib releases the GIL: hashes while Arrow parses
+        digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
         parsed = parse_result_file(
-            data, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
+            source, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
         )
-        digest = digest.result()
+        digest = content_sha256 if digest is None else digest.result()
     existing = find_duplicate(session, digest)
     if existing is not None:
         raise DuplicateRun(existing, file_name)
