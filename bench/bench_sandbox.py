@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from emuplan.sandbox.runner import SandboxPolicy, run_in_sandbox, sandbox_command
+from emuplan.sandbox.runner import SandboxPolicy, run_in_sandbox, sandbox_command, seccomp_program
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
@@ -40,9 +40,10 @@ GPT2 = ("gpt2.py", PytorchSourceOptions(model_class="GPT2", input_shape=[1024], 
 
 
 def bare_import_torch() -> tuple[float, int]:
-    command = sandbox_command(POLICY)[:-1] + ["-c", BARE_IMPORT]  # the sandbox, with python's script swapped
     started = time.perf_counter()
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    with seccomp_program() as seccomp_fd:
+        command = sandbox_command(POLICY, seccomp_fd)[:-1] + ["-c", BARE_IMPORT]  # the worker script swapped
+        output = subprocess.run(command, check=True, capture_output=True, text=True, pass_fds=(seccomp_fd,)).stdout
     return time.perf_counter() - started, int(output)
 
 
@@ -86,7 +87,9 @@ def main() -> int:
         peak_rss[name] = max(rss, peak_rss.get(name, 0))
         return seconds
 
-    print(f"sandbox: {' '.join(sandbox_command(POLICY)[:3])} ... ({REPEATS} paired rounds, load {load_average()})")
+    with seccomp_program() as seccomp_fd:
+        sandbox = " ".join(sandbox_command(POLICY, seccomp_fd)[:3])
+    print(f"sandbox: {sandbox} ... ({REPEATS} paired rounds, load {load_average()})")
     cases = {
         "bare": lambda: timed("bare", bare_import_torch),
         "seed": lambda: timed("seed", lambda: plan_from_source(SEED, seed_request)),

@@ -1,9 +1,12 @@
 """The bubblewrap sandbox's limits, seen from the runner: what is left running after a kill, the CPU
-limit, the writable /tmp, and what happens without bwrap. tests/api/test_models.py sends every hostile
-model through the API."""
+limit, the size-capped tmpfs mounts, the system calls the seccomp filter refuses, the capabilities
+and namespaces left to the model, as root and as an unprivileged server user, and what happens
+without bwrap. tests/api/test_models.py sends every hostile model through the API."""
 
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pytest
 
 from emuplan.sandbox import runner
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, SandboxUnavailable, run_in_sandbox
+from emuplan.sandbox.worker import REFUSED_BY_THE_SANDBOX
 from paths import MODELS
 
 pytestmark = pytest.mark.sandbox
@@ -33,6 +37,18 @@ def failure(fixture: str, limits: SandboxPolicy = LIMITS) -> SandboxError:
     with pytest.raises(SandboxError) as caught:
         run_in_sandbox(request_for(fixture), limits)
     return caught.value
+
+
+def model_failure(source: str, limits: SandboxPolicy = LIMITS) -> SandboxError:
+    """What the sandbox says about a model whose module runs ``source`` (line 1 is ``source``'s first)."""
+    with pytest.raises(SandboxError) as caught:
+        request = {"source": source + "\nclass Model:\n    pass\n", "file_name": "model.py", "model_class": "Model",
+                   "model_kwargs": {}, "input_shape": [4]}  # fmt: skip
+        run_in_sandbox(request, limits)
+    return caught.value
+
+
+REFUSED = f"PermissionError: [Errno 1] Operation not permitted ({REFUSED_BY_THE_SANDBOX})"
 
 
 def processes_of(uid: int) -> list[str]:
@@ -63,24 +79,114 @@ def test_the_cpu_time_limit_stops_a_busy_model_before_the_clock_limit():
     assert error.message == "the model used more than 3 s of CPU time"
 
 
-def test_a_fork_bomb_hits_the_process_limit():
+def test_a_fork_bomb_cannot_start_a_single_process():
     error = failure("hostile_fork_bomb.py", SandboxPolicy(timeout_s=60, uid=250_002))
-    assert error.kind == "import_failed"
-    assert "the sandbox's process limit was reached" in error.message
+    assert (error.kind, error.line) == ("import_failed", 8)
+    assert error.message == f"hostile_fork_bomb.py, line 8: running the module failed: {REFUSED}"
     assert processes_of(250_002) == []
 
 
-def test_the_private_tmp_is_writable_but_the_system_is_read_only(tmp_path: Path):
-    source = (
-        "from torch import nn\n"
-        "open('/tmp/scratch', 'w').write('fine')\n"
-        "open('/usr/escaped', 'w')\n"
-        "class Model(nn.Module):\n    pass\n"
+def test_the_process_limit_caps_threads():
+    source = "import threading, time\nfor _ in range(64):\n    threading.Thread(target=time.sleep, args=(5,)).start()"
+    error = model_failure(source)
+    assert error.message == "model.py, line 3: running the module failed: RuntimeError: can't start new thread"
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        # 5 GiB, past the 4 GiB address-space limit, in memory no mapping would count.
+        ("import os\nhoard = os.memfd_create('hoard')\nfor _ in range(5 * 1024):\n"
+         "    os.write(hoard, bytes(1 << 20))", 2),
+        ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nsegment = libc.shmget(0, 1 << 30, 0o1600)\n"
+         "if segment < 0:\n    raise OSError(ctypes.get_errno(), 'Operation not permitted')", 5),
+        ("import os\nos.fork()", 2),
+        ("import subprocess\nsubprocess.run(['/usr/bin/true'])", 2),
+        ("import socket\nsocket.socketpair()", 2),
+        ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nCLONE_NEWUSER = 0x10000000\n"
+         "if libc.unshare(CLONE_NEWUSER) != 0:\n    raise OSError(ctypes.get_errno(), 'Operation not permitted')", 5),
+    ],
+    ids=["memfd past the memory limit", "SysV shared memory", "fork", "subprocess", "socketpair",
+         "nested user namespace"],
+)  # fmt: skip
+def test_the_seccomp_filter_refuses_processes_namespaces_and_memory_outside_the_limit(source: str, line: int):
+    error = model_failure(source)
+    assert (error.kind, error.line) == ("import_failed", line)
+    assert error.message == f"model.py, line {line}: running the module failed: {REFUSED}"
+
+
+def test_unshare_cannot_make_a_nested_user_namespace():
+    """``unshare -Ur`` replaces the worker (a new process would be refused), and fails."""
+    error = model_failure("import os\nos.execv('/usr/bin/unshare', ['unshare', '-Ur', 'id'])")
+    assert error.kind == "bad_answer"
+    assert error.message == "the sandbox gave no answer (exit code 1): unshare: unshare failed: Operation not permitted"
+
+
+# The uid, the bounding and effective capability sets, no_new_privs, the seccomp mode, and the errno
+# of an attempt to make a user namespace.
+STATUS_SOURCE = (
+    "import ctypes\n"
+    "status = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines())\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "unshare = ctypes.get_errno() if libc.unshare(0x10000000) else 0\n"
+    "raise ValueError([status['Uid'].split()[0], status['CapBnd'], status['CapEff'], status['NoNewPrivs'], "
+    "status['Seccomp'], unshare])"
+)
+
+
+def test_as_root_the_model_runs_as_its_own_uid_with_no_capabilities():
+    error = model_failure(STATUS_SOURCE, SandboxPolicy(timeout_s=60, uid=250_003))
+    assert error.message == (
+        "model.py, line 5: running the module failed: ValueError: ['250003', '0000000000000000', "
+        "'0000000000000000', '1', '2', 1]"
     )
-    with pytest.raises(SandboxError) as caught:
-        run_in_sandbox({**request_for("hostile_write_outside.py"), "source": source}, LIMITS)
-    assert caught.value.line == 3
-    assert "OSError: [Errno 30] Read-only file system: '/usr/escaped'" in caught.value.message
+
+
+UNPRIVILEGED_SERVER = """
+import json, sys
+from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
+try:
+    run_in_sandbox(json.loads(sys.argv[1]), SandboxPolicy(timeout_s=60))
+except SandboxError as error:
+    print(error.message)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching the server to another uid needs root")
+def test_a_server_running_as_an_unprivileged_user_gets_the_same_sandbox():
+    """bwrap runs unprivileged, in a user namespace of its own (with --disable-userns behind the
+    seccomp filter); the Python installation is bound where that user can reach it, as a deployment
+    would install it."""
+    request = {"source": STATUS_SOURCE + "\nclass Model:\n    pass\n", "file_name": "model.py",
+               "model_class": "Model", "model_kwargs": {}, "input_shape": [4]}  # fmt: skip
+    reachable, created = ["--dev-bind", "/", "/", "--tmpfs", "/root"], set()
+    for directory in runner._read_only_directories():
+        reachable += runner._parents_with_permissions(directory, created)
+        reachable += ["--ro-bind", str(directory), str(directory)]
+    unprivileged = ["setpriv", "--reuid=250004", "--regid=250004", "--clear-groups", "--inh-caps=-all",
+                    "--bounding-set=-all"]  # fmt: skip
+    server = ["bwrap", *reachable, *unprivileged, sys.executable, "-c", UNPRIVILEGED_SERVER, json.dumps(request)]
+    answer = subprocess.run(server, capture_output=True, text=True, check=True, timeout=120)
+    assert answer.stdout == (
+        "model.py, line 5: running the module failed: ValueError: ['250004', '0000000000000000', "
+        "'0000000000000000', '1', '2', 1]\n"
+    )
+
+
+@pytest.mark.parametrize("directory", ["/tmp", "/dev/shm"])
+def test_writing_past_the_tmpfs_size_fails(directory: str):
+    source = f"hoard = open('{directory}/hoard', 'wb')\nfor _ in range(16):\n    hoard.write(bytes(1 << 20))"
+    error = model_failure(source, SandboxPolicy(timeout_s=60, tmp_mb=8))
+    assert error.message == "model.py, line 3: running the module failed: OSError: [Errno 28] No space left on device"
+
+
+@pytest.mark.parametrize("path", ["/usr/escaped", "/escaped", "/dev/escaped", "/sandbox/escaped"])
+def test_the_private_tmp_is_writable_but_everything_else_is_read_only(path: str):
+    error = model_failure(f"open('/tmp/scratch', 'w').write('fine')\nopen('{path}', 'w')")
+    assert error.line == 2
+    assert error.message == (
+        f"model.py, line 2: running the module failed: OSError: [Errno 30] Read-only file system: '{path}'"
+    )
 
 
 def test_without_bubblewrap_python_uploads_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):

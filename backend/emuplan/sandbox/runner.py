@@ -1,14 +1,19 @@
 """Runs uploaded PyTorch source in a short-lived bubblewrap sandbox and reads back its JSON answer.
 
 The sandboxed process sees only a read-only system (/usr), the Python installation and the virtual
-environment, the worker script, a fresh /proc and /dev, and a small private tmpfs /tmp. It has no
-network (its own empty network namespace), its own PID, IPC and UTS namespaces, no capabilities,
-and runs as an unprivileged uid of its own, picked at random per run from a range no account uses:
-the kernel counts RLIMIT_NPROC per uid (and exempts root), so each run gets its own process budget
-and one upload's fork bomb cannot starve another's. CPU time, address space, file size and process
-count are capped with rlimits; a wall-clock timeout kills the whole process group, and
-``--die-with-parent`` takes the sandbox down with it. The request goes in on stdin and the answer
-comes back on stdout, both as JSON: nothing is ever unpickled.
+environment, the worker script, a fresh /proc and /dev, and two small size-capped tmpfs mounts, /tmp
+and /dev/shm; everything else, the sandbox's own root included, is read-only. It has no network (its
+own empty network namespace), its own user, PID, IPC, UTS and cgroup namespaces, may create no
+further user namespace, and has no capabilities: an empty bounding set. bwrap itself runs
+unprivileged: started as root, the server first drops to an unprivileged uid picked at random per run
+from a range no account uses, so nothing on the host belongs to it. Limits are set inside the
+sandbox's user namespace, where the kernel counts processes per namespace, so each run has its own
+process budget whichever uid the server runs as. CPU time, address space, file size, open files and
+processes are capped with rlimits; the seccomp filter of ``syscall_filter`` keeps the model one
+process holding no memory outside its address space, so the address-space limit and the tmpfs sizes
+cap all the memory it can hold. A wall-clock timeout kills the whole process group, and
+``--die-with-parent`` takes the sandbox down with it. The request goes in on stdin and the answer comes
+back on stdout, both as JSON: nothing is ever unpickled.
 """
 
 import json
@@ -21,10 +26,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from emuplan import json_input
+from emuplan.sandbox.syscall_filter import filter_program
 
 WORKER = Path(__file__).with_name("worker.py")
 SANDBOX_WORKER = "/sandbox/worker.py"
@@ -71,7 +79,8 @@ class SandboxPolicy:
     memory_mb: int = 4096
     max_processes: int = 16  # threads count too; the worker runs torch with one intra-op thread
     max_file_mb: int = 64
-    tmp_mb: int = 64
+    tmp_mb: int = 64  # the size of each writable tmpfs, /tmp and /dev/shm
+    max_open_files: int = 256  # also bounds the pipes, whose buffers are memory outside the address space
     cpu_s: float | None = None  # CPU seconds; unset: one more than the wall-clock timeout, a backstop
     allow_unsandboxed: bool = False  # EMUPLAN_SANDBOX_ALLOW_UNSANDBOXED: trusted users only
     uid: int | None = None  # the uid to run as (when started as root); None: a fresh random one per run
@@ -100,6 +109,8 @@ def _rlimit_arguments(policy: SandboxPolicy) -> list[str]:
         f"--cpu={cpu_seconds}:{cpu_seconds + 2}",
         f"--nproc={policy.max_processes}",
         f"--fsize={policy.max_file_mb * 1024 * 1024}",
+        f"--nofile={policy.max_open_files}",
+        "--msgqueue=0",  # POSIX message queues hold memory outside the address space
         "--core=0",
         "--",
     ]
@@ -126,16 +137,41 @@ def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
     return arguments
 
 
-def bwrap_command(policy: SandboxPolicy) -> list[str]:
-    python = Path(sys.executable)
+def _namespaces_and_user(policy: SandboxPolicy) -> tuple[list[str], list[str]]:
+    """bwrap's namespace options, and what runs inside before the limits: as root, the switch to the
+    sandbox's own uid; otherwise nothing, since bwrap already runs as the server's unprivileged user."""
+    if os.geteuid() != 0:
+        # Unprivileged, bwrap builds the sandbox in a user namespace of its own, which lets it forbid more.
+        return ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"], []
+    uid = policy.uid if policy.uid is not None else SANDBOX_UID_BASE + secrets.randbelow(SANDBOX_UID_COUNT)
+    # fmt: off
+    # As root, no user namespace: it could map only uid 0, and a real unprivileged uid is what keeps host
+    # files out of reach and gives each run its own process count. bwrap keeps only what setpriv needs
+    # to change uid and to empty the bounding set (without CAP_SETPCAP setpriv leaves it full, silently);
+    # setpriv then drops every capability for good. (Root mode cannot add --disable-userns: the seccomp
+    # filter refuses unshare() and setns() instead.)
+    namespaces = [
+        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+    ]
+    switch_user = [
+        "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
+    ]
+    # fmt: on
+    return namespaces, switch_user
+
+
+def bwrap_command(policy: SandboxPolicy, seccomp_fd: int) -> list[str]:
+    """The sandbox around the worker; ``seccomp_fd`` is an open file holding ``syscall_filter.filter_program()``."""
+    namespaces, switch_user = _namespaces_and_user(policy)
+    tmpfs_bytes = str(policy.tmp_mb * 1024 * 1024)
     # fmt: off
     command = [
-        "bwrap",
-        # Every namespace --unshare-all covers except the user namespace: as root, a user namespace
-        # would map only uid 0, and a real unprivileged uid is what makes the process limit count.
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+        "bwrap", *namespaces,
         "--die-with-parent",
         "--new-session",
+        "--seccomp", str(seccomp_fd),
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/lib", "/lib",
@@ -150,32 +186,32 @@ def bwrap_command(policy: SandboxPolicy) -> list[str]:
         "--ro-bind", str(WORKER), SANDBOX_WORKER,
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(policy.tmp_mb * 1024 * 1024), "--perms", "1777", "--tmpfs", "/tmp",
+        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/dev/shm",
+        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/tmp",
+        # Run unprivileged, bwrap builds / and /dev as tmpfs mounts the model's uid owns: read-only,
+        # they hold nothing.
+        "--remount-ro", "/dev",
+        "--remount-ro", "/",
         "--chdir", "/tmp",
         "--clearenv",
         "--setenv", "HOME", "/tmp",
         "--setenv", "TMPDIR", "/tmp",
         "--setenv", "PATH", "/usr/bin",
+        "--",
     ]
-    if os.geteuid() == 0:
-        uid = policy.uid if policy.uid is not None else SANDBOX_UID_BASE + secrets.randbelow(SANDBOX_UID_COUNT)
-        # Keep only what setpriv needs to change uid; it then drops every capability for good.
-        command += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        command += [
-            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs",
-        ]
     # fmt: on
-    return command + [str(python), "-I", "-B", SANDBOX_WORKER]
+    # The limits are set inside the sandbox: in a user namespace the kernel counts processes per
+    # namespace, so the server user's own processes do not use up the sandbox's budget.
+    return command + switch_user + _rlimit_arguments(policy) + [sys.executable, "-I", "-B", SANDBOX_WORKER]
 
 
 def unsandboxed_command() -> list[str]:
     return [sys.executable, "-I", "-B", str(WORKER)]
 
 
-def sandbox_command(policy: SandboxPolicy) -> list[str]:
+def sandbox_command(policy: SandboxPolicy, seccomp_fd: int) -> list[str]:
     if shutil.which("bwrap") is not None:
-        return _rlimit_arguments(policy) + bwrap_command(policy)
+        return bwrap_command(policy, seccomp_fd)
     if policy.allow_unsandboxed:
         return _rlimit_arguments(policy) + unsandboxed_command()
     raise SandboxUnavailable(
@@ -216,18 +252,29 @@ def _limit_message(signal_number: int, policy: SandboxPolicy, stderr: str) -> Sa
 
 def run_in_sandbox(request: dict, policy: SandboxPolicy) -> dict:
     """Runs the worker on ``request`` and returns its answer; raises SandboxError when it fails."""
-    command = sandbox_command(policy)
-    if not _run_slots.acquire(blocking=False):
-        raise SandboxBusy(
-            "busy", f"{MAX_CONCURRENT_RUNS} model runs are already in progress; try again in {RETRY_AFTER_S} s"
-        )
-    try:
-        return _run(command, request, policy)
-    finally:
-        _run_slots.release()
+    with seccomp_program() as seccomp_fd:
+        command = sandbox_command(policy, seccomp_fd)
+        if not _run_slots.acquire(blocking=False):
+            raise SandboxBusy(
+                "busy", f"{MAX_CONCURRENT_RUNS} model runs are already in progress; try again in {RETRY_AFTER_S} s"
+            )
+        try:
+            return _run(command, request, policy, seccomp_fd)
+        finally:
+            _run_slots.release()
 
 
-def _run(command: list[str], request: dict, policy: SandboxPolicy) -> dict:
+@contextmanager
+def seccomp_program() -> Iterator[int]:
+    """An open file holding the seccomp filter, for ``bwrap --seccomp``, which reads it to the end."""
+    with tempfile.TemporaryFile() as program:
+        program.write(filter_program())
+        program.flush()
+        program.seek(0)
+        yield program.fileno()
+
+
+def _run(command: list[str], request: dict, policy: SandboxPolicy, seccomp_fd: int) -> dict:
     with (
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stdout,
@@ -235,7 +282,9 @@ def _run(command: list[str], request: dict, policy: SandboxPolicy) -> dict:
     ):
         stdin.write(json.dumps(request).encode())
         stdin.seek(0)
-        process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdin=stdin, stdout=stdout, stderr=stderr, start_new_session=True, pass_fds=(seccomp_fd,)
+        )
         try:
             returncode = process.wait(timeout=policy.timeout_s)
         except subprocess.TimeoutExpired:

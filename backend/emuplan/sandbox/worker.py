@@ -24,6 +24,13 @@ SHAPE_BATCH = 2
 USER_MODULE_NAME = "uploaded_model"
 
 
+# What a system call the seccomp filter refuses (EPERM, no file name) gets added to its error.
+REFUSED_BY_THE_SANDBOX = (
+    "refused by the sandbox, which allows threads but no new processes, no namespaces, and no memory outside "
+    "the model's address-space limit: no memfd, SysV shared memory or sockets"
+)
+
+
 class ModelError(Exception):
     def __init__(self, kind: str, message: str, line: int | None = None):
         super().__init__(message)
@@ -43,10 +50,10 @@ def _claim_stdout():
 def _exception_text(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "MemoryError: the model asked for more memory than the sandbox allows"
+    if isinstance(exc, PermissionError) and exc.errno == errno.EPERM and exc.filename is None:
+        return f"{type(exc).__name__}: {exc} ({REFUSED_BY_THE_SANDBOX})"
     if isinstance(exc, BlockingIOError) and exc.errno == errno.EAGAIN:
         return f"{type(exc).__name__}: {exc} (the sandbox's process limit was reached)"
-    if isinstance(exc, OSError) and exc.errno in (errno.ENETUNREACH, errno.ECONNREFUSED, errno.EAFNOSUPPORT):
-        return f"{type(exc).__name__}: {exc} (the sandbox has no network)"
     return f"{type(exc).__name__}: {exc}"
 
 
