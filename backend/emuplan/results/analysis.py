@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+from emuplan.workload.document import PlannedCollective
 
 CELL_HALF_UNIT_GBPS = 0.005
 SLOWEST_SHOWN = 10
@@ -98,7 +99,9 @@ def is_size_sweep(groups: list[dict]) -> bool:
 
 def analyse(summary: dict, assumptions: Assumptions, plan_workload: dict | None = None) -> dict:
     """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions)."""
-    collectives = [c for c in (plan_workload or {}).get("collectives", []) if isinstance(c, dict)]
+    # The stored plan document as written by the planner; collective_of_size reads PlannedCollective fields.
+    listed = (plan_workload or {}).get("collectives", [])
+    collectives = [PlannedCollective.model_validate(c) for c in listed if isinstance(c, dict)]
     network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, collectives)
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
     unit, per_unit = page_time_unit([summary])
