@@ -13,6 +13,8 @@ from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
+pytestmark = pytest.mark.both_databases
+
 
 def upload(client, file_name: str, data: bytes, **form):
     return client.post("/api/runs", files={"file": (file_name, data)}, data=form)
