@@ -10,7 +10,6 @@ a file copy on the server that takes a few milliseconds.
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 import psycopg
 
 from emuplan.store.db import migrate
+from live_server import free_port
 
 # Debian keeps the server programs out of PATH, one directory per major version.
 DEBIAN_SERVER_DIRS = "/usr/lib/postgresql/*/bin"
@@ -39,12 +39,6 @@ def server_program(name: str) -> Path:
     if on_path is None:
         raise RuntimeError(f"PostgreSQL's {name} is missing: install the Debian package 'postgresql' (make test does)")
     return Path(on_path)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _as_owner(command: list[str]) -> list[str]:
@@ -86,7 +80,7 @@ def start_postgres() -> PostgresServer:
     if os.geteuid() == 0:
         owner = pwd.getpwnam(CLUSTER_OWNER)
         os.chown(directory, owner.pw_uid, owner.pw_gid)
-    server = PostgresServer(directory, _free_port())
+    server = PostgresServer(directory, free_port())
     subprocess.run(
         _as_owner(
             [str(server_program("initdb")), "-D", str(server.data_dir), "-U", SUPERUSER, "--auth=trust"]

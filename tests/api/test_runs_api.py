@@ -259,3 +259,14 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
     assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
     assert set(mixed["figures"]) == {"cdf", "small_multiples"}
+
+
+def test_text_with_a_nul_character_is_refused_on_every_database(client) -> None:
+    """PostgreSQL cannot hold NUL in text; SQLite refuses it too, so both answer the same."""
+    refused = {"detail": "text cannot contain a NUL (0x00) character"}
+    listed = client.get("/api/runs", params={"strategy": "data\x00", "tag": "a"})
+    assert (listed.status_code, listed.json()) == (422, refused)
+    csv = b"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n"
+    upload = client.post("/api/runs", files={"file": ("r.csv", csv)}, data={"name": "before\x00after"})
+    assert (upload.status_code, upload.json()) == (422, {"detail": "name: text cannot contain a NUL (0x00) character"})
+    assert client.get("/api/runs").json() == []
