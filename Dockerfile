@@ -3,6 +3,6 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && r
 WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
-    && pip install --no-cache-dir -e .
+    && pip install --no-cache-dir -e ".[postgres]"
 EXPOSE 8000
 CMD ["emuplan", "serve"]

@@ -3,7 +3,6 @@
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
-SYSTEM_PACKAGES := chromium bubblewrap
 
 .PHONY: run test lint bench system-packages chakra-schema
 
@@ -13,10 +12,12 @@ $(INSTALLED): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[test,bench]'
 	touch $(INSTALLED)
 
-# Chromium drives the browser tests; bubblewrap sandboxes uploaded PyTorch source.
+# Chromium drives the browser tests; bubblewrap sandboxes uploaded PyTorch source; PostgreSQL's server
+# (Debian keeps it in /usr/lib/postgresql/VERSION/bin) runs the tests' throwaway clusters.
 system-packages:
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -1,7 +1,9 @@
-"""Fixtures every test layer shares: each test gets its own SQLite file migrated by Alembic.
+"""Fixtures every test layer shares: each test gets its own database migrated by Alembic.
 
-Alembic runs once per session into a template file; each test copies that file, so every test
-starts from a really migrated, empty database of its own without paying for the migration again.
+Alembic runs once per session into a template (a SQLite file; a PostgreSQL template database); each
+test copies it, so every test starts from a really migrated, empty database of its own without paying
+for the migration again. Tests marked ``both_databases`` run once on SQLite and once on a real
+PostgreSQL server (``postgres_server.py``); every other test runs on SQLite.
 """
 
 import os
@@ -16,6 +18,7 @@ from emuplan.main import create_app
 from emuplan.settings import Settings, get_settings
 from emuplan.store.db import Database, migrate
 from live_server import LiveServer, start_server, stop_server
+from postgres_server import TEMPLATE, PostgresServer, start_postgres, stop_postgres
 
 # Starlette's TestClient sends "Host: testserver"; the live-server tests use 127.0.0.1 like a user would.
 os.environ["EMUPLAN_ALLOWED_HOSTS"] = "testserver,localhost,127.0.0.1,::1"
@@ -28,11 +31,53 @@ def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+DATABASE_BACKENDS = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_databases"):
+        metafunc.parametrize("database_backend", DATABASE_BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def database_url(tmp_path: Path, migrated_template: Path) -> str:
-    path = tmp_path / "emuplan.sqlite3"
-    shutil.copyfile(migrated_template, path)
-    return f"sqlite:///{path}"
+def database_backend(request: pytest.FixtureRequest) -> str:
+    """The database this test runs on: both for tests marked ``both_databases``, else SQLite."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL cluster for the session, started on first use."""
+    server = start_postgres()
+    yield server
+    stop_postgres(server)
+
+
+@pytest.fixture
+def empty_database_url(database_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of this test's backend with no schema at all (for migration tests)."""
+    if database_backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = server.create_database()
+    yield server.url(name)
+    server.drop_database(name)
+
+
+@pytest.fixture
+def database_url(
+    database_backend: str, tmp_path: Path, migrated_template: Path, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    if database_backend == "sqlite":
+        path = tmp_path / "emuplan.sqlite3"
+        shutil.copyfile(migrated_template, path)
+        yield f"sqlite:///{path}"
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = server.create_database(template=TEMPLATE)
+    yield server.url(name)
+    server.drop_database(name)
 
 
 @pytest.fixture

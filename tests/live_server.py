@@ -11,7 +11,7 @@ from emuplan.main import create_app
 from emuplan.settings import Settings
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -26,7 +26,7 @@ class LiveServer:
 
 
 def start_server(settings: Settings) -> LiveServer:
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

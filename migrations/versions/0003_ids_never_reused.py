@@ -20,7 +20,7 @@ TABLES = ("model_definition", "plan", "run", "comparison", "share_link")
 
 
 def _rebuild(autoincrement: bool) -> None:
-    if op.get_bind().dialect.name != "sqlite":
+    if op.get_context().dialect.name != "sqlite":
         return
     for table in TABLES:
         with op.batch_alter_table(table, recreate="always", table_kwargs={"sqlite_autoincrement": autoincrement}):

@@ -1,10 +1,13 @@
 """The app frame: migration on start, security headers, upload cap."""
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect
 
 from emuplan.main import create_app
 from emuplan.settings import Settings
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_health_answers_and_schema_is_migrated(client: TestClient, database) -> None:

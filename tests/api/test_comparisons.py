@@ -13,6 +13,8 @@ from emuplan.api.comparisons import RedactShareTokens, redact_share_tokens
 from emuplan.store.db import Database
 from emuplan.store.models import ShareLink
 
+pytestmark = pytest.mark.both_databases
+
 
 def _add_runs(client: TestClient, names: list[str]) -> list[int]:
     """Real imports through the upload API: a tiny per-iteration CSV per run."""

@@ -1,10 +1,13 @@
 """Demo content on start: the three seed plans, three generated runs labelled as such, one comparison."""
 
+import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.demo import DEMO_COMPARISON_NAME, DEMO_SHAPES, generated_run_csv
 from emuplan.main import create_app
 from emuplan.settings import Settings
+
+pytestmark = pytest.mark.both_databases
 
 
 def test_demo_is_loaded_once_with_seed_plans_and_honestly_labelled_runs(database_url: str) -> None:

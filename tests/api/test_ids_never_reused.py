@@ -1,12 +1,48 @@
 """Ids are never handed out twice, so a share link never shows a run it was not made with."""
 
-import sqlite3
-from pathlib import Path
+from datetime import UTC, datetime
 
+import pytest
+import sqlalchemy as sa
 from alembic import command
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config, migrate
+from emuplan.store.models import Run, RunTable
+
+pytestmark = pytest.mark.both_databases
+
+# The columns as migration 0001 made them (the models' own tables would name columns added later).
+RUN = sa.table(
+    "run",
+    *(
+        sa.column(name, Run.__table__.c[name].type)
+        for name in (
+            "id",
+            "name",
+            "tags",
+            "source_format",
+            "origin",
+            "origin_detail",
+            "sample_count",
+            "warnings",
+            "summary",
+            "created_at",
+        )
+    ),
+)
+RUN_TABLE = RunTable.__table__
+RUN_VALUES = {
+    "tags": [],
+    "source_format": "per-iteration-csv",
+    "origin": "imported",
+    "origin_detail": "",
+    "sample_count": 1,
+    "warnings": [],
+    "summary": {},
+    "created_at": datetime(2026, 11, 21, 10, tzinfo=UTC),
+}
 
 
 def add_run(client: TestClient, name: str, offset: float) -> int:
@@ -28,26 +64,26 @@ def test_a_deleted_runs_id_is_never_given_to_a_new_run_and_the_share_link_keeps_
     assert client.get(f"/api/shared/{token}/runs/{second}/figures/cdf").status_code == 404
 
 
-def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
-    command.upgrade(alembic_config(url), "0001")
-    with sqlite3.connect(tmp_path / "old.sqlite3") as connection:
-        connection.execute(
-            "INSERT INTO run (id, name, tags, source_format, origin, origin_detail, sample_count, warnings, summary,"
-            " created_at) VALUES (7, 'old run', '[]', 'per-iteration-csv', 'imported', '', 1, '[]', '{}',"
-            " '2026-11-21 10:00:00')"
+def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(empty_database_url: str) -> None:
+    command.upgrade(alembic_config(empty_database_url), "0002")
+    engine = create_engine(empty_database_url)
+    with engine.begin() as connection:
+        first, second = (
+            connection.execute(RUN.insert().values(name=name, **RUN_VALUES).returning(RUN.c.id)).scalar_one()
+            for name in ("old run", "newest run")
         )
-        connection.execute("INSERT INTO run_table (run_id, kind, row_count, parquet) VALUES (7, 'samples', 1, x'00')")
-    migrate(url)
-    with sqlite3.connect(tmp_path / "old.sqlite3") as connection:
-        connection.execute("PRAGMA foreign_keys=ON")
-        assert connection.execute("SELECT id, name FROM run").fetchall() == [(7, "old run")]
-        assert connection.execute("SELECT run_id, kind FROM run_table").fetchall() == [(7, "samples")]
-        connection.execute("DELETE FROM run WHERE id = 7")
-        assert connection.execute("SELECT count(*) FROM run_table").fetchone() == (0,)  # the cascade survived
-        connection.execute(
-            "INSERT INTO run (name, tags, source_format, origin, origin_detail, sample_count, warnings, summary,"
-            " created_at) VALUES ('new run', '[]', 'per-iteration-csv', 'imported', '', 1, '[]', '{}',"
-            " '2026-11-23 10:00:00')"
-        )
-        assert connection.execute("SELECT id FROM run").fetchall() == [(8,)]
+        connection.execute(RUN_TABLE.insert().values(run_id=first, kind="samples", row_count=1, parquet=b"\0"))
+    migrate(empty_database_url)
+    with engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+        assert connection.execute(sa.select(RUN.c.id, RUN.c.name)).all() == [(1, "old run"), (2, "newest run")]
+        connection.execute(RUN.delete().where(RUN.c.id == second))
+        assert connection.execute(sa.select(RUN_TABLE.c.run_id, RUN_TABLE.c.kind)).all() == [(1, "samples")]
+        connection.execute(RUN.delete().where(RUN.c.id == first))
+        assert connection.execute(sa.select(sa.func.count()).select_from(RUN_TABLE)).scalar() == 0  # the cascade
+        newcomer = connection.execute(
+            RUN.insert().values(name="new run", **RUN_VALUES).returning(RUN.c.id)
+        ).scalar_one()
+    engine.dispose()
+    assert newcomer == 3

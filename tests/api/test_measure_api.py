@@ -5,9 +5,12 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from scheduling import EXPECTED_REALTIME_POLICY
+
+pytestmark = pytest.mark.both_databases
 
 LONG = {"world_size": 2, "backend": "gloo", "iterations": 100000, "warmup": 0}
 

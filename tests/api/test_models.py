@@ -35,6 +35,7 @@ def parameters_of(body: dict) -> list:
     return [[p["name"], p["shape"]] for p in body["inventory"]["parameters"]]
 
 
+@pytest.mark.both_databases
 @pytest.mark.sandbox
 def test_pytorch_source_is_read_in_the_sandbox_and_stored(client: TestClient, database: Database):
     source = (MODELS / "seed_classifier.py").read_bytes()
@@ -62,6 +63,7 @@ def test_pytorch_source_is_read_in_the_sandbox_and_stored(client: TestClient, da
         }
 
 
+@pytest.mark.both_databases
 def test_onnx_safetensors_and_config_json_give_their_inventories(client: TestClient):
     onnx = upload(client, "classifier.onnx", (MODELS / "seed_classifier.onnx").read_bytes())
     assert onnx.status_code == 201, onnx.text
@@ -87,6 +89,7 @@ def test_onnx_safetensors_and_config_json_give_their_inventories(client: TestCli
     ]
 
 
+@pytest.mark.both_databases
 def test_only_the_header_of_a_safetensors_checkpoint_is_stored(client: TestClient, database: Database):
     header = (MODELS / "seed_classifier.header.safetensors").read_bytes()
     created = upload(client, "model.safetensors", header + bytes(971048)).json()
@@ -94,6 +97,7 @@ def test_only_the_header_of_a_safetensors_checkpoint_is_stored(client: TestClien
         assert session.get(ModelDefinition, created["id"]).content == header
 
 
+@pytest.mark.both_databases
 @pytest.mark.parametrize(
     ("file_name", "content", "status", "detail"),
     [
@@ -216,6 +220,7 @@ def test_without_bubblewrap_python_uploads_are_refused(client, database, monkeyp
     assert definition_count(database) == 0
 
 
+@pytest.mark.both_databases
 def test_an_unknown_definition_is_404(client: TestClient):
     response = client.get("/api/models/99")
     assert (response.status_code, response.json()) == (404, {"detail": "no model definition with id 99"})
@@ -260,6 +265,7 @@ def test_plans_of_an_uploaded_pytorch_model_carry_the_captured_collectives(clien
     assert _captured_once.cache_info().hits == hits + 1
 
 
+@pytest.mark.both_databases
 def test_a_plan_names_its_model_once(client: TestClient):
     header = (MODELS / "seed_classifier.header.safetensors").read_bytes()
     definition_id = upload(client, "model.safetensors", header).json()["id"]

@@ -3,8 +3,11 @@ Through the real HTTP server, where a 500 is what the user saw."""
 
 import httpx2
 import pytest
+from fastapi.testclient import TestClient
 
 from live_server import LiveServer
+
+pytestmark = pytest.mark.both_databases
 
 BIG = "99999999999999999999"
 NESTED = b'{"a": ' * 100_000
@@ -76,3 +79,25 @@ def test_json_nested_past_the_recursion_limit_is_400_naming_the_file(live_server
     mapping = httpx2.post(f"{url}/api/runs", files={"file": ("r.csv", csv)}, data={"column_map": NESTED.decode()})
     assert (mapping.status_code, mapping.json()) == (422, {"detail": f"column_map: {nested}"})
     assert httpx2.get(f"{url}/api/runs").json() == []
+
+
+LARGEST = 2**63 - 1
+
+
+def test_the_largest_int64_ids_are_looked_up_on_every_database(client: TestClient) -> None:
+    """On PostgreSQL ids are BIGINT like SQLite's INTEGER: the largest id the API accepts is not found, not 500."""
+    not_found = {
+        f"/api/runs/{LARGEST}": f"run {LARGEST} does not exist",
+        f"/api/runs/{LARGEST}/stats": f"run {LARGEST} does not exist",
+        f"/api/plans/{LARGEST}": f"no plan with id {LARGEST}",
+        f"/api/models/{LARGEST}": f"no model definition with id {LARGEST}",
+        f"/api/comparisons/{LARGEST}": f"no comparison with id {LARGEST}",
+    }
+    assert {path: (client.get(path).status_code, client.get(path).json()) for path in not_found} == {
+        path: (404, {"detail": detail}) for path, detail in not_found.items()
+    }
+    assert client.get(f"/api/runs?plan={LARGEST}").json() == []
+    assert client.get(f"/api/plans?offset={LARGEST}").json() == []
+    csv = b"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n"
+    upload = client.post("/api/runs", files={"file": ("r.csv", csv)}, data={"plan_id": str(LARGEST)})
+    assert (upload.status_code, upload.json()) == (422, {"detail": f"plan_id: no plan with id {LARGEST}"})

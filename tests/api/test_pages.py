@@ -1,10 +1,13 @@
 """The HTML pages as a client without JavaScript sees them: escaping, filters, links, security headers."""
 
+import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.results import parse_result_file
 from emuplan.store import runs as run_store
 from paths import SHARED_NCCL
+
+pytestmark = pytest.mark.both_databases
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 

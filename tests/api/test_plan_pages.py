@@ -5,6 +5,7 @@ import html
 import json
 import re
 
+import pytest
 from fastapi.testclient import TestClient
 from typer.main import get_command
 
@@ -12,6 +13,8 @@ from emuplan.cli import app as cli_app
 from emuplan.store.db import Database
 from emuplan.store.models import Plan
 from emuplan.workload.document import OptionGroup, PlanRequest
+
+pytestmark = pytest.mark.both_databases
 
 FORM_CONTROL = re.compile(r'<(?:input|select)[^>]* name="(\w+)"')
 

@@ -11,6 +11,8 @@ from emuplan.store.models import ModelDefinition, Plan
 from emuplan.workload.hf_config import inventory_from_hf_config
 from paths import LLAMA_2_7B_CONFIG
 
+pytestmark = pytest.mark.both_databases
+
 LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_CONFIG.read_text())
 
 

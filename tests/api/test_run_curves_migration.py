@@ -1,11 +1,13 @@
 """Migration 0004 moves each run's curves out of ``run.summary`` into ``run_curves`` and back."""
 
 import json
-import sqlite3
-from pathlib import Path
+from datetime import UTC, datetime
 
+import pytest
+import sqlalchemy as sa
 from alembic import command
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
 
 from emuplan import charts
 from emuplan.main import create_app
@@ -13,33 +15,67 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
+from emuplan.store.models import Run, RunCurves
 from paths import RESULTS
 
+pytestmark = pytest.mark.both_databases
 
-def test_curves_move_to_run_curves_and_figures_still_draw_them(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    url = f"sqlite:///{path}"
+# Run's columns as migration 0001 made them (the model's own table would name columns added later).
+RUN = sa.table(
+    "run",
+    *(
+        sa.column(name, Run.__table__.c[name].type)
+        for name in (
+            "id",
+            "name",
+            "tags",
+            "source_format",
+            "origin",
+            "origin_detail",
+            "sample_count",
+            "warnings",
+            "summary",
+            "created_at",
+        )
+    ),
+)
+RUN_CURVES = RunCurves.__table__
+
+
+def test_curves_move_to_run_curves_and_figures_still_draw_them(empty_database_url: str) -> None:
+    url = empty_database_url
     command.upgrade(alembic_config(url), "0003")
     whole = summarise(parse_result_file((RESULTS / "generated-per-flow.csv").read_bytes(), "flows.csv").samples)
     whole = json.loads(json.dumps(whole))  # as the JSON column stores it
-    with sqlite3.connect(path) as connection:
+    engine = create_engine(url)
+    with engine.begin() as connection:
         connection.execute(
-            "INSERT INTO run (id, name, tags, source_format, origin, origin_detail, sample_count, warnings, summary,"
-            " created_at) VALUES (3, 'old run', '[]', 'per-flow', 'imported', '', 50, '[]', ?,"
-            " '2026-11-21 10:00:00')",
-            (json.dumps(whole),),
+            RUN.insert().values(
+                id=3,
+                name="old run",
+                tags=[],
+                source_format="per-flow",
+                origin="imported",
+                origin_detail="",
+                sample_count=50,
+                warnings=[],
+                summary=whole,
+                created_at=datetime(2026, 11, 21, 10, tzinfo=UTC),
+            )
         )
     migrate(url)
-    with sqlite3.connect(path) as connection:
-        (listed,) = connection.execute("SELECT summary FROM run WHERE id = 3").fetchone()
-        assert connection.execute("SELECT run_id FROM run_curves").fetchall() == [(3,)]
-        (curves,) = connection.execute("SELECT summary FROM run_curves WHERE run_id = 3").fetchone()
-    assert json.loads(listed) == strip_curves(whole)
-    assert json.loads(curves) == whole
+    with engine.begin() as connection:
+        listed = connection.execute(sa.select(RUN.c.summary).where(RUN.c.id == 3)).scalar_one()
+        assert connection.execute(sa.select(RUN_CURVES.c.run_id)).all() == [(3,)]
+        curves = connection.execute(sa.select(RUN_CURVES.c.summary).where(RUN_CURVES.c.run_id == 3)).scalar_one()
+    assert listed == strip_curves(whole)
+    assert curves == whole
     with TestClient(create_app(Settings(database_url=url, demo=False))) as client:
         figure = client.get("/api/runs/3/figures/cdf").json()
         assert figure == json.loads(json.dumps(charts.cdf_figure(whole, title="old run: completion-time CDF")))
         assert client.get("/api/runs/3").json()["summary"] == strip_curves(whole)
     command.downgrade(alembic_config(url), "0003")
-    with sqlite3.connect(path) as connection:
-        assert json.loads(connection.execute("SELECT summary FROM run WHERE id = 3").fetchone()[0]) == whole
+    with engine.begin() as connection:
+        assert connection.execute(sa.select(RUN.c.summary).where(RUN.c.id == 3)).scalar_one() == whole
+        assert not sa.inspect(connection).has_table("run_curves")
+    engine.dispose()

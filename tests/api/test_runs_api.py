@@ -15,6 +15,8 @@ from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
+pytestmark = pytest.mark.both_databases
+
 
 def upload(client, file_name: str, data: bytes, **form):
     return client.post("/api/runs", files={"file": (file_name, data)}, data=form)
@@ -391,3 +393,14 @@ def test_per_flow_run_page_names_the_slowest_endpoint_without_a_host_column(clie
     assert 'id="hosts-chart"' not in page and 'id="hosts-table"' not in page
     ranks_table = page[page.index('id="ranks-table"') : page.index("</table>", page.index('id="ranks-table"'))]
     assert "<th>Host</th>" not in ranks_table
+
+
+def test_text_with_a_nul_character_is_refused_on_every_database(client) -> None:
+    """PostgreSQL cannot hold NUL in text; SQLite refuses it too, so both answer the same."""
+    refused = {"detail": "text cannot contain a NUL (0x00) character"}
+    listed = client.get("/api/runs", params={"strategy": "data\x00", "tag": "a"})
+    assert (listed.status_code, listed.json()) == (422, refused)
+    csv = b"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n"
+    upload = client.post("/api/runs", files={"file": ("r.csv", csv)}, data={"name": "before\x00after"})
+    assert (upload.status_code, upload.json()) == (422, {"detail": "name: text cannot contain a NUL (0x00) character"})
+    assert client.get("/api/runs").json() == []

@@ -2,12 +2,15 @@
 
 import json
 
+import pytest
 from scipy.stats import ks_2samp
 from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.results import parse_result_file
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
+
+pytestmark = pytest.mark.both_databases
 
 runner = CliRunner()
 

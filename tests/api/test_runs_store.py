@@ -9,6 +9,8 @@ from emuplan.store import runs
 from emuplan.store.models import Run, RunCurves, RunTable
 from paths import RESULTS
 
+pytestmark = pytest.mark.both_databases
+
 GIB = 1024**3
 
 

@@ -5,7 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from live_server import LiveServer
+
+pytestmark = pytest.mark.both_databases
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 

@@ -2,7 +2,10 @@
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from fastapi.testclient import TestClient
+
+pytestmark = pytest.mark.both_databases
 
 LLAMA_CONFIG = b'{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 128}'  # noqa: E501
 PER_ITERATION_CSV = (

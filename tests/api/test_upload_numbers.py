@@ -8,6 +8,8 @@ import pytest
 
 from live_server import LiveServer
 
+pytestmark = pytest.mark.both_databases
+
 HEADER = "iteration,size,collective,{column}\n"
 
 

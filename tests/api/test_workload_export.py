@@ -5,12 +5,15 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
+
+pytestmark = pytest.mark.both_databases
 
 SEED_DATA_PARALLEL = {"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 4}
 

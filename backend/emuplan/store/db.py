@@ -2,7 +2,9 @@
 
 SQLite is the default store. Every connection turns on WAL, a busy timeout and foreign keys; write
 sessions open their transaction with ``BEGIN IMMEDIATE`` so that two writers queue on the lock at the
-start instead of failing half-way with "database is locked". Other databases get plain SQLAlchemy.
+start instead of failing half-way with "database is locked". PostgreSQL (psycopg 3) gets plain
+SQLAlchemy. On both, text holding a NUL character is refused before it reaches the database
+(``TextWithNul``): PostgreSQL cannot store it, and SQLite behaves the same so a database can move.
 """
 
 from collections.abc import Iterator
@@ -38,6 +40,30 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+class TextWithNul(ValueError):
+    """A name, tag or filter with a NUL (0x00) character: no database column may hold one."""
+
+
+def _named_parameters(parameters, context) -> Iterator[tuple[str | None, object]]:
+    """(name, value) of every bound parameter, positional ones (SQLite's) named by the compiled statement."""
+    compiled = getattr(context, "compiled", None)
+    positions = getattr(compiled, "positiontup", None) or []
+    for group in parameters if isinstance(parameters, list) else [parameters]:
+        if isinstance(group, dict):
+            yield from group.items()
+        else:
+            values = list(group or ())
+            yield from zip([*positions, *[None] * len(values)][: len(values)], values, strict=True)
+
+
+def _refuse_nul(_connection, _cursor, _statement, parameters, context, _executemany) -> None:
+    for name, value in _named_parameters(parameters, context):
+        if isinstance(value, str) and "\x00" in value:
+            # A value written to a column is bound under the column's name; one in a filter is numbered.
+            where = f"{name}: " if name and not name[-1].isdigit() else ""
+            raise TextWithNul(f"{where}text cannot contain a NUL (0x00) character")
+
+
 def make_engine(database_url: str) -> Engine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
@@ -45,8 +71,10 @@ def make_engine(database_url: str) -> Engine:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         _configure_sqlite(engine)
-        return engine
-    return create_engine(url, pool_pre_ping=True)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    event.listen(engine, "before_cursor_execute", _refuse_nul)
+    return engine
 
 
 class Database:

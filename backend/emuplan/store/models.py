@@ -45,6 +45,16 @@ def _created_at() -> Any:
     return Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False))
 
 
+# Every id and every column holding one is int64, as the API's ids are (``api.deps.DatabaseInt``):
+# PostgreSQL's INTEGER is int32, so ids there are BIGINT (migration 0005); SQLite's INTEGER is int64
+# already and must stay INTEGER, the type that makes a primary key the rowid.
+DatabaseId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _id() -> Any:
+    return Field(default=None, primary_key=True, sa_type=DatabaseId)
+
+
 # Ids are never handed out twice (SQLite's AUTOINCREMENT; PostgreSQL sequences already behave so): a
 # bookmarked page, a saved comparison or a share link never shows something it was not made with.
 NEVER_REUSE_IDS = {"sqlite_autoincrement": True}
@@ -60,7 +70,7 @@ class ModelDefinition(SQLModel, table=True):
     __tablename__ = "model_definition"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     name: str
     source_kind: str  # preset | hf_config | safetensors | onnx | pytorch
     file_name: str | None = None
@@ -79,16 +89,16 @@ class Plan(SQLModel, table=True):
     __tablename__ = "plan"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     name: str
     model_name: str
     model_definition_id: int | None = Field(
         default=None,
-        sa_column=Column(Integer, ForeignKey("model_definition.id", ondelete="SET NULL"), nullable=True),
+        sa_column=Column(DatabaseId, ForeignKey("model_definition.id", ondelete="SET NULL"), nullable=True),
     )
     strategy: str
     mode: str
-    trials: int
+    trials: int = Field(sa_type=BigInteger)
     inputs: dict = _json(dict)
     # The request as given (unset fields left out); None for plans stored before it was kept.
     request: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
@@ -102,10 +112,10 @@ class Run(SQLModel, table=True):
     __tablename__ = "run"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     name: str
     plan_id: int | None = Field(
-        default=None, sa_column=Column(Integer, ForeignKey("plan.id", ondelete="SET NULL"), nullable=True)
+        default=None, sa_column=Column(DatabaseId, ForeignKey("plan.id", ondelete="SET NULL"), nullable=True)
     )
     strategy: str | None = None  # data | tensor | pipeline | hybrid
     tags: list = _json(list)
@@ -114,9 +124,9 @@ class Run(SQLModel, table=True):
     origin_detail: str = ""
     file_name: str | None = None
     content_sha256: str | None = Field(default=None, index=True)
-    sample_count: int = 0
-    ranks: int | None = None
-    hosts: int | None = None
+    sample_count: int = Field(default=0, sa_type=BigInteger)
+    ranks: int | None = Field(default=None, sa_type=BigInteger)
+    hosts: int | None = Field(default=None, sa_type=BigInteger)
     warnings: list = _json(list)
     summary: dict = _json(dict)  # cached statistics per group, computed once at import; curves in RunCurves
     created_at: datetime = _created_at()
@@ -127,7 +137,7 @@ class RunCurves(SQLModel, table=True):
 
     __tablename__ = "run_curves"
 
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     summary: dict = _json(dict)
 
 
@@ -137,7 +147,7 @@ class RunTable(SQLModel, table=True):
 
     __tablename__ = "run_table"
 
-    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     kind: str = Field(primary_key=True)
     row_count: int = Field(sa_column=Column(BigInteger, nullable=False))
     parquet: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
@@ -149,10 +159,10 @@ class Comparison(SQLModel, table=True):
     __tablename__ = "comparison"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     name: str
     run_ids: list = _json(list)
-    baseline_run_id: int | None = None
+    baseline_run_id: int | None = Field(default=None, sa_type=DatabaseId)
     options: dict = _json(dict)
     created_at: datetime = _created_at()
 
@@ -163,9 +173,9 @@ class ShareLink(SQLModel, table=True):
     __tablename__ = "share_link"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     comparison_id: int = Field(
-        sa_column=Column(Integer, ForeignKey("comparison.id", ondelete="CASCADE"), nullable=False, index=True)
+        sa_column=Column(DatabaseId, ForeignKey("comparison.id", ondelete="CASCADE"), nullable=False, index=True)
     )
     token_hash: str = Field(unique=True)
     created_at: datetime = _created_at()
