@@ -3,7 +3,7 @@
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -40,6 +40,12 @@ class Settings(BaseSettings):
         description="Host names the server answers to, comma-separated ('*': any). Default: EMUPLAN_HOST "
         "(the machine's name when that is 0.0.0.0 or ::) plus localhost, 127.0.0.1 and ::1.",
     )
+    auth: Literal["none", "accounts"] = Field(
+        default="none",
+        description="'none': no sign-in, whoever reaches the port may do everything (hence the localhost "
+        "default bind). 'accounts': sign-in with roles viewer, editor and admin (emuplan users add).",
+    )
+    session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
     max_upload_bytes: int = Field(
         default=512 * 1024 * 1024, description="Largest upload accepted, counted while streaming."

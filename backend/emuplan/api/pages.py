@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
 from pydantic.fields import FieldInfo
 
+from emuplan.api.access import requires_roles
 from emuplan.api.compare import parse_run_ids
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
@@ -31,7 +32,9 @@ from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
+# What a share link opens is reachable with the token alone, signed in or not.
+shared_page_router = APIRouter(include_in_schema=False)
 
 RECENT = 8
 T = TypeVar("T")
@@ -52,7 +55,12 @@ def render(
 ) -> HTMLResponse:
     environment = _environment(request.app.state.settings.frontend_dir / "templates")
     html = environment.get_template(template).render(
-        request=request, static_url=request.app.state.static_files.url, **context
+        request=request,
+        static_url=request.app.state.static_files.url,
+        accounts_on=request.app.state.settings.auth == "accounts",
+        # Set by the role check (api/access.py) on the pages that need an account.
+        signed_in=getattr(request.state, "signed_in", None),
+        **context,
     )
     return HTMLResponse(html, status_code=status_code, headers=headers)
 
@@ -280,7 +288,7 @@ def saved_comparison_page(comparison_id: DatabaseInt, request: Request, session:
     return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
 
 
-@router.get("/s/{token}", response_class=HTMLResponse)
+@shared_page_router.get("/s/{token}", response_class=HTMLResponse)
 def shared_comparison_page(token: str, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """The read-only page a share link opens: this comparison, nothing else (no navigation, no edits)."""
     headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}

@@ -29,6 +29,12 @@ def main() -> None:
     """Plan KCCB collective-communication emulations from model definitions and analyse their results."""
 
 
+def fail(message: str) -> None:
+    """Every command's way out on bad input or a refused request: the message on stderr, exit status 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
 def open_database() -> "Database":
     """The configured database, migrated to the newest schema."""
     from emuplan.settings import get_settings

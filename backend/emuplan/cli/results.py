@@ -9,18 +9,13 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from emuplan.cli.app import app, open_database
+from emuplan.cli.app import app, fail, open_database
 from emuplan.wording import plural
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
 T = TypeVar("T")
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _echo_json(document) -> None:
@@ -36,9 +31,9 @@ def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
         with database.writing() if write else database.read_session() as session:
             return action(session)
     except store.DuplicateRun as duplicate:
-        _fail(f"{duplicate} — not imported again")
+        fail(f"{duplicate} — not imported again")
     except (LookupError, ValueError) as error:  # RunNotFound, ResultFileError, RunInputError, bad options
-        _fail(str(error))
+        fail(str(error))
     finally:
         database.dispose()
 
