@@ -23,6 +23,6 @@ class Role(StrEnum):
 # What each role may do beyond the roles below it.
 ROLE_DUTIES = {
     Role.viewer: "read runs, plans and comparisons",
-    Role.editor: "read; plan, upload, measure and share",
-    Role.admin: "read, plan, upload, measure and share; delete runs",
+    Role.editor: "read, plan, upload, measure and share",
+    Role.admin: "read, plan, upload, measure, share and delete runs",
 }

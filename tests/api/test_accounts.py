@@ -187,7 +187,7 @@ def test_a_viewer_reads_but_uploading_planning_or_deleting_is_403_naming_the_rol
     assert [run["name"] for run in viewer.get("/api/runs").json()] == ["kept"]
     assert viewer.get(f"/api/runs/{run_id}/stats").status_code == 200
     needs_editor = (
-        "This needs the editor role (read; plan, upload, measure and share); the account 'vi' is a viewer. "
+        "This needs the editor role (read, plan, upload, measure and share); the account 'vi' is a viewer. "
         "An admin can change it with `emuplan users role NAME ROLE`."
     )
     for response in (
