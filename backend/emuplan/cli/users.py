@@ -48,13 +48,14 @@ def add_user(
 def list_users() -> None:
     """Every account with its role and how many active API tokens it has."""
     from emuplan.store import accounts as store
+    from emuplan.store.credentials import credential_state
 
     def rows(session) -> list[tuple[str, str, int, str]]:
         return [
             (
                 account.name,
                 account.role,
-                sum(store.token_state(t) == "active" for t in store.list_api_tokens(session, account.id)),
+                sum(credential_state(t) == "active" for t in store.list_api_tokens(session, account.id)),
                 account.created_at.strftime("%Y-%m-%d"),
             )
             for account in store.list_accounts(session)

@@ -18,7 +18,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlmodel import Session, col, delete, func, select
 
 from emuplan.roles import Role
-from emuplan.store.comparisons import TOKEN_BYTES, hash_token
+from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Account, AccountSession, ApiToken, SignInFailure, utc_now
 from emuplan.store.rows import NotFound
 
@@ -69,10 +69,6 @@ class SignedIn:
     name: str
     role: Role
     via: str  # session | token
-
-
-def _new_secret() -> str:
-    return secrets.token_urlsafe(TOKEN_BYTES)
 
 
 def _valid_name(name: str) -> str:
@@ -190,7 +186,7 @@ def check_password(session: Session, name: str, password: str, address: str) -> 
 
 def start_session(session: Session, account: Account, lifetime: timedelta) -> str:
     """A new session for ``account``; returns the cookie value (kept nowhere else)."""
-    secret = _new_secret()
+    secret = new_secret()
     now = utc_now()
     session.exec(delete(AccountSession).where(col(AccountSession.expires_at) < now))
     session.add(AccountSession(account_id=account.id, token_hash=hash_token(secret), expires_at=now + lifetime))
@@ -228,7 +224,7 @@ def create_api_token(
         raise ValueError(f"label: say what the token is for, in 1 to {MAX_LABEL_LENGTH} characters")
     if expires_in_days is not None and not 0 < expires_in_days <= MAX_TOKEN_DAYS:
         raise ValueError(f"expires_in_days: must be more than 0 and at most {MAX_TOKEN_DAYS}")
-    secret = API_TOKEN_PREFIX + _new_secret()
+    secret = API_TOKEN_PREFIX + new_secret()
     now = utc_now()
     token = ApiToken(
         account_id=account_id,
@@ -251,18 +247,8 @@ def revoke_api_token(session: Session, account_id: int, token_id: int) -> ApiTok
     token = session.get(ApiToken, token_id)
     if token is None or token.account_id != account_id:
         raise ApiTokenNotFound(f"you have no API token with id {token_id}")
-    if token.revoked_at is None:
-        token.revoked_at = utc_now()
-        session.add(token)
+    revoke(session, token)
     return token
-
-
-def token_state(token: ApiToken) -> str:
-    if token.revoked_at is not None:
-        return "revoked"
-    if token.expires_at is not None and token.expires_at <= utc_now():
-        return "expired"
-    return "active"
 
 
 def resolve_api_token(session: Session, secret: str) -> SignedIn | None:
@@ -273,7 +259,7 @@ def resolve_api_token(session: Session, secret: str) -> SignedIn | None:
         .where(ApiToken.token_hash == hash_token(secret))
     )
     row = session.exec(statement).first()
-    if row is None or token_state(row[1]) != "active":
+    if row is None or credential_state(row[1]) != "active":
         return None
     return _signed_in(row[0], "token")
 
@@ -285,5 +271,5 @@ def api_token_document(token: ApiToken) -> dict:
         "created_at": token.created_at,
         "expires_at": token.expires_at,
         "revoked_at": token.revoked_at,
-        "state": token_state(token),
+        "state": credential_state(token),
     }
