@@ -4,6 +4,7 @@ and that every refusal changes nothing and logs no secret."""
 import logging
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import httpx2
 import pytest
@@ -350,3 +351,34 @@ def test_with_sign_in_off_the_account_pages_say_so(client) -> None:
         assert response.json() == {
             "detail": "Sign-in is off on this server (EMUPLAN_AUTH=none): everyone who reaches it may do everything."
         }
+
+
+def test_after_sign_in_the_browser_goes_back_to_a_path_of_this_server_only(
+    accounts_server: LiveServer, add_account
+) -> None:
+    password = add_account("ada", Role.viewer)
+    targets = {
+        "/runs?tag=a": "/runs?tag=a",
+        "https://evil.example/": "/",
+        "//evil.example/": "/",
+        "/\\evil.example/": "/",
+        "/\t/evil.example/": "/",
+        "/\n/evil.example/": "/",
+        "runs": "/",
+    }
+    for target, landing in targets.items():
+        response = httpx2.post(
+            f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password, "next": target}
+        )
+        assert (response.status_code, response.headers["location"]) == (303, landing), target
+
+
+def test_an_expired_session_opens_nothing(database: Database, add_account) -> None:
+    add_account("ada", Role.viewer)
+    with database.writing() as session:
+        secret = store.start_session(session, store.get_account(session, "ada"), timedelta(seconds=1))
+    with database.read_session() as session:
+        assert store.resolve_session(session, secret).name == "ada"
+    time.sleep(1.1)
+    with database.read_session() as session:
+        assert store.resolve_session(session, secret) is None

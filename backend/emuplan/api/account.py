@@ -70,10 +70,11 @@ class TokenCreated(TokenPublic):
 
 
 def _local_path(target: str | None) -> str:
-    """Where to go after signing in: a path on this server only (never //elsewhere or a full URL)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """Where to go after signing in: a path on this server only, never //elsewhere or a full URL. Browsers
+    drop tabs and newlines from a URL, so a slash, a tab and /elsewhere would become //elsewhere too."""
+    if not target or not target.startswith("/") or "\\" in target or any(c.isspace() for c in target):
         return "/"
-    return target
+    return "/" if target.startswith("//") else target
 
 
 def _client_address(request: Request) -> str:
