@@ -5,6 +5,7 @@ import re
 from typer.testing import CliRunner
 
 from emuplan.cli import app
+from emuplan.cli.serve import sign_in_notice
 from emuplan.roles import Role
 from emuplan.store import accounts as store
 from emuplan.store.db import Database
@@ -61,3 +62,10 @@ def test_bad_names_and_missing_accounts_exit_2_with_the_message(cli_env) -> None
     refused = invoke("users", "add", "eve", "--role", "root")
     assert refused.exit_code == 2
     assert "Invalid value for '--role'" in refused.output
+
+
+def test_serve_says_whether_sign_in_is_on_and_how_to_make_the_first_account(cli_env) -> None:
+    assert sign_in_notice("none") == "sign-in: off (EMUPLAN_AUTH=none): whoever reaches this port can do everything"
+    assert sign_in_notice("accounts") == "sign-in: on, but no account exists yet: emuplan users add NAME --role admin"
+    invoke("users", "add", "ada", "--role", "admin")
+    assert sign_in_notice("accounts") == "sign-in: on, 1 account (emuplan users list)"
