@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app as cli_app
 from emuplan.roles import Role
+from emuplan.settings import Settings
 from emuplan.store import accounts as store
 from emuplan.store.db import Database
 from emuplan.store.models import AccountSession, Run, SignInFailure
-from live_server import LiveServer
+from live_server import LiveServer, start_server, stop_server
 
 SIGN_IN_FIRST = (
     "Sign in first: this server lets only its accounts in. Open /sign-in in a browser; scripts and the CLI "
@@ -382,3 +383,19 @@ def test_an_expired_session_opens_nothing(database: Database, add_account) -> No
     time.sleep(1.1)
     with database.read_session() as session:
         assert store.resolve_session(session, secret) is None
+
+
+def test_two_servers_on_one_database_count_the_same_failures(
+    accounts_server: LiveServer, add_account, database_url: str
+) -> None:
+    password = add_account("ada", Role.editor)
+    second = start_server(Settings(database_url=database_url, demo=False, auth="accounts"))
+    try:
+        for attempt in range(store.MAX_FAILURES_PER_ACCOUNT):
+            server = (accounts_server, second)[attempt % 2]
+            assert httpx2.post(f"{server.url}/sign-in", data={"name": "ada", "password": "guess"}).status_code == 401
+        for server in (accounts_server, second):
+            held_off = httpx2.post(f"{server.url}/sign-in", data={"name": "ada", "password": password})
+            assert held_off.status_code == 429
+    finally:
+        stop_server(second)
