@@ -189,7 +189,7 @@ def test_a_viewer_reads_but_uploading_planning_or_deleting_is_403_naming_the_rol
     assert [run["name"] for run in viewer.get("/api/runs").json()] == ["kept"]
     assert viewer.get(f"/api/runs/{run_id}/stats").status_code == 200
     needs_editor = (
-        "This needs the editor role (read, plan, upload, measure and share); the account 'vi' is a viewer. "
+        "This needs the editor role (read, plan, upload, measure and share); the account 'vi' has the viewer role. "
         "An admin can change it with `emuplan users role NAME ROLE`."
     )
     for response in (
@@ -211,7 +211,7 @@ def test_deleting_a_run_needs_the_admin_role(accounts_server: LiveServer, add_ac
     refused = editor.delete(f"/api/runs/{run_id}")
     assert refused.status_code == 403
     assert refused.json()["detail"].endswith(
-        "the account 'ed' is a editor. An admin can change it with `emuplan users role NAME ROLE`."
+        "the account 'ed' has the editor role. An admin can change it with `emuplan users role NAME ROLE`."
     )
     assert admin.delete(f"/api/runs/{run_id}").status_code == 204
     assert count(database, Run) == 0

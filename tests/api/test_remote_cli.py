@@ -121,8 +121,8 @@ def test_errors_print_the_servers_message_and_exit_2_changing_nothing(
             "import",
             str(RESULTS / "generated-fct.txt"),
         ): "error: This needs the editor role (read, plan, upload, "
-        "measure and share); the account 'vi' is a viewer. An admin can change it with `emuplan users role NAME "
-        f"ROLE`. (HTTP 403 from {url})\n",
+        "measure and share); the account 'vi' has the viewer role. An admin can change it with "
+        f"`emuplan users role NAME ROLE`. (HTTP 403 from {url})\n",
         (editor, "stats", "99"): f"error: run 99 does not exist (HTTP 404 from {url})\n",
         (editor, "compare", "1", "2"): f"error: run 1 does not exist (HTTP 404 from {url})\n",
     }

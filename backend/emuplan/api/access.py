@@ -92,8 +92,8 @@ class RoleRequired:
         needed = self.needed(request.method)
         if not who.role.permits(needed):
             raise RoleMissing(
-                f"This needs the {needed} role ({ROLE_DUTIES[needed]}); the account {who.name!r} is a {who.role}. "
-                "An admin can change it with `emuplan users role NAME ROLE`."
+                f"This needs the {needed} role ({ROLE_DUTIES[needed]}); the account {who.name!r} has the "
+                f"{who.role} role. An admin can change it with `emuplan users role NAME ROLE`."
             )
 
 
