@@ -399,3 +399,12 @@ def test_two_servers_on_one_database_count_the_same_failures(
             assert held_off.status_code == 429
     finally:
         stop_server(second)
+
+
+def test_the_runs_page_offers_uploading_only_to_roles_that_may_upload(accounts_server: LiveServer, add_account) -> None:
+    viewer = signed_in_client(accounts_server, "vi", add_account("vi", Role.viewer))
+    editor = signed_in_client(accounts_server, "ed", add_account("ed", Role.editor))
+    for_viewer, for_editor = viewer.get("/runs").text, editor.get("/runs").text
+    note = "Uploading result files needs the editor role; your account has the viewer role."
+    assert (note in for_viewer, 'id="upload-form"' in for_viewer, "upload.js" in for_viewer) == (True, False, False)
+    assert (note in for_editor, 'id="upload-form"' in for_editor, "upload.js" in for_editor) == (False, True, True)

@@ -74,3 +74,25 @@ def test_sign_in_plan_make_a_token_and_sign_out(
     page.wait_for_url(re.compile(r"/sign-in\?next=%2Fruns$"))
     watch.forgive_http_status(401)  # the wrong password, on purpose
     watch.assert_clean()
+
+
+def test_a_viewer_sees_the_runs_without_an_upload_form(
+    accounts_server: LiveServer, add_account, page: Page, watch: PageWatch
+) -> None:
+    password = add_account("vic", Role.viewer)
+    page.goto(accounts_server.url + "/sign-in?next=%2Fruns")
+    page.fill("input[name=name]", "vic")
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/runs$"))
+    expect(page.locator("#upload-needs-editor")).to_have_text(
+        "Uploading result files needs the editor role; your account has the viewer role."
+    )
+    expect(page.locator("#upload-form")).to_have_count(0)
+    # Planning needs the editor role too: no Plan link to a page whose previews would be refused.
+    expect(page.locator("nav[aria-label=main] a")).to_have_text(["Home", "Runs", "Compare", "API"])
+    screenshot(page, "runs-viewer-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_page_overflow(page)
+    screenshot(page, "runs-viewer-phone")
+    watch.assert_clean()

@@ -22,6 +22,7 @@ from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
+from emuplan.roles import Role
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
@@ -54,12 +55,14 @@ def render(
     request: Request, template: str, status_code: int = 200, headers: dict | None = None, **context
 ) -> HTMLResponse:
     environment = _environment(request.app.state.settings.frontend_dir / "templates")
+    # Set by the role check (api/access.py) on the pages that need an account; None with sign-in off.
+    signed_in = getattr(request.state, "signed_in", None)
     html = environment.get_template(template).render(
         request=request,
         static_url=request.app.state.static_files.url,
-        accounts_on=request.app.state.settings.auth == "accounts",
-        # Set by the role check (api/access.py) on the pages that need an account.
-        signed_in=getattr(request.state, "signed_in", None),
+        signed_in=signed_in,
+        # Controls whose requests the account's role would be refused are left out of the page.
+        may=lambda needed: signed_in is None or signed_in.role.permits(Role(needed)),
         **context,
     )
     return HTMLResponse(html, status_code=status_code, headers=headers)
