@@ -20,8 +20,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench_pages import start_server, upload_runs
+from bench_pages import upload_runs
 from paired import load_average, paired_rounds, ratios, spread
+from serve import start_server
 
 PATHS = ("/", "/runs", "/api/runs", "/compare")
 SIZES = (10, 10_000)

@@ -16,11 +16,18 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(directory: str) -> tuple[subprocess.Popen, str]:
-    """A server with the default settings on a fresh SQLite file in ``directory``, no demo runs; returns the
-    process and its base URL once it answers."""
+def server_env(directory: str, **settings: str) -> dict[str, str]:
+    """The environment of `emuplan serve` (and of CLI commands) on ``directory``'s database, no demo runs;
+    ``settings`` are further EMUPLAN_* variables."""
+    database = {"EMUPLAN_DATABASE_URL": f"sqlite:///{directory}/bench.sqlite3", "EMUPLAN_DEMO": "false"}
+    return {**os.environ, **database, **settings}
+
+
+def start_server(directory: str, **settings: str) -> tuple[subprocess.Popen, str]:
+    """A server on a fresh SQLite file in ``directory`` with the default settings but ``settings``; returns
+    the process and its base URL once it answers."""
     port = free_port()
-    env = {**os.environ, "EMUPLAN_DATABASE_URL": f"sqlite:///{directory}/bench.sqlite3", "EMUPLAN_DEMO": "false"}
+    env = server_env(directory, **settings)
     emuplan = str(Path(sys.executable).with_name("emuplan"))
     server = subprocess.Popen(
         [emuplan, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -8,14 +8,16 @@ PostgreSQL server (``postgres_server.py``); every other test runs on SQLite.
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.main import create_app
+from emuplan.roles import Role
 from emuplan.settings import Settings, get_settings
+from emuplan.store import accounts
 from emuplan.store.db import Database, migrate
 from live_server import LiveServer, start_server, stop_server
 from postgres_server import TEMPLATE, PostgresServer, start_postgres, stop_postgres
@@ -114,3 +116,22 @@ def live_server(settings: Settings) -> Iterator[LiveServer]:
     live = start_server(settings)
     yield live
     stop_server(live)
+
+
+@pytest.fixture
+def accounts_server(database_url: str) -> Iterator[LiveServer]:
+    """uvicorn serving this test's database with sign-in on (EMUPLAN_AUTH=accounts)."""
+    live = start_server(Settings(database_url=database_url, demo=False, auth="accounts"))
+    yield live
+    stop_server(live)
+
+
+@pytest.fixture
+def add_account(database: Database) -> Callable[[str, Role], str]:
+    """Adds an account to this test's database as `emuplan users add` does; returns its password."""
+
+    def add(name: str, role: Role) -> str:
+        with database.writing() as session:
+            return accounts.create_account(session, name, role)[1]
+
+    return add

@@ -9,7 +9,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import compare, comparisons, health, measure, models, pages, plans, runs, static_files
+from emuplan.api import account, compare, comparisons, health, measure, models, pages, plans, runs, static_files
 from emuplan.api.errors import install_error_responses
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
@@ -91,6 +91,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         measure.plan_router,
         measure.router,
         pages.router,
+        pages.shared_page_router,
+        account.sign_in_router,
+        account.page_router,
+        account.router,
     ):
         app.include_router(router)
     comparisons.install_share_token_redaction()

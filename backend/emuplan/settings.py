@@ -3,7 +3,7 @@
 import socket
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -40,6 +40,12 @@ class Settings(BaseSettings):
         description="Host names the server answers to, comma-separated ('*': any). Default: EMUPLAN_HOST "
         "(the machine's name when that is 0.0.0.0 or ::) plus localhost, 127.0.0.1 and ::1.",
     )
+    auth: Literal["none", "accounts"] = Field(
+        default="none",
+        description="'none': no sign-in, whoever reaches the port may do everything (hence the localhost "
+        "default bind). 'accounts': sign-in with roles viewer, editor and admin (emuplan users add).",
+    )
+    session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
     # Uploads stream to a temporary file and are parsed from there, so memory does not grow with this limit
     # (it grows with the parsed table): 1 GiB takes a 10M-row per-iteration CSV (~600 MB) with room to spare.

@@ -43,6 +43,7 @@ def loaded_heavy_modules(*arguments: str) -> tuple[int, list[str]]:
         ["import", "--help"],
         ["measure", "--help"],
         ["serve", "--help"],
+        ["users", "--help"],
     ],
     ids=" ".join,
 )

@@ -4,12 +4,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from emuplan.api.access import requires_roles
 from emuplan.api.comparisons import ComparisonDocument
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.runs import AssumptionDep
 from emuplan.store import runs as store
 
-router = APIRouter(prefix="/api/compare", tags=["comparisons"])
+router = APIRouter(prefix="/api/compare", tags=["comparisons"], dependencies=requires_roles())
 
 
 def parse_run_ids(text: str) -> list[int]:

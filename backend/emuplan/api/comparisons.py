@@ -12,13 +12,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 
-router = APIRouter(prefix="/api/comparisons", tags=["comparisons"])
+router = APIRouter(prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles())
 shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"])
 
 # Share pages are opened by people outside the team; their URL must not travel in a Referer header.

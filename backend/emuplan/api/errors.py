@@ -12,19 +12,26 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.jobs import MeasurementBusy
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
+from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
 
 ERROR_STATUS: dict[type[Exception], int] = {
+    NotSignedIn: 401,
+    SignInRefused: 401,
+    RoleMissing: 403,
+    SignInRateLimited: 429,
     NotFound: 404,
     DuplicateRun: 409,
+    AccountExists: 409,
     MeasurementBusy: 409,
     ShareLinkGone: 410,
     ResultFileTooLarge: 413,
@@ -62,6 +69,10 @@ def error_response(error: Exception) -> ErrorResponse:
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.
         return ErrorResponse(status, str(error), headers={"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(error, NotSignedIn):
+        return ErrorResponse(status, str(error), headers={"WWW-Authenticate": "Bearer"})
+    if isinstance(error, SignInRateLimited):
+        return ErrorResponse(status, str(error), headers={"Retry-After": str(error.retry_after_s)})
     if isinstance(error, DuplicateRun):
         return ErrorResponse(status, str(error), extra={"existing_run_id": error.existing_run_id})
     return ErrorResponse(status, str(error))

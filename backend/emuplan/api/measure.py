@@ -8,11 +8,12 @@ runs answers 409 with the running job as ``Location``.
 
 from fastapi import APIRouter, Request, Response
 
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt
 from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of
 
-router = APIRouter(prefix="/api/measurements", tags=["measurements"])
-plan_router = APIRouter(prefix="/api/plans", tags=["measurements"])
+router = APIRouter(prefix="/api/measurements", tags=["measurements"], dependencies=requires_roles())
+plan_router = APIRouter(prefix="/api/plans", tags=["measurements"], dependencies=requires_roles())
 
 
 @plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
 from pydantic import BaseModel, ValidationError
 
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import model_definitions as store
@@ -20,7 +21,7 @@ from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import check_model_file_name
 from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOptions, options_from_text
 
-router = APIRouter(prefix="/api/models", tags=["models"])
+router = APIRouter(prefix="/api/models", tags=["models"], dependencies=requires_roles())
 
 
 class ModelDefinitionSummary(BaseModel):

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
 from pydantic.fields import FieldInfo
 
+from emuplan.api.access import requires_roles
 from emuplan.api.compare import parse_run_ids
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
@@ -21,6 +22,7 @@ from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
+from emuplan.roles import Role
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
@@ -31,7 +33,9 @@ from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.presets import PRESETS
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
+# What a share link opens is reachable with the token alone, signed in or not.
+shared_page_router = APIRouter(include_in_schema=False)
 
 RECENT = 8
 T = TypeVar("T")
@@ -51,8 +55,15 @@ def render(
     request: Request, template: str, status_code: int = 200, headers: dict | None = None, **context
 ) -> HTMLResponse:
     environment = _environment(request.app.state.settings.frontend_dir / "templates")
+    # Set by the role check (api/access.py) on the pages that need an account; None with sign-in off.
+    signed_in = getattr(request.state, "signed_in", None)
     html = environment.get_template(template).render(
-        request=request, static_url=request.app.state.static_files.url, **context
+        request=request,
+        static_url=request.app.state.static_files.url,
+        signed_in=signed_in,
+        # Controls whose requests the account's role would be refused are left out of the page.
+        may=lambda needed: signed_in is None or signed_in.role.permits(Role(needed)),
+        **context,
     )
     return HTMLResponse(html, status_code=status_code, headers=headers)
 
@@ -284,7 +295,7 @@ def saved_comparison_page(comparison_id: DatabaseInt, request: Request, session:
     return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
 
 
-@router.get("/s/{token}", response_class=HTMLResponse)
+@shared_page_router.get("/s/{token}", response_class=HTMLResponse)
 def shared_comparison_page(token: str, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """The read-only page a share link opens: this comparison, nothing else (no navigation, no edits)."""
     headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}

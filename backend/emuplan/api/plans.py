@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
@@ -19,8 +20,8 @@ from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
 from emuplan.workload.sources import resolve_model
 
-router = APIRouter(prefix="/api/plans", tags=["plans"])
-presets_router = APIRouter(prefix="/api/presets", tags=["plans"])
+router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles())
+presets_router = APIRouter(prefix="/api/presets", tags=["plans"], dependencies=requires_roles())
 
 EXPORT_MEDIA_TYPES = {"yaml": "application/yaml", "json": "application/json", "text": "text/plain; charset=utf-8"}
 EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}

@@ -12,15 +12,18 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
 from emuplan.charts import FigureKind
 from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
+from emuplan.roles import Role
 from emuplan.store import runs as store
 from emuplan.workload.document import Strategy
 
-router = APIRouter(prefix="/api/runs", tags=["runs"])
+# Deleting a run removes it from every comparison and share link: an admin's decision.
+router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=requires_roles(delete=Role.admin))
 
 
 def parse_tags(text: str | None) -> list[str]:

@@ -7,11 +7,12 @@ store take seconds to import and most commands need none of them.
 ``tests/unit/test_cli_imports.py`` keeps it so.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
+    from emuplan.cli.remote import RemoteServer
     from emuplan.store.db import Database
 
 app = typer.Typer(
@@ -24,9 +25,53 @@ app = typer.Typer(
 )
 
 
+# Set by the callback below for the command that follows: import, runs, stats, compare and plan --save
+# then talk to that server instead of the local database.
+_remote: "RemoteServer | None" = None
+
+
 @app.callback()
-def main() -> None:
+def main(
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            envvar="EMUPLAN_SERVER",
+            help="A remote emuplan, e.g. https://host:8000: import, runs, stats, compare and plan --save use "
+            "its API instead of the local database.",
+        ),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="EMUPLAN_TOKEN",
+            help="API token for --server when it has sign-in on (/account or emuplan users token). The "
+            "variable keeps it out of the shell history.",
+        ),
+    ] = None,
+) -> None:
     """Plan KCCB collective-communication emulations from model definitions and analyse their results."""
+    global _remote
+    if server is None:
+        _remote = None
+        return
+    if not server.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"{server!r}: give the server's URL, e.g. https://host:8000", param_hint="--server")
+    from emuplan.cli.remote import RemoteServer
+
+    _remote = RemoteServer(server, token)
+
+
+def remote_server() -> "RemoteServer | None":
+    """The server given by --server / EMUPLAN_SERVER, or None: work on the local database."""
+    return _remote
+
+
+def fail(message: str) -> None:
+    """Every command's way out on bad input or a refused request: the message on stderr, exit status 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
 
 
 def open_database() -> "Database":

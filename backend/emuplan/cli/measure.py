@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from emuplan.cli.app import app, open_database
+from emuplan.cli.app import app, fail, open_database
 from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
 from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
@@ -18,11 +18,6 @@ if TYPE_CHECKING:
     from emuplan.store.models import Run
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _progress_printer() -> Any:
@@ -184,7 +179,7 @@ def measure(
     from emuplan.store.runs import DuplicateRun, RunInputError, run_public
 
     if backend not in BACKENDS:
-        _fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+        fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
     options = MeasurementOptions(
         world_size=world_size,
         backend=backend,
@@ -204,7 +199,7 @@ def measure(
         else:
             run = measure_and_store(database, plan_id, options, _progress_printer(), name=name, tags=tag)
     except (PlanNotFound, MeasurementError, ResultFileError, RunInputError, DuplicateRun) as error:
-        _fail(str(error))
+        fail(str(error))
     except KeyboardInterrupt:
         typer.echo("interrupted: the workers were stopped and no run was stored", err=True)
         raise typer.Exit(130) from None

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from emuplan.cli.app import app, open_database
+from emuplan.cli.app import app, fail, open_database, remote_server
 from emuplan.planning import plan_request
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.wording import plural
@@ -209,6 +209,12 @@ def plan(
         raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    server = remote_server() if save else None
+    if server is not None and Path(model).suffix in FILE_SUFFIXES:
+        fail(
+            f"--model {model}: with --server give a preset, or model:ID of a model uploaded to that server "
+            "(POST /api/models); a local model file is not sent"
+        )
     is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
         sandbox = None
@@ -232,12 +238,17 @@ def plan(
         if no_vocab_parallel_loss:
             given["vocab_parallel_loss"] = False
         request = PlanRequest(**{**given, "model": model})
-        document, _ = plan_request(request, sandbox=sandbox, allow_files=True, pytorch_options=pytorch_options)
+        if server is None:
+            document, _ = plan_request(request, sandbox=sandbox, allow_files=True, pytorch_options=pytorch_options)
     except ValueError as error:
         typer.echo(f"error: {in_cli_words(str(error))}", err=True)
         raise typer.Exit(2) from None
     plan_id = None
-    if save:
+    if server is not None:
+        # Planned and stored by the server: the same request as the local --save, the document it computed.
+        saved = server.post("/api/plans", {**request.model_dump(mode="json", exclude_unset=True), "name": name})
+        plan_id, document = saved["id"], PlanDocument.model_validate(saved["workload"])
+    elif save:
         from emuplan.store import plans as store
 
         database = open_database()

@@ -9,18 +9,15 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from emuplan.cli.app import app, open_database
+from emuplan.cli.app import app, fail, open_database, remote_server
 from emuplan.wording import plural
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
 T = TypeVar("T")
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+# The API's largest page (store.runs.MAX_RUNS_PER_PAGE; the store is not imported for a remote listing).
+REMOTE_RUNS_PER_REQUEST = 1000
 
 
 def _echo_json(document) -> None:
@@ -36,9 +33,9 @@ def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
         with database.writing() if write else database.read_session() as session:
             return action(session)
     except store.DuplicateRun as duplicate:
-        _fail(f"{duplicate} — not imported again")
+        fail(f"{duplicate} — not imported again")
     except (LookupError, ValueError) as error:  # RunNotFound, ResultFileError, RunInputError, bad options
-        _fail(str(error))
+        fail(str(error))
     finally:
         database.dispose()
 
@@ -72,6 +69,27 @@ def _statistics_lines(summary: dict) -> list[str]:
     return lines
 
 
+def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map) -> dict:
+    from emuplan.results.headers import parse_column_map
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
+    run = store.import_result_file(
+        session,
+        file,
+        file.name,
+        name=name,
+        plan_id=plan,
+        strategy=strategy,
+        tags=tags or (),
+        fmt=fmt,
+        column_map=parse_column_map(column_map),
+        collective=collective,
+        max_decompressed_bytes=get_settings().max_decompressed_bytes,
+    )
+    return store.run_public(run)
+
+
 @app.command("import")
 def import_run(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Result file to import.")],
@@ -87,28 +105,16 @@ def import_run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
 ) -> None:
     """Import a result file as a run and print its statistics."""
-    from emuplan.results.headers import parse_column_map
-    from emuplan.settings import get_settings
-    from emuplan.store import runs as store
-
-    document = _with_store(
-        lambda session: store.run_public(
-            store.import_result_file(
-                session,
-                file,
-                file.name,
-                name=name,
-                plan_id=plan,
-                strategy=strategy,
-                tags=tag or (),
-                fmt=fmt,
-                column_map=parse_column_map(column_map),
-                collective=collective,
-                max_decompressed_bytes=get_settings().max_decompressed_bytes,
-            )
-        ),
-        write=True,
-    )
+    server = remote_server()
+    if server is not None:
+        fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
+        fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map}
+        document = server.upload("/api/runs", file, fields)
+    else:
+        document = _with_store(
+            lambda session: _import_file(session, file, name, plan, strategy, tag, fmt, collective, column_map),
+            write=True,
+        )
     if as_json:
         _echo_json(document)
         return
@@ -135,13 +141,18 @@ def list_runs(
     from rich.console import Console
     from rich.table import Table
 
-    from emuplan.store import runs as store
+    server = remote_server()
+    if server is not None:
+        filters = {"strategy": strategy, "plan": plan, "tag": tag}
+        documents = list(server.pages("/api/runs", filters, page_size=REMOTE_RUNS_PER_REQUEST))
+    else:
+        from emuplan.store import runs as store
 
-    documents = _with_store(
-        lambda session: [
-            store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
-        ]
-    )
+        documents = _with_store(
+            lambda session: [
+                store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
+            ]
+        )
     if as_json:
         _echo_json(documents)
         return
@@ -185,13 +196,18 @@ def run_stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
-    from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    server = remote_server()
+    if server is not None:
+        assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks}
+        document = server.get(f"/api/runs/{run_id}/stats", assumptions)
+    else:
+        from emuplan.settings import get_settings
+        from emuplan.store import runs as store
 
-    choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
-    document = _with_store(
-        lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
-    )
+        choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+        document = _with_store(
+            lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
+        )
     if as_json:
         _echo_json(document)
         return
@@ -302,13 +318,22 @@ def compare_runs(
 ) -> None:
     """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair (bandwidths and % of
     ideal under each run's assumptions, or the ones given, as GET /api/compare)."""
-    from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    server = remote_server()
+    if server is not None:
+        query = {"runs": ",".join(map(str, run_ids)), "baseline": baseline}
+        document = server.get(
+            "/api/compare", query | {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks}
+        )
+    else:
+        from emuplan.settings import get_settings
+        from emuplan.store import runs as store
 
-    choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
-    document = _with_store(
-        lambda session: store.compare_stored_runs(session, run_ids, baseline, settings=get_settings(), choice=choice)
-    )
+        choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+        document = _with_store(
+            lambda session: store.compare_stored_runs(
+                session, run_ids, baseline, settings=get_settings(), choice=choice
+            )
+        )
     if as_json:
         _echo_json(document)
         return

@@ -3,6 +3,24 @@
 import typer
 
 from emuplan.cli.app import app, open_database
+from emuplan.wording import plural
+
+
+def sign_in_notice(auth: str) -> str:
+    """What `serve` says about sign-in: who can do what, and the first step when no account exists yet."""
+    if auth != "accounts":
+        return "sign-in: off (EMUPLAN_AUTH=none): whoever reaches this port can do everything"
+    from emuplan.store import accounts
+
+    database = open_database()
+    try:
+        with database.read_session() as session:
+            count = len(accounts.list_accounts(session))
+    finally:
+        database.dispose()
+    if count == 0:
+        return "sign-in: on, but no account exists yet: emuplan users add NAME --role admin"
+    return f"sign-in: on, {plural(count, 'account')} (emuplan users list)"
 
 
 @app.command()
@@ -26,4 +44,5 @@ def serve(
         load_demo(database, measure_locally=True)
         database.dispose()
     typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
+    typer.echo(sign_in_notice(settings.auth))
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

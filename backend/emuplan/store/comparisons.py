@@ -6,17 +6,14 @@ an expired or revoked link answers 410 Gone, so its owner can still see that it 
 stopped working.
 """
 
-import hashlib
-import secrets
 from datetime import datetime, timedelta
 
 from sqlmodel import Session, col, select
 
+from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Comparison, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
 
-# 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
-TOKEN_BYTES = 32
 MAX_SHARE_DAYS = 3650
 
 
@@ -34,10 +31,6 @@ class ShareLinkGone(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _validated_run_ids(session: Session, run_ids: list[int], baseline_run_id: int | None) -> list[int]:
@@ -94,7 +87,7 @@ def create_share_link(
         if not 0 < expires_in_days <= MAX_SHARE_DAYS:
             raise ValueError(f"expires_in_days: must be between 0 and {MAX_SHARE_DAYS}, got {expires_in_days}")
         expires_at = utc_now() + timedelta(days=expires_in_days)
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = new_secret()
     link = ShareLink(comparison_id=comparison_id, token_hash=hash_token(token), expires_at=expires_at)
     session.add(link)
     session.flush()
@@ -110,20 +103,8 @@ def revoke_share_link(session: Session, comparison_id: int, share_id: int) -> Sh
     link = session.get(ShareLink, share_id)
     if link is None or link.comparison_id != comparison_id:
         raise ShareLinkNotFound(f"comparison {comparison_id} has no share link {share_id}")
-    if link.revoked_at is None:
-        link.revoked_at = utc_now()
-        session.add(link)
-        session.flush()
+    revoke(session, link)
     return link
-
-
-def share_link_state(link: ShareLink, now: datetime | None = None) -> str:
-    """active | expired | revoked"""
-    if link.revoked_at is not None:
-        return "revoked"
-    if link.expires_at is not None and link.expires_at <= (now or utc_now()):
-        return "expired"
-    return "active"
 
 
 def resolve_share_token(session: Session, token: str, now: datetime | None = None) -> Comparison:
@@ -131,7 +112,7 @@ def resolve_share_token(session: Session, token: str, now: datetime | None = Non
     link = session.exec(select(ShareLink).where(ShareLink.token_hash == hash_token(token))).first()
     if link is None:
         raise ShareLinkNotFound("no such share link")
-    state = share_link_state(link, now)
+    state = credential_state(link, now)
     if state != "active":
         raise ShareLinkGone(f"this share link was {state}")
     return get_comparison(session, link.comparison_id)
@@ -144,7 +125,7 @@ def share_link_document(link: ShareLink) -> dict:
         "created_at": link.created_at,
         "expires_at": link.expires_at,
         "revoked_at": link.revoked_at,
-        "state": share_link_state(link),
+        "state": credential_state(link),
     }
 
 

@@ -181,3 +181,62 @@ class ShareLink(SQLModel, table=True):
     created_at: datetime = _created_at()
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class Account(SQLModel, table=True):
+    """Someone who signs in when ``EMUPLAN_AUTH=accounts``: a name, an Argon2 password hash and a role."""
+
+    __tablename__ = "account"
+    __table_args__ = NEVER_REUSE_IDS
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    role: str  # viewer | editor | admin (emuplan.roles.Role)
+    password_hash: str
+    created_at: datetime = _created_at()
+
+
+def _account_id() -> Any:
+    # Removing an account ends its sessions and tokens with it.
+    return Field(sa_column=Column(Integer, ForeignKey("account.id", ondelete="CASCADE"), nullable=False, index=True))
+
+
+class AccountSession(SQLModel, table=True):
+    """A signed-in browser. The cookie carries a random id; only its SHA-256 is kept here, so a copy of
+    the database signs nobody in, and deleting the row (sign-out, account removed) ends the session."""
+
+    __tablename__ = "account_session"
+    __table_args__ = NEVER_REUSE_IDS
+
+    id: int | None = Field(default=None, primary_key=True)
+    account_id: int = _account_id()
+    token_hash: str = Field(unique=True)
+    created_at: datetime = _created_at()
+    expires_at: datetime = Field(sa_column=Column(UTCDateTime, nullable=False))
+
+
+class ApiToken(SQLModel, table=True):
+    """A token for scripts and the CLI (``Authorization: Bearer``): shown once, only its SHA-256 kept."""
+
+    __tablename__ = "api_token"
+    __table_args__ = NEVER_REUSE_IDS
+
+    id: int | None = Field(default=None, primary_key=True)
+    account_id: int = _account_id()
+    label: str
+    token_hash: str = Field(unique=True)
+    created_at: datetime = _created_at()
+    expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class SignInFailure(SQLModel, table=True):
+    """One refused sign-in, counted per account name and per address to slow down password guessing.
+    Kept in the database so that every worker and instance counts the same failures."""
+
+    __tablename__ = "sign_in_failure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    account_name: str = Field(index=True)
+    address: str = Field(index=True)
+    failed_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))

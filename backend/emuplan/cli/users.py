@@ -1,0 +1,112 @@
+"""``emuplan users``: accounts for ``EMUPLAN_AUTH=accounts``, managed on the server's own database.
+
+Passwords and tokens are printed once and never stored in the clear: hand them over and forget them.
+"""
+
+from typing import Annotated
+
+import typer
+
+from emuplan.cli.app import app, fail, open_database
+from emuplan.roles import ROLE_DUTIES, Role
+
+users_app = typer.Typer(
+    help="Accounts for EMUPLAN_AUTH=accounts: add, list, change role, remove, make API tokens.\n\n"
+    + "\n\n".join(f"{role}: may {duties}." for role, duties in ROLE_DUTIES.items()),
+    no_args_is_help=True,
+)
+app.add_typer(users_app, name="users")
+
+ROLE_HELP = "viewer, editor or admin (emuplan users --help says what each may do)."
+
+
+def _in_store(action):
+    """``action(session)`` in one committed transaction; a bad name or a missing account exits 2."""
+    database = open_database()
+    try:
+        with database.writing() as session:
+            return action(session)
+    except (LookupError, ValueError) as error:
+        fail(str(error))
+    finally:
+        database.dispose()
+
+
+@users_app.command("add")
+def add_user(
+    name: Annotated[str, typer.Argument(help="Sign-in name (no spaces).")],
+    role: Annotated[Role, typer.Option(help=ROLE_HELP)] = Role.viewer,
+) -> None:
+    """Add an account and print its password (shown once; the account page changes it)."""
+    from emuplan.store import accounts as store
+
+    password = _in_store(lambda session: store.create_account(session, name, role)[1])
+    typer.echo(f"account {name!r} ({role}) added. Its password, shown once: {password}")
+
+
+@users_app.command("list")
+def list_users() -> None:
+    """Every account with its role and how many active API tokens it has."""
+    from emuplan.store import accounts as store
+    from emuplan.store.credentials import credential_state
+
+    def rows(session) -> list[tuple[str, str, int, str]]:
+        return [
+            (
+                account.name,
+                account.role,
+                sum(credential_state(t) == "active" for t in store.list_api_tokens(session, account.id)),
+                account.created_at.strftime("%Y-%m-%d"),
+            )
+            for account in store.list_accounts(session)
+        ]
+
+    listed = _in_store(rows)
+    if not listed:
+        typer.echo("no accounts yet: emuplan users add NAME --role admin")
+        return
+    width = max(len("name"), *(len(name) for name, *_ in listed))
+    typer.echo(f"{'name':<{width}}  {'role':<6}  {'tokens':>6}  added")
+    for name, role, tokens, added in listed:
+        typer.echo(f"{name:<{width}}  {role:<6}  {tokens:>6}  {added}")
+
+
+@users_app.command("role")
+def change_role(
+    name: Annotated[str, typer.Argument(help="Account name.")],
+    role: Annotated[Role, typer.Argument(help=ROLE_HELP)],
+) -> None:
+    """Give an account another role (its sessions and tokens act with it from the next request)."""
+    from emuplan.store import accounts as store
+
+    _in_store(lambda session: store.set_role(session, name, role))
+    typer.echo(f"account {name!r} is now {role}")
+
+
+@users_app.command("remove")
+def remove_user(name: Annotated[str, typer.Argument(help="Account name.")]) -> None:
+    """Remove an account: its browsers are signed out and its tokens stop working at once."""
+    from emuplan.store import accounts as store
+
+    _in_store(lambda session: store.remove_account(session, name))
+    typer.echo(f"account {name!r} removed, with its sessions and API tokens")
+
+
+@users_app.command("token")
+def make_token(
+    name: Annotated[str, typer.Argument(help="Account name.")],
+    label: Annotated[str, typer.Option(help="What the token is for.")] = "CLI",
+    expires_in_days: Annotated[
+        float | None, typer.Option("--expires-in-days", min=0.001, help="Default: never expires.")
+    ] = None,
+) -> None:
+    """Print a new API token for an account (shown once; revoke it on the account page)."""
+    from emuplan.store import accounts as store
+
+    def make(session) -> tuple[int, str]:
+        account = store.get_account(session, name)
+        token, secret = store.create_api_token(session, account.id, label, expires_in_days)
+        return token.id, secret
+
+    token_id, secret = _in_store(make)
+    typer.echo(f"API token {token_id} for {name!r}, shown once: {secret}")
