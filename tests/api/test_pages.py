@@ -93,7 +93,7 @@ def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: Tes
     assert client.get("/api/runs", params={"limit": 0}).status_code == 422
     compare = client.get("/compare?runs=1").text
     assert f"The newest {run_store.RUNS_PER_PAGE} of {count} runs" in compare
-    assert 'value="1" checked' in compare  # a selected older run stays in the picker
+    assert 'value="1" data-label="#1 run-0" checked' in compare  # a selected older run stays in the picker
     assert 'value="2"' not in compare
 
 
