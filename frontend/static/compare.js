@@ -145,7 +145,8 @@ if (assumptionsForm) {
     event.preventDefault();
     const params = new URLSearchParams();
     for (const [key, value] of new FormData(assumptionsForm)) if (String(value).trim()) params.set(key, String(value).trim());
-    window.location.assign(`/compare?${params.toString().replaceAll("%2C", ",")}`);
+    const query = params.toString().replaceAll("%2C", ",");
+    window.location.assign(query ? `${assumptionsForm.getAttribute("action")}?${query}` : assumptionsForm.getAttribute("action"));
   });
 }
 

@@ -404,3 +404,16 @@ def test_text_with_a_nul_character_is_refused_on_every_database(client) -> None:
     upload = client.post("/api/runs", files={"file": ("r.csv", csv)}, data={"name": "before\x00after"})
     assert (upload.status_code, upload.json()) == (422, {"detail": "name: text cannot contain a NUL (0x00) character"})
     assert client.get("/api/runs").json() == []
+
+
+def test_saved_comparison_pages_take_assumptions_and_share_pages_show_them_read_only(client):
+    slow, fast = two_all_reduce_runs(client)
+    saved = client.post("/api/comparisons", json={"name": "two", "run_ids": [slow, fast]}).json()
+    page = client.get(f"/comparisons/{saved['id']}", params={"ranks": 4}).text
+    assert f'<form class="inputs" method="get" action="/comparisons/{saved["id"]}" id="assumptions-form">' in page
+    assert f'data-compare-url="/api/compare?runs={slow},{fast}&amp;baseline={slow}&amp;ranks=4"' in page
+    assert f'id="assumption-defaults" href="/comparisons/{saved["id"]}"' in page
+    token = client.post(f"/api/comparisons/{saved['id']}/shares", json={}).json()["token"]
+    shared = client.get(f"/s/{token}").text
+    assert 'id="assumptions-form"' not in shared and 'id="compare-assumptions"' in shared
+    assert client.get(f"/api/shared/{token}").json()["assumptions"][0]["sources"]["ranks"] == "none"

@@ -214,7 +214,7 @@ def run_page(
     run = run_store.get_run(session, run_id)
     stats = run_store.run_statistics(session, run, choice, settings)
     plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
-    chosen = {key: value for key, value in asdict(choice).items() if value is not None}
+    chosen = choice.given()
     return render(
         request,
         "run.html",
@@ -250,7 +250,7 @@ def compare_page(
         "runs": [],
         "selected_ids": [],
         # The assumptions the reader set (the rest: each run's own); the JSON twin takes the same.
-        "chosen": {key: value for key, value in asdict(choice).items() if value is not None},
+        "chosen": choice.given(),
     }
     baseline_id = id_or_none(baseline)
     if runs:
@@ -269,6 +269,7 @@ def compare_page(
             selected_ids=selected_ids,
             baseline_id=baseline_id,
             compare_url=_compare_url(selected_ids, baseline_id, context["chosen"]),
+            assumptions_action="/compare",
             run_figure_base="/api/runs",
             suggested_name=" vs ".join(run.name for run in selected)[:200],
             log_x=True,
@@ -289,10 +290,23 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
 
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
-def saved_comparison_page(comparison_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
+def saved_comparison_page(
+    comparison_id: DatabaseInt, request: Request, session: ReadSessionDep, choice: AssumptionDep
+) -> HTMLResponse:
     comparison = comparison_store.get_comparison(session, comparison_id)
     context = _saved_comparison_context(session, comparison)
-    return render(request, "compare.html", nav="compare", run_figure_base="/api/runs", **context)
+    chosen = choice.given()
+    context["compare_url"] = _compare_url([run.id for run in context["runs"]], context["baseline_id"], chosen)
+    return render(
+        request,
+        "compare.html",
+        nav="compare",
+        run_figure_base="/api/runs",
+        # The assumptions are the reader's, for this view: the saved comparison keeps runs and baseline only.
+        chosen=chosen,
+        assumptions_action=f"/comparisons/{comparison.id}",
+        **context,
+    )
 
 
 @shared_page_router.get("/s/{token}", response_class=HTMLResponse)

@@ -392,18 +392,20 @@ class _PerProcessTimes:
                 f"{self.file_name}: {len(self.rank_hosts)} devices do not divide into {processes} processes: "
                 "the per-process times have no host"
             )
-        durations, samples, ranks, host_names = [], [], [], []
+        durations, samples, process_of_row = [], [], []
         for first_sample, times in self.parts:
             count = times.shape[1]
             durations.append(times.ravel())
             samples.append(np.tile(np.arange(first_sample, first_sample + count, dtype=np.int64), processes))
-            ranks += [str(process) for process in range(processes) for _ in range(count)]
-            host_names += [hosts[process] for process in range(processes) for _ in range(count)]
+            process_of_row.append(np.repeat(np.arange(processes, dtype=np.int32), count))
+        process_codes = pa.array(np.concatenate(process_of_row))
+        host_names = list(dict.fromkeys(hosts))
+        host_codes = np.array([host_names.index(host) for host in hosts], dtype=np.int32)
         table = rank_times_table(
             duration_us=np.concatenate(durations),
             sample=np.concatenate(samples),
-            rank=pa.array(ranks),
-            host=pa.array(host_names),
+            rank=pa.DictionaryArray.from_arrays(process_codes, pa.array([str(p) for p in range(processes)])),
+            host=pa.DictionaryArray.from_arrays(pa.array(host_codes[process_codes.to_numpy()]), pa.array(host_names)),
         )
         return table, "rank" if per_process == 1 else "process"
 

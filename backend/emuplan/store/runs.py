@@ -24,7 +24,7 @@ import io
 import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -306,6 +306,10 @@ class AssumptionChoice:
     link_gbps: float | None = None
     latency_us: float | None = None
     ranks: int | None = None
+
+    def given(self) -> dict:
+        """The figures the reader set (for the URLs of pages and their JSON twins)."""
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 def _assumptions_of(
