@@ -9,33 +9,19 @@ Target: each within 1.25× of the same request without sign-in, as the median of
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from bench_pages import upload_runs
-from paired import load_average, paired_rounds, ratios, spread
+from paired import load_average, median_get_seconds, paired_rounds, ratio_line
 from serve import server_env, start_server
 
 PATHS = ("/api/runs", "/runs")
 RATIO_LIMIT = 1.25
 REQUESTS_PER_SAMPLE = 9
 EMUPLAN = str(Path(sys.executable).with_name("emuplan"))
-
-
-def median_get_seconds(url: str, headers: dict[str, str]) -> float:
-    times = []
-    for _ in range(REQUESTS_PER_SAMPLE):
-        start = time.perf_counter()
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120) as response:
-            response.read()
-            assert response.status == 200, url
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def make_token(directory: str) -> str:
@@ -69,7 +55,9 @@ def main() -> int:
             print(f"sign-in on vs off, {args.runs} runs, {args.rounds} paired rounds, median of "
                   f"{REQUESTS_PER_SAMPLE} GETs each (load {load_average()})")  # fmt: skip
             cases = {
-                (path, auth): lambda path=path, auth=auth: median_get_seconds(servers[auth][1] + path, headers[auth])
+                (path, auth): lambda path=path, auth=auth: median_get_seconds(
+                    servers[auth][1] + path, REQUESTS_PER_SAMPLE, headers[auth]
+                )
                 for path in PATHS
                 for auth in servers
             }
@@ -80,12 +68,9 @@ def main() -> int:
                 process.wait(timeout=30)
     failed = False
     for path in PATHS:
-        ratio = ratios(values, (path, "on"), (path, "off"))
-        ok = statistics.median(ratio) <= RATIO_LIMIT
+        line, ok = ratio_line(path, ("off", values[(path, "off")]), ("on", values[(path, "on")]), RATIO_LIMIT)
+        print(line)
         failed |= not ok
-        print(f"  {path:<10} off {spread([v * 1e3 for v in values[(path, 'off')]], 1, ' ms')}; "
-              f"on {spread([v * 1e3 for v in values[(path, 'on')]], 1, ' ms')}; "
-              f"ratio {spread(ratio, 2)}x (target ≤ {RATIO_LIMIT}x) {'ok' if ok else 'MISSED'}")  # fmt: skip
     print(f"  load average after: {load_average()}")
     return 1 if failed else 0
 

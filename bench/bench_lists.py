@@ -13,15 +13,12 @@ reach the run count: importing 10,000 files would take hours and test nothing mo
 import argparse
 import shutil
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from bench_pages import upload_runs
-from paired import load_average, paired_rounds, ratios, spread
+from paired import load_average, median_get_seconds, paired_rounds, ratio_line
 from serve import start_server
 
 PATHS = ("/", "/runs", "/api/runs", "/compare")
@@ -44,17 +41,6 @@ def copy_runs(database: Path, count: int) -> None:
                 "WHERE run_id = 1"
             )
         connection.execute("UPDATE run SET content_sha256 = NULL WHERE id > 1")
-
-
-def median_get_seconds(url: str) -> float:
-    times = []
-    for _ in range(REQUESTS_PER_SAMPLE):
-        start = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=120) as response:
-            response.read()
-            assert response.status == 200, url
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -83,7 +69,9 @@ def main() -> int:
             print(f"list pages at {' and '.join(f'{s:,}' for s in SIZES)} runs, {args.rounds} paired rounds, "
                   f"median of {REQUESTS_PER_SAMPLE} GETs each (load {load_average()})")  # fmt: skip
             cases = {
-                (path, size): lambda path=path, size=size: median_get_seconds(servers[size][1] + path)
+                (path, size): lambda path=path, size=size: median_get_seconds(
+                    servers[size][1] + path, REQUESTS_PER_SAMPLE
+                )
                 for path in PATHS
                 for size in SIZES
             }
@@ -94,12 +82,11 @@ def main() -> int:
                 server.wait(timeout=30)
     small, large = SIZES
     for path in PATHS:
-        ratio = ratios(values, (path, large), (path, small))
-        ok = statistics.median(ratio) <= RATIO_LIMIT
+        line, ok = ratio_line(
+            path, (f"{small:>6,} runs", values[(path, small)]), (f"{large:,} runs", values[(path, large)]), RATIO_LIMIT
+        )
+        print(line)
         failed |= not ok
-        print(f"  {path:<10} {small:>6,} runs {spread([v * 1e3 for v in values[(path, small)]], 1, ' ms')}; "
-              f"{large:,} runs {spread([v * 1e3 for v in values[(path, large)]], 1, ' ms')}; "
-              f"ratio {spread(ratio, 2)}x (target ≤ {RATIO_LIMIT}x) {'ok' if ok else 'MISSED'}")  # fmt: skip
     print(f"  load average after: {load_average()}")
     return 1 if failed else 0
 

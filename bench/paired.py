@@ -5,6 +5,7 @@ their ratio stays honest. Figures are medians with the min–max over the rounds
 import statistics
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 
 
@@ -34,6 +35,34 @@ def wall_seconds(command: Sequence[str], **run_options) -> float:
     started = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, **run_options)
     return time.perf_counter() - started
+
+
+def median_get_seconds(url: str, requests: int, headers: dict[str, str] | None = None) -> float:
+    """The median wall time of ``requests`` GETs of ``url`` (each must answer 200)."""
+    times = []
+    for _ in range(requests):
+        start = time.perf_counter()
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=120) as response:
+            response.read()
+            assert response.status == 200, url
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def ratio_line(
+    name: str, baseline: tuple[str, list[float]], case: tuple[str, list[float]], limit: float
+) -> tuple[str, bool]:
+    """One printed line: both cases' times (seconds in, ms out) and their per-round ratio against ``limit``;
+    and whether the median ratio kept to it."""
+    (baseline_label, baseline_s), (case_label, case_s) = baseline, case
+    ratio = [a / b for a, b in zip(case_s, baseline_s, strict=True)]
+    ok = statistics.median(ratio) <= limit
+    line = (
+        f"  {name:<10} {baseline_label} {spread([v * 1e3 for v in baseline_s], 1, ' ms')}; "
+        f"{case_label} {spread([v * 1e3 for v in case_s], 1, ' ms')}; "
+        f"ratio {spread(ratio, 2)}x (target ≤ {limit}x) {'ok' if ok else 'MISSED'}"
+    )
+    return line, ok
 
 
 def load_average() -> str:

@@ -56,8 +56,16 @@ def server_log() -> Iterator[list[str]]:
         logger.setLevel(level)
 
 
+# Each sign-in verifies an Argon2 hash (~50 ms alone, seconds on a loaded shared machine).
+SIGN_IN_TIMEOUT_S = 60
+
+
+def post_sign_in(server: LiveServer, form: dict[str, str], **options) -> httpx2.Response:
+    return httpx2.post(f"{server.url}/sign-in", data=form, timeout=SIGN_IN_TIMEOUT_S, **options)
+
+
 def signed_in_client(server: LiveServer, name: str, password: str) -> httpx2.Client:
-    client = httpx2.Client(base_url=server.url, follow_redirects=False)
+    client = httpx2.Client(base_url=server.url, follow_redirects=False, timeout=SIGN_IN_TIMEOUT_S)
     response = client.post("/sign-in", data={"name": name, "password": password, "next": "/runs"})
     assert response.status_code == 303, response.text
     assert response.headers["location"] == "/runs"
@@ -118,14 +126,14 @@ def test_the_session_cookie_is_httponly_samesite_lax_and_secure_only_over_https(
     accounts_server: LiveServer, add_account
 ) -> None:
     password = add_account("ada", Role.viewer)
-    response = httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password})
+    response = post_sign_in(accounts_server, {"name": "ada", "password": password})
     attributes = [part.strip() for part in response.headers["set-cookie"].split(";")]
     assert attributes[0].startswith("emuplan_session=") and len(attributes[0]) == len("emuplan_session=") + 43
     assert sorted(attributes[1:]) == ["HttpOnly", "Max-Age=1209600", "Path=/", "SameSite=lax"]
     # Behind a TLS proxy the scheme is https: the cookie is then Secure too.
-    https = httpx2.post(
-        f"{accounts_server.url}/sign-in",
-        data={"name": "ada", "password": password},
+    https = post_sign_in(
+        accounts_server,
+        {"name": "ada", "password": password},
         headers={"X-Forwarded-Proto": "https"},
     )
     assert "Secure" in [part.strip() for part in https.headers["set-cookie"].split(";")]
@@ -136,7 +144,7 @@ def test_a_wrong_password_or_name_is_refused_alike_and_counted(
 ) -> None:
     add_account("ada", Role.admin)
     for name, password in (("ada", "not-her-password"), ("nobody", "whatever")):
-        response = httpx2.post(f"{accounts_server.url}/sign-in", data={"name": name, "password": password})
+        response = post_sign_in(accounts_server, {"name": name, "password": password})
         assert response.status_code == 401
         assert "Wrong name or password." in response.text
         assert "set-cookie" not in response.headers
@@ -151,10 +159,8 @@ def test_failed_sign_ins_are_rate_limited_per_account_even_with_the_right_passwo
     other_password = add_account("bob", Role.editor)
     first_failure = time.monotonic()
     for _ in range(store.MAX_FAILURES_PER_ACCOUNT):
-        assert (
-            httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "ada", "password": "guess"}).status_code == 401
-        )
-    held_off = httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password})
+        assert post_sign_in(accounts_server, {"name": "ada", "password": "guess"}).status_code == 401
+    held_off = post_sign_in(accounts_server, {"name": "ada", "password": password})
     assert held_off.status_code == 429
     assert "set-cookie" not in held_off.headers
     assert (
@@ -172,8 +178,8 @@ def test_failed_sign_ins_are_rate_limited_per_address(accounts_server: LiveServe
     password = add_account("ada", Role.editor)
     for attempt in range(store.MAX_FAILURES_PER_ADDRESS):
         guess = {"name": f"guess-{attempt}", "password": "guess"}
-        assert httpx2.post(f"{accounts_server.url}/sign-in", data=guess).status_code == 401
-    held_off = httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password})
+        assert post_sign_in(accounts_server, guess).status_code == 401
+    held_off = post_sign_in(accounts_server, {"name": "ada", "password": password})
     assert held_off.status_code == 429
     assert (
         f"Too many failed sign-ins for your address: {store.MAX_FAILURES_PER_ADDRESS} in 15 minutes." in held_off.text
@@ -319,7 +325,7 @@ def test_changing_the_password_needs_the_current_one(accounts_server: LiveServer
     )
     assert "Password changed: use the new one from now on." in changed.text
     signed_in_client(accounts_server, "vi", "a-new-long-password").close()
-    old = httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "vi", "password": password})
+    old = post_sign_in(accounts_server, {"name": "vi", "password": password})
     assert old.status_code == 401
 
 
@@ -333,7 +339,7 @@ def test_refusals_log_no_password_token_or_cookie(
     cookie = editor.cookies["emuplan_session"]
     editor.delete(f"/api/account/tokens/{editor.get('/api/account/tokens').json()[0]['id']}")
     wrong_password = "Tr0ub4dor&3-wrong"
-    httpx2.post(f"{accounts_server.url}/sign-in", data={"name": "ed", "password": wrong_password})
+    post_sign_in(accounts_server, {"name": "ed", "password": wrong_password})
     httpx2.get(f"{accounts_server.url}/api/runs", headers=bearer(token))
     httpx2.get(f"{accounts_server.url}/api/runs", cookies={"emuplan_session": cookie[:-1] + "x"})
     viewer = signed_in_client(accounts_server, "vi", viewer_password)
@@ -368,9 +374,7 @@ def test_after_sign_in_the_browser_goes_back_to_a_path_of_this_server_only(
         "runs": "/",
     }
     for target, landing in targets.items():
-        response = httpx2.post(
-            f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password, "next": target}
-        )
+        response = post_sign_in(accounts_server, {"name": "ada", "password": password, "next": target})
         assert (response.status_code, response.headers["location"]) == (303, landing), target
 
 
@@ -393,9 +397,9 @@ def test_two_servers_on_one_database_count_the_same_failures(
     try:
         for attempt in range(store.MAX_FAILURES_PER_ACCOUNT):
             server = (accounts_server, second)[attempt % 2]
-            assert httpx2.post(f"{server.url}/sign-in", data={"name": "ada", "password": "guess"}).status_code == 401
+            assert post_sign_in(server, {"name": "ada", "password": "guess"}).status_code == 401
         for server in (accounts_server, second):
-            held_off = httpx2.post(f"{server.url}/sign-in", data={"name": "ada", "password": password})
+            held_off = post_sign_in(server, {"name": "ada", "password": password})
             assert held_off.status_code == 429
     finally:
         stop_server(second)
