@@ -1,10 +1,12 @@
 """The runs API through TestClient on a real migrated database."""
 
+import base64
 import gzip
 import hashlib
 import io
 import tempfile
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from sqlmodel import select
@@ -213,6 +215,21 @@ def test_compare_runs_with_baseline_and_ks_tests(client):
     assert set(result["figures"]) == {"cdf", "small_multiples"}
     assert client.get("/api/compare", params={"runs": f"{a},999"}).status_code == 404
     assert client.get("/api/compare", params={"runs": f"{a},{b}", "baseline": 5}).status_code == 422
+
+
+def test_small_delay_chart_for_the_compare_page_is_one_thinned_panel(client):
+    data = (RESULTS / "generated-per-iteration.csv").read_bytes()
+    run = upload(client, "g.csv", data, strategy="pipeline").json()
+    full = client.get(f"/api/runs/{run['id']}/figures/delay").json()
+    small = client.get(f"/api/runs/{run['id']}/figures/delay", params={"small": "true"}).json()
+    assert [t["yaxis"] for t in full["data"]] == ["y", "y2", "y3", "y4"]  # a pipeline run: a panel per size
+    assert [t.get("yaxis", "y") for t in small["data"]] == ["y"] * 4
+
+    def points(trace) -> int:  # y is a typed array: {"dtype": "f4", "bdata": base64 of float32 values}
+        return len(base64.b64decode(trace["y"]["bdata"])) // np.dtype(trace["y"]["dtype"]).itemsize
+
+    assert [points(t) for t in full["data"]] == [500] * 4
+    assert [points(t) for t in small["data"]] == [250] * 4
 
 
 def test_delete_removes_run_and_tables(client, database_url):

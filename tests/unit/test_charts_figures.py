@@ -62,6 +62,19 @@ def test_delay_keeps_spikes_and_splits_sizes_for_pipeline(big_summary):
     assert [a["text"] for a in panels["layout"]["annotations"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"]
 
 
+def test_small_delay_is_one_panel_of_250_points_per_series_with_both_spikes(big_summary):
+    small = delay_figure(big_summary, per_size=True, small=True)
+    assert [len(values(t["y"])) for t in small["data"]] == [250, 250]
+    assert {t.get("yaxis", "y") for t in small["data"]} == {"y"}
+    assert "yaxis2" not in small["layout"]
+    # Both spikes (rows 1000 and 250,000: the first size) are still drawn, in ms, among 250 points.
+    assert np.sort(values(small["data"][0]["y"]))[-2:] == pytest.approx([4200.0, 5000.0])
+    assert len(json.dumps(small)) < len(json.dumps(delay_figure(big_summary, per_size=True))) / 4
+    # Its legend sits at the figure's bottom edge, in a margin a row taller than the overlaid chart's.
+    assert small["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+    assert small["layout"]["margin"]["b"] == delay_figure(big_summary)["layout"]["margin"]["b"] + 22
+
+
 def test_bandwidth_vs_size_from_nccl_tests():
     parsed = parse_result_file((SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt").read_bytes(), "allreduce.txt")
     figure = bandwidth_figure(summarise(parsed.samples, ranks=parsed.ranks))
@@ -104,6 +117,13 @@ def test_comparison_figures_and_escaping(big_summary):
     assert len(thinned) < 500 + len(tail) < len(grid["x"])
     assert thinned[-len(tail) :] == pytest.approx(np.array(tail, dtype=np.float32) / 1000)
     assert thinned[-1] == pytest.approx(group["max_us"] / 1000)
+    # The overlay keeps at most 1000 points of each run's body and its whole tail from p99 on.
+    overall = big_summary["overall_ecdf"]
+    curve = values(overlaid["data"][0]["x"])
+    overall_tail = [x for x, p in zip(overall["x"], overall["p"], strict=True) if p >= 0.99]
+    assert len(curve) <= 1000 + len(overall_tail) < len(overall["x"])
+    assert curve[-len(overall_tail) :] == pytest.approx(np.array(overall_tail, dtype=np.float32) / 1000)
+    assert curve[-1] == pytest.approx(big_summary["overall"]["max_us"] / 1000)
 
 
 def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summary):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
+from emuplan.api.runs import AssumptionsDocument, PlotlyFigure, SmallDelay
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
@@ -191,6 +191,7 @@ def shared_run_figure(
     session: ReadSessionDep,
     settings: SettingsDep,
     response: Response,
+    small: SmallDelay = False,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
@@ -200,4 +201,4 @@ def shared_run_figure(
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
     # A share link shows the figures as the comparison was saved: the default assumptions, none from the URL.
-    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings)
+    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings, small=small)

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from emuplan.results.analysis import file_or_ours, page_time_unit, time_unit
-from emuplan.results.stats import PERCENTILES
+from emuplan.results.stats import PERCENTILES, delay_series
 
 
 class FigureKind(StrEnum):
@@ -186,15 +186,24 @@ def delay_figure(
     per_size: bool = False,
     log_y: bool = False,
     clip: bool = False,
+    small: bool = False,
 ) -> dict:
     """Completion time per iteration (min/max-preserving downsampled); one panel per data size when
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
+
+    ``small``: for a small slot beside other runs' (the compare page), one panel and each series thinned
+    to ``SMALL_DELAY_POINTS`` (MinMaxLTTB again, so every spike stays): a third of the run page's points
+    and a quarter of its panels, which is what made five of them slow to draw.
 
     ``log_y`` puts time on a log axis, so one spike does not flatten the other trials; ``clip`` ends the
     axis at the largest p99.9 of the groups (``_clip_limit``) and draws each trial above it on the edge,
     labelled with its time."""
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
+    if small:
+        per_size = False
+        groups = [(group, delay_series(np.asarray(series["x"]), np.asarray(series["y"]), SMALL_DELAY_POINTS))
+                  for group, series in groups]  # fmt: skip
     traces = [
         _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear") for group, series in groups
     ]
@@ -211,7 +220,12 @@ def delay_figure(
             yaxis["title"] = {"text": f"{y_title}, axis ends at {CLIP_HEADROOM:g} × {name}"}
             low = min(group["min_us"] for group, _ in groups) * scale
             yaxis["range"] = [np.log10(max(low, 1e-9)), np.log10(top)] if log_y else [0, top]
-        return _figure(traces, title, "iteration", y_title, yaxis=yaxis)
+        figure = _figure(traces, title, "iteration", y_title, yaxis=yaxis)
+        if small and len(traces) > 1:
+            # A small slot fits about two entries a row: the legend goes below the axis title, not over it.
+            figure["layout"]["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+            figure["layout"]["margin"]["b"] += SMALL_LEGEND_ROW_PX * -(-len(traces) // 2)
+        return figure
     # Each size keeps its own y range: a spike in one panel must not flatten the others.
     labels = [group["label"] for group, _ in groups]
     panels, suffixes = _panels(labels, 1, "iteration", unit, log_x=False, share_y=False)
@@ -221,6 +235,8 @@ def delay_figure(
 
 
 CLIP_HEADROOM = 1.2
+SMALL_DELAY_POINTS = 250
+SMALL_LEGEND_ROW_PX = 22
 
 
 def _clip_limit(groups: list[dict]) -> tuple[str, float]:
@@ -393,13 +409,14 @@ def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") ->
 
 
 def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
-    """Overlaid CDFs: each run's completion times (all groups together) as one curve."""
+    """Overlaid CDFs: each run's completion times (all groups together) as one curve (its body thinned to
+    ~``OVERLAY_POINTS``, the tail from p99 on whole)."""
     unit, scale = _time_unit([summary for _, summary in runs])
     traces = []
     for index, (name, summary) in enumerate(runs):
-        grid = summary["overall_ecdf"]
+        x, p = _thinned_body(summary["overall_ecdf"], OVERLAY_POINTS)
         color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
-        traces.append(_curve(grid["x"], grid["p"], name, x_scale=scale, legendgroup=legendgroup, color=color))
+        traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, color=color))
         traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
     return _figure(
         traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
@@ -408,17 +425,19 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
 
 
 SMALL_PANEL_POINTS = 500
+# The overlay is half a page wide: a thousand points per run are more than its pixels.
+OVERLAY_POINTS = 1000
 TAIL_FROM = 0.99
 
 
-def _thinned_body(grid: dict) -> tuple[np.ndarray, np.ndarray]:
-    """An ECDF grid for a small panel: every k-th point of the body, every point from p99 on (the exact
-    tail percentiles and the max stay)."""
+def _thinned_body(grid: dict, points: int = SMALL_PANEL_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """An ECDF grid for a chart narrower than its points: every k-th point of the body, every point from
+    p99 on (the exact tail percentiles and the max stay)."""
     x, p = np.asarray(grid["x"]), np.asarray(grid["p"])
-    if len(x) <= SMALL_PANEL_POINTS:
+    if len(x) <= points:
         return x, p
     keep = np.zeros(len(x), dtype=bool)
-    keep[:: -(-len(x) // SMALL_PANEL_POINTS)] = True
+    keep[:: -(-len(x) // points)] = True
     keep[p >= TAIL_FROM] = True
     keep[-1] = True
     return x[keep], p[keep]

@@ -385,6 +385,7 @@ def run_figure(
             per_size=run.strategy == "pipeline",
             log_y=options.get("log_y", False),
             clip=options.get("clip", False),
+            small=options.get("small", False),
         )
     if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
