@@ -180,3 +180,30 @@ class ShareLink(SQLModel, table=True):
     created_at: datetime = _created_at()
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class MeasurementJobRecord(SQLModel, table=True):
+    """A measurement of a plan on local processes, run by one server worker and reported by all of them.
+
+    ``running_on`` is the host's name while the job is active, NULL afterwards: UNIQUE, it lets one
+    measurement at a time run per host. The running worker writes progress and ``heartbeat_at`` and
+    reads ``cancel_requested``, which any worker may set.
+    """
+
+    __tablename__ = "measurement_job"
+
+    id: str = Field(primary_key=True)
+    plan_id: int = Field(sa_type=BigInteger)
+    request: dict = _json(dict)  # the MeasureRequest as given, defaults filled in
+    state: str
+    iterations_done: int = Field(default=0, sa_type=BigInteger)
+    iterations_total: int | None = Field(default=None, sa_type=BigInteger)
+    warmup: bool = False
+    error: str | None = None
+    run_id: int | None = Field(default=None, sa_type=BigInteger)
+    host: str
+    running_on: str | None = Field(default=None, unique=True)
+    cancel_requested: bool = False
+    heartbeat_at: datetime = _created_at()
+    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
