@@ -4,7 +4,7 @@ in that directory, stopped and deleted at the end. initdb refuses to run as root
 cluster belongs to ``nobody``.
 
 Alembic migrates one template database once; each test gets ``CREATE DATABASE ... TEMPLATE`` of it,
-a file copy on the server that takes a few milliseconds.
+a file copy on the server (measured: ~0.1 s to create, ~0.1 s to drop).
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Migration 0006 adds the account tables and takes them away again; removing an account cascades."""
+"""Migration 0007 adds the account tables and takes them away again; removing an account cascades."""
 
 import sqlite3
 from pathlib import Path
@@ -18,14 +18,14 @@ def tables(path: Path) -> list[str]:
     return [name for (name,) in rows]
 
 
-def test_0006_adds_and_drops_the_account_tables(tmp_path: Path) -> None:
+def test_0007_adds_and_drops_the_account_tables(tmp_path: Path) -> None:
     path = tmp_path / "m.sqlite3"
     url = f"sqlite:///{path}"
-    command.upgrade(alembic_config(url), "0005")
+    command.upgrade(alembic_config(url), "0006")
     assert not set(ACCOUNT_TABLES) & set(tables(path))
     migrate(url)
     assert set(ACCOUNT_TABLES) <= set(tables(path))
-    command.downgrade(alembic_config(url), "0005")
+    command.downgrade(alembic_config(url), "0006")
     assert not set(ACCOUNT_TABLES) & set(tables(path))
     migrate(url)
     assert set(ACCOUNT_TABLES) <= set(tables(path))

@@ -1,7 +1,5 @@
 """Ids are never handed out twice, so a share link never shows a run it was not made with."""
 
-from datetime import UTC, datetime
-
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -9,40 +7,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import Run, RunTable
+from emuplan.store.models import RunTable
+from old_schema import RUN, old_run
 
 pytestmark = pytest.mark.both_databases
 
-# The columns as migration 0001 made them (the models' own tables would name columns added later).
-RUN = sa.table(
-    "run",
-    *(
-        sa.column(name, Run.__table__.c[name].type)
-        for name in (
-            "id",
-            "name",
-            "tags",
-            "source_format",
-            "origin",
-            "origin_detail",
-            "sample_count",
-            "warnings",
-            "summary",
-            "created_at",
-        )
-    ),
-)
 RUN_TABLE = RunTable.__table__
-RUN_VALUES = {
-    "tags": [],
-    "source_format": "per-iteration-csv",
-    "origin": "imported",
-    "origin_detail": "",
-    "sample_count": 1,
-    "warnings": [],
-    "summary": {},
-    "created_at": datetime(2026, 11, 21, 10, tzinfo=UTC),
-}
 
 
 def add_run(client: TestClient, name: str, offset: float) -> int:
@@ -69,7 +39,7 @@ def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(empty_
     engine = create_engine(empty_database_url)
     with engine.begin() as connection:
         first, second = (
-            connection.execute(RUN.insert().values(name=name, **RUN_VALUES).returning(RUN.c.id)).scalar_one()
+            connection.execute(RUN.insert().values(**old_run(name)).returning(RUN.c.id)).scalar_one()
             for name in ("old run", "newest run")
         )
         connection.execute(RUN_TABLE.insert().values(run_id=first, kind="samples", row_count=1, parquet=b"\0"))
@@ -82,8 +52,6 @@ def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(empty_
         assert connection.execute(sa.select(RUN_TABLE.c.run_id, RUN_TABLE.c.kind)).all() == [(1, "samples")]
         connection.execute(RUN.delete().where(RUN.c.id == first))
         assert connection.execute(sa.select(sa.func.count()).select_from(RUN_TABLE)).scalar() == 0  # the cascade
-        newcomer = connection.execute(
-            RUN.insert().values(name="new run", **RUN_VALUES).returning(RUN.c.id)
-        ).scalar_one()
+        newcomer = connection.execute(RUN.insert().values(**old_run("new run")).returning(RUN.c.id)).scalar_one()
     engine.dispose()
     assert newcomer == 3

@@ -2,12 +2,12 @@
 failures store nothing and leave no worker behind."""
 
 import socket
-import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from job_polling import wait_for
 from scheduling import EXPECTED_REALTIME_POLICY
 
 pytestmark = pytest.mark.both_databases
@@ -21,18 +21,8 @@ def create_seed_plan(client: TestClient, strategy: str = "pipeline") -> int:
     return response.json()["id"]
 
 
-def wait_for(client: TestClient, job_id: str, states: tuple[str, ...], timeout_s: float = 90.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = client.get(f"/api/measurements/{job_id}").json()
-        if job["state"] in states:
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} never reached {states}: {job}")
-
-
 def worker_pids(client: TestClient, job_id: str) -> list[int]:
-    return client.app.state.measurement_jobs.get(job_id).launcher.worker_pids
+    return client.app.state.measurement_jobs.launcher(job_id).worker_pids
 
 
 def running(pids: list[int]) -> list[int]:

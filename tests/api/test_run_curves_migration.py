@@ -1,7 +1,6 @@
 """Migration 0004 moves each run's curves out of ``run.summary`` into ``run_curves`` and back."""
 
 import json
-from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -15,30 +14,12 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import Run, RunCurves
+from emuplan.store.models import RunCurves
+from old_schema import RUN, old_run
 from paths import RESULTS
 
 pytestmark = pytest.mark.both_databases
 
-# Run's columns as migration 0001 made them (the model's own table would name columns added later).
-RUN = sa.table(
-    "run",
-    *(
-        sa.column(name, Run.__table__.c[name].type)
-        for name in (
-            "id",
-            "name",
-            "tags",
-            "source_format",
-            "origin",
-            "origin_detail",
-            "sample_count",
-            "warnings",
-            "summary",
-            "created_at",
-        )
-    ),
-)
 RUN_CURVES = RunCurves.__table__
 
 
@@ -50,18 +31,7 @@ def test_curves_move_to_run_curves_and_figures_still_draw_them(empty_database_ur
     engine = create_engine(url)
     with engine.begin() as connection:
         connection.execute(
-            RUN.insert().values(
-                id=3,
-                name="old run",
-                tags=[],
-                source_format="per-flow",
-                origin="imported",
-                origin_detail="",
-                sample_count=50,
-                warnings=[],
-                summary=whole,
-                created_at=datetime(2026, 11, 21, 10, tzinfo=UTC),
-            )
+            RUN.insert().values(**old_run("old run", id=3, source_format="per-flow", sample_count=50, summary=whole))
         )
     migrate(url)
     with engine.begin() as connection:

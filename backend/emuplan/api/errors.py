@@ -14,12 +14,12 @@ from fastapi.responses import JSONResponse
 
 from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
-from emuplan.api.jobs import MeasurementBusy
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
+from emuplan.store.measurement_jobs import MeasurementBusy
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile

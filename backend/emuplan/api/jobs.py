@@ -1,18 +1,22 @@
 """The app's measurement jobs: a measurement of a stored plan on local processes, run on a background
-thread, one at a time, followed and cancelled by id. ``api/measure.py`` is their HTTP face.
+thread of the worker that started it, followed and cancelled by id from any worker. ``api/measure.py``
+is their HTTP face; their state and progress live in the database (``store/measurement_jobs.py``), one
+active job per server host.
 
-The job thread itself starts the workers, so they die with it (``PR_SET_PDEATHSIG``) if the server
-goes away.
+The job thread itself starts the measuring processes, so they die with it (``PR_SET_PDEATHSIG``) if the
+server goes away. Beside it a heartbeat thread writes the progress every ``HEARTBEAT_S`` and reads the
+cancel flag, so a cancel sent to another worker reaches the processes within that time.
 """
 
 import secrets
 import threading
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import time
+from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import Request
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import OperationalError
 
 from emuplan.measure.launcher import (
     BACKENDS,
@@ -23,28 +27,15 @@ from emuplan.measure.launcher import (
     MeasurementOptions,
 )
 from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
+from emuplan.store import measurement_jobs as job_store
 from emuplan.store.db import Database
 from emuplan.store.measurements import local_launcher, store_measurement
+from emuplan.store.models import MeasurementJobRecord
 from emuplan.store.plans import PlanNotFound
-from emuplan.store.rows import NotFound
-
-
-class MeasurementJobNotFound(NotFound):
-    pass
-
-
-class MeasurementBusy(Exception):
-    """A second measurement while one runs: 409, with the running job as ``Location``."""
-
-    def __init__(self, running_job_id: str):
-        super().__init__(f"a measurement is already running (job {running_job_id}); wait for it or cancel it")
-        self.location = f"/api/measurements/{running_job_id}"
-
 
 JobState = Literal["starting", "running", "storing", "succeeded", "failed", "cancelled"]
-ACTIVE_STATES = ("starting", "running", "storing")
-KEPT_FINISHED_JOBS = 20
 CANCEL_WAIT_S = 15.0
+CANCEL_POLL_S = 0.1
 
 
 class MeasureRequest(BaseModel):
@@ -91,114 +82,134 @@ class MeasurementJobPublic(BaseModel):
     finished_at: datetime | None
 
 
-@dataclass
-class MeasurementJob:
-    id: str
-    plan_id: int
-    request: MeasureRequest
-    launcher: LocalLauncher
-    state: JobState = "starting"
-    iterations_done: int = 0
-    iterations_total: int | None = None
-    warmup: bool = False
-    error: str | None = None
-    run_id: int | None = None
-    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    finished_at: datetime | None = None
-    thread: threading.Thread | None = None
+def public(record: MeasurementJobRecord) -> MeasurementJobPublic:
+    request = MeasureRequest.model_validate(record.request)
+    return MeasurementJobPublic(
+        **record.model_dump(include=set(MeasurementJobPublic.model_fields) - {"world_size", "backend", "scheduling"}),
+        world_size=request.world_size,
+        backend=request.backend,
+        scheduling=request.scheduling,
+    )
 
-    @property
-    def world_size(self) -> int:
-        return self.request.world_size
 
-    @property
-    def backend(self) -> str:
-        return self.request.backend
+class _Progress:
+    """What the launcher last reported, written to the database with each heartbeat."""
 
-    @property
-    def scheduling(self) -> TimingScheduling:
-        return self.request.scheduling
+    def __init__(self, warmup: int) -> None:
+        self.warmup_iterations = warmup
+        self._fields: dict[str, Any] = {}
+        self._lock = threading.Lock()  # the launcher's thread writes, the heartbeat's reads
+        self.state_changed = threading.Event()
 
-    def public(self) -> MeasurementJobPublic:
-        return MeasurementJobPublic.model_validate(self, from_attributes=True)
+    def _update(self, **fields: Any) -> None:
+        with self._lock:
+            self._fields.update(fields)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._fields)
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "started":
-            self.state = "running"
-            self.iterations_total = event["warmup"] + event["iterations"]
-            self.warmup = event["warmup"] > 0
+            total = event["warmup"] + event["iterations"]
+            self._update(state="running", iterations_total=total, warmup=event["warmup"] > 0)
+            self.state_changed.set()
         elif kind == "iteration":
-            self.iterations_done = event["done"]
-            self.warmup = event["done"] < self.request.warmup
+            self._update(iterations_done=event["done"], warmup=event["done"] < self.warmup_iterations)
         elif kind == "finished":
-            self.state = "storing"
-
-    def finish(self, state: JobState, error: str | None = None, run_id: int | None = None) -> None:
-        self.error, self.run_id = error, run_id
-        self.finished_at = datetime.now(UTC)
-        self.state = state
+            self._update(state="storing")
+            self.state_changed.set()
 
 
 class MeasurementJobs:
-    """The app's measurement jobs: at most one active, the last few finished ones kept for their status."""
+    """This worker's part of the measurement jobs: the launchers it runs (kept for the last few jobs, so
+    their processes can be checked), over the shared records in the database."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: dict[str, MeasurementJob] = {}
+        self._launchers: dict[str, LocalLauncher] = {}
 
-    def active(self) -> MeasurementJob | None:
-        return next((job for job in self._jobs.values() if job.state in ACTIVE_STATES), None)
-
-    def start(self, database: Database, plan_id: int, request: MeasureRequest) -> MeasurementJob:
+    def start(self, database: Database, plan_id: int, request: MeasureRequest) -> MeasurementJobRecord:
+        launcher = local_launcher(database, plan_id, request.options())  # 404/422 before anything is recorded
+        job_id = secrets.token_hex(8)
+        record = job_store.claim_host(database, job_id, plan_id, request.model_dump(mode="json"))
+        progress = _Progress(request.warmup)
+        launcher.on_event = progress.on_event
         with self._lock:
-            running = self.active()
-            if running is not None:
-                raise MeasurementBusy(running.id)
-            launcher = local_launcher(database, plan_id, request.options())
-            job = MeasurementJob(id=secrets.token_hex(8), plan_id=plan_id, request=request, launcher=launcher)
-            launcher.on_event = job.on_event
-            self._forget_old_jobs()
-            self._jobs[job.id] = job
-            job.thread = threading.Thread(target=self._run, args=(database, job), daemon=True, name=f"measure-{job.id}")
-            job.thread.start()
-        return job
+            self._launchers[job_id] = launcher
+            for old in list(self._launchers)[: max(0, len(self._launchers) - job_store.KEPT_FINISHED_JOBS)]:
+                del self._launchers[old]
+        done = threading.Event()
+        args = (database, job_id, plan_id, request.name, launcher, progress, done)
+        threading.Thread(target=self._run, args=args, daemon=True, name=f"measure-{job_id}").start()
+        heartbeat_args = (database, job_id, launcher, progress, done)
+        threading.Thread(target=self._heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
+        return record
 
-    def _run(self, database: Database, job: MeasurementJob) -> None:
+    @staticmethod
+    def _run(
+        database: Database,
+        job_id: str,
+        plan_id: int,
+        name: str | None,
+        launcher: LocalLauncher,
+        progress: _Progress,
+        done: threading.Event,
+    ) -> None:
         try:
-            [result] = job.launcher.run()
-            run = store_measurement(database, job.plan_id, result, name=job.request.name)
+            [result] = launcher.run()
+            run = store_measurement(database, plan_id, result, name=name)
         except MeasurementCancelled as error:
-            job.finish("cancelled", str(error))
+            outcome = {"state": "cancelled", "error": str(error)}
         except (MeasurementError, PlanNotFound) as error:
-            job.finish("failed", str(error))
+            outcome = {"state": "failed", "error": str(error)}
         except Exception as error:  # noqa: BLE001 - a job thread must always end in a final state
-            job.finish("failed", f"unexpected error: {error!r}")
+            outcome = {"state": "failed", "error": f"unexpected error: {error!r}"}
         else:
-            job.finish("succeeded", run_id=run.id)
+            outcome = {"state": "succeeded", "run_id": run.id}
+        finally:
+            done.set()
+        last = {key: value for key, value in progress.snapshot().items() if key != "state"}
+        job_store.finish(database, job_id, **last, **outcome)
 
-    def _forget_old_jobs(self) -> None:
-        finished = [job_id for job_id, job in self._jobs.items() if job.state not in ACTIVE_STATES]
-        for job_id in finished[: max(0, len(finished) - KEPT_FINISHED_JOBS + 1)]:
-            del self._jobs[job_id]
+    @staticmethod
+    def _heartbeat(
+        database: Database, job_id: str, launcher: LocalLauncher, progress: _Progress, done: threading.Event
+    ) -> None:
+        """Progress out, the cancel flag in, until the job thread is done."""
+        while not done.is_set():
+            progress.state_changed.clear()
+            try:
+                if job_store.beat(database, job_id, **progress.snapshot()):
+                    launcher.cancel()
+            except OperationalError:  # the database busy or unreachable for a moment: the next beat retries
+                pass
+            # A state change is written at once; progress within a state every HEARTBEAT_S.
+            progress.state_changed.wait(job_store.HEARTBEAT_S)
 
-    def get(self, job_id: str) -> MeasurementJob:
-        job = self._jobs.get(job_id)
-        if job is None:
-            raise MeasurementJobNotFound(f"no measurement job {job_id!r}")
+    def launcher(self, job_id: str) -> LocalLauncher:
+        """The launcher of a job this worker ran (tests check its processes are gone)."""
+        return self._launchers[job_id]
+
+    def get(self, database: Database, job_id: str) -> MeasurementJobRecord:
+        return job_store.read_job(database, job_id)
+
+    def cancel(self, database: Database, job_id: str) -> MeasurementJobRecord:
+        """Cancel a running job, whichever worker runs it: its processes are killed and no run is stored.
+        Answers once the job has ended (or after ``CANCEL_WAIT_S``); a finished job stays as it is."""
+        job = job_store.request_cancel(database, job_id)
+        launcher = self._launchers.get(job_id)
+        if launcher is not None:
+            launcher.cancel()
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while job.state in job_store.ACTIVE_STATES and time.monotonic() < deadline:
+            time.sleep(CANCEL_POLL_S)
+            job = job_store.read_job(database, job_id)
         return job
 
-    def cancel(self, job_id: str) -> MeasurementJob:
-        """Kill a running job's workers (no run is stored); a finished job stays as it is."""
-        job = self.get(job_id)
-        if job.state in ACTIVE_STATES:
-            job.launcher.cancel()
-            if job.thread is not None:
-                job.thread.join(CANCEL_WAIT_S)
-        return job
-
-    def all(self) -> list[MeasurementJob]:
-        return sorted(self._jobs.values(), key=lambda job: job.started_at, reverse=True)
+    def all(self, database: Database) -> list[MeasurementJobRecord]:
+        return job_store.list_jobs(database)
 
 
 _JOBS_CREATION_LOCK = threading.Lock()

@@ -2,15 +2,16 @@
 
 ``POST /api/plans/{id}/measure`` checks the options, starts the job on a thread and answers 202 at once;
 ``GET /api/measurements/{job_id}`` reports state and progress and, when done, the new run's id;
-``DELETE /api/measurements/{job_id}`` cancels (the workers are killed). A second start while one job
-runs answers 409 with the running job as ``Location``.
+``DELETE /api/measurements/{job_id}`` cancels (the workers are killed). Any server worker answers all
+three. A second start on a server host while a job runs there answers 409 with the running job as
+``Location``.
 """
 
 from fastapi import APIRouter, Request, Response
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt
-from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of
+from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of, public
 
 router = APIRouter(prefix="/api/measurements", tags=["measurements"], dependencies=requires_roles())
 plan_router = APIRouter(prefix="/api/plans", tags=["measurements"], dependencies=requires_roles())
@@ -23,22 +24,22 @@ def start_measurement(
     """Start measuring the plan on local processes in the background; poll the returned job."""
     job = jobs_of(request).start(database, plan_id, body)
     response.headers["Location"] = f"/api/measurements/{job.id}"
-    return job.public()
+    return public(job)
 
 
 @router.get("", response_model=list[MeasurementJobPublic])
-def list_measurements(request: Request) -> list[MeasurementJobPublic]:
-    """The running measurement (if any) and the last finished ones, newest first."""
-    return [job.public() for job in jobs_of(request).all()]
+def list_measurements(request: Request, database: DatabaseDep) -> list[MeasurementJobPublic]:
+    """The running measurements (one per server host at most) and the last finished ones, newest first."""
+    return [public(job) for job in jobs_of(request).all(database)]
 
 
 @router.get("/{job_id}", response_model=MeasurementJobPublic)
-def get_measurement(job_id: str, request: Request) -> MeasurementJobPublic:
-    return jobs_of(request).get(job_id).public()
+def get_measurement(job_id: str, request: Request, database: DatabaseDep) -> MeasurementJobPublic:
+    return public(jobs_of(request).get(database, job_id))
 
 
 @router.delete("/{job_id}", response_model=MeasurementJobPublic)
-def cancel_measurement(job_id: str, request: Request) -> MeasurementJobPublic:
-    """Cancel a running measurement: its workers are killed and no run is stored. A finished job is
-    returned as it is."""
-    return jobs_of(request).cancel(job_id).public()
+def cancel_measurement(job_id: str, request: Request, database: DatabaseDep) -> MeasurementJobPublic:
+    """Cancel a running measurement, whichever server worker runs it: its processes are killed and no run
+    is stored. A finished job is returned as it is."""
+    return public(jobs_of(request).cancel(database, job_id))

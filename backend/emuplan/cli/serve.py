@@ -27,6 +27,12 @@ def sign_in_notice(auth: str) -> str:
 def serve(
     host: str = typer.Option(None, help="Address to bind. Default: EMUPLAN_HOST or 127.0.0.1."),
     port: int = typer.Option(None, help="Port to listen on. Default: EMUPLAN_PORT or 8000."),
+    workers: int = typer.Option(
+        1,
+        min=1,
+        help="Server processes sharing the port and the database; measurements and their progress "
+        "are in the database, so every one answers for all.",
+    ),
 ) -> None:
     """Start the dashboard (migrates the database first) and print its URL."""
     import uvicorn
@@ -39,10 +45,14 @@ def serve(
     host = host or settings.host
     port = port or settings.port
     shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    # Migrated once here, before any worker starts, so that several workers never race to migrate.
+    database = open_database()
     if settings.demo:  # first start: the demo's runs are measured here, with progress in this terminal
-        database = open_database()
         load_demo(database, measure_locally=True)
-        database.dispose()
+    database.dispose()
     typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
     typer.echo(sign_in_notice(settings.auth))
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    else:  # each worker process builds its own app from the same EMUPLAN_* settings
+        uvicorn.run("emuplan.main:create_app", factory=True, workers=workers, host=host, port=port, log_level="info")

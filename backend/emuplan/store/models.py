@@ -189,7 +189,7 @@ class Account(SQLModel, table=True):
     __tablename__ = "account"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     name: str = Field(unique=True)
     role: str  # viewer | editor | admin (emuplan.roles.Role)
     password_hash: str
@@ -198,7 +198,7 @@ class Account(SQLModel, table=True):
 
 def _account_id() -> Any:
     # Removing an account ends its sessions and tokens with it.
-    return Field(sa_column=Column(Integer, ForeignKey("account.id", ondelete="CASCADE"), nullable=False, index=True))
+    return Field(sa_column=Column(DatabaseId, ForeignKey("account.id", ondelete="CASCADE"), nullable=False, index=True))
 
 
 class AccountSession(SQLModel, table=True):
@@ -208,7 +208,7 @@ class AccountSession(SQLModel, table=True):
     __tablename__ = "account_session"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     account_id: int = _account_id()
     token_hash: str = Field(unique=True)
     created_at: datetime = _created_at()
@@ -221,7 +221,7 @@ class ApiToken(SQLModel, table=True):
     __tablename__ = "api_token"
     __table_args__ = NEVER_REUSE_IDS
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     account_id: int = _account_id()
     label: str
     token_hash: str = Field(unique=True)
@@ -236,7 +236,34 @@ class SignInFailure(SQLModel, table=True):
 
     __tablename__ = "sign_in_failure"
 
-    id: int | None = Field(default=None, primary_key=True)
+    id: int | None = _id()
     account_name: str = Field(index=True)
     address: str = Field(index=True)
     failed_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
+
+
+class MeasurementJobRecord(SQLModel, table=True):
+    """A measurement of a plan on local processes, run by one server worker and reported by all of them.
+
+    ``running_on`` is the host's name while the job is active, NULL afterwards: UNIQUE, it lets one
+    measurement at a time run per host. The running worker writes progress and ``heartbeat_at`` and
+    reads ``cancel_requested``, which any worker may set.
+    """
+
+    __tablename__ = "measurement_job"
+
+    id: str = Field(primary_key=True)
+    plan_id: int = Field(sa_type=BigInteger)
+    request: dict = _json(dict)  # the MeasureRequest as given, defaults filled in
+    state: str
+    iterations_done: int = Field(default=0, sa_type=BigInteger)
+    iterations_total: int | None = Field(default=None, sa_type=BigInteger)
+    warmup: bool = False
+    error: str | None = None
+    run_id: int | None = Field(default=None, sa_type=BigInteger)
+    host: str
+    running_on: str | None = Field(default=None, unique=True)
+    cancel_requested: bool = False
+    heartbeat_at: datetime = _created_at()
+    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

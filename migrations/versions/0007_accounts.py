@@ -2,21 +2,23 @@
 
 Used only when ``EMUPLAN_AUTH=accounts``; the tables stay empty otherwise.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-23
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
 # Ids never reused on SQLite (see 0003); PostgreSQL sequences already never go back.
 NEVER_REUSE_IDS = {"sqlite_autoincrement": True}
+# Ids are int64 like every other (see 0005): BIGINT on PostgreSQL, the rowid INTEGER on SQLite.
+DATABASE_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def _timestamp(name: str, nullable: bool = False) -> sa.Column:
@@ -24,13 +26,13 @@ def _timestamp(name: str, nullable: bool = False) -> sa.Column:
 
 
 def _account_id() -> sa.Column:
-    return sa.Column("account_id", sa.Integer(), sa.ForeignKey("account.id", ondelete="CASCADE"), nullable=False)
+    return sa.Column("account_id", DATABASE_ID, sa.ForeignKey("account.id", ondelete="CASCADE"), nullable=False)
 
 
 def upgrade() -> None:
     op.create_table(
         "account",
-        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("id", DATABASE_ID, primary_key=True),
         sa.Column("name", sa.String(), nullable=False, unique=True),
         sa.Column("role", sa.String(), nullable=False),
         sa.Column("password_hash", sa.String(), nullable=False),
@@ -39,7 +41,7 @@ def upgrade() -> None:
     )
     op.create_table(
         "account_session",
-        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("id", DATABASE_ID, primary_key=True),
         _account_id(),
         sa.Column("token_hash", sa.String(), nullable=False, unique=True),
         _timestamp("created_at"),
@@ -49,7 +51,7 @@ def upgrade() -> None:
     op.create_index("ix_account_session_account_id", "account_session", ["account_id"])
     op.create_table(
         "api_token",
-        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("id", DATABASE_ID, primary_key=True),
         _account_id(),
         sa.Column("label", sa.String(), nullable=False),
         sa.Column("token_hash", sa.String(), nullable=False, unique=True),
@@ -61,7 +63,7 @@ def upgrade() -> None:
     op.create_index("ix_api_token_account_id", "api_token", ["account_id"])
     op.create_table(
         "sign_in_failure",
-        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("id", DATABASE_ID, primary_key=True),
         sa.Column("account_name", sa.String(), nullable=False),
         sa.Column("address", sa.String(), nullable=False),
         _timestamp("failed_at"),
