@@ -28,7 +28,7 @@ from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import PytorchSourceOptions, _captured_once, capture_for_plan
 from paired import load_average, paired_rounds, ratios, spread
 
-REPEATS = 3
+REPEATS = 5
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models"
 POLICY = SandboxPolicy(timeout_s=120)
 GPT2_DDP_POLICY = SandboxPolicy(timeout_s=900)
