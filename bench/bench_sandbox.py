@@ -6,8 +6,10 @@ the sandboxed process's peak RSS < 1.5 GB. Baseline, seed and GPT-2 run in paire
 are medians of the per-round ratios with their min–max. The captures run once each. Every case runs
 even when one fails, and the script exits non-zero at the end if a case failed or missed its target.
 
-The GPT-2 DDP capture runs three real training steps of a 124M-parameter model on 4 gloo ranks: on a
-2-core machine that is minutes of CPU, not the sandbox's cost, so it gets a longer time limit.
+The GPT-2 DDP capture runs three real training steps of the 124M-parameter model on one sample of 1024
+tokens in one CPU process (torch's fake process group stands in for the 4 ranks; DDP's reducer needs
+real gradients): about 0.9 TFLOP per step, on a 2-core machine a minute or more of compute that is
+not the sandbox's cost, so it gets a longer time limit than the server's default 60 s.
 
     .venv/bin/python bench/bench_sandbox.py
 """
@@ -26,7 +28,7 @@ from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import PytorchSourceOptions, _captured_once, capture_for_plan
 from paired import load_average, paired_rounds, ratios, spread
 
-REPEATS = 3
+REPEATS = 5
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models"
 POLICY = SandboxPolicy(timeout_s=120)
 GPT2_DDP_POLICY = SandboxPolicy(timeout_s=900)

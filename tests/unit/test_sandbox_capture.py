@@ -111,6 +111,23 @@ def test_a_gpt2_sized_source_is_read_without_allocating_its_weights():
     }
 
 
+def test_a_small_model_is_read_on_real_tensors_without_importing_torch_dynamo():
+    """FakeTensorMode's first use imports torch._dynamo, which takes as long as importing torch: a
+    small model that does nothing value-dependent is read without it (its forward checks)."""
+    source = (
+        "import sys\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n\n"
+        "    def forward(self, x):\n"
+        "        assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+        "        return self.fc(x)\n"
+    )
+    options = PytorchSourceOptions(model_class="Model", input_shape=[4])
+    inventory = inspect_pytorch_source(source, "model.py", options, LIMITS).inventory
+    assert [(p.name, p.shape) for p in inventory.parameters] == [("fc.weight", [2, 4]), ("fc.bias", [2])]
+    assert [(a.module, a.shape) for a in inventory.activations] == [("fc", [2])]
+    assert inventory.gradient_order == ["fc.bias", "fc.weight"]
+
+
 def test_constructor_kwargs_reach_the_model():
     result = inspect("deep_linear.py", "DeepLinear", "64", model_kwargs={"layers": 2, "width": 64, "classes": 3})
     assert result.inventory.parameter_count == 2 * (64 * 64 + 64) + 64 * 3 + 3

@@ -11,6 +11,7 @@ Answer: {"ok": true, "inventory": {...}, "captures": [...]} or
 {"ok": false, "error": {"kind", "message", "line"?}}, each with the worker's "peak_rss_bytes".
 """
 
+import contextlib
 import errno
 import json
 import os
@@ -180,14 +181,68 @@ def run_step(model, sample, file_name: str, shape_text: str):
     return output
 
 
+# A model whose parameters fit in this is read on real CPU tensors (two samples through forward and
+# backward cost little): FakeTensorMode's first use imports torch._dynamo, which takes about as long as
+# importing torch itself, and the meta device's Python kernels import it too.
+REAL_TENSOR_PARAMETER_BYTES = 64 * 1024 * 1024
+
+
 def describe_model(request: dict) -> dict:
-    """Parameters in registration order and leaf-module activations per sample, under FakeTensorMode."""
+    """Parameters in registration order and leaf-module activations per sample.
+
+    A small model runs on real CPU tensors, watched for operations whose output shape or a Python
+    branch depends on tensor values; a larger one, or one that does such a thing, under FakeTensorMode
+    (shapes, no memory), whose error is the one reported when both fail.
+    """
     import torch
+
+    model_class = load_model_class(request["source"], request["file_name"], request["model_class"])
+    try:
+        with torch.device("meta"):  # the parameters' sizes, without their memory
+            probe = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+        small = sum(p.numel() * p.element_size() for p in probe.parameters()) <= REAL_TENSOR_PARAMETER_BYTES
+    except ModelError:
+        small = False
+    if small:
+        try:
+            return _describe(model_class, request, contextlib.nullcontext(), _refuse_data_dependent_operations())
+        except ModelError:
+            pass
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+    # A shape environment lets data-dependent sizes (a mask's selected rows, as in mask-routed
+    # mixture-of-experts) stay symbolic instead of failing.
+    return _describe(model_class, request, FakeTensorMode(shape_env=ShapeEnv()), contextlib.nullcontext())
+
+
+def _refuse_data_dependent_operations():
+    """A dispatch mode that raises on the operations FakeTensorMode cannot run without a shape
+    environment (their tags say so): on real tensors they would give shapes of this random sample."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    data_dependent = (torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output)
+
+    class RefuseDataDependent(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # nothing here is compiled; the default wrapper would import torch._dynamo
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if any(tag in func.tags for tag in data_dependent):
+                raise RuntimeError(f"{func} depends on tensor values")
+            return func(*args, **(kwargs or {}))
+
+    return RefuseDataDependent()
+
+
+def _describe(model_class, request: dict, tensors, step) -> dict:
+    """The inventory, with the model built and run inside ``tensors`` (FakeTensorMode, or real tensors)
+    and its training step inside ``step``."""
+    import torch
+
     file_name = request["file_name"]
-    model_class = load_model_class(request["source"], file_name, request["model_class"])
     input_shape = list(request["input_shape"])
     activations = []
 
@@ -210,9 +265,7 @@ def describe_model(request: dict) -> dict:
 
         return hook
 
-    # A shape environment lets data-dependent sizes (a mask's selected rows, as in mask-routed
-    # mixture-of-experts) stay symbolic instead of failing.
-    with FakeTensorMode(shape_env=ShapeEnv()):
+    with tensors:
         model = construct(model_class, request.get("model_kwargs") or {}, file_name)
         parameters = [
             {"name": name, "shape": list(p.shape), "dtype": _dtype_name(p.dtype), "requires_grad": p.requires_grad}
@@ -230,9 +283,13 @@ def describe_model(request: dict) -> dict:
             if p.requires_grad:
                 p.register_post_accumulate_grad_hook(lambda _p, name=name: gradient_order.append(name))
         sample = make_input(SHAPE_BATCH, input_shape, request.get("input_dtype", "float32"))
-        run_step(
-            model, sample, file_name, f"[{SHAPE_BATCH}, {', '.join(map(str, input_shape))}] (batch of {SHAPE_BATCH})"
-        )
+        with step:
+            run_step(
+                model,
+                sample,
+                file_name,
+                f"[{SHAPE_BATCH}, {', '.join(map(str, input_shape))}] (batch of {SHAPE_BATCH})",
+            )
     return {
         "name": request.get("name") or model_class.__name__,
         "source_kind": "pytorch",
