@@ -70,9 +70,17 @@ def test_small_delay_is_one_panel_of_250_points_per_series_with_both_spikes(big_
     # Both spikes (rows 1000 and 250,000: the first size) are still drawn, in ms, among 250 points.
     assert np.sort(values(small["data"][0]["y"]))[-2:] == pytest.approx([4200.0, 5000.0])
     assert len(json.dumps(small)) < len(json.dumps(delay_figure(big_summary, per_size=True))) / 4
-    # Its legend sits at the figure's bottom edge, in a margin a row taller than the overlaid chart's.
+    # Its legend sits at the figure's bottom edge, in a margin of a row per two entries, as the run page's.
     assert small["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    assert small["layout"]["margin"]["b"] == delay_figure(big_summary)["layout"]["margin"]["b"] + 22
+    assert small["layout"]["margin"]["b"] == 60 + 22
+
+
+def test_delay_legend_has_a_row_of_bottom_margin_per_two_entries_below_the_axis_title(big_summary):
+    overlaid = delay_figure(big_summary)
+    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+    assert overlaid["layout"]["margin"]["b"] == 60 + 22  # two entries: one row
+    clipped = delay_figure(big_summary, clip=True)  # each group's "off the axis" marks join the legend
+    assert (len(clipped["data"]), clipped["layout"]["margin"]["b"]) == (4, 60 + 2 * 22)
 
 
 def test_bandwidth_vs_size_from_nccl_tests():

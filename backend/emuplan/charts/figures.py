@@ -221,10 +221,12 @@ def delay_figure(
             low = min(group["min_us"] for group, _ in groups) * scale
             yaxis["range"] = [np.log10(max(low, 1e-9)), np.log10(top)] if log_y else [0, top]
         figure = _figure(traces, title, "iteration", y_title, yaxis=yaxis)
-        if small and len(traces) > 1:
-            # A small slot fits about two entries a row: the legend goes below the axis title, not over it.
+        if len(traces) > 1:
+            # The chart's slot (half the run page, a third of compare) fits about two entries a row: the
+            # legend sits at the figure's bottom edge in a margin of its own, below the axis title, not over
+            # it (a paper-relative legend meets the title once a few long labels shorten the plot).
             figure["layout"]["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-            figure["layout"]["margin"]["b"] += SMALL_LEGEND_ROW_PX * -(-len(traces) // 2)
+            figure["layout"]["margin"]["b"] += LEGEND_ROW_PX * -(-len(traces) // 2)
         return figure
     # Each size keeps its own y range: a spike in one panel must not flatten the others.
     labels = [group["label"] for group, _ in groups]
@@ -236,7 +238,7 @@ def delay_figure(
 
 CLIP_HEADROOM = 1.2
 SMALL_DELAY_POINTS = 250
-SMALL_LEGEND_ROW_PX = 22
+LEGEND_ROW_PX = 22
 
 
 def _clip_limit(groups: list[dict]) -> tuple[str, float]:
