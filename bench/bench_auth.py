@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench_pages import upload_runs
 from paired import load_average, median_get_seconds, paired_rounds, ratio_line
-from serve import server_env, start_server
+from serve import server_env, start_server, stop_server
 
 PATHS = ("/api/runs", "/runs")
 RATIO_LIMIT = 1.25
@@ -45,8 +45,7 @@ def main() -> int:
         try:
             upload_runs(base, 2_000, args.runs)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_server(server)
         shutil.copy(off_dir / "bench.sqlite3", on_dir / "bench.sqlite3")
         token = make_token(str(on_dir))
         servers = {"off": start_server(str(off_dir)), "on": start_server(str(on_dir), EMUPLAN_AUTH="accounts")}
@@ -64,8 +63,7 @@ def main() -> int:
             values = paired_rounds(cases, args.rounds)
         finally:
             for process, _ in servers.values():
-                process.terminate()
-                process.wait(timeout=30)
+                stop_server(process)
     failed = False
     for path in PATHS:
         line, ok = ratio_line(path, ("off", values[(path, "off")]), ("on", values[(path, "on")]), RATIO_LIMIT)

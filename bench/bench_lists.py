@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench_pages import upload_runs
 from paired import load_average, median_get_seconds, paired_rounds, ratio_line
-from serve import start_server
+from serve import start_server, stop_server
 
 PATHS = ("/", "/runs", "/api/runs", "/compare")
 SIZES = (10, 10_000)
@@ -56,8 +56,7 @@ def main() -> int:
         try:
             upload_runs(base, args.rows, 1)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_server(server)
         servers = {}
         try:
             for size in SIZES:
@@ -78,8 +77,7 @@ def main() -> int:
             values = paired_rounds(cases, args.rounds)
         finally:
             for server, _ in servers.values():
-                server.terminate()
-                server.wait(timeout=30)
+                stop_server(server)
     small, large = SIZES
     for path in PATHS:
         line, ok = ratio_line(
