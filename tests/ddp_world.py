@@ -9,7 +9,6 @@ bytes of each gradient bucket in launch order and of each broadcast DDP issued b
 
 import json
 import os
-import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,8 @@ import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ports import free_port
 
 STEPS = 3
 
@@ -64,14 +65,8 @@ def _rank(rank: int, world_size: int, port: int, build: Callable, make_input: Ca
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def ddp_step_collectives(build: Callable, make_input: Callable, world_size: int = 2) -> dict[str, list[int]]:
     with tempfile.TemporaryDirectory() as folder:
         out = str(Path(folder) / "rank0.json")
-        mp.spawn(_rank, args=(world_size, _free_port(), build, make_input, out), nprocs=world_size)
+        mp.spawn(_rank, args=(world_size, free_port(), build, make_input, out), nprocs=world_size)
         return json.loads(Path(out).read_text())

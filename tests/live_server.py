@@ -1,6 +1,5 @@
 """A real uvicorn server on a free loopback port, for the tests about what goes over HTTP."""
 
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,12 +8,7 @@ import uvicorn
 
 from emuplan.main import create_app
 from emuplan.settings import Settings
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from ports import free_port
 
 
 @dataclass

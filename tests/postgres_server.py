@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 
 from emuplan.store.db import migrate
-from live_server import free_port
+from ports import free_port
 
 # Debian keeps the server programs out of PATH, one directory per major version.
 DEBIAN_SERVER_DIRS = "/usr/lib/postgresql/*/bin"

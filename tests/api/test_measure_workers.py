@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from job_polling import wait_for
-from live_server import free_port
+from ports import free_port
 from postgres_server import TEMPLATE, PostgresServer
 
 EMUPLAN = Path(sys.executable).with_name("emuplan")

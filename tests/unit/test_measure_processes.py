@@ -5,7 +5,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled, MeasurementOptions
 from emuplan.measure.torchrun import torchrun_command
 from emuplan.measure.workload import MeasurementError, WorkloadSource
+from ports import free_port
 
 EVERY_OP_PLAN = {
     "trials": 3,
@@ -192,12 +192,6 @@ def test_plans_too_large_for_this_machine_are_refused_before_any_process_starts(
     huge = {"trials": 1, "kccb": {"collective": "all_reduce", "data_sizes": [2**45], "iterations": 1}}
     with pytest.raises(MeasurementError, match="measure this plan on a cluster with --torchrun"):
         LocalLauncher([huge], MeasurementOptions(world_size=4))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_printed_torchrun_command_runs_the_worker_and_estimates_clock_offsets(tmp_path: Path) -> None:
