@@ -5,6 +5,7 @@ import html
 import json
 import re
 
+import markupsafe
 import pytest
 from fastapi.testclient import TestClient
 from typer.main import get_command
@@ -88,10 +89,40 @@ def test_a_saved_expert_parallel_plan_offers_chakra_traces_unless_experts_are_te
     plan_id = client.post("/api/plans", json={"model": "mixtral-8x7b", "ep": 4, "tp": 2}).json()["id"]
     page = client.get(f"/plans/{plan_id}").text
     assert 'id="download-chakra"' not in page
-    assert '<span class="sub" id="chakra-not-for-moe-tp"' in page
+    assert (
+        '<p class="sub" id="no-chakra">No Chakra traces for this plan (tp: the Chakra export does not schedule a '
+        "mixture of experts&#39; tensor-parallel expert gathers (this plan has tp 2); plan it with tp 1, or export "
+        "its KCCB trials instead).</p>"
+    ) in page
     chakra = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"})
     assert chakra.status_code == 422
     assert chakra.json()["detail"].startswith("tp: the Chakra export does not schedule a mixture of experts'")
+
+
+@pytest.mark.parametrize(
+    ("request_body", "refusal"),
+    [
+        # Experts with tensor parallelism but no expert parallelism: still refused by the export.
+        (
+            {"model": "mixtral-8x7b", "tp": 2, "dp": 4},
+            "tp: the Chakra export does not schedule a mixture of experts' tensor-parallel expert gathers "
+            "(this plan has tp 2); plan it with tp 1, or export its KCCB trials instead",
+        ),
+        (
+            {"model": "gpt2", "strategy": "data", "gpus": 4, "dp_impl": "fsdp2"},
+            "dp_impl: the Chakra export schedules DDP data parallelism, not fsdp2",
+        ),
+    ],
+)
+def test_a_saved_plan_never_offers_a_chakra_download_the_export_refuses(
+    client: TestClient, request_body: dict, refusal: str
+) -> None:
+    plan_id = client.post("/api/plans", json={"mode": "framework", **request_body}).json()["id"]
+    page = client.get(f"/plans/{plan_id}").text
+    assert 'id="download-chakra"' not in page
+    assert f'<p class="sub" id="no-chakra">No Chakra traces for this plan ({markupsafe.escape(refusal)}).</p>' in page
+    chakra = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra"})
+    assert (chakra.status_code, chakra.json()["detail"]) == (422, refusal)
 
 
 def test_a_plan_stored_before_requests_were_kept_is_edited_from_its_inputs(

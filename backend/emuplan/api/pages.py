@@ -28,6 +28,7 @@ from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
+from emuplan.store.workload_export import chakra_refusal
 from emuplan.wording import plural
 from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
 from emuplan.workload.inventory import DTYPE_BYTES
@@ -171,7 +172,10 @@ def saved_plan_page(plan_id: DatabaseInt, request: Request, session: ReadSession
         (group, [(field, plan.inputs.get(field.name), given is None or field.name in given) for field in fields])
         for group, fields in plan_form_groups()
     ]
-    return render(request, "plan_saved.html", nav="plan", plan=plan, settings=settings, choice_text=CHOICE_TEXT)
+    return render(
+        request, "plan_saved.html", nav="plan", plan=plan, settings=settings, choice_text=CHOICE_TEXT,
+        chakra_refusal=chakra_refusal(session, plan),
+    )  # fmt: skip
 
 
 def id_or_none(text: str) -> int | None:

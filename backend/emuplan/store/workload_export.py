@@ -5,9 +5,10 @@ from pathlib import Path
 from sqlmodel import Session
 
 from emuplan.planning import inventory_for_spec
+from emuplan.store.models import Plan
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.workload.chakra.bundle import bundle_files
-from emuplan.workload.chakra.schedule import ComputeModel, build_traces, parse_ranks
+from emuplan.workload.chakra.schedule import ComputeModel, build_traces, export_refusal, parse_ranks
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.sources import FILE_SOURCES, resolve_model
 
@@ -37,3 +38,13 @@ def chakra_bundle(
     inventory = _plan_inventory(session, document.inputs.model, allow_files)
     traces = build_traces(document, inventory, compute, wanted)
     return bundle_files(document, traces, f"saved plan #{plan.id} ({plan.name})")
+
+
+def chakra_refusal(session: Session, plan: Plan) -> str | None:
+    """Why the server cannot export ``plan`` as Chakra traces (what its download would answer), or None."""
+    document = plan_document(plan)
+    try:
+        inventory = inventory_for_spec(session, document.inputs.model)
+    except ValueError as error:  # e.g. a config file the CLI planned from, which the server never reads
+        return str(error)
+    return export_refusal(document, inventory)

@@ -461,21 +461,24 @@ def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -
     return 2 * (micro_batch * (stages - 1) + boundary) + int(backward)
 
 
-def _check_exportable(document: PlanDocument, inventory: ModelInventory) -> None:
+def export_refusal(document: PlanDocument, inventory: ModelInventory) -> str | None:
+    """Why ``document`` has no Chakra trace, field first as the export's 422 says it; None if it has one.
+    The saved-plan page asks this too, so it never offers a download that would be refused."""
     inputs = document.inputs
     if document.mode is not Mode.FRAMEWORK:
-        raise ExportError(
+        return (
             "mode: a Chakra trace follows the framework's schedule; this plan uses the tutorial rules "
             "(plan it again with mode framework)"
         )
     if inputs.dp > 1 and inputs.dp_impl is not DataParallelImpl.DDP:
-        raise ExportError(f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}")
+        return f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}"
     shape = inventory.transformer
     if shape is not None and shape.experts is not None and inputs.tp > 1:
-        raise ExportError(
+        return (
             f"tp: the Chakra export does not schedule a mixture of experts' tensor-parallel expert gathers "
             f"(this plan has tp {inputs.tp}); plan it with tp 1, or export its KCCB trials instead"
         )
+    return None
 
 
 def _rank_trace(
@@ -619,7 +622,8 @@ def build_traces(
 
     ``ranks`` None: every rank up to ``MAX_ALL_RANKS``, else one rank per pipeline stage.
     """
-    _check_exportable(document, inventory)
+    if (refusal := export_refusal(document, inventory)) is not None:
+        raise ExportError(refusal)
     inputs = document.inputs
     stages = framework_stages(inventory, inputs)
     shape = inventory.transformer
