@@ -412,3 +412,20 @@ def test_the_runs_page_offers_uploading_only_to_roles_that_may_upload(accounts_s
     note = "Uploading result files needs the editor role; your account has the viewer role."
     assert (note in for_viewer, 'id="upload-form"' in for_viewer, "upload.js" in for_viewer) == (True, False, False)
     assert (note in for_editor, 'id="upload-form"' in for_editor, "upload.js" in for_editor) == (False, True, True)
+
+
+def test_compare_pages_offer_saving_and_sharing_only_to_roles_that_may_save(
+    accounts_server: LiveServer, add_account
+) -> None:
+    viewer = signed_in_client(accounts_server, "vi", add_account("vi", Role.viewer))
+    editor = signed_in_client(accounts_server, "ed", add_account("ed", Role.editor))
+    run_id = upload(editor, "one").json()["id"]
+    saved_id = editor.post("/api/comparisons", json={"name": "c", "run_ids": [run_id]}).json()["id"]
+    note = "Saving and sharing comparisons needs the editor role; your account has the viewer role."
+    for path in (f"/compare?runs={run_id}", f"/comparisons/{saved_id}"):
+        for_viewer, for_editor = viewer.get(path).text, editor.get(path).text
+        offered = ('id="save-and-share"', 'id="share-create"', "share.js")
+        assert (note in for_viewer, *(mark in for_viewer for mark in offered)) == (True, False, False, False), path
+        assert (note in for_editor, "share.js" in for_editor) == (False, True), path
+    assert 'id="save-and-share"' in editor.get(f"/compare?runs={run_id}").text
+    assert 'id="share-create"' in editor.get(f"/comparisons/{saved_id}").text
