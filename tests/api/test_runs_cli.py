@@ -100,10 +100,18 @@ def test_stats_of_a_size_sweep_prints_the_headline_and_takes_assumptions(cli_env
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
     assert lines[1] == "assumed: link 400 Gbit/s per rank (query), α 2 µs (query), ranks 16 (file)"
-    assert lines[2] == (
+    assert lines[2].startswith("note: up to 677.8% of ideal, faster than the α-β model allows at 400 Gbit/s and α 2 µs")
+    assert lines[3] == (
         "  all_reduce: peak busbw 338.82 GB/s at 8,589,934,592 B out-of-place; average busbw 70.74 GB/s "
         "over 62 cells (log: 70.742, agrees)"
     )
+    # NVLink's 338.82 GB/s busbw read against a 100 Gbit/s NIC: the page and the CLI say the link is off.
+    slow_link = invoke("stats", "1").output.splitlines()
+    assert slow_link[2] == (
+        "note: up to 2,710.9% of ideal, faster than the α-β model allows at 100 Gbit/s and α 5 µs: the assumed "
+        "link is slower than the one measured (see --link-gbps, --latency-us)"
+    )
+    assert json.loads(invoke("stats", "1", "--json").output)["above_ideal_pct"] == pytest.approx(2710.9291864941624)
     document = json.loads(invoke("stats", "1", "--link-gbps", "400", "--json").output)
     assert document["sweep"]["ceiling_gbps"] == 50.0
     assert document["assumptions"]["sources"] == {"link_gbps": "query", "latency_us": "settings", "ranks": "file"}

@@ -45,6 +45,10 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     expect(headline.locator(".peak")).to_have_text("338.82 GB/s at 8,589,934,592 B (out-of-place)")
     expect(headline.locator(".average")).to_have_text("70.74 GB/s over 62 cells")
     expect(headline.locator(".file-average")).to_contain_text("70.742 GB/s · agrees")
+    # NVLink's busbw against the default 100 Gbit/s: the page says the assumption, not the run, is off.
+    expect(page.locator("#above-ideal")).to_contain_text(
+        "Up to 2,710.9% of ideal: this run moved data faster than the α-β model allows at 100 Gbit/s per rank"
+    )
     expect(page.locator("#cdf-chart")).to_have_count(0)
     expect(page.locator("#delay-chart")).to_have_count(0)
     expect(page.locator("#stats-table")).to_have_count(0)

@@ -213,6 +213,8 @@ def run_stats(
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
     typer.echo(_assumptions_line(document["assumptions"]))
+    if document["above_ideal_pct"] is not None:
+        typer.echo(_above_ideal_line(document["above_ideal_pct"], document["assumptions"]))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
@@ -226,6 +228,14 @@ def _assumptions_line(assumptions: dict) -> str:
     return (
         f"assumed: link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']}), "
         f"α {assumptions['latency_us']:g} µs ({sources['latency_us']}), ranks {ranks} ({sources['ranks']})"
+    )
+
+
+def _above_ideal_line(pct: float, assumptions: dict) -> str:
+    return (
+        f"note: up to {pct:,.1f}% of ideal, faster than the α-β model allows at {assumptions['link_gbps']:g} "
+        f"Gbit/s and α {assumptions['latency_us']:g} µs: the assumed link is slower than the one measured "
+        "(see --link-gbps, --latency-us)"
     )
 
 

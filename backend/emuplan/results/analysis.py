@@ -107,6 +107,7 @@ def analyse(summary: dict, assumptions: Assumptions, plan: PlanDocument | None =
         "time_unit": unit,
         "us_per_unit": per_unit,
         "groups": groups,
+        "above_ideal_pct": above_ideal_pct(groups),
     }
     if is_size_sweep(groups):
         result["kind"] = "size-sweep"
@@ -115,6 +116,15 @@ def analyse(summary: dict, assumptions: Assumptions, plan: PlanDocument | None =
         result["kind"] = "distribution"
         result["trials"] = [_trials(group) for group in groups if group.get("slowest")]
     return result
+
+
+def above_ideal_pct(groups: list[dict]) -> float | None:
+    """The highest % of ideal of these groups when it is over 100, else None. Over 100 means the run
+    moved data faster than the α-β model allows on the assumed link: the assumption, not the run, is off
+    (an NVLink log read against a 100 Gbit/s NIC), and the pages and the CLI say so."""
+    figures = [g[key] for g in groups for key in ("pct_of_ideal", "pct_of_ideal_p50") if g.get(key) is not None]
+    highest = max(figures, default=None)
+    return highest if highest is not None and highest > 100.0 else None
 
 
 def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptions) -> float | None:
