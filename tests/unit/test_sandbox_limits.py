@@ -214,3 +214,24 @@ def test_a_run_that_finds_every_slot_taken_is_told_to_retry_without_waiting():
         for _ in range(runner.MAX_CONCURRENT_RUNS):
             runner._run_slots.release()
     assert caught.value.message == "2 model runs are already in progress; try again in 10 s"
+
+
+def test_a_machine_whose_libseccomp_cannot_be_loaded_refuses_source_runs_as_unavailable() -> None:
+    """libseccomp's file emptied (bind-mounted over with /dev/null) for one process: the filter cannot be
+    built, and a source run is refused as sandbox_unavailable (HTTP 503) naming the package, not a 500."""
+    import pyseccomp  # noqa: F401  (maps libseccomp into this process, so /proc/self/maps names its file)
+
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    library = next(line.split()[-1] for line in maps if "/libseccomp.so" in line)
+    probe = (
+        "from emuplan.sandbox.runner import SandboxUnavailable, seccomp_program\n"
+        "try:\n    seccomp_program().__enter__()\n"
+        "except SandboxUnavailable as error:\n    print(error.kind, error.message)\n"
+    )
+    hidden = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", "/dev/null", library, sys.executable, "-c", probe]
+    output = subprocess.run(hidden, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert output.startswith(
+        "sandbox_unavailable PyTorch source uploads need libseccomp (Debian package 'libseccomp2') for the "
+        "sandbox's system-call filter, and it could not be loaded ("
+    ), output
+    assert output.rstrip().endswith("or have the operator install libseccomp2"), output

@@ -267,8 +267,17 @@ def run_in_sandbox(request: dict, policy: SandboxPolicy) -> dict:
 @contextmanager
 def seccomp_program() -> Iterator[int]:
     """An open file holding the seccomp filter, for ``bwrap --seccomp``, which reads it to the end."""
+    try:
+        program_bytes = filter_program()
+    except (OSError, RuntimeError) as error:  # pyseccomp's words for a libseccomp it cannot find or load
+        raise SandboxUnavailable(
+            "sandbox_unavailable",
+            f"PyTorch source uploads need libseccomp (Debian package 'libseccomp2') for the sandbox's system-call "
+            f"filter, and it could not be loaded ({error}); upload a safetensors header, an ONNX file or a "
+            "config.json instead, or have the operator install libseccomp2",
+        ) from error
     with tempfile.TemporaryFile() as program:
-        program.write(filter_program())
+        program.write(program_bytes)
         program.flush()
         program.seek(0)
         yield program.fileno()
