@@ -104,6 +104,24 @@ class RunPublic(BaseModel):
     summary: RunSummaryDocument
 
 
+class RunListItem(BaseModel):
+    """A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: what a list shows, without the
+    statistics, warnings and file digest that ``GET /api/runs/{id}`` adds."""
+
+    id: int
+    name: str
+    plan_id: int | None
+    strategy: str | None
+    tags: list[str]
+    source_format: str
+    origin: Literal["imported", "measured", "generated"]
+    origin_detail: str
+    sample_count: int
+    created_at: str = Field(description="ISO 8601 with its UTC offset.")
+    p50_us: float | None = Field(description="Median completion time over all samples, µs (lower is better).")
+    p99_us: float | None = Field(description="99th-percentile completion time over all samples, µs (lower is better).")
+
+
 class AssumptionsDocument(BaseModel):
     """The network behind ideal times, % of ideal and the expected curve, and where each figure came from."""
 
@@ -211,7 +229,7 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
     return store.run_public(run)
 
 
-@router.get("", response_model=list[RunPublic])
+@router.get("", response_model=list[RunListItem])
 def list_runs(
     session: ReadSessionDep,
     response: Response,
@@ -223,10 +241,11 @@ def list_runs(
     ] = store.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all."""
+    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all. Each run's
+    statistics are at ``GET /api/runs/{id}``."""
     filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
     response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
-    return [store.run_public(run) for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
+    return [store.run_list_item(row) for row in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)

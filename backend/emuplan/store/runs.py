@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import String, cast, delete, func
+from sqlalchemy import Row, String, cast, delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -232,6 +232,30 @@ def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None)
     return query
 
 
+def _overall(figure: str):
+    """One figure of the run's overall statistics, read by the database (SQLite's ``json_extract``,
+    PostgreSQL's ``#>>``) so that a list decodes no statistics JSON in Python."""
+    return col(Run.summary)[("overall", figure)].as_float().label(figure)
+
+
+# What a list shows of a run (``run_list_item``): its own small columns, its median and p99; never its
+# warnings, its statistics or its curves.
+LIST_COLUMNS = (
+    Run.id,
+    Run.name,
+    Run.plan_id,
+    Run.strategy,
+    Run.tags,
+    Run.source_format,
+    Run.origin,
+    Run.origin_detail,
+    Run.sample_count,
+    Run.created_at,
+    _overall("p50_us"),
+    _overall("p99_us"),
+)
+
+
 def list_runs(
     session: Session,
     *,
@@ -240,10 +264,16 @@ def list_runs(
     tag: str | None = None,
     limit: int | None = None,
     offset: int = 0,
-) -> list[Run]:
-    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
-    query = _filtered(select(Run), strategy, plan_id, tag).order_by(col(Run.id).desc()).offset(offset).limit(limit)
-    return list(session.exec(query))
+) -> list[Row]:
+    """The ``LIST_COLUMNS`` of runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is
+    None)."""
+    query = _filtered(select(*LIST_COLUMNS), strategy, plan_id, tag)
+    return list(session.exec(query.order_by(col(Run.id).desc()).offset(offset).limit(limit)))
+
+
+def run_list_item(row: Row) -> dict:
+    """A listed run as ``GET /api/runs`` and ``emuplan runs --json`` show it."""
+    return {**row._asdict(), "created_at": row.created_at.isoformat()}
 
 
 def count_runs(
