@@ -245,7 +245,7 @@ def list_runs(
     statistics are at ``GET /api/runs/{id}``."""
     filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
     response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
-    return [store.run_list_item(row) for row in store.list_runs(session, **filters, limit=limit, offset=offset)]
+    return [run.document() for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)

@@ -150,7 +150,7 @@ def list_runs(
 
         documents = _with_store(
             lambda session: [
-                store.run_list_item(row) for row in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
+                run.document() for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
             ]
         )
     if as_json:
