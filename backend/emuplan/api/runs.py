@@ -83,8 +83,8 @@ class RunSummaryDocument(BaseModel):
     groups: list[dict[str, Any]]
 
 
-class RunPublic(BaseModel):
-    """A run as ``GET /api/runs/{id}`` and ``emuplan runs --json`` show it."""
+class RunHeader(BaseModel):
+    """What both documents of a run hold: the list's item and the whole run."""
 
     id: int
     name: str
@@ -94,32 +94,27 @@ class RunPublic(BaseModel):
     source_format: str
     origin: Literal["imported", "measured", "generated"]
     origin_detail: str
+    sample_count: int
+    created_at: str = Field(description="ISO 8601 with its UTC offset.")
+
+
+class RunListItem(RunHeader):
+    """A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
+    file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99."""
+
+    p50_us: float | None = Field(description="Median completion time over all samples, µs (lower is better).")
+    p99_us: float | None = Field(description="99th-percentile completion time over all samples, µs (lower is better).")
+
+
+class RunPublic(RunHeader):
+    """A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it."""
+
     file_name: str | None
     content_sha256: str | None
-    sample_count: int
     ranks: int | None
     hosts: int | None
     warnings: list[str]
-    created_at: str = Field(description="ISO 8601 with its UTC offset.")
     summary: RunSummaryDocument
-
-
-class RunListItem(BaseModel):
-    """A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: what a list shows, without the
-    statistics, warnings and file digest that ``GET /api/runs/{id}`` adds."""
-
-    id: int
-    name: str
-    plan_id: int | None
-    strategy: str | None
-    tags: list[str]
-    source_format: str
-    origin: Literal["imported", "measured", "generated"]
-    origin_detail: str
-    sample_count: int
-    created_at: str = Field(description="ISO 8601 with its UTC offset.")
-    p50_us: float | None = Field(description="Median completion time over all samples, µs (lower is better).")
-    p99_us: float | None = Field(description="99th-percentile completion time over all samples, µs (lower is better).")
 
 
 class AssumptionsDocument(BaseModel):
