@@ -7,12 +7,15 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def paired_rounds(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """``{case: [value of round 1, round 2, ...]}``; each case returns the figure it measured."""
+def paired_rounds(cases: dict[str, Callable[[], T]], rounds: int) -> dict[str, list[T]]:
+    """``{case: [value of round 1, round 2, ...]}``; each case returns the figure (or figures) it measured."""
     names = list(cases)
-    values: dict[str, list[float]] = {name: [] for name in names}
+    values: dict[str, list[T]] = {name: [] for name in names}
     for round_index in range(rounds):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
