@@ -7,12 +7,15 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def paired_rounds(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """``{case: [value of round 1, round 2, ...]}``; each case returns the figure it measured."""
+def paired_rounds(cases: dict[str, Callable[[], T]], rounds: int) -> dict[str, list[T]]:
+    """``{case: [value of round 1, round 2, ...]}``; each case returns the figure (or figures) it measured."""
     names = list(cases)
-    values: dict[str, list[float]] = {name: [] for name in names}
+    values: dict[str, list[T]] = {name: [] for name in names}
     for round_index in range(rounds):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
@@ -39,14 +42,22 @@ def wall_seconds(command: Sequence[str], **run_options) -> float:
 
 def median_get_seconds(url: str, requests: int, headers: dict[str, str] | None = None) -> float:
     """The median wall time of ``requests`` GETs of ``url`` (each must answer 200)."""
-    times = []
+    (median,) = interleaved_get_seconds([url], requests, headers)
+    return median
+
+
+def interleaved_get_seconds(urls: Sequence[str], requests: int, headers: dict[str, str] | None = None) -> list[float]:
+    """The median wall time of ``requests`` GETs of each of ``urls``, asked in turn (A B A B …) so that a
+    load spike on the shared machine hits them alike (each must answer 200)."""
+    times: list[list[float]] = [[] for _ in urls]
     for _ in range(requests):
-        start = time.perf_counter()
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=120) as response:
-            response.read()
-            assert response.status == 200, url
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for url, url_times in zip(urls, times, strict=True):
+            start = time.perf_counter()
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=120) as response:
+                response.read()
+                assert response.status == 200, url
+            url_times.append(time.perf_counter() - start)
+    return [statistics.median(url_times) for url_times in times]
 
 
 def ratio_line(

@@ -73,6 +73,32 @@ def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
     assert client.get("/api/runs", params={"strategy": "tensor"}).json() == []
 
 
+def test_the_list_shows_each_run_without_its_statistics_and_the_run_document_with_them(client):
+    data = (SHARED_NCCL / "a100-16rank-allreduce-2.17.txt").read_bytes()
+    run = upload(client, "a100.txt", data, name="A100 all-reduce", strategy="data", tags="nightly").json()
+    listed = client.get("/api/runs")
+    assert listed.headers["x-total-count"] == "1"
+    # Two samples, 90,330 and 91,945 µs: the median is rank ⌈0.5·2⌉ = 1, the p99 rank ⌈0.99·2⌉ = 2.
+    assert listed.json() == [
+        {
+            "id": run["id"], "name": "A100 all-reduce", "plan_id": None, "strategy": "data", "tags": ["nightly"],
+            "source_format": "nccl-tests", "origin": "imported", "origin_detail": "", "sample_count": 2,
+            "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
+        }
+    ]  # fmt: skip
+    document = client.get(f"/api/runs/{run['id']}").json()
+    assert document == run
+    assert (document["summary"]["overall"]["p50_us"], document["summary"]["overall"]["p99_us"]) == (
+        listed.json()[0]["p50_us"],
+        listed.json()[0]["p99_us"],
+    )
+    assert (document["content_sha256"], document["ranks"], document["hosts"]) == (
+        hashlib.sha256(data).hexdigest(),
+        16,
+        2,
+    )
+
+
 def test_duplicate_upload_is_reported_with_the_existing_run(client, database_url):
     data = (RESULTS / "generated-per-iteration.csv").read_bytes()
     first = upload(client, "g.csv", data).json()
@@ -330,9 +356,9 @@ def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, 
         "over_median": pytest.approx(8800 / 9560, rel=1e-12), "lost_us": pytest.approx(-760.0), "slowest_calls": 0,
         "median_mean_us": pytest.approx(597.5),
     }  # fmt: skip
-    # Lists read the run row: the headline only, not the per-rank lists.
-    listed = client.get("/api/runs").json()[0]["summary"]["stragglers"]
-    assert (listed["rank_count"], listed["host_count"], "ranks" in listed) == (4, 2, False)
+    # The run document reads the run row: the headline only, not the per-rank lists.
+    headline = client.get(f"/api/runs/{run['id']}").json()["summary"]["stragglers"]
+    assert (headline["rank_count"], headline["host_count"], "ranks" in headline) == (4, 2, False)
 
     ranks = client.get(f"/api/runs/{run['id']}/figures/ranks").json()
     bars = ranks["data"][0]

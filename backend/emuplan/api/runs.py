@@ -83,8 +83,8 @@ class RunSummaryDocument(BaseModel):
     groups: list[dict[str, Any]]
 
 
-class RunPublic(BaseModel):
-    """A run as ``GET /api/runs/{id}`` and ``emuplan runs --json`` show it."""
+class RunHeader(BaseModel):
+    """What both documents of a run hold: the list's item and the whole run."""
 
     id: int
     name: str
@@ -94,13 +94,26 @@ class RunPublic(BaseModel):
     source_format: str
     origin: Literal["imported", "measured", "generated"]
     origin_detail: str
+    sample_count: int
+    created_at: str = Field(description="ISO 8601 with its UTC offset.")
+
+
+class RunListItem(RunHeader):
+    """A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
+    file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99."""
+
+    p50_us: float | None = Field(description="Median completion time over all samples, µs (lower is better).")
+    p99_us: float | None = Field(description="99th-percentile completion time over all samples, µs (lower is better).")
+
+
+class RunPublic(RunHeader):
+    """A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it."""
+
     file_name: str | None
     content_sha256: str | None
-    sample_count: int
     ranks: int | None
     hosts: int | None
     warnings: list[str]
-    created_at: str = Field(description="ISO 8601 with its UTC offset.")
     summary: RunSummaryDocument
 
 
@@ -211,7 +224,7 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
     return store.run_public(run)
 
 
-@router.get("", response_model=list[RunPublic])
+@router.get("", response_model=list[RunListItem])
 def list_runs(
     session: ReadSessionDep,
     response: Response,
@@ -223,10 +236,11 @@ def list_runs(
     ] = store.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all."""
+    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all. Each run's
+    statistics are at ``GET /api/runs/{id}``."""
     filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
     response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
-    return [store.run_public(run) for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
+    return [run.document() for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)

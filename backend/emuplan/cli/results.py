@@ -150,7 +150,7 @@ def list_runs(
 
         documents = _with_store(
             lambda session: [
-                store.run_public(r) for r in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
+                run.document() for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
             ]
         )
     if as_json:
@@ -164,7 +164,6 @@ def list_runs(
     table.add_column("samples", justify="right", no_wrap=True)
     table.add_column("p50 µs", justify="right", no_wrap=True)
     for document in documents:
-        overall = document["summary"].get("overall", {})
         table.add_row(
             str(document["id"]),
             document["name"],
@@ -172,7 +171,7 @@ def list_runs(
             document["origin"],
             document["strategy"] or "–",
             f"{document['sample_count']:,}",
-            _number(overall.get("p50_us")),
+            _number(document["p50_us"]),
         )
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)

@@ -10,7 +10,7 @@ bytes per run.
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, ForeignKey, Integer, LargeBinary
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, ForeignKey, Index, Integer, LargeBinary, func, text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -110,12 +110,14 @@ class Run(SQLModel, table=True):
     """A set of measured collective completion times: imported from a file or measured locally."""
 
     __tablename__ = "run"
-    __table_args__ = NEVER_REUSE_IDS
+    # The lists' strategy filter compares lower(strategy) (migration 0008).
+    __table_args__ = (Index("ix_run_strategy_folded", func.lower(text("strategy"))), NEVER_REUSE_IDS)
 
     id: int | None = _id()
     name: str
     plan_id: int | None = Field(
-        default=None, sa_column=Column(DatabaseId, ForeignKey("plan.id", ondelete="SET NULL"), nullable=True)
+        default=None,
+        sa_column=Column(DatabaseId, ForeignKey("plan.id", ondelete="SET NULL"), nullable=True, index=True),
     )
     strategy: str | None = None  # data | tensor | pipeline | hybrid
     tags: list = _json(list)

@@ -24,7 +24,8 @@ import io
 import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -232,6 +233,44 @@ def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None)
     return query
 
 
+@dataclass(frozen=True, slots=True)
+class ListedRun:
+    """What a list shows of a run: its own small columns and its overall median and p99, never its
+    warnings, its statistics or its curves. A plain object, not the database row: templates read its
+    attributes several times a row, and a row's attribute lookup costs more."""
+
+    id: int
+    name: str
+    plan_id: int | None
+    strategy: str | None
+    tags: list[str]
+    source_format: str
+    origin: str
+    origin_detail: str
+    sample_count: int
+    created_at: datetime
+    p50_us: float | None
+    p99_us: float | None
+
+    def document(self) -> dict:
+        """As ``GET /api/runs`` and ``emuplan runs --json`` list it."""
+        return {
+            **{field.name: getattr(self, field.name) for field in fields(self)},
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+OVERALL_FIGURES = ("p50_us", "p99_us")
+# The figures are read by the database (SQLite's ``json_extract``, PostgreSQL's ``#>>``), so a list
+# decodes no statistics JSON in Python.
+LIST_COLUMNS = tuple(
+    col(Run.summary)[("overall", field.name)].as_float().label(field.name)
+    if field.name in OVERALL_FIGURES
+    else getattr(Run, field.name)
+    for field in fields(ListedRun)
+)
+
+
 def list_runs(
     session: Session,
     *,
@@ -240,10 +279,10 @@ def list_runs(
     tag: str | None = None,
     limit: int | None = None,
     offset: int = 0,
-) -> list[Run]:
+) -> list[ListedRun]:
     """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
-    query = _filtered(select(Run), strategy, plan_id, tag).order_by(col(Run.id).desc()).offset(offset).limit(limit)
-    return list(session.exec(query))
+    query = _filtered(select(*LIST_COLUMNS), strategy, plan_id, tag)
+    return [ListedRun(*row) for row in session.exec(query.order_by(col(Run.id).desc()).offset(offset).limit(limit))]
 
 
 def count_runs(
