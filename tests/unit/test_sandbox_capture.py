@@ -312,6 +312,14 @@ def length_routed_tokens() -> torch.Tensor:
     return torch.randint(0, 1000, (1, 16))
 
 
+def token_mask_moe() -> nn.Module:
+    return fixture_class("mask_moe.py", "TokenMaskMoE")()
+
+
+def token_mask_moe_tokens() -> torch.Tensor:
+    return torch.randint(0, 1000, (1, 32))
+
+
 def ddp_capture(fixture: str, model_class: str, input_shape: str, **options) -> tuple[dict, dict[str, list[int]]]:
     """The DDP capture's settings, and its steady step as ``ddp_step_collectives`` reports real DDP's."""
     result = inspect(fixture, model_class, input_shape, CaptureSettings(world_size=2, strategies=["ddp"]), **options)
@@ -332,6 +340,21 @@ def test_a_tied_gpt_is_captured_on_one_token_as_real_ddp_buckets_its_whole_sampl
     expected = {"buckets": [4200448, 29421568, 25339904], "broadcasts": []}
     assert steady == expected
     assert ddp_step_collectives(small_gpt2, small_gpt2_tokens) == expected
+
+
+def test_mask_routed_experts_built_with_zeros_bucket_as_real_ddp_with_random_weights():
+    """The one-token trial builds the model with zeros for its random initial values: its router sends
+    every token to the first expert, yet every expert's gradient is ready in the inventory's order (an
+    expert with no rows still runs), so the trial is kept and equals real DDP with random weights."""
+    settings, steady = ddp_capture("mask_moe.py", "TokenMaskMoE", "32", input_dtype="int64")
+    assert settings["sample_shape"] == [1]
+    # router + the 4 experts close the 1 MiB first bucket; the norm and the embedding are the second.
+    expected = {
+        "buckets": [(4 * 256 + 4) * 4 + 4 * (256 * 256 + 256) * 4, 2 * 256 * 4 + 1000 * 256 * 4],
+        "broadcasts": [],
+    }
+    assert steady == expected
+    assert ddp_step_collectives(token_mask_moe, token_mask_moe_tokens) == expected
 
 
 def test_a_model_whose_gradient_order_follows_the_length_is_captured_on_its_whole_sample():
