@@ -1,10 +1,13 @@
 """PyTorch source through the sandbox: the inventory under FakeTensorMode and the collectives PyTorch
 itself issues under DDP, FSDP2 and DTensor tensor parallelism (torch's fake process group, 4 ranks)."""
 
+import importlib.util
+
 import pytest
 import torch
 from torch import nn
 
+from ddp_world import ddp_step_collectives
 from emuplan.measure.workload import WorkloadSource, measurement_steps
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
 from emuplan.workload.document import PlanRequest
@@ -279,3 +282,99 @@ def test_fsdp2_and_tensor_parallel_of_a_source_are_the_capture_itself():
     hybrid = PlanRequest(model="seed", strategy="hybrid", mode="framework", tp=2, pp=2, gpus=4)
     with pytest.raises(PytorchSourceError, match=r"^seed_classifier.py: FSDP2 and DTensor tensor parallelism of a "):
         capture_for_plan(plan_workload(hybrid, inventory), source, "seed_classifier.py", options, LIMITS)
+
+
+# --- DDP's capture on a one-token sample, checked against real DDP on the whole sample --------------
+
+SMALL_GPT2 = {"vocab": 4096, "positions": 64, "hidden": 512, "layers": 4, "heads": 8}
+
+
+def fixture_class(fixture: str, class_name: str) -> type[nn.Module]:
+    spec = importlib.util.spec_from_file_location(fixture.removesuffix(".py"), MODELS / fixture)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, class_name)
+
+
+def small_gpt2() -> nn.Module:
+    return fixture_class("gpt2.py", "GPT2")(**SMALL_GPT2)
+
+
+def small_gpt2_tokens() -> torch.Tensor:
+    return torch.randint(0, SMALL_GPT2["vocab"], (1, 64))
+
+
+def length_routed() -> nn.Module:
+    return fixture_class("length_routed.py", "LengthRouted")()
+
+
+def length_routed_tokens() -> torch.Tensor:
+    return torch.randint(0, 1000, (1, 16))
+
+
+def token_mask_moe() -> nn.Module:
+    return fixture_class("mask_moe.py", "TokenMaskMoE")()
+
+
+def token_mask_moe_tokens() -> torch.Tensor:
+    return torch.randint(0, 1000, (1, 32))
+
+
+def ddp_capture(fixture: str, model_class: str, input_shape: str, **options) -> tuple[dict, dict[str, list[int]]]:
+    """The DDP capture's settings, and its steady step as ``ddp_step_collectives`` reports real DDP's."""
+    result = inspect(fixture, model_class, input_shape, CaptureSettings(world_size=2, strategies=["ddp"]), **options)
+    assert {c.op for c in result.captures[0].steady_step} <= {"all_reduce", "broadcast"}
+    steady = {
+        "buckets": sizes(result, "ddp", "all_reduce", "backward"),
+        "broadcasts": sizes(result, "ddp", "broadcast", "forward"),
+    }
+    return result.captures[0].settings, steady
+
+
+def test_a_tied_gpt_is_captured_on_one_token_as_real_ddp_buckets_its_whole_sample():
+    """lm_head shares wte's weight, whose gradient is ready last (after both uses): one token makes the
+    gradients ready in the same order as 64, so the capture's two steps on one token issue what real DDP
+    on a gloo group issues at its third step on 64 tokens."""
+    settings, steady = ddp_capture("gpt2.py", "GPT2", "64", input_dtype="int64", model_kwargs=SMALL_GPT2)
+    assert settings["sample_shape"] == [1]
+    expected = {"buckets": [4200448, 29421568, 25339904], "broadcasts": []}
+    assert steady == expected
+    assert ddp_step_collectives(small_gpt2, small_gpt2_tokens) == expected
+
+
+def test_mask_routed_experts_built_with_zeros_bucket_as_real_ddp_with_random_weights():
+    """The one-token trial builds the model with zeros for its random initial values: its router sends
+    every token to the first expert, yet every expert's gradient is ready in the inventory's order (an
+    expert with no rows still runs), so the trial is kept and equals real DDP with random weights."""
+    settings, steady = ddp_capture("mask_moe.py", "TokenMaskMoE", "32", input_dtype="int64")
+    assert settings["sample_shape"] == [1]
+    # router + the 4 experts close the 1 MiB first bucket; the norm and the embedding are the second.
+    expected = {
+        "buckets": [(4 * 256 + 4) * 4 + 4 * (256 * 256 + 256) * 4, 2 * 256 * 4 + 1000 * 256 * 4],
+        "broadcasts": [],
+    }
+    assert steady == expected
+    assert ddp_step_collectives(token_mask_moe, token_mask_moe_tokens) == expected
+
+
+def test_a_model_whose_gradient_order_follows_the_length_is_captured_on_its_whole_sample():
+    """On one token the bias-free layer's gradient would be ready last and the first bucket would hold
+    the other layer (1050624 B): the order differs from the inventory's, so the capture runs 16 tokens."""
+    settings, steady = ddp_capture("length_routed.py", "LengthRouted", "16", input_dtype="int64")
+    assert settings["sample_shape"] == [16]
+    expected = {"buckets": [1048576, 1050624 + 2048000], "broadcasts": []}
+    assert steady == expected
+    assert ddp_step_collectives(length_routed, length_routed_tokens) == expected
+
+
+def test_a_model_issuing_its_own_collectives_is_captured_on_its_whole_sample():
+    """Its forward all-reduces its [1, 64, 32] activations (8192 B): a size one token would change."""
+    result = inspect(
+        "forward_all_reduce.py", "ForwardAllReduce", "64",
+        CaptureSettings(world_size=2, strategies=["ddp"]), input_dtype="int64",
+    )  # fmt: skip
+    ddp = result.captures[0]
+    assert ddp.settings["sample_shape"] == [64]
+    expected = [("all_reduce", "forward", 8192), ("all_reduce", "backward", 32 * 32 * 4 + 32 * 4 + 1000 * 32 * 4)]
+    assert [(c.op, c.phase, c.bytes) for c in ddp.first_step] == expected
+    assert [(c.op, c.phase, c.bytes) for c in ddp.steady_step] == expected

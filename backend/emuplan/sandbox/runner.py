@@ -77,7 +77,7 @@ class SandboxPolicy:
 
     timeout_s: float = 60.0
     memory_mb: int = 4096
-    max_processes: int = 16  # threads count too; the worker runs torch with one intra-op thread
+    max_processes: int = 16  # threads count too; the worker runs torch with at most two intra-op threads
     max_file_mb: int = 64
     tmp_mb: int = 64  # the size of each writable tmpfs, /tmp and /dev/shm
     max_open_files: int = 256  # also bounds the pipes, whose buffers are memory outside the address space

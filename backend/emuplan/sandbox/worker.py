@@ -13,12 +13,14 @@ Answer: {"ok": true, "inventory": {...}, "captures": [...]} or
 
 import contextlib
 import errno
+import gc
 import json
 import os
 import resource
 import sys
 import traceback
 import types
+import typing
 
 # Shapes are read from a small batch: two samples keep BatchNorm and friends in their training path.
 SHAPE_BATCH = 2
@@ -381,14 +383,13 @@ class CollectiveLogger:
         )
 
 
-def _captured_steps(model, sample, logger: CollectiveLogger, steps: int = 3) -> list[list[dict]]:
-    """Runs ``steps`` training steps and returns the collectives of each, in issue order.
-
-    DDP rebuilds its buckets at the start of the second step (broadcasting the new assignment), so
-    the third is the steady state.
-    """
+def _captured_steps(model, sample, logger: CollectiveLogger, steps: int, before_step=None) -> list[list[dict]]:
+    """Runs ``steps`` training steps and returns the collectives of each, in issue order; ``before_step``
+    (unlogged) runs before each."""
     per_step = []
     for _ in range(steps):
+        if before_step is not None:
+            before_step()
         logger.records = []
         logger.phase = "forward"
         with logger.mode:
@@ -408,13 +409,23 @@ CAPTURE_HINTS = {
 
 
 def _captured(
-    strategy: str, model, request: dict, world_size: int, batch: int, settings: dict, shape: list[int] | None = None
+    strategy: str,
+    model,
+    request: dict,
+    world_size: int,
+    batch: int,
+    settings: dict,
+    shape: list[int] | None = None,
+    logger: CollectiveLogger | None = None,
+    steps: int = 3,
+    before_step=None,
 ) -> dict:
-    """Runs the wrapped model for a few steps on ``batch`` samples (of ``shape``, by default the request's
-    input shape) and reports what it sent."""
-    sample = make_input(batch, shape or request["input_shape"], request.get("input_dtype", "float32"))
+    """Runs the wrapped model for ``steps`` steps on ``batch`` samples (of ``shape``, by default the request's
+    input shape) and reports what it sent in the first and the last."""
+    shape = list(shape or request["input_shape"])
+    sample = make_input(batch, shape, request.get("input_dtype", "float32"))
     try:
-        steps = _captured_steps(model, sample, CollectiveLogger(world_size))
+        per_step = _captured_steps(model, sample, logger or CollectiveLogger(world_size), steps, before_step)
     except ModelError:
         raise
     except Exception as exc:
@@ -425,40 +436,138 @@ def _captured(
     return {
         "strategy": strategy,
         "world_size": world_size,
-        "first_step": steps[0],
-        "steady_step": steps[-1],
-        "settings": {**settings, "batch_size": batch},
+        "first_step": per_step[0],
+        "steady_step": per_step[-1],
+        "settings": {**settings, "batch_size": batch, "sample_shape": shape},
     }
 
 
-def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict) -> dict:
+# DDP rebuilds its buckets once, before the second step's forward, in the order the first backward made
+# the gradients ready (Reducer::rebuild_buckets, called from DistributedDataParallel._pre_forward). The
+# capture calls that rebuild itself before each step, outside the log, so the second step is already the
+# steady state, without the rebuild's one-off broadcast of the new bucket indices.
+DDP_STEPS = 2
+
+
+def capture_ddp(model_class, request: dict, world_size: int, _mesh, cap: dict, inventory: dict) -> dict:
+    """DDP's collectives, on a one-token sample when that provably changes nothing, else on the full one.
+
+    DDP's buckets depend on the parameters' sizes and the order their gradients become ready, and not on
+    the sample's values or length, but the capture computes for real (GPT-2 with 1024 tokens: about 0.9
+    TFLOP a step). So it first runs a sample whose first (sequence) dimension is 1, and keeps that capture
+    when the first backward made the gradients ready in the inventory's full-length order and the model's
+    own code issued no collective; otherwise it runs the full sample.
+    """
+    shape = list(request["input_shape"])
+    if shape and shape[0] > 1:
+        short = _ddp_capture(model_class, request, world_size, cap, [1, *shape[1:]], trial=True)
+        if short is not None and short.gradient_order == inventory["gradient_order"] and not short.model_collectives:
+            return short.captured
+        gc.collect()  # the short run's model and buckets (reference cycles through DDP's hooks) before the next
+    return _ddp_capture(model_class, request, world_size, cap, shape, trial=False).captured
+
+
+def _zero_filled_random_initialisation():
+    """A dispatch mode under which the random fills of parameter initialisation (``uniform_`` and
+    ``normal_``, under nn.init's kaiming, xavier and trunc_normal too) fill zeros instead: GPT-2's
+    random initial values cost 3.5 s of the one-token capture, and its check does not depend on them."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    random_fills = (torch.ops.aten.uniform_.default, torch.ops.aten.normal_.default)
+
+    class ZeroFill(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # nothing here is compiled; the default wrapper would import torch._dynamo
+
+        def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+            if func in random_fills:
+                return args[0].zero_()
+            return func(*args, **(kwargs or {}))
+
+    return ZeroFill()
+
+
+class DdpCapture(typing.NamedTuple):
+    captured: dict
+    gradient_order: list[str]  # parameter names in the order the first backward made their gradients ready
+    model_collectives: int  # collectives the model's own code issued (not DDP's broadcasts or bucket all-reduces)
+
+
+def _ddp_capture(model_class, request: dict, world_size: int, cap: dict, shape: list[int], trial: bool):
+    """DDP's capture on a sample of ``shape``. A ``trial`` (the one-token run, checked afterwards) builds
+    the model with zeros for its random initial values and gives None where a failure would raise."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+    try:
+        with _zero_filled_random_initialisation() if trial else contextlib.nullcontext():
+            model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
+    except ModelError:
+        if trial:
+            return None
+        raise
     # torch 2.13 keeps the 1 MiB first bucket only when bucket_cap_mb is left at its default (None);
     # an explicit cap applies to the first bucket too.
     bucket_cap_mb = cap.get("bucket_cap_mb")
     # Gradients as views into the buckets: the same buckets and all-reduces, one copy of the gradients less.
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=True)
+    # No initial sync: its broadcasts (every parameter, 1.4 s of copies for GPT-2) come before the logged
+    # steps, and the fake process group's ranks hold nothing to synchronise.
+    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=True, init_sync=False)
+    logger = CollectiveLogger(world_size)
+    counts = {"steps": 0, "in_forward": 0, "by_ddp_in_backward": 0, "model_forward_start": 0}
+    gradient_order = []
 
     def record_bucket(_state, bucket):
         # torch's fake process group completes its work with no value, which DDP's default hook
         # cannot unpack; issue the same all-reduce and hand DDP its (unchanged) bucket back.
         buffer = bucket.buffer()
         dist.all_reduce(buffer)
+        counts["by_ddp_in_backward"] += 1
         future = torch.futures.Future()
         future.set_result(buffer)
         return future
 
+    def model_forward_starts(_module, _inputs):
+        counts["model_forward_start"] = len(logger.records)
+
+    def model_forward_ends(_module, _inputs, _output):
+        counts["in_forward"] += len(logger.records) - counts["model_forward_start"]
+
+    def before_step():
+        counts["steps"] += 1
+        ddp.reducer._rebuild_buckets()
+
+    def gradient_ready(name: str):
+        def hook(_parameter):
+            if counts["steps"] == 1:  # the order the rebuild follows
+                gradient_order.append(name)
+
+        return hook
+
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            parameter.register_post_accumulate_grad_hook(gradient_ready(name))
+    model.register_forward_pre_hook(model_forward_starts)
+    model.register_forward_hook(model_forward_ends)
     ddp.register_comm_hook(None, record_bucket)
     settings = {
         "bucket_cap_mb": bucket_cap_mb,
         "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
         "bucket_bytes": ddp.bucket_bytes_cap,
     }
-    return _captured("ddp", ddp, request, world_size, _smallest_training_batch(model), settings)
+    batch = _smallest_training_batch(model)
+    try:
+        captured = _captured("ddp", ddp, request, world_size, batch, settings, shape, logger, DDP_STEPS, before_step)
+    except ModelError:
+        if trial:
+            return None
+        raise
+    both_steps = captured["first_step"] + captured["steady_step"]
+    in_backward = sum(record["phase"] == "backward" for record in both_steps)
+    return DdpCapture(captured, gradient_order, counts["in_forward"] + in_backward - counts["by_ddp_in_backward"])
 
 
 def _smallest_training_batch(model) -> int:
@@ -480,7 +589,7 @@ def _fake_tensors():
     return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
 
 
-def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict) -> dict:
+def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict, _inventory: dict) -> dict:
     import torch.nn as nn
     from torch.distributed.fsdp import fully_shard
 
@@ -541,7 +650,7 @@ def _sequence_slice(shape: list[int], world_size: int) -> list[int]:
     return [shape[0] // world_size, *shape[1:]]
 
 
-def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, cap: dict) -> dict:
+def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, cap: dict, _inventory: dict) -> dict:
     from torch.distributed.tensor.parallel import parallelize_module
 
     sequence_parallel = bool(cap.get("sequence_parallel", False))
@@ -564,7 +673,8 @@ def capture_tensor_parallel(model_class, request: dict, world_size: int, mesh, c
 CAPTURES = {"ddp": capture_ddp, "fsdp2": capture_fsdp2, "tensor": capture_tensor_parallel}
 
 
-def capture_collectives(request: dict) -> list[dict]:
+def capture_collectives(request: dict, inventory: dict) -> list[dict]:
+    """The captures the request asks for; ``inventory`` is this model's, from ``describe_model``."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -579,7 +689,7 @@ def capture_collectives(request: dict) -> list[dict]:
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
     try:
         mesh = init_device_mesh("cpu", (world_size,))
-        return [CAPTURES[name](model_class, request, world_size, mesh, cap) for name in strategies]
+        return [CAPTURES[name](model_class, request, world_size, mesh, cap, inventory) for name in strategies]
     finally:
         dist.destroy_process_group()
 
@@ -591,7 +701,7 @@ def handle(request: dict) -> dict:
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     answer = {"ok": True, "inventory": describe_model(request), "captures": []}
     if request.get("capture"):
-        answer["captures"] = capture_collectives(request)
+        answer["captures"] = capture_collectives(request, answer["inventory"])
     return answer
 
 
