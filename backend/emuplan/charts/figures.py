@@ -120,7 +120,9 @@ def _panels(
         left, top = column * (width + PANEL_GAP), 1 - row * (height + 2 * PANEL_GAP)
         x_shared = {"matches": "x"} if index else {}
         y_shared = {"matches": "y"} if index and share_y else {}
-        layout[f"xaxis{suffix}"] = _axis(x_title if row == rows - 1 else None, type="log" if log_x else "linear",
+        # One x title, under the bottom row's first panel: side by side, narrow panels' titles run together.
+        bottom_left = row == rows - 1 and column == 0
+        layout[f"xaxis{suffix}"] = _axis(x_title if bottom_left else None, type="log" if log_x else "linear",
                                          domain=[left, left + width], anchor=f"y{suffix}", **x_shared)  # fmt: skip
         layout[f"yaxis{suffix}"] = _axis(y_title if column == 0 else None, domain=[max(0.0, top - height), top],
                                          anchor=f"x{suffix}", **y_shared)  # fmt: skip
@@ -246,12 +248,16 @@ def delay_figure(
                    for group, series in groups]  # fmt: skip
     figure = _figure(traces, title, "iteration", y_title, yaxis=yaxis)
     if len(traces) > 1:
-        # The chart's slot (half the run page, a third of compare) fits about two entries a row: the
-        # legend sits at the figure's bottom edge in a margin of its own, below the axis title, not over
-        # it (a paper-relative legend meets the title once a few long labels shorten the plot).
-        figure["layout"]["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-        figure["layout"]["margin"]["b"] += LEGEND_ROW_PX * -(-len(traces) // 2)
+        _legend_below(figure, len(traces))
     return figure
+
+
+def _legend_below(figure: dict, entries: int) -> None:
+    """The legend at the figure's bottom edge in a margin of its own, below the x axis title, not over it
+    (a paper-relative legend meets the title once a few long labels or a phone's width shorten the plot).
+    A chart's slot (half the run page, a third of compare, a phone) fits about two entries a row."""
+    figure["layout"]["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+    figure["layout"]["margin"]["b"] += LEGEND_ROW_PX * -(-entries // 2)
 
 
 CLIP_HEADROOM = 1.2
@@ -433,10 +439,12 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
         color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
         traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, color=color))
         traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
-    return _figure(
+    figure = _figure(
         traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
         yaxis=_axis("fraction ≤ x", range=[0, 1.02]),
     )  # fmt: skip
+    _legend_below(figure, len(runs))  # one entry per run: the percentile markers stay out of the legend
+    return figure
 
 
 SMALL_PANEL_POINTS = 500
