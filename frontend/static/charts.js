@@ -32,7 +32,10 @@ export async function drawFigure(container, figure) {
   }
   // Plotly's responsive resize takes the height from the container: pin it to the figure's.
   container.style.height = `${layout.height}px`;
-  if (container.dataset.logX === "true" && layout.xaxis) layout.xaxis = { ...layout.xaxis, type: "log" };
+  // Drawn on the log axis the reader chose (every panel's): switching it after drawing would draw twice.
+  if (container.dataset.logX === "true") {
+    for (const key of Object.keys(layout)) if (/^xaxis\d*$/.test(key)) layout[key] = { ...layout[key], type: "log" };
+  }
   await window.Plotly.newPlot(container, data, layout, config(filename));
   container.dataset.drawn = "true";
 }

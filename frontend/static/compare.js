@@ -131,6 +131,7 @@ function renderTests(doc) {
 
 function applyLogX(charts) {
   for (const chart of charts) {
+    chart.dataset.logX = String(logBox.checked);
     if (chart.dataset.drawn !== "true") continue;
     const update = {};
     for (const key of Object.keys(chart.layout)) if (/^xaxis\d*$/.test(key)) update[`${key}.type`] = logBox.checked ? "log" : "linear";
@@ -154,6 +155,11 @@ async function main() {
   const cdf = document.getElementById("cdf-chart");
   const multiples = document.getElementById("cdf-multiples");
   let delays = Promise.resolve();
+  // The CDFs are drawn on the axis the box says from the start; later changes relayout them.
+  if (logBox) {
+    for (const chart of [cdf, multiples]) chart.dataset.logX = String(logBox.checked);
+    logBox.addEventListener("change", () => applyLogX([cdf, multiples]));
+  }
   try {
     const doc = await fetchJSON(view.dataset.compareUrl);
     const notice = document.getElementById("compare-notice");
@@ -177,10 +183,6 @@ async function main() {
     document.getElementById("compare-tests").replaceChildren();
   }
   await delays;
-  if (logBox) {
-    applyLogX([cdf, multiples]);
-    logBox.addEventListener("change", () => applyLogX([cdf, multiples]));
-  }
   document.body.dataset.chartsDrawn = "true";
 }
 

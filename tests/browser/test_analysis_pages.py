@@ -1,6 +1,7 @@
 """The analysis pages in Chromium: an nccl-tests size sweep, a spiky per-iteration run with log y."""
 
 import re
+from urllib.parse import urlsplit
 
 import httpx2
 import numpy as np
@@ -207,4 +208,46 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     page.wait_for_url(f"{live_server.url}/compare?runs={slow},{fast}&baseline={fast}&link_gbps=100&ranks=4")
     wait_for_charts(page)
     desktop_then_phone(page, "compare-assumptions")
+    watch.assert_clean()
+
+
+def api_requests(page: Page) -> list[str]:
+    """The API paths the page asked for (with their queries), in order."""
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(urlsplit(request.url)._replace(scheme="", netloc="").geturl()))
+    return requested
+
+
+def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_on_the_chosen_axis(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    slow = upload(live_server, "slow-allreduce.csv", spike_csv())
+    fast = upload(live_server, "fast-allreduce.csv", spike_csv().replace(b",14.", b",3."))
+    requested = api_requests(page)
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
+    wait_for_charts(page)
+    # The comparison and each delay chart are preloaded from the page's head (initiator "link"), while Plotly
+    # downloads and compiles, and compare.js takes those answers: one request each.
+    delays = [f"/api/runs/{run_id}/figures/delay?small=true" for run_id in (slow, fast)]
+    expected = [f"/api/compare?runs={slow},{fast}", *delays]
+    assert sorted(path for path in requested if path.startswith("/api/")) == sorted(expected)
+    initiators = page.evaluate(
+        "paths => paths.map(path => performance.getEntriesByName(location.origin + path).map(e => e.initiatorType))",
+        expected,
+    )
+    assert initiators == [["link"]] * 3
+    # /compare opens with log x ticked: the CDFs are drawn on log axes, every panel's, then follow the box.
+    x_types = "id => Object.entries(document.getElementById(id).layout).filter(([key]) => /^xaxis\\d*$/.test(key))" \
+              ".map(([, axis]) => axis.type)"  # fmt: skip
+    assert page.evaluate(x_types, "cdf-chart") == ["log"]
+    assert page.evaluate(x_types, "cdf-multiples") == ["log", "log"]
+    page.uncheck("#log-x")
+    assert page.evaluate(x_types, "cdf-multiples") == ["linear", "linear"]
+    # Size sweeps have no delay charts: nothing of theirs is preloaded.
+    sweeps = [upload(live_server, log.name, log.read_bytes()) for log in sorted(NCCL_TESTS.glob("*.txt"))[:2]]
+    requested.clear()
+    page.goto(f"{live_server.url}/compare?runs={sweeps[0]},{sweeps[1]}")
+    wait_for_charts(page)
+    assert [path for path in requested if path.startswith("/api/")] == [f"/api/compare?runs={sweeps[0]},{sweeps[1]}"]
+    expect(page.locator("#delay-section")).to_be_hidden()
     watch.assert_clean()

@@ -347,6 +347,10 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     assert response.status == 200
     assert response.headers["referrer-policy"] == "no-referrer"
     wait_for_charts(shared)
+    # The comparison and its delay charts are each asked for once: the head's preloads serve compare.js.
+    api_paths = [re.sub(r"^http://127\.0\.0\.1:\d+", "", url) for url in requested if "/api/" in url]
+    delays = [f"/api/shared/{token}/runs/{run_id}/figures/delay?small=true" for run_id in ids.values()]
+    assert sorted(api_paths) == sorted([f"/api/shared/{token}", *delays])
     expect(shared.locator("#comparison-name")).to_have_text("dp vs tp vs pp")
     assert trace_count(shared, "#cdf-chart") == 6
     expect(shared.locator("#compare-stats tbody tr")).to_have_count(3)

@@ -107,8 +107,16 @@ def test_comparison_figures_and_escaping(big_summary):
         "#1 &lt;script&gt;alert(1)&lt;/script&gt;",
         "#2 small",
     ]
+    # The legend (a run an entry) sits at the figure's bottom edge in a margin of its own, below the axis title.
+    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+    assert overlaid["layout"]["margin"]["b"] == 60 + 22  # two runs: one row
     panels = comparison_small_multiples(runs, log_x=True)
     assert len(panels["data"]) == 3  # two groups in run 1, one in run 2
+    # One x title, under the bottom row's first panel: narrow panels' titles would run together.
+    assert [panels["layout"][axis].get("title") for axis in ("xaxis", "xaxis2")] == [
+        {"text": "completion time (ms)"},
+        None,
+    ]
     assert "<script>" not in json.dumps(panels)
     assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
     # Two columns leave 42 characters a title; a longer one is cut (never inside an HTML entity), whole on hover.

@@ -273,6 +273,7 @@ def compare_page(
             selected_ids=selected_ids,
             baseline_id=baseline_id,
             compare_url=_compare_url(selected_ids, baseline_id, context["chosen"]),
+            size_sweeps=run_store.all_size_sweeps(selected),
             assumptions_action="/compare",
             run_figure_base="/api/runs",
             suggested_name=" vs ".join(run.name for run in selected)[:200],
@@ -289,6 +290,7 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
         "runs": runs,
         "baseline_id": baseline_id,
         "compare_url": _compare_url([run.id for run in runs], baseline_id),
+        "size_sweeps": run_store.all_size_sweeps(runs),
         "log_x": bool(comparison.options.get("log_x")),
     }
 

@@ -1,4 +1,4 @@
-"""Plotly figures (JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
+"""Plotly figures (plain JSON-able dicts) built from cached run summaries: CDF, delay, bandwidth, size sweep,
 stragglers, comparisons.
 
 Owns the figure kinds (``FigureKind``). May import ``emuplan.results``; never FastAPI or the database.

@@ -431,6 +431,11 @@ def run_figure(
     raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
 
 
+def all_size_sweeps(runs: list[Run]) -> bool:
+    """Whether every run is a size sweep: their comparison overlays busbw curves, with no CDFs or delay charts."""
+    return all(is_size_sweep(run.summary["groups"]) for run in runs)
+
+
 def compare_stored_runs(
     session: Session,
     run_ids: list[int],
@@ -456,7 +461,7 @@ def compare_stored_runs(
     comparison["assumptions"] = assumptions
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
-    if all(is_size_sweep(r.summary["groups"]) for r in stored):
+    if all_size_sweeps(stored):
         # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.
         comparison["figures"] = {"sweeps": charts.comparison_sweep_figure(named)}
     else:
