@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
+import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise, tabular
+from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
 from emuplan.results.headers import role_of
-from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
+from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped, stream_csv_table
 from paths import RESULTS, SHARED_NCCL
 
 
@@ -501,3 +503,65 @@ def test_gzip_from_an_open_file_is_read_a_chunk_at_a_time(tmp_path):
         assert bytes(gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES)) == content
     with path.open("rb") as file, pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"):
         gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES - 1)
+
+
+def per_iteration_csv(rows: int) -> bytes:
+    """A per-iteration CSV of several 1 MB blocks (the size the CSV reader reads at a time)."""
+    lines = "".join(f"{i},{8 << (i % 4)},AllReduce,{10 + (i % 7) * 0.25},run-{i % 3}\n" for i in range(rows))
+    return b"iteration,size,collective,time_us,label\n" + lines.encode()
+
+
+def test_a_csv_read_as_it_arrives_is_the_table_read_whole_in_one_piece_per_column():
+    data = per_iteration_csv(80_000)
+    assert len(data) > 2 * 1024**2
+    streamed = stream_csv_table(io.BytesIO(data))
+    whole = tabular.read_csv(data, data[:4096], "run.csv")
+    assert streamed.equals(whole)
+    assert [column.num_chunks for column in streamed.columns] == [1, 1, 1, 1, 1]
+    handed_over = parse_result_file(data, "run.csv", csv_table=lambda: streamed)
+    assert handed_over.samples.equals(parse_result_file(data, "run.csv").samples)
+    assert handed_over.samples["duration_us"].to_pylist()[:8] == [10.0, 10.25, 10.5, 10.75, 11.0, 11.25, 11.5, 10.0]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        gzip.compress(b"iteration,time_us\n0,1\n"),
+        b"ARROW1\x00\x00rest",
+        b'{"version": 1}',
+        b"# nThread 1 nGpus 1\n#  Rank  0 Group  0 Pid 1 on host device  0 [0x01] A100\n",
+        b"0b000101 0b000201 10000 100 1000 1000000 2000 1500\n",
+        b"   \n\n",
+        b"iteration,time_us\n0,\x00\x01\x02",
+    ],
+    ids=["gzip", "feather", "json", "nccl-tests", "ns3-fct", "blank", "binary"],
+)
+def test_content_that_is_not_plainly_a_csv_table_is_left_to_the_whole_file_parse(data):
+    assert stream_csv_table(io.BytesIO(data)) is None
+
+
+def test_a_column_type_that_changes_after_the_first_block_falls_back_to_reading_the_whole_file():
+    # Whole microseconds for 200,000 rows (the first 1 MB block says int64), then a fraction: read as a
+    # stream this fails, so the file is parsed whole, where the column is read as float64.
+    rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
+    data = b"iteration,time_us\n" + rows.encode() + b"200000,2.5\n"
+    assert len(data) > 1024**2
+    assert stream_csv_table(io.BytesIO(data)) is None
+    parsed = parse_result_file(data, "run.csv", csv_table=lambda: stream_csv_table(io.BytesIO(data)))
+    assert parsed.samples.num_rows == 200_001
+    assert parsed.samples["duration_us"].to_pylist()[-3:] == [13.0, 14.0, 2.5]
+
+
+def test_columns_without_values_share_one_null_array_and_store_as_nulls():
+    samples = samples_table(duration_us=np.array([1.5, 2.5]), collective="all_reduce")
+    absent = [samples[name].chunk(0) for name in ("algbw_gbps", "busbw_gbps", "ideal_pct")]
+    assert [column.null_count for column in absent] == [2, 2, 2]
+    assert len({column.buffers()[1].address for column in absent}) == 1
+    sink = io.BytesIO()
+    pq.write_table(samples, sink)
+    stored = pq.read_table(io.BytesIO(sink.getvalue()))
+    assert stored.schema == SAMPLES_SCHEMA
+    assert stored.to_pylist()[1] == {
+        "iteration": 1, "collective": "all_reduce", "size_bytes": None, "duration_us": 2.5, "start_us": None,
+        "variant": "", "label": "", "algbw_gbps": None, "busbw_gbps": None, "ideal_pct": None,
+    }  # fmt: skip
