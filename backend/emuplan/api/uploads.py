@@ -169,16 +169,20 @@ async def spooled_multipart_upload(request: Request) -> AsyncIterator[SpooledUpl
             def start_reading() -> None:
                 streamed.append(reader.submit(stream_csv_table, growing))
 
+            upload = None
             try:
                 file_name, digest, fields = await _stream_parts(
                     request, options[b"boundary"], spool, growing, start_reading
                 )
-                upload = SpooledUpload(file_name, path, digest, fields, streamed[0] if streamed else None)
+                # The upload holds the only reference to the read, so that its table is freed once taken.
+                upload = SpooledUpload(file_name, path, digest, fields, streamed.pop() if streamed else None)
                 yield upload
             finally:
-                # Unless the file part is complete and its table taken, the read has no use: stop it, and
-                # let it end without holding up the event loop.
+                # A read whose table was not taken (the body failed, the file is no CSV) has no use: stop
+                # it, and let it end without holding up the event loop.
                 growing.stop()
+                if upload is not None and upload.streamed_table is not None:
+                    streamed.append(upload.streamed_table)
                 for future in streamed:
                     await asyncio.wrap_future(future)
 
