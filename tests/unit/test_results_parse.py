@@ -16,7 +16,7 @@ import pytest
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise, tabular
 from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
 from emuplan.results.headers import role_of
-from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped, stream_csv_table
+from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
 from paths import RESULTS, SHARED_NCCL
 
 
@@ -511,45 +511,40 @@ def per_iteration_csv(rows: int) -> bytes:
     return b"iteration,size,collective,time_us,label\n" + lines.encode()
 
 
-def test_a_csv_read_as_it_arrives_is_the_table_read_whole_in_one_piece_per_column():
+def test_a_csv_file_read_a_block_at_a_time_is_the_table_read_whole_in_one_piece_per_column(tmp_path):
     data = per_iteration_csv(80_000)
     assert len(data) > 2 * 1024**2
-    streamed = stream_csv_table(io.BytesIO(data))
-    whole = tabular.read_csv(data, data[:4096], "run.csv")
-    assert streamed.equals(whole)
+    path = tmp_path / "run.csv"
+    path.write_bytes(data)
+    streamed = tabular.read_csv(path, data[:4096], "run.csv")
+    assert streamed.equals(tabular.read_csv(data, data[:4096], "run.csv"))
     assert [column.num_chunks for column in streamed.columns] == [1, 1, 1, 1, 1]
-    handed_over = parse_result_file(data, "run.csv", csv_table=lambda: streamed)
-    assert handed_over.samples.equals(parse_result_file(data, "run.csv").samples)
-    assert handed_over.samples["duration_us"].to_pylist()[:8] == [10.0, 10.25, 10.5, 10.75, 11.0, 11.25, 11.5, 10.0]
+    samples = parse_result_file(path, "run.csv").samples
+    assert samples.equals(parse_result_file(data, "run.csv").samples)
+    assert samples["duration_us"].to_pylist()[:8] == [10.0, 10.25, 10.5, 10.75, 11.0, 11.25, 11.5, 10.0]
 
 
-@pytest.mark.parametrize(
-    "data",
-    [
-        gzip.compress(b"iteration,time_us\n0,1\n"),
-        b"ARROW1\x00\x00rest",
-        b'{"version": 1}',
-        b"# nThread 1 nGpus 1\n#  Rank  0 Group  0 Pid 1 on host device  0 [0x01] A100\n",
-        b"0b000101 0b000201 10000 100 1000 1000000 2000 1500\n",
-        b"   \n\n",
-        b"iteration,time_us\n0,\x00\x01\x02",
-    ],
-    ids=["gzip", "feather", "json", "nccl-tests", "ns3-fct", "blank", "binary"],
-)
-def test_content_that_is_not_plainly_a_csv_table_is_left_to_the_whole_file_parse(data):
-    assert stream_csv_table(io.BytesIO(data)) is None
-
-
-def test_a_column_type_that_changes_after_the_first_block_falls_back_to_reading_the_whole_file():
-    # Whole microseconds for 200,000 rows (the first 1 MB block says int64), then a fraction: read as a
-    # stream this fails, so the file is parsed whole, where the column is read as float64.
+def test_a_column_type_that_changes_after_the_first_block_is_read_whole(tmp_path):
+    # Whole microseconds for 200,000 rows (the first 1 MB block says int64), then a fraction: read a block
+    # at a time this fails, so the file is read whole, where the column is float64.
     rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
     data = b"iteration,time_us\n" + rows.encode() + b"200000,2.5\n"
     assert len(data) > 1024**2
-    assert stream_csv_table(io.BytesIO(data)) is None
-    parsed = parse_result_file(data, "run.csv", csv_table=lambda: stream_csv_table(io.BytesIO(data)))
+    path = tmp_path / "run.csv"
+    path.write_bytes(data)
+    with pa.OSFile(str(path)) as file, pytest.raises(pa.ArrowInvalid, match="invalid value '2.5'"):
+        tabular.stream_csv(file, data[:4096])
+    parsed = parse_result_file(path, "run.csv")
     assert parsed.samples.num_rows == 200_001
     assert parsed.samples["duration_us"].to_pylist()[-3:] == [13.0, 14.0, 2.5]
+
+
+def test_a_bad_row_past_the_first_block_is_named_by_its_line(tmp_path):
+    rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
+    path = tmp_path / "run.csv"
+    path.write_bytes(b"iteration,time_us\n" + rows.encode() + b"200000,3,4\n")
+    with pytest.raises(ResultFileError, match="^run.csv: line 200002 has 3 fields where the header has 2$"):
+        parse_result_file(path, "run.csv")
 
 
 def test_columns_without_values_share_one_null_array_and_store_as_nulls():

@@ -206,7 +206,6 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
         collective=form.collective,
         max_decompressed_bytes=settings.max_decompressed_bytes,
         content_sha256=upload.sha256,
-        csv_table=upload.take_csv_table,
     )
     session.commit()
     return store.run_public(run)

@@ -7,25 +7,20 @@ form parser: this ASGI middleware counts the bytes of every request body and sto
 
 import asyncio
 import hashlib
-import io
 import tempfile
-import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import pyarrow as pa
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from emuplan.results.parse import stream_csv_table
 
 
 def _too_large_message(limit: int) -> str:
@@ -72,76 +67,15 @@ MAX_FIELD_BYTES = 64 * 1024
 WRITES_IN_FLIGHT = 8
 
 
-class GrowingFile(io.RawIOBase):
-    """The file part read back from the spool while it is still being written: a read waits until the
-    bytes it asks for are on disk or the part is complete; once the upload stops (a bad body, a limit, the
-    reader no longer wanted) every read raises ``OSError``."""
-
-    def __init__(self, path: Path):
-        super().__init__()
-        self._file = path.open("rb", buffering=0)
-        self._written = 0
-        self._complete = False
-        self._stopped = False
-        self._changed = threading.Condition()
-
-    def grew(self, written: int) -> None:
-        with self._changed:
-            self._written = written
-            self._changed.notify_all()
-
-    def complete(self) -> None:
-        with self._changed:
-            self._complete = True
-            self._changed.notify_all()
-
-    def stop(self) -> None:
-        with self._changed:
-            self._stopped = True
-            self._changed.notify_all()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def readinto(self, buffer) -> int:
-        wanted = self._file.tell() + len(buffer)
-        with self._changed:
-            self._changed.wait_for(lambda: self._stopped or self._complete or self._written >= wanted)
-            if self._stopped:
-                raise OSError("the upload stopped before the file part was complete")
-            available = self._written
-        return self._file.readinto(memoryview(buffer)[: max(0, available - self._file.tell())])
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
-
 @dataclass
 class SpooledUpload:
-    """The multipart body as it streamed in: the file part on disk, hashed on the way, the other fields
-    as text, and the file read as a CSV table while it arrived (``results.parse.stream_csv_table``)."""
+    """The multipart body as it streamed in: the file part on disk, hashed on the way, and the other
+    fields as text."""
 
     file_name: str
     path: Path
     sha256: str
     fields: dict[str, str]
-    streamed_table: Future | None
-
-    def take_csv_table(self) -> pa.Table | None:
-        """The streamed table (waiting for the read to finish), handed over once: the caller holds the
-        only reference and frees it as soon as it has its columns."""
-        future, self.streamed_table = self.streamed_table, None
-        return future.result() if future is not None else None
 
 
 @asynccontextmanager
@@ -152,9 +86,6 @@ async def spooled_multipart_upload(request: Request) -> AsyncIterator[SpooledUpl
     Memory stays a chunk of the body whatever the upload's size (holding the body and then its file part
     in memory made a 600 MB CSV cost its size twice before parsing began); the parser reads the file from
     disk. The body size is capped while it streams in (``BodySizeLimitMiddleware``).
-
-    A third thread reads the file part back as a CSV table while it arrives, so that parsing overlaps
-    receiving; the upload hands it over (``take_csv_table``), and the thread has ended before this exits.
     """
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in options:
@@ -163,35 +94,13 @@ async def spooled_multipart_upload(request: Request) -> AsyncIterator[SpooledUpl
         )
     with tempfile.TemporaryDirectory(prefix="emuplan-upload-") as directory:
         path = Path(directory) / "upload"
-        with path.open("wb") as spool, GrowingFile(path) as growing, ThreadPoolExecutor(max_workers=1) as reader:
-            streamed: list[Future] = []
-
-            def start_reading() -> None:
-                streamed.append(reader.submit(stream_csv_table, growing))
-
-            upload = None
-            try:
-                file_name, digest, fields = await _stream_parts(
-                    request, options[b"boundary"], spool, growing, start_reading
-                )
-                # The upload holds the only reference to the read, so that its table is freed once taken.
-                upload = SpooledUpload(file_name, path, digest, fields, streamed.pop() if streamed else None)
-                yield upload
-            finally:
-                # A read whose table was not taken (the body failed, the file is no CSV) has no use: stop
-                # it, and let it end without holding up the event loop.
-                growing.stop()
-                if upload is not None and upload.streamed_table is not None:
-                    streamed.append(upload.streamed_table)
-                for future in streamed:
-                    await asyncio.wrap_future(future)
+        with path.open("wb") as spool:
+            file_name, digest, fields = await _stream_parts(request, options[b"boundary"], spool)
+        yield SpooledUpload(file_name=file_name, path=path, sha256=digest, fields=fields)
 
 
-async def _stream_parts(
-    request: Request, boundary: bytes, spool: BinaryIO, growing: GrowingFile, start_reading: Callable[[], None]
-) -> tuple[str, str, dict[str, str]]:
-    """(file name, SHA-256 of the file part, the other fields as text); the file part goes to ``spool``,
-    ``growing`` hears of every byte of it on disk, and ``start_reading`` is called as it begins."""
+async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> tuple[str, str, dict[str, str]]:
+    """(file name, SHA-256 of the file part, the other fields as text); the file part goes to ``spool``."""
     hasher = hashlib.sha256()
     headers: dict[bytes, bytes] = {}
     header: dict[str, bytearray] = {}
@@ -219,7 +128,6 @@ async def _stream_parts(
             if file_name is not None:
                 raise HTTPException(status_code=422, detail="file: the upload has more than one part named 'file'")
             file_name = disposition.get(b"filename", b"upload").decode("utf-8", errors="replace") or "upload"
-            start_reading()
         current["field"], current["text"] = field, bytearray()
 
     def on_part_data(data: bytes, start: int, end: int) -> None:
@@ -255,8 +163,6 @@ async def _stream_parts(
         for piece in pieces:
             spool.write(piece)
             hasher.update(piece)
-        spool.flush()
-        growing.grew(spool.tell())
 
     # Writing and hashing (both release the GIL) run on a second thread while the loop receives the next
     # chunks; at most WRITES_IN_FLIGHT batches wait, so memory stays a few chunks.
@@ -272,7 +178,6 @@ async def _stream_parts(
                     if len(in_flight) > WRITES_IN_FLIGHT:
                         await in_flight.popleft()
             parser.finalize()
-            in_flight.append(asyncio.wrap_future(writer.submit(growing.complete)))
         except MultipartParseError as error:
             raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
         finally:

@@ -5,7 +5,6 @@ format from the content (unless the caller names it), then hand over to that for
 """
 
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -31,8 +30,6 @@ ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 GUNZIP_CHUNK_BYTES = 1024**2
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-# What format detection looks at: the delimiter, the first lines of a log, the magic numbers.
-HEAD_BYTES = 65536
 
 
 def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, max_bytes: int) -> memoryview:
@@ -94,7 +91,6 @@ def parse_result_file(
     *,
     collective: str | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-    csv_table: Callable[[], pa.Table | None] | None = None,
 ) -> ParsedResult:
     """Read any supported result file: its bytes, or the path of a file on disk (an upload spooled there).
 
@@ -102,9 +98,7 @@ def parse_result_file(
     memory beside the table; the other formats are small and read whole. ``fmt`` forces one of
     ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``, ``size``, ``iteration``,
     ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to header names the aliases
-    do not know; ``collective`` names the op when the file does not. ``csv_table`` gives the table this
-    content was already read into as it arrived (``stream_csv_table``; None if it could not be): used
-    when the content turns out to be a CSV table, instead of reading it again.
+    do not know; ``collective`` names the op when the file does not.
     Raises ``ResultFileError`` (400) or ``ResultFileTooLarge`` (413) naming file, row and column.
     """
     if fmt is not None and fmt not in FORMATS:
@@ -119,7 +113,7 @@ def parse_result_file(
             source = gunzip_capped(source, file_name, max_decompressed_bytes)
         if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
-    head = _head(source, HEAD_BYTES)
+    head = _head(source, 65536)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = tabular.read_feather(tabular.content_of(source), file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
@@ -145,44 +139,13 @@ def parse_result_file(
     if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
         # A log with lines before the preamble (e.g. the mpirun command line).
         return nccl_tests.parse_nccl_tests_stdout(_text_of(source), file_name, collective)
-    table = csv_table() if csv_table is not None else None
-    if table is None:
-        table = tabular.read_csv(source, head, file_name)
+    table = tabular.read_csv(source, head, file_name)
     try:
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
     except pa.ArrowInvalid as error:
         if "UTF8" not in str(error):
             raise
         raise ResultFileError(_first_non_utf8(tabular.content_of(source), file_name)) from error
-
-
-def stream_csv_table(stream: BinaryIO) -> pa.Table | None:
-    """Read a file that is still arriving (an upload) into the table ``parse_result_file`` reads a CSV
-    into, so that parsing overlaps receiving; hand it over as ``csv_table``.
-
-    None when the content is not plainly a CSV table by its first bytes (gzip, Feather, binary, JSON, an
-    nccl-tests log, ns-3 fct.txt: ``parse_result_file`` has its own ways with those, and ignores a table
-    given for them) or when it does not read as a stream (``tabular.stream_csv``): then
-    ``parse_result_file`` reads the whole file itself, with its own checks and error messages."""
-    try:
-        head = stream.read(HEAD_BYTES)
-    except OSError:
-        return None
-    text_head = head.decode("utf-8", errors="replace")
-    if (
-        not text_head.strip()
-        or head.startswith((GZIP_MAGIC, ARROW_FILE_MAGIC, ARROW_STREAM_MAGIC, *UTF16_BOMS))
-        or _looks_binary(head)
-        or text_head.lstrip().startswith(("{", "#"))
-        or tabular.looks_like_ns3_fct(text_head)
-        or nccl_tests.looks_like_nccl_tests(text_head)
-    ):
-        return None
-    stream.seek(0)
-    try:
-        return tabular.stream_csv(stream, head)
-    except (pa.ArrowException, OSError):
-        return None
 
 
 def _head(source: bytes | memoryview | Path, size: int) -> bytes:

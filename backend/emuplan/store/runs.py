@@ -22,7 +22,7 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 import hashlib
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -182,25 +182,17 @@ def import_result_file(
     collective: str | None = None,
     max_decompressed_bytes: int,
     content_sha256: str | None = None,
-    csv_table: Callable[[], pa.Table | None] | None = None,
 ) -> Run:
     """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
     and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
-    digest when the caller already has it (hashed while the upload streamed in), ``csv_table`` the table
-    read from it as it streamed in (``parse_result_file``).
+    digest when the caller already has it (hashed while the upload streamed in).
 
     Hashing and parsing touch no table, so the write transaction starts only after them."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # hashlib releases the GIL: hashes while Arrow parses
         digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
         parsed = parse_result_file(
-            source,
-            file_name,
-            fmt,
-            column_map,
-            collective=collective,
-            max_decompressed_bytes=max_decompressed_bytes,
-            csv_table=csv_table,
+            source, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
         )
         digest = content_sha256 if digest is None else digest.result()
     existing = find_duplicate(session, digest)
