@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from emuplan import __version__
 from emuplan.api import account, compare, comparisons, health, measure, models, pages, plans, runs, static_files
 from emuplan.api.errors import install_error_responses
+from emuplan.api.memory import return_large_blocks_when_freed
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        return_large_blocks_when_freed()
         migrate(settings.database_url, settings.migrations_dir)
         if settings.demo:
             load_demo(app.state.database)

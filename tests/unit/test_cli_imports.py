@@ -63,3 +63,11 @@ def test_a_command_that_needs_the_store_still_loads_it(tmp_path) -> None:
     exit_code, modules = json.loads(result.stderr.strip().splitlines()[-1])
     assert exit_code == 0
     assert {"sqlalchemy", "sqlmodel", "alembic"} <= set(modules)
+
+
+def test_the_server_app_loads_no_scipy() -> None:
+    # SciPy (~65 MB resident) is for comparisons only: the server imports it at the first one, so an idle
+    # server (and an import over HTTP) goes without it.
+    script = "import sys\nfrom emuplan.main import create_app\ncreate_app()\nprint('scipy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.split() == ["False"]

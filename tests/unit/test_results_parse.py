@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
+import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise, tabular
+from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
 from emuplan.results.headers import role_of
 from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
 from paths import RESULTS, SHARED_NCCL
@@ -501,3 +503,60 @@ def test_gzip_from_an_open_file_is_read_a_chunk_at_a_time(tmp_path):
         assert bytes(gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES)) == content
     with path.open("rb") as file, pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"):
         gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES - 1)
+
+
+def per_iteration_csv(rows: int) -> bytes:
+    """A per-iteration CSV of several 1 MB blocks (the size the CSV reader reads at a time)."""
+    lines = "".join(f"{i},{8 << (i % 4)},AllReduce,{10 + (i % 7) * 0.25},run-{i % 3}\n" for i in range(rows))
+    return b"iteration,size,collective,time_us,label\n" + lines.encode()
+
+
+def test_a_csv_file_read_a_block_at_a_time_is_the_table_read_whole_in_one_piece_per_column(tmp_path):
+    data = per_iteration_csv(80_000)
+    assert len(data) > 2 * 1024**2
+    path = tmp_path / "run.csv"
+    path.write_bytes(data)
+    streamed = tabular.read_csv(path, data[:4096], "run.csv")
+    assert streamed.equals(tabular.read_csv(data, data[:4096], "run.csv"))
+    assert [column.num_chunks for column in streamed.columns] == [1, 1, 1, 1, 1]
+    samples = parse_result_file(path, "run.csv").samples
+    assert samples.equals(parse_result_file(data, "run.csv").samples)
+    assert samples["duration_us"].to_pylist()[:8] == [10.0, 10.25, 10.5, 10.75, 11.0, 11.25, 11.5, 10.0]
+
+
+def test_a_column_type_that_changes_after_the_first_block_is_read_whole(tmp_path):
+    # Whole microseconds for 200,000 rows (the first 1 MB block says int64), then a fraction: read a block
+    # at a time this fails, so the file is read whole, where the column is float64.
+    rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
+    data = b"iteration,time_us\n" + rows.encode() + b"200000,2.5\n"
+    assert len(data) > 1024**2
+    path = tmp_path / "run.csv"
+    path.write_bytes(data)
+    with pa.OSFile(str(path)) as file, pytest.raises(pa.ArrowInvalid, match="invalid value '2.5'"):
+        tabular.stream_csv(file, data[:4096])
+    parsed = parse_result_file(path, "run.csv")
+    assert parsed.samples.num_rows == 200_001
+    assert parsed.samples["duration_us"].to_pylist()[-3:] == [13.0, 14.0, 2.5]
+
+
+def test_a_bad_row_past_the_first_block_is_named_by_its_line(tmp_path):
+    rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
+    path = tmp_path / "run.csv"
+    path.write_bytes(b"iteration,time_us\n" + rows.encode() + b"200000,3,4\n")
+    with pytest.raises(ResultFileError, match="^run.csv: line 200002 has 3 fields where the header has 2$"):
+        parse_result_file(path, "run.csv")
+
+
+def test_columns_without_values_share_one_null_array_and_store_as_nulls():
+    samples = samples_table(duration_us=np.array([1.5, 2.5]), collective="all_reduce")
+    absent = [samples[name].chunk(0) for name in ("algbw_gbps", "busbw_gbps", "ideal_pct")]
+    assert [column.null_count for column in absent] == [2, 2, 2]
+    assert len({column.buffers()[1].address for column in absent}) == 1
+    sink = io.BytesIO()
+    pq.write_table(samples, sink)
+    stored = pq.read_table(io.BytesIO(sink.getvalue()))
+    assert stored.schema == SAMPLES_SCHEMA
+    assert stored.to_pylist()[1] == {
+        "iteration": 1, "collective": "all_reduce", "size_bytes": None, "duration_us": 2.5, "start_us": None,
+        "variant": "", "label": "", "algbw_gbps": None, "busbw_gbps": None, "ideal_pct": None,
+    }  # fmt: skip

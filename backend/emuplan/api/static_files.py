@@ -9,18 +9,19 @@ files are gzipped once per process and sent compressed to browsers that accept g
 
 import gzip
 import hashlib
+import importlib.util
 import mimetypes
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-import plotly
 import swagger_ui
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
-# Plotly.js from the installed plotly package: no CDN, no build step.
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# Plotly.js from the installed plotly package: no CDN, no build step. Found without importing plotly,
+# whose Python side a process serving files does not need.
+PLOTLY_JS = Path(importlib.util.find_spec("plotly").origin).parent / "package_data" / "plotly.min.js"
 # Swagger UI for /docs from the installed swagger-ui-py package, served here under the strict CSP.
 SWAGGER_UI_DIR = Path(swagger_ui.__file__).parent / "static"
 SWAGGER_UI_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
@@ -43,6 +42,9 @@ class RunSummary:
 
 
 def ks_two_sample(grid_a: dict, count_a: int, grid_b: dict, count_b: int) -> dict:
+    # SciPy costs ~65 MB and ~1 s to import; only comparisons need it, so the server and the CLI load it here.
+    from scipy import stats as scipy_stats
+
     x_a, x_b = np.asarray(grid_a["x"]), np.asarray(grid_b["x"])
     if len(x_a) == count_a and len(x_b) == count_b:
         result = scipy_stats.ks_2samp(x_a, x_b)
