@@ -15,7 +15,6 @@ from emuplan import json_input
 from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
 from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory
-from emuplan.workload.onnx_source import read_onnx_bytes
 from emuplan.workload.pytorch_source import PytorchSourceOptions, inspect_pytorch_source
 from emuplan.workload.safetensors_source import inventory_from_safetensors_header, read_safetensors_header
 
@@ -104,6 +103,9 @@ def _read_model_file(
     if not data:
         raise ModelFileError(f"{file_name}: the file is empty")
     if suffix == ".onnx":
+        # onnx costs ~0.1 s and ~7 MB to import: only ONNX uploads load it (as sources.py does for files).
+        from emuplan.workload.onnx_source import read_onnx_bytes
+
         return ModelFile(read_onnx_bytes(data, name or default_name, file_name), "onnx", data)
     if suffix == ".json":
         try:
