@@ -54,8 +54,11 @@ function runLabel(run, isBaseline) {
   ]);
 }
 
+// busbw and % of ideal belong to one data size: over all sizes together they have no meaning.
+const PER_SIZE_ONLY = ["busbw_gbps", "pct_of_ideal"];
+
 function renderStats(doc) {
-  const columns = metrics(doc);
+  const columns = metrics(doc).filter(([key]) => !PER_SIZE_ONLY.includes(key));
   const headers = [{ text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
   const rows = doc.runs.map((run) => {
     const isBaseline = run.run_id === doc.baseline_run_id;

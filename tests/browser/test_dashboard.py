@@ -307,6 +307,10 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
         assert trace_count(page, f"#delay-{run_id}") >= 1
     expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
     expect(page.locator("#compare-stats tr.baseline")).to_contain_text("data run")
+    # Over all sizes together only times and counts: busbw and % of ideal are per data size.
+    expect(page.locator("#compare-stats thead th")).to_have_text(
+        ["Run", "Count", "p50 (ms)", "p90 (ms)", "p99 (ms)", "p99.9 (ms)", "Max (ms)", "Mean (ms)", "p99/p50"]
+    )
     expect(page.locator("#compare-tests tbody tr")).to_have_count(3)
     # The hostile name is text in the legend, the panel titles, the tables; never an element.
     expect(page.locator("#cdf-chart .legendtext").nth(1)).to_have_text(f"#{ids['tensor']} {XSS_NAME}")
