@@ -119,12 +119,13 @@ def test_comparison_figures_and_escaping(big_summary):
     ]
     assert "<script>" not in json.dumps(panels)
     assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
-    # Two columns leave 42 characters a title; a longer one is cut (never inside an HTML entity), whole on hover.
+    # Two columns leave 24 characters a title; a longer one is cut (never inside an HTML entity), whole on hover.
     titles = panels["layout"]["annotations"]
-    assert [a["text"] for a in titles] == ["#1 &lt;script&gt;alert(1)&lt;/script&gt;", "#2 small"]
+    assert [a["text"] for a in titles] == ["#1 &lt;script&gt;alert(1)&lt;/sc…", "#2 small"]
     long_name = "#3 Demo pipeline parallel (generated, 4 GPUs, 100 Gbit/s)"
     three = comparison_small_multiples([*runs, (long_name, small)])["layout"]["annotations"]
-    assert three[2]["text"] == "#3 Demo pipeline parallel (…"  # 28 characters a title in three columns
+    assert three[2]["text"] == "#3 Demo pipelin…"  # 16 characters a title in three columns (a phone's)
+    assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 4]
     assert three[2]["hovertext"] == long_name
     # Small panels thin the body of a curve but keep its tail from p99 on, point for point.
     group, grid = big_summary["groups"][0], big_summary["ecdf"][0]

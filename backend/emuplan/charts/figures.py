@@ -95,14 +95,23 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
     return {"data": traces, "layout": {**base, **layout}}
 
 
-# Characters a panel title may take per column before it runs into its neighbour's (at ~1200 px wide).
-PANEL_TITLE_CHARS = 84
+# Characters a panel title may take per column before it runs into its neighbour's on a phone (390 px:
+# three panels of ~95 px, at the titles' 11 px font).
+PANEL_TITLE_CHARS = 48
+PANEL_TITLE_FONT = {"size": 11}
+# Characters of a legend entry that fit a phone's width beside its symbol: Plotly neither wraps nor cuts
+# an entry, so a longer run name ran off the chart's right edge.
+LEGEND_NAME_CHARS = 44
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (before escaping, so never inside an entity)."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _panel_title(text: str, columns: int) -> str:
     """The title shortened to its panel's width; the whole text stays in the hover."""
-    limit = PANEL_TITLE_CHARS // columns
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return _shortened(text, PANEL_TITLE_CHARS // columns)
 
 
 def _panels(
@@ -114,6 +123,8 @@ def _panels(
     width = (1 - PANEL_GAP * (columns - 1)) / columns
     height = (1 - 2 * PANEL_GAP * (rows - 1)) / rows
     layout, annotations, suffixes = {}, [], []
+    # A few ticks a panel: three panels side by side on a phone are ~95 px wide each.
+    x_ticks = {"nticks": 4} if columns > 1 else {}
     for index, text in enumerate(titles):
         row, column = divmod(index, columns)
         suffix = "" if index == 0 else str(index + 1)
@@ -123,11 +134,12 @@ def _panels(
         # One x title, under the bottom row's first panel: side by side, narrow panels' titles run together.
         bottom_left = row == rows - 1 and column == 0
         layout[f"xaxis{suffix}"] = _axis(x_title if bottom_left else None, type="log" if log_x else "linear",
-                                         domain=[left, left + width], anchor=f"y{suffix}", **x_shared)  # fmt: skip
+                                         domain=[left, left + width], anchor=f"y{suffix}", **x_ticks,
+                                         **x_shared)  # fmt: skip
         layout[f"yaxis{suffix}"] = _axis(y_title if column == 0 else None, domain=[max(0.0, top - height), top],
                                          anchor=f"x{suffix}", **y_shared)  # fmt: skip
         annotations.append({"text": escape(_panel_title(text, columns)), "hovertext": escape(text),
-                            "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper",
+                            "font": PANEL_TITLE_FONT, "x": left + width / 2, "y": top, "xref": "paper", "yref": "paper",
                             "xanchor": "center", "yanchor": "bottom", "showarrow": False})  # fmt: skip
         suffixes.append(suffix)
     layout["annotations"] = annotations
@@ -394,7 +406,7 @@ def comparison_sweep_figure(runs: list[tuple[str, dict]]) -> dict:
             groups.sort(key=lambda g: g["size_bytes"])
             x = [g["size_bytes"] for g in groups]
             sizes += x
-            label = " ".join(part for part in (name, collective, variant) if part)
+            label = " ".join(part for part in (_shortened(name, LEGEND_NAME_CHARS // 2), collective, variant) if part)
             dash = "dashdot" if variant == "in-place" else "solid"
             traces.append(_scatter(x=x, y=[file_or_ours(g, "busbw_gbps") for g in groups], mode="lines+markers",
                                      name=escape(label), legendgroup=f"run-{index}",
@@ -437,7 +449,8 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
     for index, (name, summary) in enumerate(runs):
         x, p = _thinned_body(summary["overall_ecdf"], OVERLAY_POINTS)
         color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
-        traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, color=color))
+        legend_name = _shortened(name, LEGEND_NAME_CHARS)
+        traces.append(_curve(x, p, legend_name, x_scale=scale, legendgroup=legendgroup, color=color))
         traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
     figure = _figure(
         traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
