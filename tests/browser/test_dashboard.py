@@ -314,9 +314,9 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     expect(page.locator("#compare-tests tbody tr")).to_have_count(3)
     # The hostile name is text in the legend, the panel titles, the tables; never an element.
     expect(page.locator("#cdf-chart .legendtext").nth(1)).to_have_text(f"#{ids['tensor']} {XSS_NAME}")
-    # Three panels a row: the title is cut to its panel's width (28 characters), shown as text, not markup.
+    # Three panels a row: the title is cut to a phone's panel width (16 characters), shown as text, not markup.
     expect(page.locator("#cdf-multiples .annotation-text").nth(1)).to_have_text(
-        f"#{ids['tensor']} {XSS_NAME}"[:27].rstrip() + "…"
+        f"#{ids['tensor']} {XSS_NAME}"[:15].rstrip() + "…"
     )
     expect(page.locator("#compare-stats tbody tr").nth(1)).to_contain_text(XSS_NAME)
     # A title longer than a line breaks at words; each line is text, not markup.
