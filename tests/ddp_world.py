@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -47,9 +46,16 @@ def _rank(rank: int, world_size: int, port: int, build: Callable, make_input: Ca
         ddp = DistributedDataParallel(build())
         buckets: list[int] = []
 
-        def record(state, bucket):
-            buckets.append(bucket.buffer().numel() * bucket.buffer().element_size())
-            return allreduce_hook(state, bucket)
+        def record(_state, bucket):
+            # allreduce_hook's work, done synchronously: its Python .then() callback is disposed on gloo's
+            # worker thread, which then needs the GIL while the main thread, holding it, joins that thread
+            # in the process group's destructor at exit: a deadlock that hung a test run once in many.
+            buffer = bucket.buffer()
+            buckets.append(buffer.numel() * buffer.element_size())
+            dist.all_reduce(buffer.div_(world_size))
+            future = torch.futures.Future()
+            future.set_result(buffer)
+            return future
 
         ddp.register_comm_hook(None, record)
         for _ in range(STEPS):
