@@ -533,7 +533,7 @@ def test_a_column_type_that_changes_after_the_first_block_is_read_whole(tmp_path
     path = tmp_path / "run.csv"
     path.write_bytes(data)
     with pa.OSFile(str(path)) as file, pytest.raises(pa.ArrowInvalid, match="invalid value '2.5'"):
-        tabular.stream_csv(file, data[:4096])
+        tabular.stream_csv(file, ",")
     parsed = parse_result_file(path, "run.csv")
     assert parsed.samples.num_rows == 200_001
     assert parsed.samples["duration_us"].to_pylist()[-3:] == [13.0, 14.0, 2.5]

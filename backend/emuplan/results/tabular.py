@@ -92,7 +92,7 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
             # a time: the file's bytes are never all in memory, nor are more than a few blocks beside the table.
             try:
                 with pa.OSFile(str(source)) as file:
-                    return stream_csv(file, head)
+                    return stream_csv(file, delimiter)
             except pa.ArrowInvalid:
                 pass  # a type that changes further down, a bad row: read whole, which widens types and names the row
             with pa.OSFile(str(source)) as file:
@@ -107,15 +107,15 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
 
 
-def stream_csv(file: pa.NativeFile, head: bytes) -> pa.Table:
-    """The table ``pacsv.read_csv`` gives, read one block at a time (``head``: the file's first bytes).
+def stream_csv(file: pa.NativeFile, delimiter: str) -> pa.Table:
+    """The table ``pacsv.read_csv`` gives, read one block at a time (``delimiter``: ``read_csv``'s sniff).
     Only the blocks being converted are held beside the table: about half ``pacsv.read_csv``'s peak
     memory (2M rows: pyarrow's memory pool peaks at 96 MB against 227 MB).
 
     Column types come from the first block: a later block that does not fit them (an integer column with
     a fraction further down, a malformed row) raises ``pa.ArrowInvalid``, and ``pacsv.read_csv`` — which
     widens types block by block and names the bad row — has to read the file instead."""
-    parse_options = pacsv.ParseOptions(delimiter=sniff_delimiter(head))
+    parse_options = pacsv.ParseOptions(delimiter=delimiter)
     with pacsv.open_csv(file, parse_options=parse_options, convert_options=CONVERT_OPTIONS) as reader:
         schema = reader.schema
         chunks: list[list[pa.Array]] = [[] for _ in schema]
