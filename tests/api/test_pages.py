@@ -1,11 +1,16 @@
 """The HTML pages as a client without JavaScript sees them: escaping, filters, links, security headers."""
 
+from datetime import UTC, datetime
+
 import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.results import parse_result_file
+from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
+from emuplan.store.models import Comparison, Run
 from paths import SHARED_NCCL
+from sql_capture import sent_queries
 
 pytestmark = pytest.mark.both_databases
 
@@ -108,3 +113,30 @@ def test_counts_agree_in_number_on_the_run_page(client: TestClient) -> None:
     assert response.status_code == 201, response.text
     page = client.get(f"/runs/{response.json()['id']}").text
     assert " · 12 ranks on 1 host</p>" in page
+
+
+def test_runs_page_plan_selects_read_only_each_plans_id_and_name(client: TestClient, database) -> None:
+    plan = {"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 4}
+    first = client.post("/api/plans", json={**plan, "name": "first <plan>"}).json()["id"]
+    second = client.post("/api/plans", json={**plan, "name": "second plan"}).json()["id"]
+    with database.read_session() as session:
+        assert plan_store.plan_names(session, 1000) == [(second, "second plan"), (first, "first <plan>")]
+    ((statement, _),) = sent_queries(database, lambda session: plan_store.plan_names(session, 1000))
+    assert statement.split("FROM")[0].replace('"', "") == "SELECT plan.id, plan.name \n"  # "plan" quoted or not
+    page = client.get(f"/runs?plan={first}").text
+    # The upload form's select and the filter's, the filtered plan chosen.
+    assert f'<option value="{second}">#{second} second plan</option>' in page
+    assert f'<option value="{first}">#{first} first &lt;plan&gt;</option>' in page
+    assert f'<option value="{first}" selected>#{first} first &lt;plan&gt;</option>' in page
+    assert f'<option value="{second}" >#{second} second plan</option>' in page
+
+
+def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> None:
+    with database.writing() as session:
+        run = run_store.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,1\n", "r.csv"), name="r")
+        session.get(Run, run.id).created_at = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
+        session.add(Comparison(name="c", run_ids=[run.id], created_at=datetime(2026, 11, 22, 8, 30, tzinfo=UTC)))
+    runs_page = client.get("/runs").text
+    assert "<th>Imported (UTC)</th>" in runs_page and "<td>2026-11-21 10:05</td>" in runs_page
+    home = client.get("/").text
+    assert "<th>Saved (UTC)</th>" in home and "<td>2026-11-22 08:30</td>" in home

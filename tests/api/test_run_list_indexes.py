@@ -4,41 +4,14 @@ every run row: the queries ``list_runs`` and ``count_runs`` send are the ones th
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from sqlalchemy import event
 
 from emuplan.store import runs
 from emuplan.store.db import Database, alembic_config
+from sql_capture import query_plan, sent_queries
 
 pytestmark = pytest.mark.both_databases
 
 LIST_INDEXES = {"ix_run_plan_id", "ix_run_strategy_folded"}
-
-
-def sent_queries(database: Database, read) -> list[tuple[str, object]]:
-    """The SELECT statements (with their parameters) that ``read(session)`` sends."""
-    sent = []
-
-    def record(_connection, _cursor, statement, parameters, _context, _executemany):
-        if statement.startswith("SELECT"):
-            sent.append((statement, parameters))
-
-    event.listen(database.engine, "before_cursor_execute", record)
-    try:
-        with database.read_session() as session:
-            read(session)
-    finally:
-        event.remove(database.engine, "before_cursor_execute", record)
-    return sent
-
-
-def query_plan(database: Database, statement: str, parameters) -> str:
-    with database.engine.connect() as connection:
-        if database.engine.dialect.name == "sqlite":
-            rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
-            return "\n".join(row[-1] for row in rows)
-        # A handful of rows is read faster sequentially: forbid that, to see whether an index serves the query.
-        connection.exec_driver_sql("SET enable_seqscan = off")
-        return "\n".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {statement}", parameters).all())
 
 
 @pytest.mark.parametrize(

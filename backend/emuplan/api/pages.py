@@ -205,7 +205,7 @@ def runs_page(
             "newer": f"/runs?{urlencode({**query, 'page': page_number - 1})}" if page_number > 1 else None,
             "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if page_number < pages else None,
         },
-        plans=plan_store.list_plans(session, 1000),
+        plans=plan_store.plan_names(session, 1000),
         strategies=[strategy.value for strategy in Strategy],
         filters={"strategy": strategy, "plan": plan_id, "tag": tag},
     )

@@ -2,7 +2,9 @@
 read back only through ``PlanDocument`` (``plan_document``). Planning itself is ``emuplan.planning``.
 """
 
-from sqlmodel import Session
+from typing import NamedTuple
+
+from sqlmodel import Session, col, select
 
 from emuplan.store.models import Plan
 from emuplan.store.rows import NotFound, get_row, newest_first
@@ -40,6 +42,17 @@ def save_document(
 
 def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:
     return newest_first(session, Plan, limit, offset)
+
+
+class PlanName(NamedTuple):
+    id: int
+    name: str
+
+
+def plan_names(session: Session, limit: int) -> list[PlanName]:
+    """The newest plans' ids and names, for the selects that pick a plan: no request or document read."""
+    statement = select(Plan.id, Plan.name).order_by(col(Plan.id).desc()).limit(limit)
+    return [PlanName(*row) for row in session.exec(statement)]
 
 
 def get_plan(session: Session, plan_id: int) -> Plan:
