@@ -11,7 +11,10 @@ RUN_0001_COLUMNS = (
     "id", "name", "tags", "source_format", "origin", "origin_detail", "sample_count", "warnings", "summary",
     "created_at",
 )  # fmt: skip
-RUN = sa.table("run", *(sa.column(name, Run.__table__.c[name].type) for name in RUN_0001_COLUMNS))
+# ``summary`` left the run row in 0009 (run_summary): JSON, as it was.
+RUN = sa.table(
+    "run", *(sa.column(name, sa.JSON if name == "summary" else Run.__table__.c[name].type) for name in RUN_0001_COLUMNS)
+)
 
 
 def old_run(name: str, **values) -> dict:

@@ -33,13 +33,14 @@ def test_curves_move_to_run_curves_and_figures_still_draw_them(empty_database_ur
         connection.execute(
             RUN.insert().values(**old_run("old run", id=3, source_format="per-flow", sample_count=50, summary=whole))
         )
-    migrate(url)
+    command.upgrade(alembic_config(url), "0008")  # the last revision with run.summary (0009 moves it)
     with engine.begin() as connection:
         listed = connection.execute(sa.select(RUN.c.summary).where(RUN.c.id == 3)).scalar_one()
         assert connection.execute(sa.select(RUN_CURVES.c.run_id)).all() == [(3,)]
         curves = connection.execute(sa.select(RUN_CURVES.c.summary).where(RUN_CURVES.c.run_id == 3)).scalar_one()
     assert listed == strip_curves(whole)
     assert curves == whole
+    migrate(url)
     with TestClient(create_app(Settings(database_url=url, demo=False))) as client:
         figure = client.get("/api/runs/3/figures/cdf").json()
         assert figure == json.loads(json.dumps(charts.cdf_figure(whole, title="old run: completion-time CDF")))

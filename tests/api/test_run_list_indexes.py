@@ -1,5 +1,6 @@
-"""The run lists' strategy and plan filters are answered from indexes (migration 0008), not by reading
-every run row: the queries ``list_runs`` and ``count_runs`` send are the ones the database plans with them."""
+"""The run lists' strategy, plan and tag filters are answered from indexes (migrations 0008 and 0009), not
+by reading every run row, and a page far from the newest walks the runs in id order without sorting them:
+the queries ``list_runs`` and ``count_runs`` send are the ones the database plans so."""
 
 import pytest
 import sqlalchemy as sa
@@ -16,7 +17,12 @@ LIST_INDEXES = {"ix_run_plan_id", "ix_run_strategy_folded"}
 
 @pytest.mark.parametrize(
     ("filters", "index"),
-    [({"strategy": "Data"}, "ix_run_strategy_folded"), ({"plan_id": 3}, "ix_run_plan_id")],
+    [
+        ({"strategy": "Data"}, "ix_run_strategy_folded"),
+        ({"plan_id": 3}, "ix_run_plan_id"),
+        ({"tag": "Fabric-A"}, "ix_run_tag_folded"),
+        ({"tag": "Fabric-A", "strategy": "data"}, "ix_run_tag_folded"),
+    ],
 )
 def test_a_filtered_page_and_its_count_are_found_through_an_index(database: Database, filters, index) -> None:
     def read(session):
@@ -24,9 +30,29 @@ def test_a_filtered_page_and_its_count_are_found_through_an_index(database: Data
         assert runs.count_runs(session, **filters) == 0
 
     listed, counted = sent_queries(database, read)
-    assert "ORDER BY run.id DESC" in listed[0] and "count(*)" in counted[0]
+    assert "ORDER BY run" in listed[0] and "count(*)" in counted[0]
     for statement, parameters in (listed, counted):
         assert index in query_plan(database, statement, parameters), statement
+    if "tag" in filters:
+        # (folded_tag, run_id) hands a tag's runs over in id order: nothing is sorted.
+        assert not {"TEMP", "Sort"} & set(query_plan(database, *listed, forbid_sort=True).split()), listed
+
+
+def test_a_tag_alone_is_counted_in_its_index_without_reading_runs(database: Database) -> None:
+    (counted,) = sent_queries(database, lambda session: runs.count_runs(session, tag="Fabric-A"))
+    assert "FROM run_tag" in counted[0] and "run." not in counted[0]
+    assert "ix_run_tag_folded" in query_plan(database, *counted)
+
+
+def test_a_deep_page_walks_the_runs_in_id_order_without_sorting(database: Database) -> None:
+    def read(session):
+        assert runs.list_runs(session, limit=runs.RUNS_PER_PAGE, offset=199 * runs.RUNS_PER_PAGE) == []
+
+    (listed,) = sent_queries(database, read)
+    plan = query_plan(database, *listed, forbid_sort=True)
+    walk = "SCAN run" if database.engine.dialect.name == "sqlite" else "Index Scan Backward using run_pkey on run"
+    assert walk in plan, plan
+    assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 
 def test_migration_0008_adds_the_list_indexes_and_takes_them_back(database_url: str) -> None:

@@ -2,17 +2,31 @@
 
 Large per-sample data is not stored one row per sample: a run's samples (and flows, for per-flow
 uploads) are one Parquet blob each in ``run_table``, with the run's statistics cached in
-``run.summary`` so that lists and pages never re-read the blob. The ECDF grids and delay series that
-figures draw (~300 KB of JSON per run) sit apart in ``run_curves``, so that lists read a few hundred
-bytes per run.
+``run_summary`` so that pages never re-read the blob. The ECDF grids and delay series that figures
+draw (~300 KB of JSON per run) sit apart in ``run_curves``. The ``run`` row itself stays narrow (a few
+hundred bytes: what lists show, the overall median and p99 as columns): a list pages through many
+runs per database page instead of one (migration 0009).
 """
 
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Dialect, ForeignKey, Index, Integer, LargeBinary, func, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    func,
+    text,
+)
 from sqlalchemy.types import TypeDecorator
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, Relationship, SQLModel
 
 
 def utc_now() -> datetime:
@@ -130,8 +144,41 @@ class Run(SQLModel, table=True):
     ranks: int | None = Field(default=None, sa_type=BigInteger)
     hosts: int | None = Field(default=None, sa_type=BigInteger)
     warnings: list = _json(list)
-    summary: dict = _json(dict)  # cached statistics per group, computed once at import; curves in RunCurves
+    # The overall median and p99 (µs) of the cached statistics: the figures lists show, read with the row.
+    p50_us: float | None = None
+    p99_us: float | None = None
     created_at: datetime = _created_at()
+    cached_summary: "CachedSummary" = Relationship(
+        sa_relationship_kwargs={"uselist": False, "lazy": "joined", "cascade": "all, delete-orphan"}
+    )
+
+    @property
+    def summary(self) -> dict:
+        """The cached statistics per group, computed once at import (curves in ``RunCurves``)."""
+        return self.cached_summary.summary
+
+
+class CachedSummary(SQLModel, table=True):
+    """A run's statistics (``results.stats.summarise`` without the curves, ~8 KB of JSON): beside the
+    run row, so that lists, which never read them, page through narrow rows."""
+
+    __tablename__ = "run_summary"
+
+    run_id: int | None = Field(
+        default=None, sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    )
+    summary: dict = _json(dict)
+
+
+class RunTag(SQLModel, table=True):
+    """One tag of a run, case-folded: what the lists' tag filter looks up through ``ix_run_tag_folded``
+    (``run.tags`` keeps the tags as given, for display)."""
+
+    __tablename__ = "run_tag"
+    __table_args__ = (Index("ix_run_tag_folded", "folded_tag", "run_id"),)
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    folded_tag: str = Field(sa_column=Column(String, primary_key=True))
 
 
 class RunCurves(SQLModel, table=True):

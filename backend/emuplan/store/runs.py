@@ -1,10 +1,11 @@
 """Runs: store a parsed result, list, read, delete, and load its samples back.
 
-Storing (``save_run``) writes the ``run`` row, its ``run_table`` Parquet blobs (``samples``; ``flows`` for
-per-flow uploads; ``rank_times`` when the file times every rank), the cached ``run.summary`` (statistics
-from ``results.stats.summarise``; of the per-rank figures only the slowest rank and host) and
-its ``run_curves`` row (the whole summary: ECDF grids and delay series too) in the caller's session —
-one transaction: the caller commits once.
+Storing (``save_run``) writes the ``run`` row (with the overall median and p99 the lists show), its
+``run_table`` Parquet blobs (``samples``; ``flows`` for per-flow uploads; ``rank_times`` when the file
+times every rank), its ``run_summary`` row (``run.summary``: statistics from ``results.stats.summarise``;
+of the per-rank figures only the slowest rank and host), its ``run_curves`` row (the whole summary: ECDF
+grids and delay series too) and its case-folded tags in ``run_tag`` in the caller's session — one
+transaction: the caller commits once.
 
 Entry points for other code:
 
@@ -21,7 +22,6 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 
 import hashlib
 import io
-import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import String, cast, delete, func
+from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -41,7 +41,7 @@ from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
 from emuplan.settings import Settings
-from emuplan.store.models import Plan, Run, RunCurves, RunTable
+from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
 from emuplan.workload.document import PlanDocument, Strategy
@@ -140,11 +140,12 @@ def save_run(
     out_of_range = non_finite_figure(summary)
     if out_of_range is not None:
         raise ResultFileError(f"{file_name or name}: the figure {out_of_range} comes out infinite or not a number")
+    tags = sorted({t.strip() for t in tags if t.strip()})
     run = Run(
         name=name.strip(),
         plan_id=plan_id,
         strategy=strategy,
-        tags=sorted({t.strip() for t in tags if t.strip()}),
+        tags=tags,
         source_format=parsed.source_format,
         origin=origin,
         origin_detail=origin_detail,
@@ -154,11 +155,14 @@ def save_run(
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
-        summary=strip_curves(summary),
+        p50_us=summary["overall"]["p50_us"],
+        p99_us=summary["overall"]["p99_us"],
+        cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
     session.add(run)
     session.flush()
     session.add(RunCurves(run_id=run.id, summary=summary))
+    session.add_all(RunTag(run_id=run.id, folded_tag=folded) for folded in {tag.casefold() for tag in tags})
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
     session.flush()
@@ -226,10 +230,7 @@ def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None)
     if plan_id is not None:
         query = query.where(Run.plan_id == plan_id)
     if tag:
-        # Tags are a JSON list of strings; its text holds the tag JSON-quoted (portable across SQLite and
-        # PostgreSQL, unlike their JSON operators). SQL's lower() folds ASCII letters only.
-        tags_text = func.lower(cast(Run.tags, String))
-        query = query.where(tags_text.contains(json.dumps(tag.casefold()), autoescape=True))
+        query = query.join(RunTag, col(RunTag.run_id) == Run.id).where(RunTag.folded_tag == tag.casefold())
     return query
 
 
@@ -260,15 +261,7 @@ class ListedRun:
         }
 
 
-OVERALL_FIGURES = ("p50_us", "p99_us")
-# The figures are read by the database (SQLite's ``json_extract``, PostgreSQL's ``#>>``), so a list
-# decodes no statistics JSON in Python.
-LIST_COLUMNS = tuple(
-    col(Run.summary)[("overall", field.name)].as_float().label(field.name)
-    if field.name in OVERALL_FIGURES
-    else getattr(Run, field.name)
-    for field in fields(ListedRun)
-)
+LIST_COLUMNS = tuple(getattr(Run, field.name) for field in fields(ListedRun))
 
 
 def list_runs(
@@ -282,12 +275,17 @@ def list_runs(
 ) -> list[ListedRun]:
     """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
     query = _filtered(select(*LIST_COLUMNS), strategy, plan_id, tag)
-    return [ListedRun(*row) for row in session.exec(query.order_by(col(Run.id).desc()).offset(offset).limit(limit))]
+    # With a tag, the tag's index entries are walked in id order (the same ids: they are joined on it).
+    newest_first = col(RunTag.run_id if tag else Run.id).desc()
+    return [ListedRun(*row) for row in session.exec(query.order_by(newest_first).offset(offset).limit(limit))]
 
 
 def count_runs(
     session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
 ) -> int:
+    if tag and not strategy and plan_id is None:
+        # Counted in the tag's index alone: joined to ``run``, each match would also look up its run row.
+        return session.exec(select(func.count()).where(RunTag.folded_tag == tag.casefold())).one()
     return session.exec(_filtered(select(func.count()).select_from(Run), strategy, plan_id, tag)).one()
 
 
@@ -296,6 +294,7 @@ def delete_run(session: Session, run_id: int) -> None:
     # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
     session.exec(delete(RunTable).where(RunTable.run_id == run_id))
     session.exec(delete(RunCurves).where(RunCurves.run_id == run_id))
+    session.exec(delete(RunTag).where(RunTag.run_id == run_id))
     session.delete(run)
     session.flush()
 
