@@ -6,11 +6,12 @@ past the decompressed-size cap) naming file, row and column; bad form fields →
 already imported → 409 with ``existing_run_id``.
 """
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
@@ -83,27 +84,30 @@ class RunSummaryDocument(BaseModel):
     groups: list[dict[str, Any]]
 
 
-class RunHeader(BaseModel):
-    """What both documents of a run hold: the list's item and the whole run."""
-
-    id: int
-    name: str
-    plan_id: int | None
-    strategy: str | None
-    tags: list[str]
-    source_format: str
-    origin: Literal["imported", "measured", "generated"]
-    origin_detail: str
-    sample_count: int
-    created_at: str = Field(description="ISO 8601 with its UTC offset.")
+def _api_fields(listed: list[dataclasses.Field]) -> dict[str, Any]:
+    """Pydantic fields for ``store.ListedRun``'s: the same names, types and descriptions; the time as the
+    ISO 8601 text ``ListedRun.document`` gives."""
+    return {
+        each.name: (str, Field(description="ISO 8601 with its UTC offset."))
+        if each.name == "created_at"
+        else (each.type, Field(description=each.metadata.get("description")))
+        for each in listed
+    }
 
 
-class RunListItem(RunHeader):
-    """A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
-    file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99."""
-
-    p50_us: float | None = Field(description="Median completion time over all samples, µs (lower is better).")
-    p99_us: float | None = Field(description="99th-percentile completion time over all samples, µs (lower is better).")
+_LISTED = dataclasses.fields(store.ListedRun)
+RunHeader = create_model(
+    "RunHeader",
+    __doc__="What both documents of a run hold: the list's item and the whole run.",
+    **_api_fields([each for each in _LISTED if each.name not in store.OVERALL_FIGURES]),
+)
+RunListItem = create_model(
+    "RunListItem",
+    __base__=RunHeader,
+    __doc__="""A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
+    file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99.""",
+    **_api_fields([each for each in _LISTED if each.name in store.OVERALL_FIGURES]),
+)
 
 
 class RunPublic(RunHeader):

@@ -24,9 +24,10 @@ import hashlib
 import io
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
+from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,7 +47,8 @@ from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
 from emuplan.workload.document import PlanDocument, Strategy
 
-ORIGINS = ("imported", "measured", "generated")
+Origin = Literal["imported", "measured", "generated"]
+ORIGINS = get_args(Origin)
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
@@ -234,6 +236,11 @@ def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None)
     return query
 
 
+def _described(description: str):
+    """A field of ``ListedRun`` with what the API documents of it (``api.runs`` builds its models from these)."""
+    return field(metadata={"description": description})
+
+
 @dataclass(frozen=True, slots=True)
 class ListedRun:
     """What a list shows of a run: its own small columns and its overall median and p99, never its
@@ -246,22 +253,24 @@ class ListedRun:
     strategy: str | None
     tags: list[str]
     source_format: str
-    origin: str
+    origin: Origin
     origin_detail: str
     sample_count: int
     created_at: datetime
-    p50_us: float | None
-    p99_us: float | None
+    p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
+    p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
 
     def document(self) -> dict:
         """As ``GET /api/runs`` and ``emuplan runs --json`` list it."""
         return {
-            **{field.name: getattr(self, field.name) for field in fields(self)},
+            **{listed.name: getattr(self, listed.name) for listed in fields(self)},
             "created_at": self.created_at.isoformat(),
         }
 
 
-LIST_COLUMNS = tuple(getattr(Run, field.name) for field in fields(ListedRun))
+# What the list adds to the fields every document of a run holds.
+OVERALL_FIGURES = ("p50_us", "p99_us")
+LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
 
 
 def list_runs(
