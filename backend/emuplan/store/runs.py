@@ -273,6 +273,15 @@ OVERALL_FIGURES = ("p50_us", "p99_us")
 LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
 
 
+def _matching_ids(strategy: str | None, plan_id: int | None, tag: str | None):
+    """The ids of the runs the filters match (a query) and the column that orders them newest first."""
+    if tag and not strategy and plan_id is None:
+        # A tag alone is answered by its index: joined to ``run``, each match would also look up its run row.
+        return select(RunTag.run_id).where(RunTag.folded_tag == tag.casefold()), col(RunTag.run_id)
+    # With a tag, its index entries are walked in id order (the same ids: they are joined on it).
+    return _filtered(select(Run.id), strategy, plan_id, tag), col(RunTag.run_id if tag else Run.id)
+
+
 def list_runs(
     session: Session,
     *,
@@ -283,19 +292,18 @@ def list_runs(
     offset: int = 0,
 ) -> list[ListedRun]:
     """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
-    query = _filtered(select(*LIST_COLUMNS), strategy, plan_id, tag)
-    # With a tag, the tag's index entries are walked in id order (the same ids: they are joined on it).
-    newest_first = col(RunTag.run_id if tag else Run.id).desc()
-    return [ListedRun(*row) for row in session.exec(query.order_by(newest_first).offset(offset).limit(limit))]
+    ids, newest_first = _matching_ids(strategy, plan_id, tag)
+    # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
+    page = ids.order_by(newest_first.desc()).offset(offset).limit(limit)
+    query = select(*LIST_COLUMNS).where(col(Run.id).in_(page)).order_by(col(Run.id).desc())
+    return [ListedRun(*row) for row in session.exec(query)]
 
 
 def count_runs(
     session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
 ) -> int:
-    if tag and not strategy and plan_id is None:
-        # Counted in the tag's index alone: joined to ``run``, each match would also look up its run row.
-        return session.exec(select(func.count()).where(RunTag.folded_tag == tag.casefold())).one()
-    return session.exec(_filtered(select(func.count()).select_from(Run), strategy, plan_id, tag)).one()
+    ids, _ = _matching_ids(strategy, plan_id, tag)
+    return session.exec(select(func.count()).select_from(ids.subquery())).one()
 
 
 def delete_run(session: Session, run_id: int) -> None:
