@@ -292,9 +292,9 @@ def list_runs(
     offset: int = 0,
 ) -> list[ListedRun]:
     """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
-    ids, newest_first = _matching_ids(strategy, plan_id, tag)
+    ids, id_column = _matching_ids(strategy, plan_id, tag)
     # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
-    page = ids.order_by(newest_first.desc()).offset(offset).limit(limit)
+    page = ids.order_by(id_column.desc()).offset(offset).limit(limit)
     query = select(*LIST_COLUMNS).where(col(Run.id).in_(page)).order_by(col(Run.id).desc())
     return [ListedRun(*row) for row in session.exec(query)]
 
