@@ -16,7 +16,10 @@ Parsing is pyarrow's (multi-threaded C++) and every check is a numpy operation o
 only when a check fails is the first offending row looked up, to name it in the message.
 """
 
+import io
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -91,10 +94,11 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
             # Opened as it is (no compression guessed from the name: gzip was undone before), read a block at
             # a time: the file's bytes are never all in memory, nor are more than a few blocks beside the table.
             try:
-                with pa.OSFile(str(source)) as file:
-                    return stream_csv(file, delimiter)
-            except pa.ArrowInvalid:
-                pass  # a type that changes further down, a bad row: read whole, which widens types and names the row
+                return stream_csv(source, delimiter)
+            except (pa.ArrowInvalid, pa.ArrowIndexError):
+                # A type that changes further down, a bad row, a text column past the dictionary's cardinality
+                # (IndexError): read whole, which widens types, falls back to plain text and names the row.
+                pass
             with pa.OSFile(str(source)) as file:
                 return pacsv.read_csv(file, **options)
         return pacsv.read_csv(pa.py_buffer(source), **options)
@@ -107,21 +111,54 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
 
 
-def stream_csv(file: pa.NativeFile, delimiter: str) -> pa.Table:
+# A part per core, but none smaller than this: a small file is read in one piece.
+MIN_PART_BYTES = 16 * 1024**2
+
+
+def stream_csv(path: Path, delimiter: str, parts: int | None = None) -> pa.Table:
     """The table ``pacsv.read_csv`` gives, read one block at a time (``delimiter``: ``read_csv``'s sniff).
     Only the blocks being converted are held beside the table: about half ``pacsv.read_csv``'s peak
     memory (2M rows: pyarrow's memory pool peaks at 96 MB against 227 MB).
 
-    Column types come from the first block: a later block that does not fit them (an integer column with
-    a fraction further down, a malformed row) raises ``pa.ArrowInvalid``, and ``pacsv.read_csv`` — which
+    One stream converts its blocks one after another, on one core; so the file is cut at line ends into
+    ``parts`` (default: one per core, none under ``MIN_PART_BYTES``), each streamed on its own thread.
+    Column names and types come from the first block: a later block that does not fit them (an integer
+    column with a fraction further down, a malformed row) raises ``pa.ArrowInvalid``, a text column with
+    more distinct values than a dictionary takes ``pa.ArrowIndexError``; then ``pacsv.read_csv`` — which
     widens types block by block and names the bad row — has to read the file instead."""
+    size = path.stat().st_size
+    if parts is None:
+        parts = max(1, min(pa.cpu_count(), size // MIN_PART_BYTES))
+    bounds = _line_aligned_cuts(path, size, parts)
     parse_options = pacsv.ParseOptions(delimiter=delimiter)
-    with pacsv.open_csv(file, parse_options=parse_options, convert_options=CONVERT_OPTIONS) as reader:
-        schema = reader.schema
-        chunks: list[list[pa.Array]] = [[] for _ in schema]
-        for batch in reader:
-            for column, chunk in zip(chunks, batch.columns, strict=True):
-                column.append(chunk)
+    with ExitStack() as windows:
+
+        def window(start: int, end: int) -> "_FileWindow":
+            return windows.enter_context(_FileWindow(path, start, end))
+
+        first = pacsv.open_csv(
+            window(bounds[0], bounds[1]), parse_options=parse_options, convert_options=CONVERT_OPTIONS
+        )
+        schema = first.schema
+        # The later parts have no header: they get the first part's names and types.
+        typed = pacsv.ConvertOptions(
+            null_values=CONVERT_OPTIONS.null_values,
+            strings_can_be_null=CONVERT_OPTIONS.strings_can_be_null,
+            column_types=schema,
+        )
+        readers = [first] + [
+            pacsv.open_csv(
+                window(start, end),
+                read_options=pacsv.ReadOptions(column_names=schema.names),
+                parse_options=parse_options,
+                convert_options=typed,
+            )
+            for start, end in zip(bounds[1:-1], bounds[2:], strict=True)
+        ]
+        with ThreadPoolExecutor(max_workers=len(readers)) as pool:
+            parts_batches = list(pool.map(list, readers))
+    chunks = [[batch.column(index) for batches in parts_batches for batch in batches] for index in range(len(schema))]
+    del parts_batches
     # Each column in one piece (dictionaries unified), made one at a time and its blocks let go at once:
     # the reading holds the table plus one column, and later steps need not copy the column again.
     columns = []
@@ -129,6 +166,44 @@ def stream_csv(file: pa.NativeFile, delimiter: str) -> pa.Table:
         columns.append(pa.chunked_array(chunks[index], schema.field(index).type).combine_chunks())
         chunks[index] = []
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _line_aligned_cuts(path: Path, size: int, parts: int) -> list[int]:
+    """Where the parts start and end: 0, the first line end at or past each ``size × k / parts`` (past
+    the header and the first data row, so that the first part has both), and ``size``. Fewer parts when
+    several cuts fall in one line."""
+    with path.open("rb") as file:
+        file.readline()
+        header_end = file.tell()
+        cuts = [0]
+        for part in range(1, parts):
+            file.seek(max(size * part // parts - 1, header_end, cuts[-1]))
+            file.readline()
+            if cuts[-1] < file.tell() < size:
+                cuts.append(file.tell())
+    return [*cuts, size]
+
+
+class _FileWindow(io.RawIOBase):
+    """Bytes ``start`` to ``end`` of a file, as a file object for ``pacsv.open_csv``."""
+
+    def __init__(self, path: Path, start: int, end: int):
+        self._file = path.open("rb", buffering=0)
+        self._file.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._file.read(size)
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _why_no_rows(data: bytes | memoryview, file_name: str) -> str:
@@ -154,7 +229,6 @@ def sniff_delimiter(head: bytes) -> str:
 def _line_with_field_count(source: bytes | memoryview | Path, delimiter: str, count: int) -> str:
     """Error path only: find the first line whose field count is ``count`` (pyarrow may not know its number)."""
     import csv
-    import io
 
     text = bytes(content_of(source)).decode("utf-8", errors="replace")
     for number, fields in enumerate(csv.reader(io.StringIO(text), delimiter=delimiter), start=1):
