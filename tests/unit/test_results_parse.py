@@ -562,17 +562,21 @@ def test_parts_are_cut_after_whole_lines_and_the_first_holds_the_header_and_a_ro
     assert tabular._line_aligned_cuts(path, 18, 1) == [0, 18]
 
 
-def test_a_text_column_with_many_values_past_the_first_block_is_read_whole(tmp_path):
-    # Three labels in the first 1 MB block make the column a dictionary; from row 150,001 each label is new,
-    # past the dictionary's cardinality, which a block-at-a-time read cannot widen (this was a 500).
+def test_a_text_column_with_many_values_past_the_first_block_keeps_them_all(tmp_path):
+    # Three labels in the first 1 MB block make the column a dictionary; from row 150,001 each label is new.
+    # Inferring types block by block stopped there (past the dictionary's cardinality: an uncaught
+    # ArrowIndexError, a 500); given the first block's types, every block's dictionary takes them all.
     rows = "".join(f"{i},{10 + i % 5},name{i if i > 150_000 else i % 3}\n" for i in range(200_000))
     path = tmp_path / "run.csv"
     path.write_bytes(b"iteration,time_us,label\n" + rows.encode())
-    with pytest.raises(pa.ArrowIndexError, match="Dictionary length exceeded max cardinality"):
-        tabular.stream_csv(path, ",", 1)
+    expected = ["name2", "name0", "name150001", "name150002"]
+    for parts in (1, 2):
+        labels = tabular.stream_csv(path, ",", parts)["label"]
+        assert labels.type == pa.dictionary(pa.int32(), pa.string())
+        assert labels.to_pylist()[149_999:150_003] == expected
     samples = parse_result_file(path, "run.csv").samples
     assert samples.num_rows == 200_000
-    assert samples["label"].to_pylist()[149_999:150_003] == ["name2", "name0", "name150001", "name150002"]
+    assert samples["label"].to_pylist()[149_999:150_003] == expected
 
 
 def test_a_bad_row_past_the_first_block_is_named_by_its_line(tmp_path):
