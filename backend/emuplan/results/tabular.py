@@ -18,8 +18,6 @@ only when a check fails is the first offending row looked up, to name it in the 
 
 import io
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -91,10 +89,10 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
     }
     try:
         if isinstance(source, Path):
-            # Opened as it is (no compression guessed from the name: gzip was undone before), read a block at
-            # a time: the file's bytes are never all in memory, nor are more than a few blocks beside the table.
+            # Opened as it is (no compression guessed from the name: gzip was undone before) and read a block
+            # at a time: the file's bytes are never all in memory.
             try:
-                return stream_csv(source, delimiter)
+                return read_csv_in_first_block_types(source, delimiter)
             except pa.ArrowInvalid:
                 pass  # a type that changes further down, a bad row: read whole, which widens types and names the row
             with pa.OSFile(str(source)) as file:
@@ -109,53 +107,31 @@ def read_csv(source: bytes | memoryview | Path, head: bytes, file_name: str) -> 
         raise ResultFileError(f"{file_name}: not a readable CSV table ({message})") from error
 
 
-# A part per core, but none smaller than this: a small file is read in one piece.
-MIN_PART_BYTES = 16 * 1024**2
+def read_csv_in_first_block_types(path: Path, delimiter: str) -> pa.Table:
+    """The table ``pacsv.read_csv`` gives, read by Arrow's multi-threaded reader in the column types that
+    the first block shows (``delimiter``: ``read_csv``'s sniff). Converting to given types takes ~30% less
+    CPU than inferring them block by block (dictionaries above all), and with Arrow's pool handing back
+    the parse's scratch the read holds less beside the table than streaming it a block at a time did (2M
+    rows, 111 MB: the read's peak 190-220 MB above the process's RSS, against 230-260 MB streamed).
 
-
-def stream_csv(path: Path, delimiter: str, parts: int | None = None) -> pa.Table:
-    """The table ``pacsv.read_csv`` gives, read one block at a time (``delimiter``: ``read_csv``'s sniff).
-    Only the blocks being converted are held beside the table: about half ``pacsv.read_csv``'s peak
-    memory (2M rows: pyarrow's memory pool peaks at 96 MB against 227 MB).
-
-    One stream converts its blocks one after another, on one core; so the file is cut at line ends into
-    ``parts`` (default: one per core, none under ``MIN_PART_BYTES``), each streamed on its own thread.
-    Column names and types come from the first block: a later block that does not fit them (an integer
-    column with a fraction further down, a malformed row) raises ``pa.ArrowInvalid``, and
-    ``pacsv.read_csv`` — which widens types block by block and names the bad row — has to read the file
-    instead."""
-    size = path.stat().st_size
-    if parts is None:
-        parts = max(1, min(pa.cpu_count(), size // MIN_PART_BYTES))
-    bounds = _line_aligned_cuts(path, size, parts)
+    A later block that does not fit those types (an integer column with a fraction further down, a
+    malformed row) raises ``pa.ArrowInvalid``, and ``pacsv.read_csv`` — which widens types block by block
+    and names the bad row — has to read the file instead."""
     parse_options = pacsv.ParseOptions(delimiter=delimiter)
-    with ExitStack() as windows:
-
-        def open_part(start: int, end: int, convert_options, read_options=None) -> pacsv.CSVStreamingReader:
-            window = windows.enter_context(_FileWindow(path, start, end))
-            return pacsv.open_csv(
-                window, read_options=read_options, parse_options=parse_options, convert_options=convert_options
-            )
-
-        # Types are inferred on the first block and then given to every part: converting to given types takes
-        # ~30% less CPU than inferring them block by block (dictionaries above all), and a text column can
-        # take any number of distinct values.
-        with open_part(0, bounds[1], CONVERT_OPTIONS) as first_block:
-            schema = first_block.schema
-        typed = pacsv.ConvertOptions(
-            null_values=CONVERT_OPTIONS.null_values,
-            strings_can_be_null=CONVERT_OPTIONS.strings_can_be_null,
-            column_types=schema,
-        )
-        # The later parts have no header: they get the first part's names.
-        headless = pacsv.ReadOptions(column_names=schema.names)
-        readers = [open_part(0, bounds[1], typed)] + [
-            open_part(start, end, typed, headless) for start, end in zip(bounds[1:-1], bounds[2:], strict=True)
-        ]
-        with ThreadPoolExecutor(max_workers=len(readers)) as pool:
-            parts_batches = list(pool.map(list, readers))
-    chunks = [[batch.column(index) for batches in parts_batches for batch in batches] for index in range(len(schema))]
-    del parts_batches
+    with (
+        pa.OSFile(str(path)) as file,
+        pacsv.open_csv(file, parse_options=parse_options, convert_options=CONVERT_OPTIONS) as first_block,
+    ):
+        schema = first_block.schema
+    typed = pacsv.ConvertOptions(
+        null_values=CONVERT_OPTIONS.null_values,
+        strings_can_be_null=CONVERT_OPTIONS.strings_can_be_null,
+        column_types=schema,
+    )
+    with pa.OSFile(str(path)) as file:
+        table = pacsv.read_csv(file, parse_options=parse_options, convert_options=typed)
+    chunks = [column.chunks for column in table.columns]
+    del table
     # Arrow's allocator (mimalloc) keeps freed pages for a second before handing them back: the parse's
     # scratch, then the blocks, would stay resident under everything the import does next (~100 MB at
     # 2M rows). Handed back at once, before the columns are joined and again after.
@@ -169,49 +145,6 @@ def stream_csv(path: Path, delimiter: str, parts: int | None = None) -> pa.Table
         chunks[index] = []
     pool.release_unused()
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _line_aligned_cuts(path: Path, size: int, parts: int) -> list[int]:
-    """Where the parts start and end: 0, the first line end at or past each ``size × k / parts`` (past
-    the header and the first data row, so that the first part has both), and ``size``. Fewer parts when
-    several cuts fall in one line."""
-    with path.open("rb") as file:
-        file.readline()
-        header_end = file.tell()
-        cuts = [0]
-        for part in range(1, parts):
-            file.seek(max(size * part // parts - 1, header_end, cuts[-1]))
-            file.readline()
-            if cuts[-1] < file.tell() < size:
-                cuts.append(file.tell())
-    return [*cuts, size]
-
-
-class _FileWindow(io.RawIOBase):
-    """Bytes ``start`` to ``end`` of a file, as a file object for ``pacsv.open_csv``. Each read lands in a
-    buffer of Arrow's pool, where the parse frees it and ``release_unused`` finds it (bytes would come from
-    glibc's heap of the reading thread and stay resident there: ~30 MB more at 2M rows)."""
-
-    def __init__(self, path: Path, start: int, end: int):
-        self._file = path.open("rb", buffering=0)
-        self._file.seek(start)
-        self._left = end - start
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> pa.Buffer:
-        size = self._left if size < 0 else min(size, self._left)
-        buffer = pa.allocate_buffer(size, resizable=True)
-        count = self._file.readinto(memoryview(buffer))
-        if count < size:
-            buffer.resize(count)
-        self._left -= count
-        return buffer
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
 
 
 def _why_no_rows(data: bytes | memoryview, file_name: str) -> str:
