@@ -1,5 +1,8 @@
 """store/runs.py against a real migrated SQLite database."""
 
+import io
+
+import pyarrow.parquet as pq
 import pytest
 from sqlmodel import select
 
@@ -35,6 +38,24 @@ def test_save_run_stores_samples_summary_and_flows_in_one_transaction(database):
         assert not {"ecdf", "delay", "overall_ecdf"} & set(stored.summary) and "ecdf" not in stored.summary["flows"]
         assert runs.load_samples(session, run.id).equals(parsed.samples)
         assert runs.load_table(session, run.id, "flows").equals(parsed.flows)
+        # Each column in the encoding made for its type (RLE: the definition levels).
+        stored_samples = pq.ParquetFile(io.BytesIO(runs.samples_parquet(session, run.id))).metadata.row_group(0)
+        encodings = {
+            stored_samples.column(i).path_in_schema: stored_samples.column(i).encodings
+            for i in range(stored_samples.num_columns)
+        }
+        assert encodings == {
+            "iteration": ("RLE", "DELTA_BINARY_PACKED"),
+            "collective": ("PLAIN", "RLE", "RLE_DICTIONARY"),
+            "size_bytes": ("RLE", "DELTA_BINARY_PACKED"),
+            "duration_us": ("RLE", "BYTE_STREAM_SPLIT"),
+            "start_us": ("RLE", "BYTE_STREAM_SPLIT"),
+            "variant": ("PLAIN", "RLE", "RLE_DICTIONARY"),
+            "label": ("PLAIN", "RLE", "RLE_DICTIONARY"),
+            "algbw_gbps": ("RLE", "BYTE_STREAM_SPLIT"),
+            "busbw_gbps": ("RLE", "BYTE_STREAM_SPLIT"),
+            "ideal_pct": ("RLE", "BYTE_STREAM_SPLIT"),
+        }
 
 
 def test_import_detects_duplicates_by_content_hash(database):

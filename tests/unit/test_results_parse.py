@@ -511,7 +511,7 @@ def per_iteration_csv(rows: int) -> bytes:
     return b"iteration,size,collective,time_us,label\n" + lines.encode()
 
 
-def test_a_csv_file_read_a_block_at_a_time_is_the_table_read_whole_in_one_piece_per_column(tmp_path):
+def test_a_csv_file_read_in_the_first_blocks_types_is_the_table_read_whole_in_one_piece_per_column(tmp_path):
     data = per_iteration_csv(80_000)
     assert len(data) > 2 * 1024**2
     path = tmp_path / "run.csv"
@@ -532,17 +532,35 @@ def test_a_column_type_that_changes_after_the_first_block_is_read_whole(tmp_path
     assert len(data) > 1024**2
     path = tmp_path / "run.csv"
     path.write_bytes(data)
-    with pa.OSFile(str(path)) as file, pytest.raises(pa.ArrowInvalid, match="invalid value '2.5'"):
-        tabular.stream_csv(file, ",")
+    with pytest.raises(pa.ArrowInvalid, match="invalid value '2.5'"):
+        tabular.read_csv_in_first_block_types(path, ",")
     parsed = parse_result_file(path, "run.csv")
     assert parsed.samples.num_rows == 200_001
     assert parsed.samples["duration_us"].to_pylist()[-3:] == [13.0, 14.0, 2.5]
+
+
+def test_a_text_column_with_many_values_past_the_first_block_keeps_them_all(tmp_path):
+    # Three labels in the first 1 MB block make the column a dictionary; from row 150,001 each label is new.
+    # Inferring types block by block stopped there (past the dictionary's cardinality: an uncaught
+    # ArrowIndexError, a 500); given the first block's types, the dictionary takes them all.
+    rows = "".join(f"{i},{10 + i % 5},name{i if i > 150_000 else i % 3}\n" for i in range(200_000))
+    path = tmp_path / "run.csv"
+    path.write_bytes(b"iteration,time_us,label\n" + rows.encode())
+    expected = ["name2", "name0", "name150001", "name150002"]
+    labels = tabular.read_csv_in_first_block_types(path, ",")["label"]
+    assert labels.type == pa.dictionary(pa.int32(), pa.string())
+    assert labels.to_pylist()[149_999:150_003] == expected
+    samples = parse_result_file(path, "run.csv").samples
+    assert samples.num_rows == 200_000
+    assert samples["label"].to_pylist()[149_999:150_003] == expected
 
 
 def test_a_bad_row_past_the_first_block_is_named_by_its_line(tmp_path):
     rows = "".join(f"{i},{10 + i % 5}\n" for i in range(200_000))
     path = tmp_path / "run.csv"
     path.write_bytes(b"iteration,time_us\n" + rows.encode() + b"200000,3,4\n")
+    with pytest.raises(pa.ArrowInvalid, match="Expected 2 columns, got 3"):
+        tabular.read_csv_in_first_block_types(path, ",")
     with pytest.raises(ResultFileError, match="^run.csv: line 200002 has 3 fields where the header has 2$"):
         parse_result_file(path, "run.csv")
 

@@ -200,3 +200,18 @@ def test_compare_colours_by_direction_and_refuses_to_test_unrelated_runs():
     assert unrelated["ks_tests"] == [
         {"run_a": 1, "run_b": 2, "comparable": False, "statistic": None, "pvalue": None, "method": None, "groups": []}
     ]
+
+
+def test_the_slowest_trials_come_slowest_first_and_equal_times_in_iteration_order():
+    # 25 trials of one group, iterations 100-124 shuffled: four tie at 5 µs across the 20th place.
+    durations = np.array([40.0] + [26.0 - i for i in range(17)] + [5.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0])
+    iterations = np.arange(100, 125)
+    order = np.random.default_rng(3).permutation(25)
+    summary = summarise(
+        samples_table(duration_us=durations[order], iteration=iterations[order], collective="all_reduce")
+    )
+    group = summary["groups"][0]
+    assert [(trial["iteration"], trial["duration_us"]) for trial in group["slowest"]] == [
+        (100, 40.0), *[(101 + i, 26.0 - i) for i in range(17)], (118, 5.0), (119, 5.0),
+    ]  # fmt: skip
+    assert group["first"] == {"iteration": 100, "duration_us": 40.0}

@@ -147,8 +147,9 @@ def parse_result_file(
             raise
         raise ResultFileError(_first_non_utf8(tabular.content_of(source), file_name)) from error
     del table
-    # Arrow's allocator (mimalloc) keeps the parse's freed scratch (~140 MB at 2M rows) for Arrow's next
-    # allocation; the statistics allocate through numpy (glibc malloc), which cannot reuse it, so an
+    # Arrow's allocator (mimalloc) keeps freed memory for Arrow's next allocation: here the table as read,
+    # now that the samples are built from it (and, for the readers without their own hand-back, the
+    # parse's scratch). The statistics allocate through numpy (glibc malloc), which cannot reuse it, so an
     # import's peak held both. Hand it back before they run.
     pa.default_memory_pool().release_unused()
     return parsed

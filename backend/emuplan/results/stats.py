@@ -114,18 +114,22 @@ def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | N
         is_dictionary = pa.types.is_dictionary(column.type)
         encoded.append(column if is_dictionary else column.dictionary_encode(null_encoding="encode"))
     widths = [len(column.dictionary) for column in encoded]
-    combined = np.zeros(samples.num_rows, dtype=np.int64)
+    span = int(np.prod(widths))
+    # The narrowest integer that holds every combined code: less memory to go through.
+    combined = np.zeros(samples.num_rows, dtype=np.min_scalar_type(min(span, 1 << 63) - 1))
     for column, width in zip(encoded, widths, strict=True):
         if width > 1:  # a key column with one value adds nothing to the code
             combined *= width
-            combined += column.indices.to_numpy(zero_copy_only=False)
-    span = int(np.prod(widths))
+            np.add(combined, column.indices.to_numpy(zero_copy_only=False), out=combined, casting="unsafe")
     if span <= 1 << 20:
         # Dense combined codes: a histogram finds the used ones without hashing or sorting.
         used = np.flatnonzero(np.bincount(combined, minlength=span))
-        position = np.zeros(span, dtype=np.int64)
-        position[used] = np.arange(len(used))
-        codes = position[combined]
+        if len(used) == span:
+            codes = combined  # every combination occurs: the codes are the group numbers already
+        else:
+            position = np.zeros(span, dtype=combined.dtype)
+            position[used] = np.arange(len(used))
+            codes = position[combined]
     else:
         groups = pa.array(combined).dictionary_encode()
         used = groups.dictionary.to_numpy()
@@ -138,7 +142,7 @@ def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | N
             code //= width
         keys.append(tuple(reversed(parts)))
     # Few groups → 16-bit codes, for which numpy's stable argsort is a radix sort.
-    return codes.astype(np.uint16 if len(keys) < 65536 else np.int64), keys
+    return codes.astype(np.uint16 if len(keys) < 65536 else np.int64, copy=False), keys
 
 
 def summarise(
@@ -162,11 +166,16 @@ def summarise(
     codes, keys = _group_codes(samples)
     points = max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * len(keys))))
     reported = {name: samples[name] for name in ("algbw_gbps", "busbw_gbps", "ideal_pct")}
-    groups, ecdfs, delays, sorted_parts = [], [], [], []
+    groups, ecdfs, delays = [], [], []
+    # Every group's sorted samples one after another: sorting that merges the groups' runs (timsort).
+    all_sorted = np.empty_like(durations)
+    filled = 0
     for (collective, size_bytes, variant), rows in zip(keys, _rows_by_group(codes, len(keys)), strict=True):
         values = durations[rows] if rows is not None else durations
-        ordered = np.sort(values)
-        sorted_parts.append(ordered)
+        ordered = all_sorted[filled : filled + len(values)]
+        ordered[:] = values
+        ordered.sort()
+        filled += len(values)
         stats = {
             "label": group_label(collective, size_bytes, variant),
             "collective": collective,
@@ -189,10 +198,10 @@ def summarise(
             by_iteration = np.argsort(group_iterations, kind="stable")
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
         if len(values) > 1:
-            stats.update(_slowest_and_first(group_iterations, values))
+            stats.update(_slowest_and_first(group_iterations, values, ordered))
         delays.append(delay_series(group_iterations, values, points))
-    # Merging the groups' sorted runs (timsort) is cheaper than sorting all samples again.
-    all_sorted = sorted_parts[0] if len(sorted_parts) == 1 else np.sort(np.concatenate(sorted_parts), kind="stable")
+    if len(groups) > 1:
+        all_sorted.sort(kind="stable")
     summary = {
         "sample_count": samples.num_rows,
         "overall": describe(all_sorted),
@@ -234,11 +243,13 @@ def _group_mean(column: pa.ChunkedArray, rows: np.ndarray | None) -> float | Non
     return pc.mean(column if rows is None else column.take(pa.array(rows))).as_py()
 
 
-def _slowest_and_first(iterations: np.ndarray, durations: np.ndarray) -> dict:
-    """The ``SLOWEST_KEPT`` slowest trials (iteration, µs), slowest first, and the first iteration's time."""
+def _slowest_and_first(iterations: np.ndarray, durations: np.ndarray, ordered: np.ndarray) -> dict:
+    """The ``SLOWEST_KEPT`` slowest trials (iteration, µs), slowest first (ties: the earlier first), and the
+    first iteration's time. ``ordered``: the durations sorted, whose tail gives the slowest times, so one
+    comparison finds their rows."""
     kept = min(SLOWEST_KEPT, len(durations))
-    slowest = np.argpartition(durations, len(durations) - kept)[-kept:]
-    slowest = slowest[np.argsort(-durations[slowest], kind="stable")]
+    candidates = np.flatnonzero(durations >= ordered[-kept])
+    slowest = candidates[np.argsort(-durations[candidates], kind="stable")[:kept]]
     return {
         "slowest": [{"iteration": int(iterations[i]), "duration_us": float(durations[i])} for i in slowest],
         "first": {"iteration": int(iterations[0]), "duration_us": float(durations[0])},
