@@ -119,6 +119,14 @@ def test_comparison_figures_and_escaping(big_summary):
     ]
     assert "<script>" not in json.dumps(panels)
     assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
+    # The shared y axis is labelled in the first column only; automargin makes room for every tick label, so
+    # Plotly need not measure each to hide those past the chart's edge.
+    assert [panels["layout"]["yaxis"].get("showticklabels"), panels["layout"]["yaxis2"]["showticklabels"]] == [
+        None,
+        False,
+    ]
+    axes = [axis for key, axis in panels["layout"].items() if key[1:5] == "axis"]
+    assert [(axis["automargin"], axis["ticklabeloverflow"]) for axis in axes] == [(True, "allow")] * 4
     # Two columns leave 24 characters a title; a longer one is cut (never inside an HTML entity), whole on hover.
     titles = panels["layout"]["annotations"]
     assert [a["text"] for a in titles] == ["#1 &lt;script&gt;alert(1)&lt;/sc…", "#2 small"]
@@ -127,20 +135,24 @@ def test_comparison_figures_and_escaping(big_summary):
     assert three[2]["text"] == "#3 Demo pipelin…"  # 16 characters a title in three columns (a phone's)
     assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 4]
     assert three[2]["hovertext"] == long_name
-    # Small panels thin the body of a curve but keep its tail from p99 on, point for point.
+    # Small panels thin the body of a curve but keep its min and its tail from p99 on, point for point: of
+    # the 2005 grid points every 11th (183), the 22 from p99 on, 2 of them both.
     group, grid = big_summary["groups"][0], big_summary["ecdf"][0]
     thinned = values(panels["data"][0]["x"])
     tail = [x for x, p in zip(grid["x"], grid["p"], strict=True) if p >= 0.99]
-    assert len(thinned) < 500 + len(tail) < len(grid["x"])
+    assert (len(grid["x"]), len(tail), len(thinned)) == (2005, 22, 183 + 22 - 2)
     assert thinned[-len(tail) :] == pytest.approx(np.array(tail, dtype=np.float32) / 1000)
-    assert thinned[-1] == pytest.approx(group["max_us"] / 1000)
-    # The overlay keeps at most 1000 points of each run's body and its whole tail from p99 on.
+    assert values(panels["data"][0]["y"])[-len(tail) :].tolist() == pytest.approx(grid["p"][-len(tail) :])
+    assert [thinned[0], thinned[-1]] == pytest.approx([group["min_us"] / 1000, group["max_us"] / 1000])
+    # The overlay: every 6th point of each run's body (335), its whole tail from p99 on (22, 4 shared).
     overall = big_summary["overall_ecdf"]
     curve = values(overlaid["data"][0]["x"])
     overall_tail = [x for x, p in zip(overall["x"], overall["p"], strict=True) if p >= 0.99]
-    assert len(curve) <= 1000 + len(overall_tail) < len(overall["x"])
+    assert (len(overall["x"]), len(overall_tail), len(curve)) == (2005, 22, 335 + 22 - 4)
     assert curve[-len(overall_tail) :] == pytest.approx(np.array(overall_tail, dtype=np.float32) / 1000)
-    assert curve[-1] == pytest.approx(big_summary["overall"]["max_us"] / 1000)
+    assert [curve[0], curve[-1]] == pytest.approx(
+        [big_summary["overall"]["min_us"] / 1000, big_summary["overall"]["max_us"] / 1000]
+    )
 
 
 def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summary):

@@ -20,6 +20,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
+from emuplan.charts.figures import OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
 from emuplan.roles import Role
@@ -49,6 +50,8 @@ def _environment(templates_dir: Path) -> Environment:
         loader=FileSystemLoader(templates_dir), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
     environment.filters["plural"] = plural
+    # What a comparison page says of its thinned charts is the number the figures were built with.
+    environment.globals.update(comparison_overlay_points=OVERLAY_POINTS, comparison_panel_points=SMALL_PANEL_POINTS)
     return environment
 
 

@@ -62,8 +62,13 @@ PANEL_GAP = 0.05
 # plotly's default colour sequence; a curve and its percentile markers share one colour.
 COLORS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 # Axes drawn the way plotly_white draws them, without shipping (and validating) a whole template with
-# every figure: the template was most of a figure's build time and ~10 KB of its JSON.
-_AXIS_STYLE = {"gridcolor": "#e5ecf6", "zerolinecolor": "#e5ecf6", "linecolor": "#c8d4e3", "automargin": True}
+# every figure: the template was most of a figure's build time and ~10 KB of its JSON. automargin makes room
+# for every tick label, so none can run past the chart's edge: Plotly's default check for that
+# (ticklabeloverflow "hide past div" measures every label's box) was a quarter of the compare page's drawing.
+_AXIS_STYLE = {
+    "gridcolor": "#e5ecf6", "zerolinecolor": "#e5ecf6", "linecolor": "#c8d4e3", "automargin": True,
+    "ticklabeloverflow": "allow",
+}  # fmt: skip
 
 
 def _axis(title: str | None, **options) -> dict:
@@ -130,7 +135,8 @@ def _panels(
         suffix = "" if index == 0 else str(index + 1)
         left, top = column * (width + PANEL_GAP), 1 - row * (height + 2 * PANEL_GAP)
         x_shared = {"matches": "x"} if index else {}
-        y_shared = {"matches": "y"} if index and share_y else {}
+        # A shared y axis is labelled once a row: the same labels again only crowd a phone's narrow panels.
+        y_shared = {"matches": "y", **({"showticklabels": False} if column else {})} if index and share_y else {}
         # One x title, under the bottom row's first panel: side by side, narrow panels' titles run together.
         bottom_left = row == rows - 1 and column == 0
         layout[f"xaxis{suffix}"] = _axis(x_title if bottom_left else None, type="log" if log_x else "linear",
@@ -460,9 +466,10 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
     return figure
 
 
-SMALL_PANEL_POINTS = 500
-# The overlay is half a page wide: a thousand points per run are more than its pixels.
-OVERLAY_POINTS = 1000
+# The body of a CDF is drawn from points evenly spaced in rank, so in the fraction ≤ x: 200 steps up a panel
+# ~250 px high, 400 up the overlay's ~300 px, are a step every pixel or two; more only cost drawing time.
+SMALL_PANEL_POINTS = 200
+OVERLAY_POINTS = 400
 TAIL_FROM = 0.99
 
 
@@ -481,7 +488,7 @@ def _thinned_body(grid: dict, points: int = SMALL_PANEL_POINTS) -> tuple[np.ndar
 
 def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
     """One panel per run, its CDF curves per data size/collective, on a shared time axis (the body of
-    each curve thinned to ~500 points for the small panels; the tail from p99 on is kept whole)."""
+    each curve thinned to ~``SMALL_PANEL_POINTS`` for the small panels; the tail from p99 on is kept whole)."""
     unit, scale = _time_unit([summary for _, summary in runs])
     columns = min(3, len(runs))
     x_title = f"completion time ({unit})"
