@@ -226,16 +226,17 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     requested = api_requests(page)
     page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
     wait_for_charts(page)
-    # The comparison and each delay chart are preloaded from the page's head (initiator "link"), while Plotly
-    # downloads and compiles, and compare.js takes those answers: one request each.
-    delays = [f"/api/runs/{run_id}/figures/delay?small=true" for run_id in (slow, fast)]
-    expected = [f"/api/compare?runs={slow},{fast}", *delays]
-    assert sorted(path for path in requested if path.startswith("/api/")) == sorted(expected)
+    # The comparison (tables and every chart) is preloaded from the page's head (initiator "link"), while Plotly
+    # downloads and compiles, and compare.js takes that answer: one request.
+    expected = [f"/api/compare?runs={slow},{fast}"]
+    assert [path for path in requested if path.startswith("/api/")] == expected
     initiators = page.evaluate(
         "paths => paths.map(path => performance.getEntriesByName(location.origin + path).map(e => e.initiatorType))",
         expected,
     )
-    assert initiators == [["link"]] * 3
+    assert initiators == [["link"]]
+    # The delay series: one figure, a panel a run.
+    assert page.evaluate("document.getElementById('delay-panels').data.map(t => t.yaxis)") == ["y", "y2"]
     # /compare opens with log x ticked: the CDFs are drawn on log axes, every panel's, then follow the box.
     x_types = "id => Object.entries(document.getElementById(id).layout).filter(([key]) => /^xaxis\\d*$/.test(key))" \
               ".map(([, axis]) => axis.type)"  # fmt: skip
@@ -243,7 +244,7 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     assert page.evaluate(x_types, "cdf-multiples") == ["log", "log"]
     page.uncheck("#log-x")
     assert page.evaluate(x_types, "cdf-multiples") == ["linear", "linear"]
-    # Size sweeps have no delay charts: nothing of theirs is preloaded.
+    # Size sweeps have no delay charts.
     sweeps = [upload(live_server, log.name, log.read_bytes()) for log in sorted(NCCL_TESTS.glob("*.txt"))[:2]]
     requested.clear()
     page.goto(f"{live_server.url}/compare?runs={sweeps[0]},{sweeps[1]}")
