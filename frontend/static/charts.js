@@ -18,6 +18,14 @@ function config(filename) {
   };
 }
 
+// Plotly is a classic script that blocks the parser; a page module loaded async (before it in the page) can
+// fetch and render everything else while Plotly downloads and compiles, then wait here: Plotly has run once
+// the document is parsed.
+export function plotlyReady() {
+  if (window.Plotly || document.readyState !== "loading") return Promise.resolve();
+  return new Promise((resolve) => document.addEventListener("DOMContentLoaded", resolve, { once: true }));
+}
+
 // Every x axis of a layout ("xaxis", "xaxis2", …): a figure of panels has one per panel.
 export function xAxisKeys(layout) {
   return Object.keys(layout).filter((key) => /^xaxis\d*$/.test(key));

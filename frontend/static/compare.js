@@ -3,7 +3,7 @@
 // the per-size table, the overall table with the baseline ratios coloured by the server's verdict
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
 // curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
-import { drawFigure, xAxisKeys } from "./charts.js";
+import { drawFigure, plotlyReady, xAxisKeys } from "./charts.js";
 import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
@@ -170,6 +170,7 @@ async function main() {
     renderAssumptions(doc);
     renderStats(doc);
     renderTests(doc);
+    await plotlyReady();
     if (doc.figures.sweeps) {
       // Size sweeps: one point per size, so bandwidth curves, not CDFs or delay series.
       document.getElementById("sweep-section").hidden = false;

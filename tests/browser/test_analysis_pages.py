@@ -252,3 +252,18 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     assert [path for path in requested if path.startswith("/api/")] == [f"/api/compare?runs={sweeps[0]},{sweeps[1]}"]
     expect(page.locator("#delay-section")).to_be_hidden()
     watch.assert_clean()
+
+
+def test_compare_page_renders_its_tables_while_plotly_still_loads(live_server: LiveServer, page: Page) -> None:
+    slow = upload(live_server, "slow-allreduce.csv", spike_csv())
+    fast = upload(live_server, "fast-allreduce.csv", spike_csv().replace(b",14.", b",3."))
+    held = []  # Plotly's script, kept from the page until the tables are checked
+    page.route(re.compile(r"/plotly\.min\.js$"), lambda route: held.append(route))
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}", wait_until="commit")
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(2)
+    expect(page.locator("#compare-tests tbody tr")).to_have_count(2)  # all samples, and the one shared group
+    assert page.evaluate("typeof window.Plotly") == "undefined"
+    assert page.locator("body[data-charts-drawn]").count() == 0
+    held[0].continue_()
+    wait_for_charts(page)
+    assert [trace_count(page, f"#{chart}") for chart in ("cdf-chart", "cdf-multiples", "delay-panels")] == [4, 2, 2]
