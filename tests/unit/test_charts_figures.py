@@ -154,7 +154,7 @@ def test_comparison_figures_and_escaping(big_summary):
     long_name = "#3 Demo pipeline parallel (generated, 4 GPUs, 100 Gbit/s)"
     three = comparison_small_multiples([*runs, (long_name, small)])["layout"]["annotations"]
     assert three[2]["text"] == "#3 Demo pipelin…"  # 16 characters a title in three columns (a phone's)
-    assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 4]
+    assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 2]
     assert three[2]["hovertext"] == long_name
     # Small panels thin the body of a curve but keep its min and its tail from p99 on, point for point: of
     # the 2005 grid points every 11th (183), the 22 from p99 on, 2 of them both.

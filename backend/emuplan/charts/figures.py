@@ -104,6 +104,7 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
 # three panels of ~95 px, at the titles' 11 px font).
 PANEL_TITLE_CHARS = 48
 PANEL_TITLE_FONT = {"size": 11}
+PANEL_X_TICKS = 2
 # Characters of a legend entry that fit a phone's width beside its symbol: Plotly neither wraps nor cuts
 # an entry, so a longer run name ran off the chart's right edge.
 LEGEND_NAME_CHARS = 44
@@ -130,8 +131,10 @@ def _panels(
     width = (1 - PANEL_GAP * (columns - 1)) / columns
     height = (1 - row_gap * (rows - 1)) / rows
     layout, annotations, suffixes = {}, [], []
-    # A few ticks a panel: three panels side by side on a phone are ~95 px wide each.
-    x_ticks = {"nticks": 4} if columns > 1 else {}
+    # Few ticks a panel: three panels side by side on a phone are ~95 px wide each. Plotly labels a log axis
+    # by decades only once they are at least 0.7 × its span ÷ nticks apart; with more ticks asked for, two
+    # decades got 1 2 5 10 2 5 100, which ran together.
+    x_ticks = {"nticks": PANEL_X_TICKS} if columns > 1 else {}
     for index, text in enumerate(titles):
         row, column = divmod(index, columns)
         suffix = "" if index == 0 else str(index + 1)
