@@ -18,6 +18,19 @@ function config(filename) {
   };
 }
 
+// Plotly is a classic script that blocks the parser; a page module loaded async (before it in the page) can
+// fetch and render everything else while Plotly downloads and compiles, then wait here: Plotly has run once
+// the document is parsed.
+export function plotlyReady() {
+  if (window.Plotly || document.readyState !== "loading") return Promise.resolve();
+  return new Promise((resolve) => document.addEventListener("DOMContentLoaded", resolve, { once: true }));
+}
+
+// Every x axis of a layout ("xaxis", "xaxis2", …): a figure of panels has one per panel.
+export function xAxisKeys(layout) {
+  return Object.keys(layout).filter((key) => /^xaxis\d*$/.test(key));
+}
+
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
@@ -34,7 +47,7 @@ export async function drawFigure(container, figure) {
   container.style.height = `${layout.height}px`;
   // Drawn on the log axis the reader chose (every panel's): switching it after drawing would draw twice.
   if (container.dataset.logX === "true") {
-    for (const key of Object.keys(layout)) if (/^xaxis\d*$/.test(key)) layout[key] = { ...layout[key], type: "log" };
+    for (const key of xAxisKeys(layout)) layout[key] = { ...layout[key], type: "log" };
   }
   await window.Plotly.newPlot(container, data, layout, config(filename));
   container.dataset.drawn = "true";

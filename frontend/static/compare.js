@@ -2,8 +2,8 @@
 // twin once and renders what the server computed: the notice when runs share no (collective, size),
 // the per-size table, the overall table with the baseline ratios coloured by the server's verdict
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
-// curves for size sweeps, overlaid CDFs and per-run delay charts for distributions.
-import { drawAll, drawFigure } from "./charts.js";
+// curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
+import { drawFigure, plotlyReady, xAxisKeys } from "./charts.js";
 import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
@@ -136,8 +136,7 @@ function applyLogX(charts) {
   for (const chart of charts) {
     chart.dataset.logX = String(logBox.checked);
     if (chart.dataset.drawn !== "true") continue;
-    const update = {};
-    for (const key of Object.keys(chart.layout)) if (/^xaxis\d*$/.test(key)) update[`${key}.type`] = logBox.checked ? "log" : "linear";
+    const update = Object.fromEntries(xAxisKeys(chart.layout).map((key) => [`${key}.type`, logBox.checked ? "log" : "linear"]));
     window.Plotly.relayout(chart, update);
   }
 }
@@ -157,7 +156,6 @@ if (assumptionsForm) {
 async function main() {
   const cdf = document.getElementById("cdf-chart");
   const multiples = document.getElementById("cdf-multiples");
-  let delays = Promise.resolve();
   // The CDFs are drawn on the axis the box says from the start; later changes relayout them.
   if (logBox) {
     for (const chart of [cdf, multiples]) chart.dataset.logX = String(logBox.checked);
@@ -172,20 +170,21 @@ async function main() {
     renderAssumptions(doc);
     renderStats(doc);
     renderTests(doc);
+    await plotlyReady();
     if (doc.figures.sweeps) {
       // Size sweeps: one point per size, so bandwidth curves, not CDFs or delay series.
       document.getElementById("sweep-section").hidden = false;
       for (const id of ["distribution-charts", "delay-section"]) document.getElementById(id).hidden = true;
       await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
     } else {
-      delays = drawAll(document.getElementById("delay-section"));
-      await Promise.all([drawFigure(cdf, doc.figures.cdf), drawFigure(multiples, doc.figures.small_multiples)]);
+      await drawFigure(cdf, doc.figures.cdf);
+      await drawFigure(multiples, doc.figures.small_multiples);
+      await drawFigure(document.getElementById("delay-panels"), doc.figures.delays);
     }
   } catch (error) {
     document.getElementById("compare-stats").replaceChildren(el("p", { class: "error", text: error.message }));
     document.getElementById("compare-tests").replaceChildren();
   }
-  await delays;
   document.body.dataset.chartsDrawn = "true";
 }
 

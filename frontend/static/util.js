@@ -49,11 +49,24 @@ export async function fetchJSON(url, options = {}) {
   return body;
 }
 
-export const integer = (value) => (value === null || value === undefined ? "" : Number(value).toLocaleString("en-US"));
+// One formatter per number of digits: toLocaleString with options builds a new Intl.NumberFormat on every
+// call, which was most of the time a comparison's tables took to render.
+const formatters = new Map();
+
+function formatter(digits) {
+  if (!formatters.has(digits)) {
+    formatters.set(digits, new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }));
+  }
+  return formatters.get(digits);
+}
+
+const plain = new Intl.NumberFormat("en-US");
+
+export const integer = (value) => (value === null || value === undefined ? "" : plain.format(Number(value)));
 
 export function fixed(value, digits = 3) {
   if (value === null || value === undefined || Number.isNaN(value)) return "";
-  return Number(value).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  return formatter(digits).format(Number(value));
 }
 
 export function copyButton(text, label = "Copy") {

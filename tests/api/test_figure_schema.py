@@ -28,10 +28,7 @@ UPLOADS = {
     "two hosts": (RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json", "data"),
 }
 KINDS = ("cdf", "delay", "bandwidth", "sweep", "ranks", "hosts")
-OPTIONS = (
-    {}, {"log_x": "true"}, {"log_y": "true", "clip": "true"}, {"clip": "true"}, {"small": "true"},
-    {"small": "true", "clip": "true"},
-)  # fmt: skip
+OPTIONS = ({}, {"log_x": "true"}, {"log_y": "true", "clip": "true"}, {"clip": "true"})
 
 # What each upload serves (every other kind answers 422 saying why).
 SERVED = {
@@ -81,7 +78,7 @@ def test_comparison_figures_validate_with_plotly(client, run_ids):
         for name, figure in response.json()["figures"].items():
             go.Figure(figure)
             checked.append(name)
-    assert checked == ["cdf", "small_multiples", "cdf", "small_multiples", "sweeps"]
+    assert checked == ["cdf", "small_multiples", "delays", "cdf", "small_multiples", "delays", "sweeps"]
 
 
 def test_a_misspelt_property_in_a_served_figure_fails_validation(client, run_ids):

@@ -75,9 +75,10 @@ def test_share_page_has_no_way_out(client: TestClient) -> None:
     assert "<a " not in page.text and "<form" not in page.text
     assert "private run" not in page.text
     assert f'data-compare-url="/api/shared/{token}"' in page.text
-    delay_url = f"/api/shared/{token}/runs/{run_id}/figures/delay?small=true"
-    assert f'data-figure-url="{delay_url}"' in page.text
-    assert [trace["name"] for trace in client.get(delay_url).json()["data"]] == ["all_reduce · 971048 B"]
+    # Every chart comes from the comparison's JSON twin: the page asks the API for nothing else.
+    assert "data-figure-url" not in page.text
+    delays = client.get(f"/api/shared/{token}").json()["figures"]["delays"]
+    assert [trace["name"] for trace in delays["data"]] == ["all_reduce · 971048 B"]
 
 
 def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: TestClient, database) -> None:

@@ -238,24 +238,37 @@ def test_compare_runs_with_baseline_and_ks_tests(client):
     assert (test["run_a"], test["run_b"], test["statistic"], test["method"]) == (a, b, 1.0, "exact")
     assert test["pvalue"] < 1e-50
     assert [(g["label"], g["statistic"], g["method"]) for g in test["groups"]] == [("unknown · 8 B", 1.0, "exact")]
-    assert set(result["figures"]) == {"cdf", "small_multiples"}
+    assert set(result["figures"]) == {"cdf", "small_multiples", "delays"}
     assert client.get("/api/compare", params={"runs": f"{a},999"}).status_code == 404
     assert client.get("/api/compare", params={"runs": f"{a},{b}", "baseline": 5}).status_code == 422
 
 
-def test_small_delay_chart_for_the_compare_page_is_one_thinned_panel(client):
+def test_compare_delays_are_one_figure_with_a_thinned_panel_per_run(client):
     data = (RESULTS / "generated-per-iteration.csv").read_bytes()
-    run = upload(client, "g.csv", data, strategy="pipeline").json()
-    full = client.get(f"/api/runs/{run['id']}/figures/delay").json()
-    small = client.get(f"/api/runs/{run['id']}/figures/delay", params={"small": "true"}).json()
+    pipeline = upload(client, "g.csv", data, strategy="pipeline").json()
+    # Another file (an identical one is refused as a duplicate): one row's label differs.
+    data_run = upload(client, "other.csv", data.replace(b",generated\n", b",again\n", 1), strategy="data").json()
+    full = client.get(f"/api/runs/{pipeline['id']}/figures/delay").json()
+    delays = client.get("/api/compare", params={"runs": f"{pipeline['id']},{data_run['id']}"}).json()["figures"][
+        "delays"
+    ]
     assert [t["yaxis"] for t in full["data"]] == ["y", "y2", "y3", "y4"]  # a pipeline run: a panel per size
-    assert [t.get("yaxis", "y") for t in small["data"]] == ["y"] * 4
+    # On the compare page a run is one panel, its four sizes overlaid: a legend entry each, shared by both runs.
+    assert [a["text"] for a in delays["layout"]["annotations"]] == [
+        f"#{pipeline['id']} g.csv",
+        f"#{data_run['id']} other.csv",
+    ]
+    assert [t["yaxis"] for t in delays["data"]] == ["y"] * 4 + ["y2"] * 4
+    assert [t["showlegend"] for t in delays["data"]] == [True] * 4 + [False] * 4
+    assert [t["name"] for t in delays["data"][4:]] == [t["name"] for t in full["data"]]
 
     def points(trace) -> int:  # y is a typed array: {"dtype": "f4", "bdata": base64 of float32 values}
         return len(base64.b64decode(trace["y"]["bdata"])) // np.dtype(trace["y"]["dtype"]).itemsize
 
     assert [points(t) for t in full["data"]] == [500] * 4
-    assert [points(t) for t in small["data"]] == [250] * 4
+    assert [points(t) for t in delays["data"]] == [250] * 8
+    # The option that asked for one run's small chart is gone: the compare page has no use for it.
+    assert "small" not in str(client.get("/openapi.json").json()["paths"]["/api/runs/{run_id}/figures/{kind}"])
 
 
 def test_delete_removes_run_and_tables(client, database_url):
@@ -337,7 +350,7 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert mixed["notice"].startswith(f"#{h100_id} h100.txt shares no (collective, data size) with the baseline")
     assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
     assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
-    assert set(mixed["figures"]) == {"cdf", "small_multiples"}
+    assert set(mixed["figures"]) == {"cdf", "small_multiples", "delays"}
 
 
 def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, database_url):

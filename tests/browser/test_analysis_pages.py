@@ -226,16 +226,17 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     requested = api_requests(page)
     page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
     wait_for_charts(page)
-    # The comparison and each delay chart are preloaded from the page's head (initiator "link"), while Plotly
-    # downloads and compiles, and compare.js takes those answers: one request each.
-    delays = [f"/api/runs/{run_id}/figures/delay?small=true" for run_id in (slow, fast)]
-    expected = [f"/api/compare?runs={slow},{fast}", *delays]
-    assert sorted(path for path in requested if path.startswith("/api/")) == sorted(expected)
+    # The comparison (tables and every chart) is preloaded from the page's head (initiator "link"), while Plotly
+    # downloads and compiles, and compare.js takes that answer: one request.
+    expected = [f"/api/compare?runs={slow},{fast}"]
+    assert [path for path in requested if path.startswith("/api/")] == expected
     initiators = page.evaluate(
         "paths => paths.map(path => performance.getEntriesByName(location.origin + path).map(e => e.initiatorType))",
         expected,
     )
-    assert initiators == [["link"]] * 3
+    assert initiators == [["link"]]
+    # The delay series: one figure, a panel a run.
+    assert page.evaluate("document.getElementById('delay-panels').data.map(t => t.yaxis)") == ["y", "y2"]
     # /compare opens with log x ticked: the CDFs are drawn on log axes, every panel's, then follow the box.
     x_types = "id => Object.entries(document.getElementById(id).layout).filter(([key]) => /^xaxis\\d*$/.test(key))" \
               ".map(([, axis]) => axis.type)"  # fmt: skip
@@ -243,7 +244,7 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     assert page.evaluate(x_types, "cdf-multiples") == ["log", "log"]
     page.uncheck("#log-x")
     assert page.evaluate(x_types, "cdf-multiples") == ["linear", "linear"]
-    # Size sweeps have no delay charts: nothing of theirs is preloaded.
+    # Size sweeps have no delay charts.
     sweeps = [upload(live_server, log.name, log.read_bytes()) for log in sorted(NCCL_TESTS.glob("*.txt"))[:2]]
     requested.clear()
     page.goto(f"{live_server.url}/compare?runs={sweeps[0]},{sweeps[1]}")
@@ -251,3 +252,22 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     assert [path for path in requested if path.startswith("/api/")] == [f"/api/compare?runs={sweeps[0]},{sweeps[1]}"]
     expect(page.locator("#delay-section")).to_be_hidden()
     watch.assert_clean()
+
+
+def test_compare_page_renders_its_tables_while_plotly_still_loads(live_server: LiveServer, page: Page) -> None:
+    slow = upload(live_server, "slow-allreduce.csv", spike_csv())
+    fast = upload(live_server, "fast-allreduce.csv", spike_csv().replace(b",14.", b",3."))
+    held = []  # Plotly's script, kept from the page until the tables are checked
+    page.route(re.compile(r"/plotly\.min\.js$"), lambda route: held.append(route))
+    page.goto(f"{live_server.url}/compare?runs={slow},{fast}", wait_until="commit")
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(2)
+    expect(page.locator("#compare-tests tbody tr")).to_have_count(2)  # all samples, and the one shared group
+    assert page.evaluate("typeof window.Plotly") == "undefined"
+    assert page.locator("body[data-charts-drawn]").count() == 0
+    held[0].continue_()
+    wait_for_charts(page)
+    assert [trace_count(page, f"#{chart}") for chart in ("cdf-chart", "cdf-multiples", "delay-panels")] == [4, 2, 2]
+    # The panels' log axes are labelled by decades only, never 2 and 5 between them (they ran together on a
+    # phone): from 3 ms to 5 s, every second decade, which leaves 100.
+    ticks = [page.locator(f"#cdf-multiples .{axis}tick text").all_text_contents() for axis in ("x", "x2")]
+    assert ticks == [["100"], ["100"]]

@@ -300,11 +300,16 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     selection = ",".join(str(ids[s]) for s in ("data", "tensor", "pipeline"))
     page.wait_for_url(re.compile(re.escape(f"/compare?runs={selection}") + "$"))
     wait_for_charts(page)
-    # Overlaid CDF: a curve + percentile markers per run; one delay chart per run.
+    # Overlaid CDF: a curve + percentile markers per run; the delays a panel per run, titled with its name.
     assert trace_count(page, "#cdf-chart") == 6
     assert axis_title(page, "#cdf-chart") == "completion time (ms)"
-    for run_id in ids.values():
-        assert trace_count(page, f"#delay-{run_id}") >= 1
+    # Six series: the data and tensor runs time one size each, the pipeline run four. A panel's title is cut
+    # at 48 characters (never inside the markup it shows as text).
+    assert trace_count(page, "#delay-panels") == 6
+    expect(page.locator("#delay-panels .annotation-text")).to_have_text(
+        [f"#{ids['data']} data run", f"#{ids['tensor']} {XSS_NAME}", f"#{ids['pipeline']} {long_name}"[:47] + "…"]
+    )
+    assert axis_title(page, "#delay-panels", "y") == "completion time (ms)"
     expect(page.locator("#compare-stats tbody tr")).to_have_count(3)
     expect(page.locator("#compare-stats tr.baseline")).to_contain_text("data run")
     # Over all sizes together only times and counts: busbw and % of ideal are per data size.
@@ -319,10 +324,6 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
         f"#{ids['tensor']} {XSS_NAME}"[:15].rstrip() + "…"
     )
     expect(page.locator("#compare-stats tbody tr").nth(1)).to_contain_text(XSS_NAME)
-    # A title longer than a line breaks at words; each line is text, not markup.
-    expect(page.locator(f"#delay-{ids['tensor']} .gtitle .line")).to_have_text(
-        [f"{XSS_NAME}: completion", "time per iteration"]
-    )
     assert page.locator("img").count() == 0
     screenshot(page, "compare-desktop")
     # The URL carries the selection: a reload shows the same runs.
@@ -351,10 +352,10 @@ def test_comparing_three_runs_then_sharing_a_read_only_link(
     assert response.status == 200
     assert response.headers["referrer-policy"] == "no-referrer"
     wait_for_charts(shared)
-    # The comparison and its delay charts are each asked for once: the head's preloads serve compare.js.
+    # The comparison is asked for once (the head's preload serves compare.js); every chart is in it.
     api_paths = [re.sub(r"^http://127\.0\.0\.1:\d+", "", url) for url in requested if "/api/" in url]
-    delays = [f"/api/shared/{token}/runs/{run_id}/figures/delay?small=true" for run_id in ids.values()]
-    assert sorted(api_paths) == sorted([f"/api/shared/{token}", *delays])
+    assert api_paths == [f"/api/shared/{token}"]
+    assert trace_count(shared, "#delay-panels") == 6
     expect(shared.locator("#comparison-name")).to_have_text("dp vs tp vs pp")
     assert trace_count(shared, "#cdf-chart") == 6
     expect(shared.locator("#compare-stats tbody tr")).to_have_count(3)

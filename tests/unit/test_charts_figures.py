@@ -10,6 +10,7 @@ from emuplan.charts import (
     bandwidth_figure,
     cdf_figure,
     comparison_cdf_figure,
+    comparison_delay_figure,
     comparison_small_multiples,
     delay_figure,
 )
@@ -62,17 +63,37 @@ def test_delay_keeps_spikes_and_splits_sizes_for_pipeline(big_summary):
     assert [a["text"] for a in panels["layout"]["annotations"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"]
 
 
-def test_small_delay_is_one_panel_of_250_points_per_series_with_both_spikes(big_summary):
-    small = delay_figure(big_summary, per_size=True, small=True)
-    assert [len(values(t["y"])) for t in small["data"]] == [250, 250]
-    assert {t.get("yaxis", "y") for t in small["data"]} == {"y"}
-    assert "yaxis2" not in small["layout"]
-    # Both spikes (rows 1000 and 250,000: the first size) are still drawn, in ms, among 250 points.
-    assert np.sort(values(small["data"][0]["y"]))[-2:] == pytest.approx([4200.0, 5000.0])
-    assert len(json.dumps(small)) < len(json.dumps(delay_figure(big_summary, per_size=True))) / 4
-    # Its legend sits at the figure's bottom edge, in a margin of a row per two entries, as the run page's.
-    assert small["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    assert small["layout"]["margin"]["b"] == 60 + 22
+def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entry_per_group(big_summary):
+    small = summarise(samples_table(duration_us=np.array([10.0, 20.0]), collective="all_gather", size_bytes=None))
+    figure = comparison_delay_figure([("#1 <b>big</b>", big_summary), ("#2 again", big_summary), ("#3 small", small)])
+    layout = figure["layout"]
+    # A panel per run, titled with the run (escaped), stacked in one column, each over its own iterations.
+    assert [a["text"] for a in layout["annotations"]] == ["#1 &lt;b&gt;big&lt;/b&gt;", "#2 again", "#3 small"]
+    assert [t["xaxis"] for t in figure["data"]] == ["x", "x", "x2", "x2", "x3"]
+    assert [t["yaxis"] for t in figure["data"]] == ["y", "y", "y2", "y2", "y3"]
+    assert [layout[f"xaxis{s}"]["domain"] for s in ("", "2", "3")] == [[0.0, 1.0]] * 3
+    assert all("matches" not in layout[f"{axis}{s}"] for axis in ("xaxis", "yaxis") for s in ("2", "3"))
+    assert [layout[f"yaxis{s}"]["title"]["text"] for s in ("", "2", "3")] == ["completion time (ms)"] * 3
+    assert [layout[f"xaxis{s}"].get("title") for s in ("", "2", "3")] == [None, None, {"text": "iteration"}]
+    # 160 px a panel, 64 px between panels: 3 × 160 + 2 × 64 = 608 px of plot, plus the title's 58 and
+    # the legend's 60 + 2 rows of 22 (three groups, two a row).
+    plot_px = 608
+    assert layout["yaxis"]["domain"] == pytest.approx([1 - 160 / plot_px, 1.0], abs=1e-12)
+    assert layout["yaxis3"]["domain"] == pytest.approx([0.0, 160 / plot_px], abs=1e-12)
+    assert layout["margin"] == {"l": 60, "r": 32, "t": 58, "b": 60 + 2 * 22}
+    assert layout["height"] == 58 + plot_px + 104
+    # A group has one colour and one legend entry across the panels.
+    assert [t["name"] for t in figure["data"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"] * 2 + [
+        "all_gather · size unknown"
+    ]
+    assert [t["showlegend"] for t in figure["data"]] == [True, True, False, False, True]
+    assert [t["line"]["color"] for t in figure["data"]] == ["#636efa", "#EF553B", "#636efa", "#EF553B", "#00cc96"]
+    assert [t["legendgroup"] for t in figure["data"]] == ["group-0", "group-1", "group-0", "group-1", "group-2"]
+    # 250 points a series (a two-sample group keeps both), both spikes of the first size still drawn, in ms.
+    assert [len(values(t["y"])) for t in figure["data"]] == [250, 250, 250, 250, 2]
+    assert np.sort(values(figure["data"][0]["y"]))[-2:] == pytest.approx([4200.0, 5000.0])
+    assert values(figure["data"][4]["y"]) == pytest.approx([0.010, 0.020])
+    assert figure["data"][0]["hovertemplate"] == "iteration %{x}: %{y:.4g} ms"
 
 
 def test_delay_legend_has_a_row_of_bottom_margin_per_two_entries_below_the_axis_title(big_summary):
@@ -119,28 +140,40 @@ def test_comparison_figures_and_escaping(big_summary):
     ]
     assert "<script>" not in json.dumps(panels)
     assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
+    # The shared y axis is labelled in the first column only; automargin makes room for every tick label, so
+    # Plotly need not measure each to hide those past the chart's edge.
+    assert [panels["layout"]["yaxis"].get("showticklabels"), panels["layout"]["yaxis2"]["showticklabels"]] == [
+        None,
+        False,
+    ]
+    axes = [axis for key, axis in panels["layout"].items() if key[1:5] == "axis"]
+    assert [(axis["automargin"], axis["ticklabeloverflow"]) for axis in axes] == [(True, "allow")] * 4
     # Two columns leave 24 characters a title; a longer one is cut (never inside an HTML entity), whole on hover.
     titles = panels["layout"]["annotations"]
     assert [a["text"] for a in titles] == ["#1 &lt;script&gt;alert(1)&lt;/sc…", "#2 small"]
     long_name = "#3 Demo pipeline parallel (generated, 4 GPUs, 100 Gbit/s)"
     three = comparison_small_multiples([*runs, (long_name, small)])["layout"]["annotations"]
     assert three[2]["text"] == "#3 Demo pipelin…"  # 16 characters a title in three columns (a phone's)
-    assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 4]
+    assert [three[0]["font"], panels["layout"]["xaxis2"]["nticks"]] == [{"size": 11}, 2]
     assert three[2]["hovertext"] == long_name
-    # Small panels thin the body of a curve but keep its tail from p99 on, point for point.
+    # Small panels thin the body of a curve but keep its min and its tail from p99 on, point for point: of
+    # the 2005 grid points every 11th (183), the 22 from p99 on, 2 of them both.
     group, grid = big_summary["groups"][0], big_summary["ecdf"][0]
     thinned = values(panels["data"][0]["x"])
     tail = [x for x, p in zip(grid["x"], grid["p"], strict=True) if p >= 0.99]
-    assert len(thinned) < 500 + len(tail) < len(grid["x"])
+    assert (len(grid["x"]), len(tail), len(thinned)) == (2005, 22, 183 + 22 - 2)
     assert thinned[-len(tail) :] == pytest.approx(np.array(tail, dtype=np.float32) / 1000)
-    assert thinned[-1] == pytest.approx(group["max_us"] / 1000)
-    # The overlay keeps at most 1000 points of each run's body and its whole tail from p99 on.
+    assert values(panels["data"][0]["y"])[-len(tail) :].tolist() == pytest.approx(grid["p"][-len(tail) :])
+    assert [thinned[0], thinned[-1]] == pytest.approx([group["min_us"] / 1000, group["max_us"] / 1000])
+    # The overlay: every 6th point of each run's body (335), its whole tail from p99 on (22, 4 shared).
     overall = big_summary["overall_ecdf"]
     curve = values(overlaid["data"][0]["x"])
     overall_tail = [x for x, p in zip(overall["x"], overall["p"], strict=True) if p >= 0.99]
-    assert len(curve) <= 1000 + len(overall_tail) < len(overall["x"])
+    assert (len(overall["x"]), len(overall_tail), len(curve)) == (2005, 22, 335 + 22 - 4)
     assert curve[-len(overall_tail) :] == pytest.approx(np.array(overall_tail, dtype=np.float32) / 1000)
-    assert curve[-1] == pytest.approx(big_summary["overall"]["max_us"] / 1000)
+    assert [curve[0], curve[-1]] == pytest.approx(
+        [big_summary["overall"]["min_us"] / 1000, big_summary["overall"]["max_us"] / 1000]
+    )
 
 
 def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summary):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
-from emuplan.api.runs import AssumptionsDocument, PlotlyFigure, SmallDelay
+from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
@@ -87,8 +87,8 @@ class ComparisonDocument(BaseModel):
     runs: list[dict[str, Any]]
     ks_tests: list[dict[str, Any]]
     figures: dict[str, PlotlyFigure] = Field(
-        description="``cdf`` and ``small_multiples``; ``sweeps`` (overlaid busbw-vs-size curves) when every "
-        "run is a size sweep."
+        description="``cdf``, ``small_multiples`` and ``delays`` (completion time per iteration, a panel per "
+        "run); only ``sweeps`` (overlaid busbw-vs-size curves) when every run is a size sweep."
     )
 
 
@@ -191,7 +191,6 @@ def shared_run_figure(
     session: ReadSessionDep,
     settings: SettingsDep,
     response: Response,
-    small: SmallDelay = False,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
     response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
@@ -201,4 +200,4 @@ def shared_run_figure(
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
     # A share link shows the figures as the comparison was saved: the default assumptions, none from the URL.
-    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings, small=small)
+    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings)

@@ -20,6 +20,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
+from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.stats import has_bandwidth_chart
 from emuplan.roles import Role
@@ -49,6 +50,12 @@ def _environment(templates_dir: Path) -> Environment:
         loader=FileSystemLoader(templates_dir), autoescape=True, trim_blocks=True, lstrip_blocks=True
     )
     environment.filters["plural"] = plural
+    # What a comparison page says of its thinned charts is the number the figures were built with.
+    environment.globals.update(
+        comparison_delay_points=COMPARISON_DELAY_POINTS,
+        comparison_overlay_points=OVERLAY_POINTS,
+        comparison_panel_points=SMALL_PANEL_POINTS,
+    )
     return environment
 
 
@@ -273,9 +280,7 @@ def compare_page(
             selected_ids=selected_ids,
             baseline_id=baseline_id,
             compare_url=_compare_url(selected_ids, baseline_id, context["chosen"]),
-            size_sweeps=run_store.all_size_sweeps(selected),
             assumptions_action="/compare",
-            run_figure_base="/api/runs",
             suggested_name=" vs ".join(run.name for run in selected)[:200],
             log_x=True,
         )
@@ -290,7 +295,6 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
         "runs": runs,
         "baseline_id": baseline_id,
         "compare_url": _compare_url([run.id for run in runs], baseline_id),
-        "size_sweeps": run_store.all_size_sweeps(runs),
         "log_x": bool(comparison.options.get("log_x")),
     }
 
@@ -307,7 +311,6 @@ def saved_comparison_page(
         request,
         "compare.html",
         nav="compare",
-        run_figure_base="/api/runs",
         # The assumptions are the reader's, for this view: the saved comparison keeps runs and baseline only.
         chosen=chosen,
         assumptions_action=f"/comparisons/{comparison.id}",
@@ -327,7 +330,7 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
             request, "share_gone.html", status_code=failure.status_code, headers=headers, detail=failure.detail
         )
     context = _saved_comparison_context(session, comparison)
-    context.update(compare_url=f"/api/shared/{token}", run_figure_base=f"/api/shared/{token}/runs")
+    context["compare_url"] = f"/api/shared/{token}"
     return render(request, "shared.html", headers=headers, **context)
 
 

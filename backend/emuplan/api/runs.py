@@ -286,14 +286,6 @@ def run_stats(run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDe
     return store.run_statistics(session, store.get_run(session, run_id), choice, settings)
 
 
-SmallDelay = Annotated[
-    bool,
-    Query(
-        description="Delay chart for a small slot (the compare page): one panel, 250 points per series, spikes kept."
-    ),
-]
-
-
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)
 def run_figure(
     run_id: DatabaseInt,
@@ -304,10 +296,9 @@ def run_figure(
     log_x: bool = False,
     log_y: Annotated[bool, Query(description="Delay chart: logarithmic time axis.")] = False,
     clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
-    small: SmallDelay = False,
 ) -> dict:
     run = store.get_run(session, run_id)
-    return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip, small=small)
+    return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
 @router.get("/{run_id}/samples.csv")

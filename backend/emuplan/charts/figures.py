@@ -62,8 +62,13 @@ PANEL_GAP = 0.05
 # plotly's default colour sequence; a curve and its percentile markers share one colour.
 COLORS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 # Axes drawn the way plotly_white draws them, without shipping (and validating) a whole template with
-# every figure: the template was most of a figure's build time and ~10 KB of its JSON.
-_AXIS_STYLE = {"gridcolor": "#e5ecf6", "zerolinecolor": "#e5ecf6", "linecolor": "#c8d4e3", "automargin": True}
+# every figure: the template was most of a figure's build time and ~10 KB of its JSON. automargin makes room
+# for every tick label, so none can run past the chart's edge: Plotly's default check for that
+# (ticklabeloverflow "hide past div" measures every label's box) was a quarter of the compare page's drawing.
+_AXIS_STYLE = {
+    "gridcolor": "#e5ecf6", "zerolinecolor": "#e5ecf6", "linecolor": "#c8d4e3", "automargin": True,
+    "ticklabeloverflow": "allow",
+}  # fmt: skip
 
 
 def _axis(title: str | None, **options) -> dict:
@@ -99,6 +104,7 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
 # three panels of ~95 px, at the titles' 11 px font).
 PANEL_TITLE_CHARS = 48
 PANEL_TITLE_FONT = {"size": 11}
+PANEL_X_TICKS = 2
 # Characters of a legend entry that fit a phone's width beside its symbol: Plotly neither wraps nor cuts
 # an entry, so a longer run name ran off the chart's right edge.
 LEGEND_NAME_CHARS = 44
@@ -115,22 +121,27 @@ def _panel_title(text: str, columns: int) -> str:
 
 
 def _panels(
-    titles: list[str], columns: int, x_title: str, y_title: str, *, log_x: bool, share_y: bool
-) -> tuple[dict, list[str]]:
-    """Axes for a grid of panels sharing the x axis (and the y axis if ``share_y``): a cheap
-    make_subplots. Returns the layout entries and, per panel, the suffix its traces use ("", "2", …)."""
+    titles: list[str], columns: int, x_title: str, y_title: str, *, log_x: bool, share_y: bool,
+    share_x: bool = True, row_gap: float = 2 * PANEL_GAP,
+) -> tuple[dict, list[str]]:  # fmt: skip
+    """Axes for a grid of panels sharing the x axis (unless not ``share_x``) and the y axis if ``share_y``:
+    a cheap make_subplots. ``row_gap``: the space between rows, a fraction of the plot area's height.
+    Returns the layout entries and, per panel, the suffix its traces use ("", "2", …)."""
     rows = -(-len(titles) // columns)
     width = (1 - PANEL_GAP * (columns - 1)) / columns
-    height = (1 - 2 * PANEL_GAP * (rows - 1)) / rows
+    height = (1 - row_gap * (rows - 1)) / rows
     layout, annotations, suffixes = {}, [], []
-    # A few ticks a panel: three panels side by side on a phone are ~95 px wide each.
-    x_ticks = {"nticks": 4} if columns > 1 else {}
+    # Few ticks a panel: three panels side by side on a phone are ~95 px wide each. Plotly labels a log axis
+    # by decades only once they are at least 0.7 × its span ÷ nticks apart; with more ticks asked for, two
+    # decades got 1 2 5 10 2 5 100, which ran together.
+    x_ticks = {"nticks": PANEL_X_TICKS} if columns > 1 else {}
     for index, text in enumerate(titles):
         row, column = divmod(index, columns)
         suffix = "" if index == 0 else str(index + 1)
-        left, top = column * (width + PANEL_GAP), 1 - row * (height + 2 * PANEL_GAP)
-        x_shared = {"matches": "x"} if index else {}
-        y_shared = {"matches": "y"} if index and share_y else {}
+        left, top = column * (width + PANEL_GAP), 1 - row * (height + row_gap)
+        x_shared = {"matches": "x"} if index and share_x else {}
+        # A shared y axis is labelled once a row: the same labels again only crowd a phone's narrow panels.
+        y_shared = {"matches": "y", **({"showticklabels": False} if column else {})} if index and share_y else {}
         # One x title, under the bottom row's first panel: side by side, narrow panels' titles run together.
         bottom_left = row == rows - 1 and column == 0
         layout[f"xaxis{suffix}"] = _axis(x_title if bottom_left else None, type="log" if log_x else "linear",
@@ -215,24 +226,15 @@ def delay_figure(
     per_size: bool = False,
     log_y: bool = False,
     clip: bool = False,
-    small: bool = False,
 ) -> dict:
     """Completion time per iteration (min/max-preserving downsampled); one panel per data size when
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
-
-    ``small``: for a small slot beside other runs' (the compare page), one panel and each series thinned
-    to ``SMALL_DELAY_POINTS`` (MinMaxLTTB again, so every spike stays): a third of the run page's points
-    and a quarter of its panels, which is what made five of them slow to draw.
 
     ``log_y`` puts time on a log axis, so one spike does not flatten the other trials; ``clip`` ends the
     axis at the largest p99.9 of the groups (``_clip_limit``) and draws each trial above it on the edge,
     labelled with its time."""
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
-    if small:
-        per_size = False
-        groups = [(group, delay_series(np.asarray(series["x"]), np.asarray(series["y"]), SMALL_DELAY_POINTS))
-                  for group, series in groups]  # fmt: skip
     y_title = f"completion time ({unit})"
     if per_size and len(groups) > 1:
         # Each size keeps its own y range: a spike in one panel must not flatten the others.
@@ -273,7 +275,6 @@ def _legend_below(figure: dict, entries: int) -> None:
 
 
 CLIP_HEADROOM = 1.2
-SMALL_DELAY_POINTS = 250
 LEGEND_ROW_PX = 22
 
 
@@ -460,9 +461,10 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
     return figure
 
 
-SMALL_PANEL_POINTS = 500
-# The overlay is half a page wide: a thousand points per run are more than its pixels.
-OVERLAY_POINTS = 1000
+# The body of a CDF is drawn from points evenly spaced in rank, so in the fraction ≤ x: 200 steps up a panel
+# ~250 px high, 400 up the overlay's ~300 px, are a step every pixel or two; more only cost drawing time.
+SMALL_PANEL_POINTS = 200
+OVERLAY_POINTS = 400
 TAIL_FROM = 0.99
 
 
@@ -481,7 +483,7 @@ def _thinned_body(grid: dict, points: int = SMALL_PANEL_POINTS) -> tuple[np.ndar
 
 def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
     """One panel per run, its CDF curves per data size/collective, on a shared time axis (the body of
-    each curve thinned to ~500 points for the small panels; the tail from p99 on is kept whole)."""
+    each curve thinned to ~``SMALL_PANEL_POINTS`` for the small panels; the tail from p99 on is kept whole)."""
     unit, scale = _time_unit([summary for _, summary in runs])
     columns = min(3, len(runs))
     x_title = f"completion time ({unit})"
@@ -495,3 +497,47 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
             traces.append(trace)
     rows = -(-len(runs) // columns)
     return _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows, showlegend=False)
+
+
+# The compare page's delay panels: each run's series thinned to this many points (MinMaxLTTB again, so every
+# spike stays), a panel this many pixels high, and room between panels for the x ticks above and the next
+# panel's title.
+COMPARISON_DELAY_POINTS = 250
+DELAY_PANEL_PX = 160
+DELAY_PANEL_GAP_PX = 64
+DELAY_RIGHT_MARGIN_PX = 32
+
+
+def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
+    """Completion time per iteration, one panel per run stacked in one column (each over its own iterations
+    and times), every group of a run overlaid in its panel; a group has one colour and one legend entry
+    across the panels. One figure rather than a chart per run: one Plotly draw and one legend where five
+    runs took five of each."""
+    unit, scale = _time_unit([summary for _, summary in runs])
+    rows = len(runs)
+    plot_px = rows * DELAY_PANEL_PX + (rows - 1) * DELAY_PANEL_GAP_PX
+    panels, suffixes = _panels([name for name, _ in runs], 1, "iteration", f"completion time ({unit})",
+                               log_x=False, share_y=False, share_x=False,
+                               row_gap=DELAY_PANEL_GAP_PX / plot_px)  # fmt: skip
+    group_index: dict[str, int] = {}  # label → its colour and legend group, in order of first appearance
+    traces = []
+    for (_, summary), suffix in zip(runs, suffixes, strict=True):
+        for group, series in zip(summary["groups"], summary["delay"], strict=True):
+            label = group["label"]
+            first = label not in group_index
+            index = group_index.setdefault(label, len(group_index))
+            thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS)
+            trace = _curve(thinned["x"], thinned["y"], label, y_scale=scale, shape="linear",
+                           legendgroup=f"group-{index}", color=COLORS[index % len(COLORS)])  # fmt: skip
+            # The hover names the group (the trace's name); the panel's title names the run.
+            trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
+                         hovertemplate=f"iteration %{{x}}: %{{y:.4g}} {unit}")  # fmt: skip
+            traces.append(trace)
+    figure = _figure(traces, "Completion time per iteration by run", "iteration", None, **panels)
+    _legend_below(figure, len(group_index))
+    margin = figure["layout"]["margin"]
+    # Room for half the last x tick label ("50k") past the plot's right edge: when automargin has to
+    # widen a margin, Plotly draws the whole figure a second time.
+    margin["r"] = DELAY_RIGHT_MARGIN_PX
+    figure["layout"]["height"] = margin["t"] + plot_px + margin["b"]
+    return figure

@@ -456,7 +456,6 @@ def run_figure(
             per_size=run.strategy == "pipeline",
             log_y=options.get("log_y", False),
             clip=options.get("clip", False),
-            small=options.get("small", False),
         )
     if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
@@ -500,5 +499,6 @@ def compare_stored_runs(
         comparison["figures"] = {
             "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
             "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
+            "delays": charts.comparison_delay_figure(named),
         }
     return comparison
