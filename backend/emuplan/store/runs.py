@@ -87,12 +87,12 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     repeated exponents) and integers as deltas. 2M samples: 17.5 MB in 0.11 s CPU against 26.2 MB in 0.16 s
     with PLAIN floats and integers, and read back 2-3x faster."""
     encodings = {}
-    for field in table.schema:
-        if pa.types.is_floating(field.type):
-            encodings[field.name] = "BYTE_STREAM_SPLIT"
-        elif pa.types.is_integer(field.type):
-            encodings[field.name] = "DELTA_BINARY_PACKED"
-    text_columns = [field.name for field in table.schema if pa.types.is_dictionary(field.type)]
+    for column in table.schema:
+        if pa.types.is_floating(column.type):
+            encodings[column.name] = "BYTE_STREAM_SPLIT"
+        elif pa.types.is_integer(column.type):
+            encodings[column.name] = "DELTA_BINARY_PACKED"
+    text_columns = [column.name for column in table.schema if pa.types.is_dictionary(column.type)]
     sink = io.BytesIO()
     pq.write_table(
         table,
