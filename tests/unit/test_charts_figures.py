@@ -140,6 +140,22 @@ def test_comparison_figures_and_escaping(big_summary):
     ]
     assert "<script>" not in json.dumps(panels)
     assert [t["xaxis"] for t in panels["data"]] == ["x", "x", "x2"]
+    # A group has one colour and one legend entry across the panels (the second run's all_gather is its own
+    # group); the legend sits below the panels in rows of its own, which the figure's height adds.
+    assert [(t["name"], t["line"]["color"], t["legendgroup"], t["showlegend"]) for t in panels["data"]] == [
+        ("all_reduce · 971048 B", "#636efa", "group-0", True),
+        ("all_reduce · 4239400 B", "#EF553B", "group-1", True),
+        ("all_gather · size unknown", "#00cc96", "group-2", True),
+    ]
+    assert panels["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+    assert [panels["layout"]["margin"]["b"], panels["layout"]["height"]] == [60 + 2 * 22, 320 + 2 * 22]
+    again = comparison_small_multiples([runs[0], ("#2 big again", big_summary)])
+    assert [(t["legendgroup"], t["line"]["color"], t["showlegend"]) for t in again["data"]] == [
+        ("group-0", "#636efa", True),
+        ("group-1", "#EF553B", True),
+        ("group-0", "#636efa", False),
+        ("group-1", "#EF553B", False),
+    ]
     # The shared y axis is labelled in the first column only; automargin makes room for every tick label, so
     # Plotly need not measure each to hide those past the chart's edge.
     assert [panels["layout"]["yaxis"].get("showticklabels"), panels["layout"]["yaxis2"]["showticklabels"]] == [

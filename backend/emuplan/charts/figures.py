@@ -488,15 +488,31 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
     columns = min(3, len(runs))
     x_title = f"completion time ({unit})"
     panels, suffixes = _panels([name for name, _ in runs], columns, x_title, "fraction ≤ x", log_x=log_x, share_y=True)
+    group_index: dict[str, int] = {}
     traces = []
-    for (name, summary), suffix in zip(runs, suffixes, strict=True):
+    for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, grid in zip(summary["groups"], summary["ecdf"], strict=True):
             x, p = _thinned_body(grid)
-            trace = _curve(x, p, f"{name}: {group['label']}", x_scale=scale)
-            trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}")
+            style, first = _group_style(group_index, group["label"])
+            trace = _curve(x, p, group["label"], x_scale=scale, **style)
+            # The legend and the hover name the group (the trace's name); the panel's title names the run.
+            trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first)
             traces.append(trace)
     rows = -(-len(runs) // columns)
-    return _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows, showlegend=False)
+    figure = _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows)
+    bottom = figure["layout"]["margin"]["b"]
+    _legend_below(figure, len(group_index))
+    figure["layout"]["height"] += figure["layout"]["margin"]["b"] - bottom  # the legend's rows, below the panels
+    return figure
+
+
+def _group_style(group_index: dict[str, int], label: str) -> tuple[dict, bool]:
+    """A group's colour and legend group, the same in every panel of a comparison (numbered in order of first
+    appearance in ``group_index``), and whether this is its first trace, the one that carries its legend
+    entry."""
+    first = label not in group_index
+    index = group_index.setdefault(label, len(group_index))
+    return {"legendgroup": f"group-{index}", "color": COLORS[index % len(COLORS)]}, first
 
 
 # The compare page's delay panels: each run's series thinned to this many points (MinMaxLTTB again, so every
@@ -523,12 +539,9 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     traces = []
     for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, series in zip(summary["groups"], summary["delay"], strict=True):
-            label = group["label"]
-            first = label not in group_index
-            index = group_index.setdefault(label, len(group_index))
+            style, first = _group_style(group_index, group["label"])
             thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS)
-            trace = _curve(thinned["x"], thinned["y"], label, y_scale=scale, shape="linear",
-                           legendgroup=f"group-{index}", color=COLORS[index % len(COLORS)])  # fmt: skip
+            trace = _curve(thinned["x"], thinned["y"], group["label"], y_scale=scale, shape="linear", **style)
             # The hover names the group (the trace's name); the panel's title names the run.
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
                          hovertemplate=f"iteration %{{x}}: %{{y:.4g}} {unit}")  # fmt: skip
