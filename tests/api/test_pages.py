@@ -132,6 +132,28 @@ def test_runs_page_plan_selects_read_only_each_plans_id_and_name(client: TestCli
     assert f'<option value="{second}" >#{second} second plan</option>' in page
 
 
+def test_home_page_reads_only_what_its_recent_plans_show(client: TestClient) -> None:
+    plan = {"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 4}
+    first = client.post("/api/plans", json={**plan, "name": "first <plan>"}).json()
+    second = client.post("/api/plans", json={**plan, "name": "second plan", "strategy": "tensor"}).json()
+    app_database = client.app.state.database
+    sent = sent_queries(app_database, lambda _session: client.get("/").raise_for_status())
+    plan_selects = [statement for statement, _ in sent if "\nFROM plan " in statement.replace('"', "")]
+    assert [statement.split("FROM")[0].replace('"', "") for statement in plan_selects] == [
+        "SELECT plan.id, plan.name, plan.strategy, plan.trials \n"  # "plan" quoted or not
+    ]
+    with app_database.read_session() as session:
+        assert plan_store.recent_plans(session, 5) == [
+            (second["id"], "second plan", "tensor", second["trials"]),
+            (first["id"], "first <plan>", "data", first["trials"]),
+        ]
+    home = client.get("/").text
+    for shown, name in ((second, "second plan"), (first, "first &lt;plan&gt;")):
+        row = f'<td><a href="/plans/{shown["id"]}">{name}</a></td><td>{shown["strategy"]}</td>'
+        assert f'<tr>{row}<td class="num">{shown["trials"]}</td></tr>' in home
+    assert home.index("second plan") < home.index("first &lt;plan&gt;")
+
+
 def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> None:
     with database.writing() as session:
         run = run_store.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,1\n", "r.csv"), name="r")

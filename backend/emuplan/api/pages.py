@@ -82,7 +82,7 @@ def home(request: Request, session: ReadSessionDep) -> HTMLResponse:
         request,
         "home.html",
         nav="home",
-        plans=plan_store.list_plans(session, RECENT),
+        plans=plan_store.recent_plans(session, RECENT),
         runs=run_store.list_runs(session, limit=RECENT),
         comparisons=comparison_store.list_comparisons(session, RECENT),
         demo_comparison=comparison_store.find_comparison_by_name(session, DEMO_COMPARISON_NAME),

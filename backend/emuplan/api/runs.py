@@ -85,41 +85,41 @@ class RunSummaryDocument(BaseModel):
     groups: list[dict[str, Any]]
 
 
-def _api_fields(listed: list[dataclasses.Field]) -> dict[str, Any]:
-    """Pydantic fields for ``store.ListedRun``'s: the same names, types and descriptions; the time as the
-    ISO 8601 text ``ListedRun.document`` gives."""
+def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dict[str, Any]:
+    """Pydantic fields for a store dataclass's (``store.RunHeader`` and its subclasses): the same names, types
+    and descriptions, or the type ``api_types`` names; the time as the ISO 8601 text ``document()`` gives."""
     return {
         each.name: (str, Field(description="ISO 8601 with its UTC offset."))
         if each.name == "created_at"
-        else (each.type, Field(description=each.metadata.get("description")))
-        for each in listed
+        else (api_types.get(each.name, each.type), Field(description=each.metadata.get("description")))
+        for each in store_fields
     }
 
 
-_LISTED = dataclasses.fields(store.ListedRun)
+def _added_by(subclass: type) -> list[dataclasses.Field]:
+    """The fields a subclass of ``store.RunHeader`` adds to it."""
+    return dataclasses.fields(subclass)[len(dataclasses.fields(store.RunHeader)) :]
+
+
 RunHeader = create_model(
     "RunHeader",
     __doc__="What both documents of a run hold: the list's item and the whole run.",
-    **_api_fields([each for each in _LISTED if each.name not in store.OVERALL_FIGURES]),
+    **_api_fields(dataclasses.fields(store.RunHeader)),
 )
 RunListItem = create_model(
     "RunListItem",
     __base__=RunHeader,
     __doc__="""A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
     file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99.""",
-    **_api_fields([each for each in _LISTED if each.name in store.OVERALL_FIGURES]),
+    **_api_fields(_added_by(store.ListedRun)),
 )
-
-
-class RunPublic(RunHeader):
-    """A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it."""
-
-    file_name: str | None
-    content_sha256: str | None
-    ranks: int | None
-    hosts: int | None
-    warnings: list[str]
-    summary: RunSummaryDocument
+RunPublic = create_model(
+    "RunPublic",
+    __base__=RunHeader,
+    __doc__="A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it.",
+    # The statistics are a dict in the store; the API documents their shape.
+    **_api_fields(_added_by(store.PublicRun), summary=RunSummaryDocument),
+)
 
 
 class AssumptionsDocument(BaseModel):

@@ -2,7 +2,7 @@
 read back only through ``PlanDocument`` (``plan_document``). Planning itself is ``emuplan.planning``.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from sqlmodel import Session, col, select
 
@@ -45,14 +45,36 @@ def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan
 
 
 class PlanName(NamedTuple):
+    """What the selects that pick a plan show."""
+
     id: int
     name: str
 
 
+class RecentPlan(NamedTuple):
+    """What the home page's recent plans show."""
+
+    id: int
+    name: str
+    strategy: str
+    trials: int
+
+
+Columns = TypeVar("Columns", bound=tuple)  # a NamedTuple whose fields are Plan's column names
+
+
+def _newest(session: Session, columns: type[Columns], limit: int) -> list[Columns]:
+    """The newest plans' ``columns`` (the tuple's fields name them) and nothing else: no request or document."""
+    statement = select(*(getattr(Plan, name) for name in columns._fields)).order_by(col(Plan.id).desc()).limit(limit)
+    return [columns(*row) for row in session.exec(statement)]
+
+
 def plan_names(session: Session, limit: int) -> list[PlanName]:
-    """The newest plans' ids and names, for the selects that pick a plan: no request or document read."""
-    statement = select(Plan.id, Plan.name).order_by(col(Plan.id).desc()).limit(limit)
-    return [PlanName(*row) for row in session.exec(statement)]
+    return _newest(session, PlanName, limit)
+
+
+def recent_plans(session: Session, limit: int) -> list[RecentPlan]:
+    return _newest(session, RecentPlan, limit)
 
 
 def get_plan(session: Session, plan_id: int) -> Plan:

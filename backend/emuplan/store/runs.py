@@ -253,15 +253,16 @@ def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None)
 
 
 def _described(description: str):
-    """A field of ``ListedRun`` with what the API documents of it (``api.runs`` builds its models from these)."""
+    """A field of a run's document with what the API documents of it (``api.runs`` builds its models from
+    these dataclasses)."""
     return field(metadata={"description": description})
 
 
 @dataclass(frozen=True, slots=True)
-class ListedRun:
-    """What a list shows of a run: its own small columns and its overall median and p99, never its
-    warnings, its statistics or its curves. A plain object, not the database row: templates read its
-    attributes several times a row, and a row's attribute lookup costs more."""
+class RunHeader:
+    """What every document of a run holds: the list's item (``ListedRun``) and the whole run (``PublicRun``).
+    Plain objects, not the database row: templates read their attributes several times a row, and a row's
+    attribute lookup costs more."""
 
     id: int
     name: str
@@ -273,19 +274,37 @@ class ListedRun:
     origin_detail: str
     sample_count: int
     created_at: datetime
-    p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
-    p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
 
     def document(self) -> dict:
-        """As ``GET /api/runs`` and ``emuplan runs --json`` list it."""
+        """As the API and the CLI's ``--json`` give it: every field, the time as ISO 8601 text."""
         return {
-            **{listed.name: getattr(self, listed.name) for listed in fields(self)},
+            **{each.name: getattr(self, each.name) for each in fields(self)},
             "created_at": self.created_at.isoformat(),
         }
 
 
-# What the list adds to the fields every document of a run holds.
-OVERALL_FIGURES = ("p50_us", "p99_us")
+@dataclass(frozen=True, slots=True)
+class ListedRun(RunHeader):
+    """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns and its
+    overall median and p99, never its warnings, its statistics or its curves."""
+
+    p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
+    p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
+
+
+@dataclass(frozen=True, slots=True)
+class PublicRun(RunHeader):
+    """The whole run (``GET /api/runs/{id}``, ``emuplan import --json``): with its file, its ranks and hosts,
+    its warnings and its statistics (without their curve arrays)."""
+
+    file_name: str | None
+    content_sha256: str | None
+    ranks: int | None
+    hosts: int | None
+    warnings: list[str]
+    summary: dict
+
+
 LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
 
 
@@ -350,24 +369,7 @@ def load_samples(session: Session, run_id: int) -> pa.Table:
 
 def run_public(run: Run) -> dict:
     """The run as the API and ``--json`` CLI show it (summary without its curve arrays)."""
-    return {
-        "id": run.id,
-        "name": run.name,
-        "plan_id": run.plan_id,
-        "strategy": run.strategy,
-        "tags": run.tags,
-        "source_format": run.source_format,
-        "origin": run.origin,
-        "origin_detail": run.origin_detail,
-        "file_name": run.file_name,
-        "content_sha256": run.content_sha256,
-        "sample_count": run.sample_count,
-        "ranks": run.ranks,
-        "hosts": run.hosts,
-        "warnings": run.warnings,
-        "created_at": run.created_at.isoformat(),
-        "summary": run.summary,
-    }
+    return PublicRun(**{each.name: getattr(run, each.name) for each in fields(PublicRun)}).document()
 
 
 @dataclass(frozen=True)
