@@ -93,7 +93,7 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
         "title": {"text": "<br>".join(title_lines), "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
         "xaxis": _axis(x_title, type="log" if log_x else "linear"),
         "yaxis": _axis(y_title),
-        "margin": {"l": 60, "r": 20, "t": _top_margin(title_lines), "b": 60},
+        "margin": {"l": 60, "r": RIGHT_MARGIN_PX, "t": _top_margin(title_lines), "b": 60},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
     }
@@ -101,6 +101,11 @@ def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_
     if len(traces) > 1:
         _legend_below(figure, sum(1 for trace in traces if trace.get("showlegend", True)))
     return figure
+
+
+# Room for half the last x tick label ("50k", "100") past the plot's right edge: when automargin has to
+# widen a margin, Plotly draws the whole figure a second time (20 px did, by 1 px, for a log axis's "100").
+RIGHT_MARGIN_PX = 32
 
 
 def _top_margin(title_lines: list[str]) -> int:
@@ -271,8 +276,11 @@ def delay_figure(
     traces = [_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear", y_limit=top)
               for group, series in groups]  # fmt: skip
     if clip:
-        traces += [_clipped_marks(series, top, scale, unit, f"{group['label']}: off the axis")
-                   for group, series in groups]  # fmt: skip
+        # Only groups with trials past the axis' end: an empty trace has no legend entry, but would take a
+        # row of the legend's band.
+        marks = [_clipped_marks(series, top, scale, unit, f"{group['label']}: off the axis")
+                 for group, series in groups]  # fmt: skip
+        traces += [trace for trace in marks if trace["x"]]
     return _figure(traces, title, "iteration", y_title, yaxis=yaxis)
 
 
@@ -542,7 +550,6 @@ def _group_style(group_index: dict[str, int], label: str) -> tuple[dict, bool]:
 COMPARISON_DELAY_POINTS = 250
 DELAY_PANEL_PX = 160
 DELAY_PANEL_GAP_PX = 64
-DELAY_RIGHT_MARGIN_PX = 32
 
 
 def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
@@ -570,8 +577,4 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     title = "Completion time per iteration by run"
     # The plot, the title above it and the x axis title's 60 px below; _figure adds the legend's band.
     height = _top_margin(_title_lines(title)) + plot_px + 60
-    figure = _figure(traces, title, "iteration", None, **panels, height=height)
-    # Room for half the last x tick label ("50k") past the plot's right edge: when automargin has to
-    # widen a margin, Plotly draws the whole figure a second time.
-    figure["layout"]["margin"]["r"] = DELAY_RIGHT_MARGIN_PX
-    return figure
+    return _figure(traces, title, "iteration", None, **panels, height=height)
