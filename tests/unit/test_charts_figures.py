@@ -83,7 +83,7 @@ def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entr
     assert layout["margin"] == {"l": 60, "r": 32, "t": 58, "b": 60 + 10 + 3 * 19}
     assert layout["height"] == 58 + plot_px + 60 + 67
     assert layout["legend"] == {"orientation": "h", "yref": "container", "y": 67 / 793, "yanchor": "top",
-                                "tracegroupgap": 0}  # fmt: skip
+                                "tracegroupgap": 0, "maxheight": 67}  # fmt: skip
     # A group has one colour and one legend entry across the panels.
     assert [t["name"] for t in figure["data"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"] * 2 + [
         "all_gather · size unknown"
@@ -104,7 +104,7 @@ def test_legend_hangs_below_the_axis_title_in_a_band_of_a_row_an_entry_added_to_
     overlaid = delay_figure(big_summary)
     band = 10 + 2 * 19
     assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": band / (420 + band),
-                                            "yanchor": "top", "tracegroupgap": 0}  # fmt: skip
+                                            "yanchor": "top", "tracegroupgap": 0, "maxheight": band}  # fmt: skip
     assert (overlaid["layout"]["margin"]["b"], overlaid["layout"]["height"]) == (60 + band, 420 + band)
     # The "off the axis" marks of a group with trials past the axis' end join the legend (the first size's
     # two spikes); a group with none gets no trace, which would take a row without an entry.
@@ -117,6 +117,12 @@ def test_legend_hangs_below_the_axis_title_in_a_band_of_a_row_an_entry_added_to_
     cdf = cdf_figure(summarise(samples_table(duration_us=np.array([10.0, 20.0]), collective="all_gather")))
     assert "legend" in cdf["layout"]  # the curve and its percentile markers: two traces, one entry
     assert cdf["layout"]["margin"]["b"] == 60 + 10 + 19
+    # Past 8 entries the band stops growing and the legend scrolls in it: 12 sizes, 8 rows.
+    sizes = np.repeat(2 ** np.arange(12), 3)
+    many = delay_figure(summarise(samples_table(duration_us=np.arange(36.0) + 1, collective="all_reduce",
+                                                size_bytes=sizes)))  # fmt: skip
+    assert len(many["data"]) == 12
+    assert (many["layout"]["margin"]["b"], many["layout"]["legend"]["maxheight"]) == (60 + 162, 10 + 8 * 19)
 
 
 def test_every_legend_entry_is_cut_to_the_same_length_and_escaped():
@@ -158,7 +164,7 @@ def test_comparison_figures_and_escaping(big_summary):
     ]
     # The legend (a run an entry) sits at the figure's bottom edge in a margin of its own, below the axis title.
     assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 48 / 468,
-                                            "yanchor": "top", "tracegroupgap": 0}  # fmt: skip
+                                            "yanchor": "top", "tracegroupgap": 0, "maxheight": 48}  # fmt: skip
     assert overlaid["layout"]["margin"]["b"] == 60 + 10 + 2 * 19  # two runs: two rows
     panels = comparison_small_multiples(runs, log_x=True)
     assert len(panels["data"]) == 3  # two groups in run 1, one in run 2
@@ -177,7 +183,7 @@ def test_comparison_figures_and_escaping(big_summary):
         ("all_gather · size unknown", "#00cc96", "group-2", True),
     ]
     assert panels["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 67 / 387,
-                                          "yanchor": "top", "tracegroupgap": 0}  # fmt: skip
+                                          "yanchor": "top", "tracegroupgap": 0, "maxheight": 67}  # fmt: skip
     assert [panels["layout"]["margin"]["b"], panels["layout"]["height"]] == [60 + 67, 320 + 67]
     again = comparison_small_multiples([runs[0], ("#2 big again", big_summary)])
     assert [(t["legendgroup"], t["line"]["color"], t["showlegend"]) for t in again["data"]] == [

@@ -286,9 +286,11 @@ def delay_figure(
 
 # The height charts.js gives a figure that brings none.
 CHART_PX = 420
-# One legend row (an entry's 19 px) and the legend's padding above and below its rows.
+# One legend row (an entry's 19 px) and the legend's padding above and below its rows; past this many
+# rows the legend scrolls in its band (a sweep compared with a run has ~60 groups).
 LEGEND_ROW_PX = 19
 LEGEND_PAD_PX = 10
+LEGEND_MAX_ROWS = 8
 
 
 def _legend_below(figure: dict, entries: int) -> None:
@@ -300,13 +302,14 @@ def _legend_below(figure: dict, entries: int) -> None:
     The legend hangs from the band's top (``yanchor`` top): Plotly then reserves the band's height whatever
     the number of rows it draws, so its automargin never widens the margin and draws the figure a second
     time (a legend standing on the bottom edge reserves its own height, which grows with the rows a narrow
-    chart needs). Legend groups get no gap of their own: every row is the same height."""
+    chart needs). Legend groups get no gap of their own: every row is the same height. More entries than
+    ``LEGEND_MAX_ROWS`` scroll in a band of that many rows (``maxheight``)."""
     layout = figure["layout"]
-    band = LEGEND_PAD_PX + LEGEND_ROW_PX * entries
+    band = LEGEND_PAD_PX + LEGEND_ROW_PX * min(entries, LEGEND_MAX_ROWS)
     layout["margin"]["b"] += band
     layout["height"] = layout.get("height", CHART_PX) + band
     layout["legend"] = {"orientation": "h", "yref": "container", "y": band / layout["height"], "yanchor": "top",
-                        "tracegroupgap": 0}  # fmt: skip
+                        "tracegroupgap": 0, "maxheight": band}  # fmt: skip
 
 
 CLIP_HEADROOM = 1.2
