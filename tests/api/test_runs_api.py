@@ -339,8 +339,9 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert list(sweeps["figures"]) == ["sweeps"]  # no one-point CDFs
     assert sweeps["baseline_run_id"] == v100_id  # the first in the order given
     names = [trace["name"] for trace in sweeps["figures"]["sweeps"]["data"]]
+    # 44 characters an entry: the run's name gives way to the collective and the variant.
     assert names == [
-        f"#{v100_id} v100-allreduce.txt all_reduce out-of-place", f"#{v100_id} v100-allreduce.txt all_reduce in-place",
+        f"#{v100_id} v100-allreduce.t… all_reduce out-of-place", f"#{v100_id} v100-allreduce.txt all_reduce in-place",
         f"#{h100_id} h100.txt all_reduce out-of-place", f"#{h100_id} h100.txt all_reduce in-place",
     ]  # fmt: skip
     assert (sweeps["notice"], sweeps["time_unit"], sweeps["us_per_unit"]) == (None, "µs", 1.0)

@@ -75,13 +75,15 @@ def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entr
     assert all("matches" not in layout[f"{axis}{s}"] for axis in ("xaxis", "yaxis") for s in ("2", "3"))
     assert [layout[f"yaxis{s}"]["title"]["text"] for s in ("", "2", "3")] == ["completion time (ms)"] * 3
     assert [layout[f"xaxis{s}"].get("title") for s in ("", "2", "3")] == [None, None, {"text": "iteration"}]
-    # 160 px a panel, 64 px between panels: 3 × 160 + 2 × 64 = 608 px of plot, plus the title's 58 and
-    # the legend's 60 + 2 rows of 22 (three groups, two a row).
+    # 160 px a panel, 64 px between panels: 3 × 160 + 2 × 64 = 608 px of plot, plus the title's 58, the x
+    # axis title's 60 and the legend's band: 10 px of padding and a row of 19 a group (three groups).
     plot_px = 608
     assert layout["yaxis"]["domain"] == pytest.approx([1 - 160 / plot_px, 1.0], abs=1e-12)
     assert layout["yaxis3"]["domain"] == pytest.approx([0.0, 160 / plot_px], abs=1e-12)
-    assert layout["margin"] == {"l": 60, "r": 32, "t": 58, "b": 60 + 2 * 22}
-    assert layout["height"] == 58 + plot_px + 104
+    assert layout["margin"] == {"l": 60, "r": 32, "t": 58, "b": 60 + 10 + 3 * 19}
+    assert layout["height"] == 58 + plot_px + 60 + 67
+    assert layout["legend"] == {"orientation": "h", "yref": "container", "y": 67 / 793, "yanchor": "top",
+                                "tracegroupgap": 0, "maxheight": 67}  # fmt: skip
     # A group has one colour and one legend entry across the panels.
     assert [t["name"] for t in figure["data"]] == ["all_reduce · 971048 B", "all_reduce · 4239400 B"] * 2 + [
         "all_gather · size unknown"
@@ -96,12 +98,44 @@ def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entr
     assert figure["data"][0]["hovertemplate"] == "iteration %{x}: %{y:.4g} ms"
 
 
-def test_delay_legend_has_a_row_of_bottom_margin_per_two_entries_below_the_axis_title(big_summary):
+def test_legend_hangs_below_the_axis_title_in_a_band_of_a_row_an_entry_added_to_the_height(big_summary):
+    # A row of 19 px an entry (a phone's width holds one) and 10 px of padding, added to the margin and to
+    # charts.js's default height of 420; the legend's top at the band's top, whatever rows it draws.
     overlaid = delay_figure(big_summary)
-    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    assert overlaid["layout"]["margin"]["b"] == 60 + 22  # two entries: one row
-    clipped = delay_figure(big_summary, clip=True)  # each group's "off the axis" marks join the legend
-    assert (len(clipped["data"]), clipped["layout"]["margin"]["b"]) == (4, 60 + 2 * 22)
+    band = 10 + 2 * 19
+    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": band / (420 + band),
+                                            "yanchor": "top", "tracegroupgap": 0, "maxheight": band}  # fmt: skip
+    assert (overlaid["layout"]["margin"]["b"], overlaid["layout"]["height"]) == (60 + band, 420 + band)
+    # The "off the axis" marks of a group with trials past the axis' end join the legend (the first size's
+    # two spikes); a group with none gets no trace, which would take a row without an entry.
+    clipped = delay_figure(big_summary, clip=True)
+    assert [t["name"] for t in clipped["data"]] == [
+        "all_reduce · 971048 B", "all_reduce · 4239400 B", "all_reduce · 971048 B: off the axis (value…",
+    ]  # fmt: skip
+    assert clipped["layout"]["margin"]["b"] == 60 + 10 + 3 * 19
+    # A figure of one trace has no legend (Plotly shows none), so no band.
+    cdf = cdf_figure(summarise(samples_table(duration_us=np.array([10.0, 20.0]), collective="all_gather")))
+    assert "legend" in cdf["layout"]  # the curve and its percentile markers: two traces, one entry
+    assert cdf["layout"]["margin"]["b"] == 60 + 10 + 19
+    # Past 8 entries the band stops growing and the legend scrolls in it: 12 sizes, 8 rows.
+    sizes = np.repeat(2 ** np.arange(12), 3)
+    many = delay_figure(summarise(samples_table(duration_us=np.arange(36.0) + 1, collective="all_reduce",
+                                                size_bytes=sizes)))  # fmt: skip
+    assert len(many["data"]) == 12
+    assert (many["layout"]["margin"]["b"], many["layout"]["legend"]["maxheight"]) == (60 + 162, 10 + 8 * 19)
+
+
+def test_every_legend_entry_is_cut_to_the_same_length_and_escaped():
+    name = "<b>" + "x" * 60
+    summary = summarise(samples_table(duration_us=np.array([10.0, 20.0]), collective=name, size_bytes=None))
+    legend = "&lt;b&gt;" + "x" * 40 + "…"  # 44 characters before escaping: 3 of the tag, 40 x, the ellipsis
+    assert cdf_figure(summary)["data"][0]["name"] == legend
+    assert delay_figure(summary)["data"][0]["name"] == legend
+    assert comparison_cdf_figure([(name, summary)])["data"][0]["name"] == legend
+    # The percentile markers stay out of the legend: their hover names the whole group.
+    assert cdf_figure(summary)["data"][1]["hovertemplate"].endswith(
+        f"<extra>&lt;b&gt;{'x' * 60} · size unknown</extra>"
+    )
 
 
 def test_bandwidth_vs_size_from_nccl_tests():
@@ -129,8 +163,9 @@ def test_comparison_figures_and_escaping(big_summary):
         "#2 small",
     ]
     # The legend (a run an entry) sits at the figure's bottom edge in a margin of its own, below the axis title.
-    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    assert overlaid["layout"]["margin"]["b"] == 60 + 22  # two runs: one row
+    assert overlaid["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 48 / 468,
+                                            "yanchor": "top", "tracegroupgap": 0, "maxheight": 48}  # fmt: skip
+    assert overlaid["layout"]["margin"]["b"] == 60 + 10 + 2 * 19  # two runs: two rows
     panels = comparison_small_multiples(runs, log_x=True)
     assert len(panels["data"]) == 3  # two groups in run 1, one in run 2
     # One x title, under the bottom row's first panel: narrow panels' titles would run together.
@@ -147,8 +182,9 @@ def test_comparison_figures_and_escaping(big_summary):
         ("all_reduce · 4239400 B", "#EF553B", "group-1", True),
         ("all_gather · size unknown", "#00cc96", "group-2", True),
     ]
-    assert panels["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    assert [panels["layout"]["margin"]["b"], panels["layout"]["height"]] == [60 + 2 * 22, 320 + 2 * 22]
+    assert panels["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 67 / 387,
+                                          "yanchor": "top", "tracegroupgap": 0, "maxheight": 67}  # fmt: skip
+    assert [panels["layout"]["margin"]["b"], panels["layout"]["height"]] == [60 + 67, 320 + 67]
     again = comparison_small_multiples([runs[0], ("#2 big again", big_summary)])
     assert [(t["legendgroup"], t["line"]["color"], t["showlegend"]) for t in again["data"]] == [
         ("group-0", "#636efa", True),

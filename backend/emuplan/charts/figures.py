@@ -85,19 +85,31 @@ def _title_lines(title: str) -> list[str]:
 
 
 def _figure(traces: list, title: str, x_title: str, y_title: str | None, *, log_x: bool = False, **layout) -> dict:
-    """The figure: ``traces`` on the house axes (plotly_white's look, set here rather than by a template)."""
+    """The figure: ``traces`` on the house axes (plotly_white's look, set here rather than by a template),
+    with the legend below the x axis title (``_legend_below``) when Plotly shows one (more than one trace)."""
     title_lines = _title_lines(title)
     base = {
         # Pinned to the top so panel labels just above the plot area never run into a long title.
         "title": {"text": "<br>".join(title_lines), "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
         "xaxis": _axis(x_title, type="log" if log_x else "linear"),
         "yaxis": _axis(y_title),
-        "legend": {"orientation": "h", "y": -0.2},
-        "margin": {"l": 60, "r": 20, "t": 36 + 22 * len(title_lines), "b": 60},
+        "margin": {"l": 60, "r": RIGHT_MARGIN_PX, "t": _top_margin(title_lines), "b": 60},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
     }
-    return {"data": traces, "layout": {**base, **layout}}
+    figure = {"data": traces, "layout": {**base, **layout}}
+    if len(traces) > 1:
+        _legend_below(figure, sum(1 for trace in traces if trace.get("showlegend", True)))
+    return figure
+
+
+# Room for half the last x tick label ("50k", "100") past the plot's right edge: when automargin has to
+# widen a margin, Plotly draws the whole figure a second time (20 px did, by 1 px, for a log axis's "100").
+RIGHT_MARGIN_PX = 32
+
+
+def _top_margin(title_lines: list[str]) -> int:
+    return 36 + 22 * len(title_lines)
 
 
 # Characters a panel title may take per column before it runs into its neighbour's on a phone (390 px:
@@ -106,13 +118,19 @@ PANEL_TITLE_CHARS = 48
 PANEL_TITLE_FONT = {"size": 11}
 PANEL_X_TICKS = 2
 # Characters of a legend entry that fit a phone's width beside its symbol: Plotly neither wraps nor cuts
-# an entry, so a longer run name ran off the chart's right edge.
+# an entry, so a longer name (a run's, a file's collective) ran off the chart's right edge.
 LEGEND_NAME_CHARS = 44
 
 
 def _shortened(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters with an ellipsis (before escaping, so never inside an entity)."""
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _legend_name(text: str) -> str:
+    """A trace's name as its legend entry shows it: cut to ``LEGEND_NAME_CHARS``, escaped. Every chart's
+    page lists the whole name in its tables (the run's statistics and sweep tables, the comparison's)."""
+    return escape(_shortened(text, LEGEND_NAME_CHARS))
 
 
 def _panel_title(text: str, columns: int) -> str:
@@ -179,7 +197,7 @@ def _curve(
         y=typed_array(y_values),
         mode="lines" if len(x) > SPARSE_POINTS else "lines+markers",
         line={"shape": shape, **({"color": color} if color else {})},
-        name=escape(name),
+        name=_legend_name(name),
         **({"legendgroup": legendgroup} if legendgroup else {}),
     )
 
@@ -258,24 +276,43 @@ def delay_figure(
     traces = [_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear", y_limit=top)
               for group, series in groups]  # fmt: skip
     if clip:
-        traces += [_clipped_marks(series, top, scale, unit, f"{group['label']}: off the axis")
-                   for group, series in groups]  # fmt: skip
-    figure = _figure(traces, title, "iteration", y_title, yaxis=yaxis)
-    if len(traces) > 1:
-        _legend_below(figure, len(traces))
-    return figure
+        # Only groups with trials past the axis' end: an empty trace has no legend entry, but would take a
+        # row of the legend's band.
+        marks = [_clipped_marks(series, top, scale, unit, f"{group['label']}: off the axis")
+                 for group, series in groups]  # fmt: skip
+        traces += [trace for trace in marks if trace["x"]]
+    return _figure(traces, title, "iteration", y_title, yaxis=yaxis)
+
+
+# The height charts.js gives a figure that brings none.
+CHART_PX = 420
+# One legend row (an entry's 19 px) and the legend's padding above and below its rows; past this many
+# rows the legend scrolls in its band (a sweep compared with a run has ~60 groups).
+LEGEND_ROW_PX = 19
+LEGEND_PAD_PX = 10
+LEGEND_MAX_ROWS = 8
 
 
 def _legend_below(figure: dict, entries: int) -> None:
-    """The legend at the figure's bottom edge in a margin of its own, below the x axis title, not over it
-    (a paper-relative legend meets the title once a few long labels or a phone's width shorten the plot).
-    A chart's slot (half the run page, a third of compare, a phone) fits about two entries a row."""
-    figure["layout"]["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
-    figure["layout"]["margin"]["b"] += LEGEND_ROW_PX * -(-entries // 2)
+    """The legend in a band of its own added below the x axis title, not over it (a paper-relative legend
+    met the title once a few long labels or a phone's width shortened the plot): a row an entry, as on a
+    phone, where a chart is ~340 px wide and a typical entry (~200 px) fills a row; a wider slot puts
+    several entries in a row and leaves the rest of the band blank.
+
+    The legend hangs from the band's top (``yanchor`` top): Plotly then reserves the band's height whatever
+    the number of rows it draws, so its automargin never widens the margin and draws the figure a second
+    time (a legend standing on the bottom edge reserves its own height, which grows with the rows a narrow
+    chart needs). Legend groups get no gap of their own: every row is the same height. More entries than
+    ``LEGEND_MAX_ROWS`` scroll in a band of that many rows (``maxheight``)."""
+    layout = figure["layout"]
+    band = LEGEND_PAD_PX + LEGEND_ROW_PX * min(entries, LEGEND_MAX_ROWS)
+    layout["margin"]["b"] += band
+    layout["height"] = layout.get("height", CHART_PX) + band
+    layout["legend"] = {"orientation": "h", "yref": "container", "y": band / layout["height"], "yanchor": "top",
+                        "tracegroupgap": 0, "maxheight": band}  # fmt: skip
 
 
 CLIP_HEADROOM = 1.2
-LEGEND_ROW_PX = 22
 
 
 def _clip_limit(groups: list[dict]) -> tuple[str, float]:
@@ -296,7 +333,7 @@ def _clipped_marks(series: dict, limit: float, scale: float, unit: str, name: st
         text=[f"{y[i]:.4g} {unit}" for i in above],
         textposition="bottom center",
         marker={"symbol": "triangle-up", "size": 9, "color": "#d62728"},
-        name=escape(f"{name} (value shown)"),
+        name=_legend_name(f"{name} (value shown)"),
         hovertemplate=f"iteration %{{x}}: %{{text}}<extra>{escape(name)}</extra>",
     )
 
@@ -327,15 +364,16 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
             name = " ".join(part for part in (entry["collective"], table["variant"]) if part)
             dash = "solid" if table["variant"] != "in-place" else "dashdot"
             traces.append(_scatter(x=x, y=[row["busbw_gbps"] for row in rows], mode="lines+markers",
-                                     name=escape(f"{name} busbw"), line={"color": color, "dash": dash}))  # fmt: skip
+                                   name=_legend_name(f"{name} busbw"),
+                                   line={"color": color, "dash": dash}))  # fmt: skip
             traces.append(_scatter(x=x, y=[row["algbw_gbps"] for row in rows], mode="lines",
-                                     name=escape(f"{name} algbw"), line={"color": color, "dash": "dot", "width": 1},
-                                     visible="legendonly"))  # fmt: skip
+                                   name=_legend_name(f"{name} algbw"), line={"color": color, "dash": "dot", "width": 1},
+                                   visible="legendonly"))  # fmt: skip
         rows = entry["tables"][0]["rows"]
         if any(row["expected_busbw_gbps"] is not None for row in rows):
             traces.append(_scatter(x=[row["size_bytes"] for row in rows],
                                      y=[row["expected_busbw_gbps"] for row in rows], mode="lines",
-                                     name=escape(f"{entry['collective']} α-β expected busbw"),
+                                     name=_legend_name(f"{entry['collective']} α-β expected busbw"),
                                      line={"color": color, "dash": "dash", "width": 1.5}))  # fmt: skip
     if sizes:
         ceiling = sweep["ceiling_gbps"]
@@ -345,8 +383,6 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
     return _figure(
         traces, title, "data size (bytes, log 2 scale)", "bandwidth (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
-        # Anchored to the figure's bottom edge, below the axis title however tall rotated ticks make it.
-        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )  # fmt: skip
 
 
@@ -407,16 +443,18 @@ def comparison_sweep_figure(runs: list[tuple[str, dict]]) -> dict:
             groups.sort(key=lambda g: g["size_bytes"])
             x = [g["size_bytes"] for g in groups]
             sizes += x
-            label = " ".join(part for part in (_shortened(name, LEGEND_NAME_CHARS // 2), collective, variant) if part)
+            # The run's name gives way to what tells its curves apart, down to a quarter of the entry.
+            what = " ".join(part for part in (collective, variant) if part)
+            run_chars = max(LEGEND_NAME_CHARS - 1 - len(what), LEGEND_NAME_CHARS // 4)
+            label = " ".join(part for part in (_shortened(name, run_chars), what) if part)
             dash = "dashdot" if variant == "in-place" else "solid"
             traces.append(_scatter(x=x, y=[file_or_ours(g, "busbw_gbps") for g in groups], mode="lines+markers",
-                                     name=escape(label), legendgroup=f"run-{index}",
+                                     name=_legend_name(label), legendgroup=f"run-{index}",
                                      line={"color": color, "dash": dash}))  # fmt: skip
     ticks = _size_ticks(sizes) if sizes else {}
     return _figure(
         traces, "busbw vs data size by run", "data size (bytes, log 2 scale)", "busbw (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
-        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )  # fmt: skip
 
 
@@ -432,10 +470,10 @@ def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") ->
         sizes = [g["size_bytes"] for g in groups]
         name = " ".join(part for part in (collective, variant) if part)
         traces.append(_scatter(x=sizes, y=[g["algbw_gbps"] for g in groups], mode="lines+markers",
-                                 name=escape(f"{name} algbw"), line={"dash": "dot"}))  # fmt: skip
+                                 name=_legend_name(f"{name} algbw"), line={"dash": "dot"}))  # fmt: skip
         if any(g.get("busbw_gbps") is not None for g in groups):
             traces.append(_scatter(x=sizes, y=[g.get("busbw_gbps") for g in groups], mode="lines+markers",
-                                     name=escape(f"{name} busbw")))  # fmt: skip
+                                     name=_legend_name(f"{name} busbw")))  # fmt: skip
     return _figure(
         traces, title, "data size (bytes)", "bandwidth (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes)", type="log", exponentformat="SI"),
@@ -450,15 +488,13 @@ def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) 
     for index, (name, summary) in enumerate(runs):
         x, p = _thinned_body(summary["overall_ecdf"], OVERLAY_POINTS)
         color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
-        legend_name = _shortened(name, LEGEND_NAME_CHARS)
-        traces.append(_curve(x, p, legend_name, x_scale=scale, legendgroup=legendgroup, color=color))
+        traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, color=color))
         traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
-    figure = _figure(
+    # One legend entry per run: the percentile markers stay out of the legend.
+    return _figure(
         traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
         yaxis=_axis("fraction ≤ x", range=[0, 1.02]),
     )  # fmt: skip
-    _legend_below(figure, len(runs))  # one entry per run: the percentile markers stay out of the legend
-    return figure
 
 
 # The body of a CDF is drawn from points evenly spaced in rank, so in the fraction ≤ x: 200 steps up a panel
@@ -499,11 +535,7 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first)
             traces.append(trace)
     rows = -(-len(runs) // columns)
-    figure = _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows)
-    bottom = figure["layout"]["margin"]["b"]
-    _legend_below(figure, len(group_index))
-    figure["layout"]["height"] += figure["layout"]["margin"]["b"] - bottom  # the legend's rows, below the panels
-    return figure
+    return _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows)
 
 
 def _group_style(group_index: dict[str, int], label: str) -> tuple[dict, bool]:
@@ -521,7 +553,6 @@ def _group_style(group_index: dict[str, int], label: str) -> tuple[dict, bool]:
 COMPARISON_DELAY_POINTS = 250
 DELAY_PANEL_PX = 160
 DELAY_PANEL_GAP_PX = 64
-DELAY_RIGHT_MARGIN_PX = 32
 
 
 def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
@@ -546,11 +577,7 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
                          hovertemplate=f"iteration %{{x}}: %{{y:.4g}} {unit}")  # fmt: skip
             traces.append(trace)
-    figure = _figure(traces, "Completion time per iteration by run", "iteration", None, **panels)
-    _legend_below(figure, len(group_index))
-    margin = figure["layout"]["margin"]
-    # Room for half the last x tick label ("50k") past the plot's right edge: when automargin has to
-    # widen a margin, Plotly draws the whole figure a second time.
-    margin["r"] = DELAY_RIGHT_MARGIN_PX
-    figure["layout"]["height"] = margin["t"] + plot_px + margin["b"]
-    return figure
+    title = "Completion time per iteration by run"
+    # The plot, the title above it and the x axis title's 60 px below; _figure adds the legend's band.
+    height = _top_margin(_title_lines(title)) + plot_px + 60
+    return _figure(traces, title, "iteration", None, **panels, height=height)
