@@ -132,6 +132,21 @@ function renderTests(doc) {
   document.getElementById("compare-tests").replaceChildren(table(headers, rows));
 }
 
+// The panels come asking Plotly for two x ticks, which labels a log axis by decades only: in a phone's
+// ~95 px panels more ticks gave 1 2 5 10 2 5, run together. A panel with room gets four, so that a span of
+// two decades is not labelled by one decade alone.
+const ROOMY_PANEL_PX = 130;
+const ROOMY_PANEL_TICKS = 4;
+
+function fitPanelTicks(container, figure) {
+  const { layout } = figure;
+  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  for (const key of xAxisKeys(layout)) {
+    const [start, end] = layout[key].domain;
+    if ((end - start) * plotWidth >= ROOMY_PANEL_PX) layout[key].nticks = ROOMY_PANEL_TICKS;
+  }
+}
+
 function applyLogX(charts) {
   for (const chart of charts) {
     chart.dataset.logX = String(logBox.checked);
@@ -178,6 +193,7 @@ async function main() {
       await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
     } else {
       await drawFigure(cdf, doc.figures.cdf);
+      fitPanelTicks(multiples, doc.figures.small_multiples);
       await drawFigure(multiples, doc.figures.small_multiples);
       await drawFigure(document.getElementById("delay-panels"), doc.figures.delays);
     }
