@@ -1,6 +1,7 @@
 """The run lists' strategy, plan and tag filters are answered from indexes (migrations 0008 and 0009), not
-by reading every run row, and a page far from the newest walks the runs in id order without sorting them:
-the queries ``list_runs`` and ``count_runs`` send are the ones the database plans so."""
+by reading every run row, and a page far from the newest walks an index of the runs in id order without
+sorting them (on SQLite ``ix_run_id``, migration 0011): the queries ``list_runs`` and ``count_runs`` send
+are the ones the database plans so."""
 
 import pytest
 import sqlalchemy as sa
@@ -44,34 +45,55 @@ def test_a_tag_alone_is_counted_in_its_index_without_reading_runs(database: Data
     assert "ix_run_tag_folded" in query_plan(database, *counted)
 
 
-def test_a_deep_page_walks_the_runs_in_id_order_without_sorting(database: Database) -> None:
+def test_a_deep_page_walks_an_index_of_the_ids_in_order_without_sorting(database: Database) -> None:
     def read(session):
         assert runs.list_runs(session, limit=runs.RUNS_PER_PAGE, offset=199 * runs.RUNS_PER_PAGE) == []
 
     (listed,) = sent_queries(database, read)
     plan = query_plan(database, *listed, forbid_sort=True)
-    walk = "SCAN run" if database.engine.dialect.name == "sqlite" else "Index Scan Backward using run_pkey on run"
+    walk = (
+        "SCAN run USING COVERING INDEX ix_run_id"
+        if database.engine.dialect.name == "sqlite"
+        else "Index Scan Backward using run_pkey on run"
+    )
     assert walk in plan, plan
     assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 
-def test_migration_0008_adds_the_list_indexes_and_takes_them_back(database_url: str) -> None:
-    def run_indexes() -> set[str]:
-        # SQLAlchemy's reflection skips SQLite's expression indexes: ask the catalogues.
-        engine = sa.create_engine(database_url)
-        catalogue = (
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'run' AND sql IS NOT NULL"
-            if engine.dialect.name == "sqlite"
-            else "SELECT indexname FROM pg_indexes WHERE tablename = 'run' AND indexname <> 'run_pkey'"
-        )
-        try:
-            with engine.connect() as connection:
-                return set(connection.exec_driver_sql(catalogue).scalars())
-        finally:
-            engine.dispose()
+def test_sqlite_counts_all_runs_in_the_index_of_the_ids(database: Database) -> None:
+    (counted,) = sent_queries(database, runs.count_runs)
+    if database.engine.dialect.name == "sqlite":
+        assert query_plan(database, *counted) == "SCAN run USING COVERING INDEX ix_run_id"
 
-    assert run_indexes() == {"ix_run_content_sha256", *LIST_INDEXES}
+
+def run_indexes(database_url: str) -> set[str]:
+    # SQLAlchemy's reflection skips SQLite's expression indexes: ask the catalogues.
+    engine = sa.create_engine(database_url)
+    catalogue = (
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'run' AND sql IS NOT NULL"
+        if engine.dialect.name == "sqlite"
+        else "SELECT indexname FROM pg_indexes WHERE tablename = 'run' AND indexname <> 'run_pkey'"
+    )
+    try:
+        with engine.connect() as connection:
+            return set(connection.exec_driver_sql(catalogue).scalars())
+    finally:
+        engine.dispose()
+
+
+def test_migration_0008_adds_the_list_indexes_and_takes_them_back(database_url: str) -> None:
+    command.downgrade(alembic_config(database_url), "0010")
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES}
     command.downgrade(alembic_config(database_url), "0007")
-    assert run_indexes() == {"ix_run_content_sha256"}
+    assert run_indexes(database_url) == {"ix_run_content_sha256"}
+    command.upgrade(alembic_config(database_url), "0010")
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES}
+
+
+def test_migration_0011_adds_the_id_index_on_sqlite_only_and_takes_it_back(database_url: str) -> None:
+    id_index = {"ix_run_id"} if database_url.startswith("sqlite") else set()
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index}
+    command.downgrade(alembic_config(database_url), "0010")
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES}
     command.upgrade(alembic_config(database_url), "head")
-    assert run_indexes() == {"ix_run_content_sha256", *LIST_INDEXES}
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index}

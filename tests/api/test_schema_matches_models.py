@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import MetaData, create_engine
 from sqlmodel import SQLModel
 
 import emuplan.store.models  # noqa: F401 (registers every table in SQLModel.metadata)
@@ -25,14 +25,28 @@ SQLITE_SKIPS_THE_EXPRESSION_INDEX = {
 STRATEGY_INDEX_SQL = "CREATE INDEX ix_run_strategy_folded ON run (lower(strategy))"
 
 
+def models_on(dialect_name: str) -> MetaData:
+    """The models' tables as they are on this database: without the indexes they declare for another
+    database only (``ddl_if``: ``ix_run_id`` is SQLite's), which Alembic 1.20's autogenerate would expect
+    everywhere. Left out of the models, such an index is a difference wherever the database has it."""
+    schema = MetaData()
+    for table in SQLModel.metadata.sorted_tables:
+        copy = table.to_metadata(schema)
+        for index in table.indexes:
+            condition = index._ddl_if  # where SQLAlchemy keeps ddl_if's rule (it has no public reader)
+            if condition is not None and condition.dialect not in (None, dialect_name):
+                copy.indexes.remove(next(copied for copied in copy.indexes if copied.name == index.name))
+    return schema
+
+
 def test_a_database_migrated_to_head_differs_in_nothing_from_the_models(database_url: str) -> None:
     engine = create_engine(database_url)
     try:
         with engine.connect() as connection, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             context = MigrationContext.configure(connection, opts={"compare_type": True})
-            differences = compare_metadata(context, SQLModel.metadata)
             on_sqlite = connection.dialect.name == "sqlite"
+            differences = compare_metadata(context, models_on(connection.dialect.name))
             if on_sqlite:
                 index_sql = connection.exec_driver_sql(
                     "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'ix_run_strategy_folded'"

@@ -124,8 +124,15 @@ class Run(SQLModel, table=True):
     """A set of measured collective completion times: imported from a file or measured locally."""
 
     __tablename__ = "run"
-    # The lists' strategy filter compares lower(strategy) (migration 0008).
-    __table_args__ = (Index("ix_run_strategy_folded", func.lower(text("strategy"))), NEVER_REUSE_IDS)
+    # The lists' strategy filter compares lower(strategy) (migration 0008). ix_run_id is for SQLite only
+    # (migration 0011): there the run table is its id's b-tree, so a list's page far from the newest
+    # (OFFSET) would step over the skipped runs' whole rows; this index holds their ids alone, on far fewer pages.
+    # PostgreSQL walks run_pkey, an index already: the same index there would only be a second copy.
+    __table_args__ = (
+        Index("ix_run_strategy_folded", func.lower(text("strategy"))),
+        Index("ix_run_id", "id").ddl_if(dialect="sqlite"),
+        NEVER_REUSE_IDS,
+    )
 
     id: int | None = _id()
     name: str
