@@ -1,7 +1,7 @@
 """The run lists' strategy, plan and tag filters are answered from indexes (migrations 0008 and 0009), not
 by reading every run row, and a page far from the newest walks an index of the runs in id order without
-sorting them (on SQLite ``ix_run_id``, migration 0011): the queries ``list_runs`` and ``count_runs`` send
-are the ones the database plans so."""
+sorting them (on SQLite ``ix_run_id``, migration 0011), from the oldest end when the page is in the older
+half: the queries ``list_runs`` and ``count_runs`` send are the ones the database plans so."""
 
 import pytest
 import sqlalchemy as sa
@@ -57,6 +57,41 @@ def test_a_deep_page_walks_an_index_of_the_ids_in_order_without_sorting(database
         else "Index Scan Backward using run_pkey on run"
     )
     assert walk in plan, plan
+    assert not {"TEMP", "Sort"} & set(plan.split()), plan
+
+
+@pytest.mark.parametrize(
+    ("filters", "ids", "walk"),
+    [
+        (
+            {},
+            "run.id",
+            {"sqlite": "SCAN run USING COVERING INDEX ix_run_id", "postgresql": "Index Only Scan using run_pkey"},
+        ),
+        (
+            {"tag": "Nightly"},
+            "run_tag.run_id",
+            {
+                "sqlite": "SEARCH run_tag USING COVERING INDEX ix_run_tag_folded (folded_tag=?)",
+                "postgresql": "Index Only Scan using ix_run_tag_folded",
+            },
+        ),
+    ],
+)
+def test_a_page_in_the_older_half_walks_its_index_from_the_oldest_without_sorting(
+    database: Database, filters, ids, walk
+) -> None:
+    def read(session):
+        assert runs.list_runs(session, **filters, limit=runs.RUNS_PER_PAGE, offset=9_950, total=10_000) == []
+
+    ((statement, parameters),) = sent_queries(database, read)
+    # The last page of 10,000 matches: the oldest 50, skipping none (SQLite's plan does not say which way).
+    assert f"ORDER BY {ids} ASC" in statement, statement
+    limit_and_offset = list(parameters.values() if isinstance(parameters, dict) else parameters)[-2:]
+    assert limit_and_offset == [runs.RUNS_PER_PAGE, 0]
+    plan = query_plan(database, statement, parameters, forbid_sort=True)
+    # PostgreSQL names the walk's way: "Index Only Scan Backward" would be the newest first.
+    assert walk[database.engine.dialect.name] in plan, plan
     assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 

@@ -99,6 +99,37 @@ def test_the_list_shows_each_run_without_its_statistics_and_the_run_document_wit
     )
 
 
+def test_pages_in_the_older_half_are_the_same_runs_read_from_the_oldest_end(client):
+    """A page past the middle of a list is read in ascending id order (the count known): still the runs that
+    come at its offset newest first, the last page partial, nothing past the end, with or without filters."""
+    plan_id = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 4}).json()["id"]
+    ids = []
+    for index in range(7):
+        form = {"name": f"run {index}", "strategy": ["data", "tensor"][index % 2], "tags": ["even", "Odd"][index % 2]}
+        linked = {"plan_id": str(plan_id)} if index >= 2 else {}
+        response = upload(client, f"{index}.csv", b"iteration,size,time_ms\n0,8,%d\n" % (index + 1), **form, **linked)
+        ids.append(response.json()["id"])
+
+    def page(offset: int, **filters) -> tuple[str, list[int]]:
+        """The total and which runs (by upload order) two runs from ``offset`` are."""
+        response = client.get("/api/runs", params={"limit": 2, "offset": offset, **filters})
+        return response.headers["x-total-count"], [ids.index(run["id"]) for run in response.json()]
+
+    newest_first = [("7", [6, 5]), ("7", [5, 4]), ("7", [4, 3]), ("7", [3, 2]), ("7", [2, 1]), ("7", [1, 0])]
+    assert [page(offset) for offset in range(6)] == newest_first
+    assert [page(6), page(7), page(100)] == [("7", [0]), ("7", []), ("7", [])]
+    assert [page(offset, strategy="DATA") for offset in range(5)] == [
+        ("4", [6, 4]), ("4", [4, 2]), ("4", [2, 0]), ("4", [0]), ("4", []),
+    ]  # fmt: skip
+    assert [page(offset, tag="odd") for offset in range(4)] == [("3", [5, 3]), ("3", [3, 1]), ("3", [1]), ("3", [])]
+    assert [page(offset, tag="even", strategy="data") for offset in (1, 2, 3)] == [
+        ("4", [4, 2]), ("4", [2, 0]), ("4", [0]),
+    ]  # fmt: skip
+    assert [page(offset, plan=plan_id) for offset in range(2, 6)] == [
+        ("5", [4, 3]), ("5", [3, 2]), ("5", [2]), ("5", []),
+    ]  # fmt: skip
+
+
 def test_duplicate_upload_is_reported_with_the_existing_run(client, database_url):
     data = (RESULTS / "generated-per-iteration.csv").read_bytes()
     first = upload(client, "g.csv", data).json()

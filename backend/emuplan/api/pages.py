@@ -240,7 +240,7 @@ def runs_page(
         request,
         "runs.html",
         nav="runs",
-        runs=run_store.list_runs(session, **filters, limit=run_store.RUNS_PER_PAGE, offset=offset),
+        runs=run_store.list_runs(session, **filters, limit=run_store.RUNS_PER_PAGE, offset=offset, total=total),
         pager={
             "first": offset + 1,
             "total": total,

@@ -257,8 +257,9 @@ def list_runs(
     """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all. Each run's
     statistics are at ``GET /api/runs/{id}``."""
     filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
-    response.headers["X-Total-Count"] = str(store.count_runs(session, **filters))
-    return [run.document() for run in store.list_runs(session, **filters, limit=limit, offset=offset)]
+    total = store.count_runs(session, **filters)
+    response.headers["X-Total-Count"] = str(total)
+    return [run.document() for run in store.list_runs(session, **filters, limit=limit, offset=offset, total=total)]
 
 
 @router.get("/{run_id}", response_model=RunPublic)

@@ -325,11 +325,23 @@ def list_runs(
     tag: str | None = None,
     limit: int | None = None,
     offset: int = 0,
+    total: int | None = None,
 ) -> list[ListedRun]:
-    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None)."""
+    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None).
+
+    ``total`` is how many runs the filters match (``count_runs``), when the caller has counted them: a page
+    in the older half is then read from the oldest end. OFFSET steps over the index entries it skips one by
+    one, so page 200 of 10,000 runs steps over 0 of them, not 9,950."""
     ids, id_column = _matching_ids(strategy, plan_id, tag)
     # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
-    page = ids.order_by(id_column.desc()).offset(offset).limit(limit)
+    if limit is not None and total is not None and total - offset - limit < offset:
+        if offset >= total:
+            return []
+        rows = min(limit, total - offset)  # the last page may have fewer
+        older_than_page = total - offset - rows
+        page = ids.order_by(id_column.asc()).offset(older_than_page).limit(rows)
+    else:
+        page = ids.order_by(id_column.desc()).offset(offset).limit(limit)
     query = select(*LIST_COLUMNS).where(col(Run.id).in_(page)).order_by(col(Run.id).desc())
     return [ListedRun(*row) for row in session.exec(query)]
 
