@@ -31,6 +31,28 @@ export function xAxisKeys(layout) {
   return Object.keys(layout).filter((key) => /^xaxis\d*$/.test(key));
 }
 
+// Panel titles come cut for a phone's three narrow panels (charts/figures.py), the whole title in their
+// hover. Cut here to the width each panel has in this page: whole in a desktop's wide panels, and short
+// enough in a phone's that neighbouring titles keep apart.
+const TITLE_CHAR_PX = 6.6; // an average character of the titles' 11 px sans-serif
+
+// ``markup`` (escaped text: "&lt;" is one character) cut to ``limit`` characters with an ellipsis.
+function shortenedMarkup(markup, limit) {
+  const characters = markup.match(/&#?\w+;|[\s\S]/gu) || [];
+  return characters.length <= limit ? markup : `${characters.slice(0, limit - 1).join("").trimEnd()}…`;
+}
+
+export function fitPanelTitles(container, figure) {
+  const { layout } = figure;
+  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  const domains = xAxisKeys(layout).map((key) => layout[key].domain);
+  for (const annotation of layout.annotations || []) {
+    if (!annotation.hovertext) continue;
+    const domain = domains.find(([start, end]) => Math.abs((start + end) / 2 - annotation.x) < 1e-9);
+    if (domain) annotation.text = shortenedMarkup(annotation.hovertext, Math.floor(((domain[1] - domain[0]) * plotWidth) / TITLE_CHAR_PX));
+  }
+}
+
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.

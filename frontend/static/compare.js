@@ -3,7 +3,7 @@
 // the per-size table, the overall table with the baseline ratios coloured by the server's verdict
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
 // curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
-import { drawFigure, plotlyReady, xAxisKeys } from "./charts.js";
+import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
 import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
@@ -193,9 +193,12 @@ async function main() {
       await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
     } else {
       await drawFigure(cdf, doc.figures.cdf);
+      const delays = document.getElementById("delay-panels");
       fitPanelTicks(multiples, doc.figures.small_multiples);
+      fitPanelTitles(multiples, doc.figures.small_multiples);
+      fitPanelTitles(delays, doc.figures.delays);
       await drawFigure(multiples, doc.figures.small_multiples);
-      await drawFigure(document.getElementById("delay-panels"), doc.figures.delays);
+      await drawFigure(delays, doc.figures.delays);
     }
   } catch (error) {
     document.getElementById("compare-stats").replaceChildren(el("p", { class: "error", text: error.message }));

@@ -14,6 +14,7 @@ from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.pytorch_source import _captured_once
 from paths import LLAMA_2_7B_CONFIG, MIXTRAL_8X7B_CONFIG, MODELS
+from sql_capture import sent_queries
 
 SEED_FORM = {"model_class": "Classifier", "input_shape": "1,28,28"}
 SEED_PARAMETERS = [
@@ -87,6 +88,26 @@ def test_onnx_safetensors_and_config_json_give_their_inventories(client: TestCli
         "safetensors",
         "onnx",
     ]
+    summary = ("id", "name", "source_kind", "file_name", "content_sha256", "parameter_count", "options", "created_at")
+    assert client.get("/api/models", params={"offset": 3}).json() == [{field: onnx.json()[field] for field in summary}]
+    assert (
+        f'<option value="model:{config.json()["id"]}">Llama-2-7b-hf (hf_config, #{config.json()["id"]})</option>'
+        in client.get("/plan").text
+    )
+
+
+@pytest.mark.both_databases
+def test_model_lists_read_neither_the_uploaded_bytes_nor_the_inventory(client: TestClient, database: Database):
+    assert upload(client, "classifier.onnx", (MODELS / "seed_classifier.onnx").read_bytes()).status_code == 201
+    app_database = client.app.state.database
+    for path in ("/api/models", "/plan"):
+        sent = sent_queries(app_database, lambda _session, path=path: client.get(path).raise_for_status())
+        selects = [statement for statement, _ in sent if "\nFROM model_definition " in statement.replace('"', "")]
+        assert [statement.split("FROM")[0].replace('"', "") for statement in selects] == [
+            "SELECT model_definition.id, model_definition.name, model_definition.source_kind, "
+            "model_definition.file_name, model_definition.content_sha256, model_definition.parameter_count, "
+            "model_definition.options, model_definition.created_at \n"
+        ], path
 
 
 @pytest.mark.both_databases

@@ -6,10 +6,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import func, select
 
+from emuplan.store import plans as plan_store
 from emuplan.store.db import Database
 from emuplan.store.models import ModelDefinition, Plan
 from emuplan.workload.hf_config import inventory_from_hf_config
 from paths import LLAMA_2_7B_CONFIG
+from sql_capture import sent_queries
 
 pytestmark = pytest.mark.both_databases
 
@@ -19,6 +21,22 @@ LLAMA_2_7B_CONFIG = json.loads(LLAMA_2_7B_CONFIG.read_text())
 def plan_count(database: Database) -> int:
     with database.read_session() as session:
         return session.exec(select(func.count()).select_from(Plan)).one()
+
+
+def test_the_plan_list_reads_and_answers_only_each_plans_summary(client: TestClient, database: Database) -> None:
+    first = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "name": "first"}).json()
+    second = client.post("/api/plans", json={"model": "gpt2", "strategy": "tensor", "tp": 2}).json()
+    summary = ("id", "name", "model_name", "model_definition_id", "strategy", "mode", "trials", "created_at")
+    assert client.get("/api/plans", params={"limit": 1, "offset": 1}).json() == [
+        {field: first[field] for field in summary}
+    ]
+    assert [(p["id"], p["model_name"], p["strategy"], p["mode"]) for p in client.get("/api/plans").json()] == [
+        (second["id"], "gpt2", "tensor", "framework"),
+        (first["id"], "fashion-mnist-mlp", "data", "tutorial"),
+    ]
+    # The request, the inputs and the document (tens of kilobytes of JSON a plan) are never read for a list.
+    ((statement, _),) = sent_queries(database, lambda session: plan_store.list_plans(session, 100, 0))
+    assert statement.split("FROM")[0].replace('"', "") == f"SELECT {', '.join(f'plan.{f}' for f in summary)} \n"
 
 
 def test_create_list_get_and_export_a_plan(client: TestClient, database: Database) -> None:

@@ -90,7 +90,9 @@ def list_models(
     limit: int = Query(default=100, ge=1, le=1000),
     offset: int = Query(default=0, ge=0, le=INT64_MAX),
 ) -> list[ModelDefinitionSummary]:
-    return [_summary(definition) for definition in store.list_model_definitions(session, limit, offset)]
+    return [
+        ModelDefinitionSummary(**listed._asdict()) for listed in store.list_model_definitions(session, limit, offset)
+    ]
 
 
 @router.get("/{definition_id}")

@@ -100,10 +100,7 @@ def list_plans(
     limit: int = Query(default=100, ge=1, le=1000),
     offset: int = Query(default=0, ge=0, le=INT64_MAX),
 ) -> list[PlanSummary]:
-    return [
-        PlanSummary(**plan.model_dump(exclude={"workload", "inputs", "request"}))
-        for plan in store.list_plans(session, limit, offset)
-    ]
+    return [PlanSummary(**plan._asdict()) for plan in store.list_plans(session, limit, offset)]
 
 
 @router.get("/{plan_id}")

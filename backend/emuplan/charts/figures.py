@@ -113,7 +113,8 @@ def _top_margin(title_lines: list[str]) -> int:
 
 
 # Characters a panel title may take per column before it runs into its neighbour's on a phone (390 px:
-# three panels of ~95 px, at the titles' 11 px font).
+# three panels of ~95 px, at the titles' 11 px font). The comparison page cuts the whole title (the hover's)
+# again to the width its panels really have (charts.js, fitPanelTitles).
 PANEL_TITLE_CHARS = 48
 PANEL_TITLE_FONT = {"size": 11}
 PANEL_X_TICKS = 2

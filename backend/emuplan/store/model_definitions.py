@@ -5,13 +5,14 @@ happens before anything is added to the session, so a bad file leaves nothing be
 """
 
 import hashlib
-from typing import BinaryIO
+from datetime import datetime
+from typing import BinaryIO, NamedTuple
 
 from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store.models import ModelDefinition
-from emuplan.store.rows import NotFound, get_row, newest_first
+from emuplan.store.rows import NotFound, get_row, newest_columns
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import read_model_file
 from emuplan.workload.pytorch_source import PytorchSourceOptions
@@ -46,8 +47,21 @@ def create_model_definition(
     return definition
 
 
-def list_model_definitions(session: Session, limit: int = 100, offset: int = 0) -> list[ModelDefinition]:
-    return newest_first(session, ModelDefinition, limit, offset)
+class ListedModelDefinition(NamedTuple):
+    """An item of ``GET /api/models`` and of the plan form's uploaded models: not the content or inventory."""
+
+    id: int
+    name: str
+    source_kind: str
+    file_name: str | None
+    content_sha256: str
+    parameter_count: int
+    options: dict
+    created_at: datetime
+
+
+def list_model_definitions(session: Session, limit: int = 100, offset: int = 0) -> list[ListedModelDefinition]:
+    return newest_columns(session, ModelDefinition, ListedModelDefinition, limit, offset)
 
 
 def get_model_definition(session: Session, definition_id: int) -> ModelDefinition:

@@ -2,12 +2,13 @@
 read back only through ``PlanDocument`` (``plan_document``). Planning itself is ``emuplan.planning``.
 """
 
-from typing import NamedTuple, TypeVar
+from datetime import datetime
+from typing import NamedTuple
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from emuplan.store.models import Plan
-from emuplan.store.rows import NotFound, get_row, newest_first
+from emuplan.store.rows import NotFound, get_row, newest_columns
 from emuplan.workload.document import PlanDocument, PlanRequest
 
 
@@ -40,10 +41,6 @@ def save_document(
     return plan
 
 
-def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[Plan]:
-    return newest_first(session, Plan, limit, offset)
-
-
 class PlanName(NamedTuple):
     """What the selects that pick a plan show."""
 
@@ -60,21 +57,29 @@ class RecentPlan(NamedTuple):
     trials: int
 
 
-Columns = TypeVar("Columns", bound=tuple)  # a NamedTuple whose fields are Plan's column names
+class ListedPlan(NamedTuple):
+    """An item of ``GET /api/plans``."""
+
+    id: int
+    name: str
+    model_name: str
+    model_definition_id: int | None
+    strategy: str
+    mode: str
+    trials: int
+    created_at: datetime
 
 
-def _newest(session: Session, columns: type[Columns], limit: int) -> list[Columns]:
-    """The newest plans' ``columns`` (the tuple's fields name them) and nothing else: no request or document."""
-    statement = select(*(getattr(Plan, name) for name in columns._fields)).order_by(col(Plan.id).desc()).limit(limit)
-    return [columns(*row) for row in session.exec(statement)]
+def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[ListedPlan]:
+    return newest_columns(session, Plan, ListedPlan, limit, offset)
 
 
 def plan_names(session: Session, limit: int) -> list[PlanName]:
-    return _newest(session, PlanName, limit)
+    return newest_columns(session, Plan, PlanName, limit)
 
 
 def recent_plans(session: Session, limit: int) -> list[RecentPlan]:
-    return _newest(session, RecentPlan, limit)
+    return newest_columns(session, Plan, RecentPlan, limit)
 
 
 def get_plan(session: Session, plan_id: int) -> Plan:

@@ -19,7 +19,14 @@ def get_row(session: Session, table: type[Row], row_id: int, not_found: type[Not
     return row
 
 
-def newest_first(session: Session, table: type[Row], limit: int, offset: int = 0) -> list[Row]:
-    """A page of ``table`` by descending id (ids grow with insertion, so newest first)."""
-    statement = select(table).order_by(col(table.id).desc()).offset(offset).limit(limit)
-    return list(session.exec(statement).all())
+Columns = TypeVar("Columns", bound=tuple)  # a NamedTuple whose fields are the table's column names
+
+
+def newest_columns(
+    session: Session, table: type[SQLModel], columns: type[Columns], limit: int, offset: int = 0
+) -> list[Columns]:
+    """A page of ``table`` by descending id (ids grow with insertion, so newest first), each row only the
+    ``columns`` the tuple's fields name: a list never decodes the documents or file contents it does not show
+    (a plan's document is tens of kilobytes of JSON, an uploaded ONNX model megabytes)."""
+    statement = select(*(getattr(table, name) for name in columns._fields)).order_by(col(table.id).desc())
+    return [columns(*row) for row in session.exec(statement.offset(offset).limit(limit))]
