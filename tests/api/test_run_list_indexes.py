@@ -95,10 +95,11 @@ def test_a_page_in_the_older_half_walks_its_index_from_the_oldest_without_sortin
     assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 
-def test_sqlite_counts_all_runs_in_the_index_of_the_ids(database: Database) -> None:
+def test_sqlite_counts_all_runs_in_the_index_of_the_ids_not_the_run_rows(database: Database) -> None:
+    if database.engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL checks each counted row's visibility in its heap, whichever index it walks")
     (counted,) = sent_queries(database, runs.count_runs)
-    if database.engine.dialect.name == "sqlite":
-        assert query_plan(database, *counted) == "SCAN run USING COVERING INDEX ix_run_id"
+    assert query_plan(database, *counted) == "SCAN run USING COVERING INDEX ix_run_id"
 
 
 def run_indexes(database_url: str) -> set[str]:
