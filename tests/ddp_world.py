@@ -9,6 +9,7 @@ bytes of each gradient bucket in launch order and of each broadcast DDP issued b
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -69,6 +70,13 @@ def _rank(rank: int, world_size: int, port: int, build: Callable, make_input: Ca
             Path(out).write_text(json.dumps({"buckets": buckets, "broadcasts": broadcasts.sizes}))
     finally:
         dist.destroy_process_group()
+    # Leave without tearing down (as a measurement's ranks do, emuplan/measure/__main__.py): the DDP reducer's
+    # destructor holds the GIL while it joins gloo's worker thread, and a worker still disposing of a finished
+    # all_reduce needs the GIL for a Python object the work kept: a deadlock that hung a suite run at load 2.
+    # An exception above never gets here: it reaches mp.spawn as usual.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def ddp_step_collectives(build: Callable, make_input: Callable, world_size: int = 2) -> dict[str, list[int]]:
