@@ -8,9 +8,10 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
+from emuplan.workload.deferred_model import DeferredModel
 
 
 class PlanningError(ValueError):
@@ -67,7 +68,7 @@ def _option(group: OptionGroup, title: str, description: str, default=None):
     return Field(default=default, title=title, description=description, json_schema_extra={"group": group})
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(DeferredModel):
     """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``).
 
     Every field is an option of ``emuplan plan``, a field of the JSON API and a control of the plan page."""
@@ -157,7 +158,7 @@ class PlanRequest(BaseModel):
         return cls.model_fields[name].json_schema_extra["group"]
 
 
-class NormalisedInputs(BaseModel):
+class NormalisedInputs(DeferredModel):
     """The request with every default filled in and every cross-field rule checked."""
 
     model: str
@@ -190,19 +191,19 @@ class NormalisedInputs(BaseModel):
     latency_us: float
 
 
-class ModelSummary(BaseModel):
+class ModelSummary(DeferredModel):
     name: str
     parameter_count: int
     parameter_bytes: int
     source_kind: str
 
 
-class NetworkSpec(BaseModel):
+class NetworkSpec(DeferredModel):
     link_gbps: float
     latency_us: float
 
 
-class PlannedCollective(BaseModel):
+class PlannedCollective(DeferredModel):
     """One collective of a training step. ``bytes_total`` follows nccl-tests (whole buffer)."""
 
     op: CollectiveOp
@@ -244,7 +245,7 @@ def collective_of_size(
     return next((item for item in candidates if item.bytes_total == size_bytes), None)
 
 
-class KccbTrial(BaseModel):
+class KccbTrial(DeferredModel):
     """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
 
     algorithm: str
@@ -259,7 +260,7 @@ class KccbTrial(BaseModel):
     note: str
 
 
-class PlanDocument(BaseModel):
+class PlanDocument(DeferredModel):
     trials: int
     mode: Mode
     strategy: Strategy
