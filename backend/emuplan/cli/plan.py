@@ -9,16 +9,10 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.planning import plan_request
-from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.wording import plural
 from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
 from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import options_from_text
-from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
-
-FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -196,6 +190,12 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
+    # Planning itself (model sources, strategies, the sandbox) is imported here: --help goes without.
+    from emuplan.planning import plan_request
+    from emuplan.sandbox.runner import SandboxPolicy
+    from emuplan.workload.pytorch_source import options_from_text
+    from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
+
     if list_presets:
         for preset in PRESETS.values():
             defaults = preset.defaults
@@ -209,8 +209,9 @@ def plan(
         raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    file_suffixes = (*FILE_SOURCES, PYTORCH_SUFFIX)
     server = remote_server() if save else None
-    if server is not None and Path(model).suffix in FILE_SUFFIXES:
+    if server is not None and Path(model).suffix in file_suffixes:
         fail(
             f"--model {model}: with --server give a preset, or model:ID of a model uploaded to that server "
             "(POST /api/models); a local model file is not sent"
@@ -227,7 +228,7 @@ def plan(
             if model_class is not None and input_shape is not None
             else None
         )
-        if Path(model).suffix in FILE_SUFFIXES:
+        if Path(model).suffix in file_suffixes:
             model = str(Path(model).resolve())
         # Only the options that differ from the request's defaults: the stored request is what the user chose.
         given = {
