@@ -72,6 +72,13 @@ def test_command_loads_no_other_commands_modules(arguments: list[str]) -> None:
     assert loaded_modules(ONE_COMMAND_ONLY, *arguments) == (0, [])
 
 
+def test_help_loads_no_pydantic() -> None:
+    # The options' help comes from plain data (workload.plan_options, measure.options); pydantic's models
+    # are for the commands that plan or validate. (A command's own --help loads it anyway: Typer's
+    # parameter adapters import it.)
+    assert loaded_modules(("pydantic",), "--help") == (0, [])
+
+
 def test_a_command_that_needs_the_store_still_loads_it(tmp_path) -> None:
     database_url = f"sqlite:///{tmp_path / 'cli.sqlite3'}"
     env = {"PATH": "/usr/bin:/bin", "EMUPLAN_DATABASE_URL": database_url}

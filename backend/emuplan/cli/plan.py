@@ -4,15 +4,24 @@ PyTorch source run in the sandbox)."""
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
 from emuplan.wording import plural
-from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
-from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
+from emuplan.workload.plan_options import (
+    EXPORT_FORMATS,
+    PLAN_OPTIONS,
+    DataParallelImpl,
+    Mode,
+    OptionGroup,
+    Strategy,
+)
 from emuplan.workload.presets import PRESETS
+
+if TYPE_CHECKING:
+    from emuplan.workload.document import PlanDocument
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -27,7 +36,7 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)])
 
 
-def render_plan(document: PlanDocument) -> str:
+def render_plan(document: "PlanDocument") -> str:
     """The readable form: summary, collectives table, then the KCCB settings to paste."""
     inputs = document.inputs
     lines = [
@@ -91,17 +100,17 @@ def render_plan(document: PlanDocument) -> str:
 def _request_option(field: str, *names: str, **kwargs):
     """A ``PlanRequest`` field as an option: its short help and its panel are the field's own, so the
     CLI, the API and the plan page describe and group it alike."""
-    info = PlanRequest.model_fields[field]
-    return typer.Option(*names, help=info.description, rich_help_panel=PlanRequest.option_group(field), **kwargs)
+    option = PLAN_OPTIONS[field]
+    return typer.Option(*names, help=option.description, rich_help_panel=option.group, **kwargs)
 
 
 def _choice_option(field: str, choices: type[StrEnum]):
     """An enumeration as an option: its choices in the help, so that the name column stays narrow."""
-    info = PlanRequest.model_fields[field]
+    option = PLAN_OPTIONS[field]
     return typer.Option(
-        help=f"{info.description} One of: {', '.join(choices)}.",
+        help=f"{option.description} One of: {', '.join(choices)}.",
         metavar=field.upper().replace("_", "-"),
-        rich_help_panel=PlanRequest.option_group(field),
+        rich_help_panel=option.group,
     )
 
 
@@ -112,7 +121,7 @@ OUTPUT_PANEL = "Output"
 def in_cli_words(message: str) -> str:
     """A planner message names its field first ("batch_size: ..."); the CLI names the option."""
     field, separator, rest = message.partition(": ")
-    return f"--{field.replace('_', '-')}: {rest}" if separator and field in PlanRequest.model_fields else message
+    return f"--{field.replace('_', '-')}: {rest}" if separator and field in PLAN_OPTIONS else message
 
 
 @app.command()
@@ -171,7 +180,7 @@ def plan(
         typer.Option(
             "--no-vocab-parallel-loss",
             help="Plan without the vocab-parallel cross-entropy's 3 small fp32 all-reduces.",
-            rich_help_panel=PlanRequest.option_group("vocab_parallel_loss"),
+            rich_help_panel=PLAN_OPTIONS["vocab_parallel_loss"].group,
         ),
     ] = False,
     json_output: Annotated[
@@ -190,9 +199,12 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
-    # Planning itself (model sources, strategies, the sandbox) is imported here: --help goes without.
+    # Planning itself (pydantic's models, model sources, strategies, the sandbox) is imported here:
+    # --help goes without.
     from emuplan.planning import plan_request
     from emuplan.sandbox.runner import SandboxPolicy
+    from emuplan.workload.document import PlanDocument, PlanRequest
+    from emuplan.workload.kccb import export_kccb
     from emuplan.workload.pytorch_source import options_from_text
     from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
@@ -233,8 +245,8 @@ def plan(
         # Only the options that differ from the request's defaults: the stored request is what the user chose.
         given = {
             field: context.params[field]
-            for field, info in PlanRequest.model_fields.items()
-            if field in context.params and context.params[field] != info.default
+            for field, option in PLAN_OPTIONS.items()
+            if field in context.params and context.params[field] != option.default
         }
         if no_vocab_parallel_loss:
             given["vocab_parallel_loss"] = False

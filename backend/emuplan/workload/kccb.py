@@ -25,8 +25,6 @@ KCCB_ALGORITHMS: dict[CollectiveOp, tuple[str, int]] = {
     CollectiveOp.ALL_TO_ALL: ("ALGO_ALL_TO_ALL_PARALLEL", 1),
 }
 
-EXPORT_FORMATS = ("yaml", "json", "text")
-
 
 def group_placement(group_size: int, stride: int, gpus_per_host: int) -> tuple[int, int]:
     """Hosts and GPUs per host spanned by the group holding rank 0 (ranks 0, stride, 2·stride, …)."""

@@ -19,9 +19,10 @@ from emuplan import json_input
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.deferred_model import DeferredModel
-from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, Dimension, ModelInventory, Name
 from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.plan_options import Mode
 from emuplan.workload.planner import framework_strides
 
 
