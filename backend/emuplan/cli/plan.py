@@ -199,13 +199,10 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
-    # Planning itself (pydantic's models, model sources, strategies, the sandbox) is imported here:
-    # --help goes without.
+    # Planning itself (pydantic's models, model sources, strategies) is imported here: --help goes without.
     from emuplan.planning import plan_request
-    from emuplan.sandbox.runner import SandboxPolicy
     from emuplan.workload.document import PlanDocument, PlanRequest
     from emuplan.workload.kccb import export_kccb
-    from emuplan.workload.pytorch_source import options_from_text
     from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
     if list_presets:
@@ -231,15 +228,16 @@ def plan(
     is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
         sandbox = None
-        if is_pytorch_source:  # reading the settings costs more than planning a preset
+        if is_pytorch_source:  # the sandbox and reading the settings cost more than planning a preset
+            from emuplan.sandbox.runner import SandboxPolicy
             from emuplan.settings import get_settings
 
             sandbox = SandboxPolicy.from_settings(get_settings())
-        pytorch_options = (
-            options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
-            if model_class is not None and input_shape is not None
-            else None
-        )
+        pytorch_options = None
+        if model_class is not None and input_shape is not None:
+            from emuplan.workload.pytorch_source import options_from_text
+
+            pytorch_options = options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
         if Path(model).suffix in file_suffixes:
             model = str(Path(model).resolve())
         # Only the options that differ from the request's defaults: the stored request is what the user chose.
