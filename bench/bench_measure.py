@@ -31,9 +31,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from emuplan.measure.options import TimingScheduling
 from emuplan.measure.timings import collective_timings
 from emuplan.measure.worker import TORCH_DTYPES, prepare_calls, time_calls, timing_scheduling
-from emuplan.measure.workload import TimingScheduling, measurement_steps
+from emuplan.measure.workload import measurement_steps
 
 TARGET_RATIO = 1.2
 # Shaped like a stored plan: the KCCB size list and the planned collective it measures (float32, as gradients).

@@ -70,7 +70,8 @@ SEED_STRATEGIES = ("data", "tensor", "pipeline")
 
 
 def _seed_request(strategy: str):
-    from emuplan.workload.document import Mode, PlanRequest, Strategy
+    from emuplan.workload.document import PlanRequest
+    from emuplan.workload.plan_options import Mode, Strategy
 
     return PlanRequest(model="fashion-mnist-mlp", strategy=Strategy(strategy), mode=Mode.TUTORIAL)
 

@@ -10,18 +10,19 @@ PyTorch source (uploaded or a ``.py`` file) also gets the collectives PyTorch it
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
-from emuplan.workload.pytorch_source import PytorchSourceOptions, capture_for_plan
 from emuplan.workload.sources import PYTORCH_SUFFIX, UnknownModelError, resolve_model
 
-# The database layer is imported where it is used: `emuplan plan` of a preset or a file never opens it.
+# The database layer, the sandbox and PyTorch sources are imported where they are used: `emuplan plan`
+# of a preset never opens the database nor runs the sandbox.
 if TYPE_CHECKING:
     from sqlmodel import Session
 
+    from emuplan.sandbox.runner import SandboxPolicy
     from emuplan.store.models import ModelDefinition, Plan
+    from emuplan.workload.pytorch_source import PytorchSourceOptions
 
 STORED_MODEL_PREFIX = "model:"
 
@@ -50,10 +51,10 @@ def inventory_for_spec(session: "Session | None", spec: str) -> ModelInventory:
 def plan_request(
     request: PlanRequest,
     session: "Session | None" = None,
-    sandbox: SandboxPolicy | None = None,
+    sandbox: "SandboxPolicy | None" = None,
     *,
     allow_files: bool = False,
-    pytorch_options: PytorchSourceOptions | None = None,
+    pytorch_options: "PytorchSourceOptions | None" = None,
 ) -> tuple[PlanDocument, int | None]:
     """The plan document and the uploaded model definition's id (None for a preset or a file).
 
@@ -66,7 +67,9 @@ def plan_request(
         definition = _stored_definition(session, spec)
         inventory, model_definition_id = ModelInventory.model_validate(definition.inventory), definition.id
         if definition.source_kind == "pytorch" and definition.content is not None:
-            options = PytorchSourceOptions.model_validate(definition.options)
+            from emuplan.workload import pytorch_source
+
+            options = pytorch_source.PytorchSourceOptions.model_validate(definition.options)
             source = (definition.content.decode("utf-8"), definition.file_name or "model.py", options)
     else:
         inventory = resolve_model(spec, allow_files=allow_files, pytorch_options=pytorch_options, sandbox=sandbox)
@@ -75,12 +78,14 @@ def plan_request(
             source = (Path(spec).read_text(), Path(spec).name, pytorch_options)
     document = plan_workload(request, inventory)
     if sandbox is not None and source is not None:
+        from emuplan.workload.pytorch_source import capture_for_plan
+
         document = capture_for_plan(document, *source, sandbox)
     return document, model_definition_id
 
 
 def create_plan(
-    session: "Session", request: PlanRequest, name: str | None = None, sandbox: SandboxPolicy | None = None
+    session: "Session", request: PlanRequest, name: str | None = None, sandbox: "SandboxPolicy | None" = None
 ) -> "Plan":
     """Plan and add the stored plan to the session; the caller's transaction commits it."""
     from emuplan.store.plans import save_document

@@ -10,7 +10,8 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from emuplan.cli import app
-from emuplan.measure.launcher import MeasurementOptions, run_local_measurement
+from emuplan.measure.launcher import run_local_measurement
+from emuplan.measure.options import MeasurementOptions
 from emuplan.planning import create_plan
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable

@@ -5,7 +5,7 @@ from sqlmodel import select
 
 from emuplan.demo import DEMO_COMPARISON_NAME, load_demo
 from emuplan.measure import demo as measure_demo
-from emuplan.measure.launcher import MeasurementOptions
+from emuplan.measure.options import MeasurementOptions
 from emuplan.store.db import Database
 from emuplan.store.models import Comparison, Plan, Run
 

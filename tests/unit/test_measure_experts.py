@@ -1,7 +1,8 @@
 """Measuring an expert-parallel plan's all-to-all trial on local gloo processes: all_to_all_single gets
 the planned per-rank buffer, as nccl-tests' alltoall does."""
 
-from emuplan.measure.launcher import LocalLauncher, MeasurementOptions
+from emuplan.measure.launcher import LocalLauncher
+from emuplan.measure.options import MeasurementOptions
 from emuplan.measure.workload import group_size_notes, measurement_steps
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, PlanRequest

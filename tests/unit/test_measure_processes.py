@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled, MeasurementOptions
+from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled
+from emuplan.measure.options import MeasurementOptions, WorkloadSource
 from emuplan.measure.torchrun import torchrun_command
-from emuplan.measure.workload import MeasurementError, WorkloadSource
+from emuplan.measure.workload import MeasurementError
 from ports import free_port
 
 EVERY_OP_PLAN = {

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from emuplan.measure.options import TimingScheduling
 from emuplan.measure.worker import timing_scheduling
-from emuplan.measure.workload import TimingScheduling
 from scheduling import FIFO_POLICY, NOT_PERMITTED_POLICY, realtime_allowed
 
 
@@ -49,7 +49,7 @@ def test_normal_leaves_the_threads_alone() -> None:
 UNPRIVILEGED_PROBE = """
 import os
 from emuplan.measure.worker import timing_scheduling
-from emuplan.measure.workload import TimingScheduling
+from emuplan.measure.options import TimingScheduling
 with timing_scheduling(TimingScheduling.REALTIME) as policy:
     print(policy)
     print(os.sched_getscheduler(0) == os.SCHED_OTHER)

@@ -2,9 +2,9 @@
 
 import pytest
 
+from emuplan.measure.options import WorkloadSource
 from emuplan.measure.workload import (
     MeasurementError,
-    WorkloadSource,
     group_size_notes,
     measurement_steps,
     planned_trials,

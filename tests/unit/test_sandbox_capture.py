@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from ddp_world import ddp_step_collectives
-from emuplan.measure.workload import WorkloadSource, measurement_steps
+from emuplan.measure.options import WorkloadSource
+from emuplan.measure.workload import measurement_steps
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload

@@ -18,15 +18,16 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import OperationalError
 
-from emuplan.measure.launcher import (
+from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled
+from emuplan.measure.options import (
     BACKENDS,
     DEFAULT_BACKEND,
     MAX_LOCAL_WORLD_SIZE,
-    LocalLauncher,
-    MeasurementCancelled,
     MeasurementOptions,
+    TimingScheduling,
+    WorkloadSource,
 )
-from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
+from emuplan.measure.workload import MeasurementError
 from emuplan.store import measurement_jobs as job_store
 from emuplan.store.db import Database
 from emuplan.store.measurements import local_launcher, store_measurement

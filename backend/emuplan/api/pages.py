@@ -32,8 +32,9 @@ from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
 from emuplan.store.workload_export import chakra_refusal
 from emuplan.wording import plural, thousands, to_the_minute
-from emuplan.workload.document import OptionGroup, PlanRequest, Strategy
+from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
+from emuplan.workload.plan_options import OptionGroup, Strategy
 from emuplan.workload.presets import PRESETS
 
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))

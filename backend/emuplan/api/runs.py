@@ -22,7 +22,7 @@ from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.store import runs as store
-from emuplan.workload.document import Strategy
+from emuplan.workload.plan_options import Strategy
 
 # Deleting a run removes it from every comparison and share link: an admin's decision.
 router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=requires_roles(delete=Role.admin))

@@ -1,9 +1,10 @@
 """The Typer app every command module registers on, and helpers the commands share.
 
 Every command module is imported for every command (``--help`` lists them all), so a command module
-imports at its top only what its options need (typer, enums, constants for the help text) and
-imports the rest inside the command: torch, scipy, SQLAlchemy, FastAPI, uvicorn, Alembic and the
-store take seconds to import and most commands need none of them.
+imports at its top only what its options need (typer, enums, constants for the help text, from
+plain-data modules such as ``workload.plan_options`` and ``measure.options``) and imports the rest
+inside the command: torch, scipy, SQLAlchemy, FastAPI, uvicorn, Alembic and the store take seconds to
+import and most commands need none of them; pydantic's models and the planner a tenth of a second.
 ``tests/unit/test_cli_imports.py`` keeps it so.
 """
 

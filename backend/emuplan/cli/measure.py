@@ -9,9 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from emuplan.cli.app import app, fail, open_database
-from emuplan.measure.launcher import BACKENDS, DEFAULT_BACKEND, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
-from emuplan.measure.torchrun import DEFAULT_RENDEZVOUS, torchrun_command
-from emuplan.measure.workload import MeasurementError, TimingScheduling, WorkloadSource
+from emuplan.measure.options import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_RENDEZVOUS,
+    MAX_LOCAL_WORLD_SIZE,
+    MeasurementOptions,
+    TimingScheduling,
+    WorkloadSource,
+)
 
 if TYPE_CHECKING:
     from emuplan.store.db import Database
@@ -59,6 +65,7 @@ def _print_torchrun(
     rendezvous: str,
     plan_file: Path | None,
 ) -> None:
+    from emuplan.measure.torchrun import torchrun_command
     from emuplan.store.plans import get_plan, plan_document
 
     with database.read_session() as session:
@@ -90,6 +97,7 @@ def _print_torchrun(
 def _store_torchrun_result(
     database: "Database", plan_id: int, csv_path: Path, name: str | None, tags: list[str]
 ) -> "Run":
+    from emuplan.measure.workload import MeasurementError
     from emuplan.store.measurements import save_measured_run
     from emuplan.store.plans import get_plan
 
@@ -173,6 +181,7 @@ def measure(
 
     Progress goes to stderr; a failed, hung (--timeout) or interrupted measurement stores nothing.
     """
+    from emuplan.measure.workload import MeasurementError
     from emuplan.results.canonical import ResultFileError
     from emuplan.store.measurements import measure_and_store
     from emuplan.store.plans import PlanNotFound

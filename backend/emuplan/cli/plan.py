@@ -4,21 +4,24 @@ PyTorch source run in the sandbox)."""
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.planning import plan_request
-from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.wording import plural
-from emuplan.workload.document import DataParallelImpl, Mode, OptionGroup, PlanDocument, PlanRequest, Strategy
-from emuplan.workload.kccb import EXPORT_FORMATS, export_kccb
+from emuplan.workload.plan_options import (
+    EXPORT_FORMATS,
+    PLAN_OPTIONS,
+    DataParallelImpl,
+    Mode,
+    OptionGroup,
+    Strategy,
+)
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import options_from_text
-from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
-FILE_SUFFIXES = (*FILE_SOURCES, PYTORCH_SUFFIX)
+if TYPE_CHECKING:
+    from emuplan.workload.document import PlanDocument
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
@@ -33,7 +36,7 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)])
 
 
-def render_plan(document: PlanDocument) -> str:
+def render_plan(document: "PlanDocument") -> str:
     """The readable form: summary, collectives table, then the KCCB settings to paste."""
     inputs = document.inputs
     lines = [
@@ -97,17 +100,17 @@ def render_plan(document: PlanDocument) -> str:
 def _request_option(field: str, *names: str, **kwargs):
     """A ``PlanRequest`` field as an option: its short help and its panel are the field's own, so the
     CLI, the API and the plan page describe and group it alike."""
-    info = PlanRequest.model_fields[field]
-    return typer.Option(*names, help=info.description, rich_help_panel=PlanRequest.option_group(field), **kwargs)
+    option = PLAN_OPTIONS[field]
+    return typer.Option(*names, help=option.description, rich_help_panel=option.group, **kwargs)
 
 
 def _choice_option(field: str, choices: type[StrEnum]):
     """An enumeration as an option: its choices in the help, so that the name column stays narrow."""
-    info = PlanRequest.model_fields[field]
+    option = PLAN_OPTIONS[field]
     return typer.Option(
-        help=f"{info.description} One of: {', '.join(choices)}.",
+        help=f"{option.description} One of: {', '.join(choices)}.",
         metavar=field.upper().replace("_", "-"),
-        rich_help_panel=PlanRequest.option_group(field),
+        rich_help_panel=option.group,
     )
 
 
@@ -118,7 +121,7 @@ OUTPUT_PANEL = "Output"
 def in_cli_words(message: str) -> str:
     """A planner message names its field first ("batch_size: ..."); the CLI names the option."""
     field, separator, rest = message.partition(": ")
-    return f"--{field.replace('_', '-')}: {rest}" if separator and field in PlanRequest.model_fields else message
+    return f"--{field.replace('_', '-')}: {rest}" if separator and field in PLAN_OPTIONS else message
 
 
 @app.command()
@@ -177,7 +180,7 @@ def plan(
         typer.Option(
             "--no-vocab-parallel-loss",
             help="Plan without the vocab-parallel cross-entropy's 3 small fp32 all-reduces.",
-            rich_help_panel=PlanRequest.option_group("vocab_parallel_loss"),
+            rich_help_panel=PLAN_OPTIONS["vocab_parallel_loss"].group,
         ),
     ] = False,
     json_output: Annotated[
@@ -196,6 +199,12 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
+    # Planning itself (pydantic's models, model sources, strategies) is imported here: --help goes without.
+    from emuplan.planning import plan_request
+    from emuplan.workload.document import PlanDocument, PlanRequest
+    from emuplan.workload.kccb import export_kccb
+    from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
+
     if list_presets:
         for preset in PRESETS.values():
             defaults = preset.defaults
@@ -209,8 +218,9 @@ def plan(
         raise typer.BadParameter("give a preset name or a model file", param_hint="--model")
     if export is not None and export not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--export")
+    file_suffixes = (*FILE_SOURCES, PYTORCH_SUFFIX)
     server = remote_server() if save else None
-    if server is not None and Path(model).suffix in FILE_SUFFIXES:
+    if server is not None and Path(model).suffix in file_suffixes:
         fail(
             f"--model {model}: with --server give a preset, or model:ID of a model uploaded to that server "
             "(POST /api/models); a local model file is not sent"
@@ -218,22 +228,23 @@ def plan(
     is_pytorch_source = Path(model).suffix == PYTORCH_SUFFIX
     try:
         sandbox = None
-        if is_pytorch_source:  # reading the settings costs more than planning a preset
+        if is_pytorch_source:  # the sandbox and reading the settings cost more than planning a preset
+            from emuplan.sandbox.runner import SandboxPolicy
             from emuplan.settings import get_settings
 
             sandbox = SandboxPolicy.from_settings(get_settings())
-        pytorch_options = (
-            options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
-            if model_class is not None and input_shape is not None
-            else None
-        )
-        if Path(model).suffix in FILE_SUFFIXES:
+        pytorch_options = None
+        if model_class is not None and input_shape is not None:
+            from emuplan.workload.pytorch_source import options_from_text
+
+            pytorch_options = options_from_text(model_class, model_kwargs, input_shape, input_dtype, label_dtype)
+        if Path(model).suffix in file_suffixes:
             model = str(Path(model).resolve())
         # Only the options that differ from the request's defaults: the stored request is what the user chose.
         given = {
             field: context.params[field]
-            for field, info in PlanRequest.model_fields.items()
-            if field in context.params and context.params[field] != info.default
+            for field, option in PLAN_OPTIONS.items()
+            if field in context.params and context.params[field] != option.default
         }
         if no_vocab_parallel_loss:
             given["vocab_parallel_loss"] = False

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from emuplan.measure.launcher import LocalLauncher, MeasurementOptions, MeasurementResult
+from emuplan.measure.launcher import LocalLauncher, MeasurementResult
+from emuplan.measure.options import MeasurementOptions
 
 DEMO_ITERATIONS = 40
 # A machine whose loopback cannot carry gloo gives up after the timeout; generated runs stand in.

@@ -22,21 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emuplan.measure.options import BACKENDS, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
 from emuplan.measure.workload import (
     MeasuredCollective,
     MeasurementError,
-    TimingScheduling,
-    WorkloadSource,
     group_size_notes,
     measurement_steps,
     planned_trials,
 )
 
-BACKENDS = ("gloo", "nccl", "auto")
-# auto: nccl when CUDA is available, else gloo (decided by each worker).
-DEFAULT_BACKEND = "auto"
-# Local processes, one rank each, on this one machine.
-MAX_LOCAL_WORLD_SIZE = 64
 # Share of the machine's available memory the workers' buffers may take together.
 MEMORY_SHARE = 0.5
 STDERR_TAIL_LINES = 8
@@ -44,35 +38,6 @@ STDERR_TAIL_LINES = 8
 
 class MeasurementCancelled(MeasurementError):
     """The measurement was cancelled before it finished."""
-
-
-@dataclass(frozen=True)
-class MeasurementOptions:
-    world_size: int = 4
-    backend: str = DEFAULT_BACKEND
-    iterations: int | None = None  # None: the plan's trials
-    warmup: int = 2
-    workload: WorkloadSource = WorkloadSource.KCCB
-    timeout_s: float = 600.0
-    scheduling: TimingScheduling = TimingScheduling.REALTIME
-
-    def worker_arguments(self) -> list[str]:
-        """The worker options these settings stand for, shared by our launcher and the torchrun command."""
-        arguments = [
-            "--warmup",
-            str(self.warmup),
-            "--workload",
-            self.workload.value,
-            "--backend",
-            self.backend,
-            "--timeout-s",
-            f"{self.timeout_s:g}",
-            "--scheduling",
-            self.scheduling.value,
-        ]
-        if self.iterations is not None:
-            arguments[:0] = ["--iterations", str(self.iterations)]
-        return arguments
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,6 @@
 """The ``torchrun`` command that measures a plan across machines with the same worker program."""
 
-from emuplan.measure.launcher import MeasurementOptions
-
-DEFAULT_RENDEZVOUS = "HEAD_NODE:29500"
+from emuplan.measure.options import DEFAULT_RENDEZVOUS, MeasurementOptions
 
 
 def torchrun_command(

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from emuplan.measure.options import TimingScheduling, WorkloadSource
 from emuplan.measure.record import RECORD_FORMAT
 from emuplan.measure.timings import (
     SHARED_CLOCK,
@@ -43,8 +44,6 @@ from emuplan.measure.workload import (
     MEASURED_DTYPES,
     MeasuredCollective,
     MeasurementError,
-    TimingScheduling,
-    WorkloadSource,
     measurement_steps,
     planned_trials,
 )

@@ -22,11 +22,11 @@ forward send goes from rank 0 to rank 1 and a backward send back.
 
 import re
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
+from emuplan.measure.options import WorkloadSource
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, normalise_op_name
 from emuplan.workload.document import PlannedCollective, collective_of_size
 from emuplan.workload.inventory import DTYPE_BYTES
@@ -34,18 +34,6 @@ from emuplan.workload.inventory import DTYPE_BYTES
 
 class MeasurementError(ValueError):
     """The plan cannot be measured as asked, or the measurement itself failed."""
-
-
-class WorkloadSource(StrEnum):
-    KCCB = "kccb"
-    COLLECTIVES = "collectives"
-
-
-class TimingScheduling(StrEnum):
-    """How the workers' threads are scheduled while the collectives are timed (``worker.timing_scheduling``)."""
-
-    REALTIME = "realtime"  # SCHED_FIFO where allowed, so a woken thread never waits for another's time slice
-    NORMAL = "normal"
 
 
 # The element types a measurement sends as themselves (torch.distributed takes them on every backend);

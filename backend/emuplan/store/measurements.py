@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlmodel import Session
 
-from emuplan.measure.launcher import LocalLauncher, MeasurementOptions, MeasurementResult
+from emuplan.measure.launcher import LocalLauncher, MeasurementResult
+from emuplan.measure.options import MeasurementOptions
 from emuplan.measure.record import MeasurementSetup, measurement_setup, rank_timestamps
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import PER_ITERATION

@@ -45,7 +45,8 @@ from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import plan_document
 from emuplan.store.rows import NotFound
-from emuplan.workload.document import PlanDocument, Strategy
+from emuplan.workload.document import PlanDocument
+from emuplan.workload.plan_options import Strategy
 
 Origin = Literal["imported", "measured", "generated"]
 ORIGINS = get_args(Origin)

@@ -2,7 +2,8 @@
 collectives, the KCCB export, the ideal time, and the plan contract (``document.PlanDocument``).
 
 Owns the shared vocabulary the layers above import: collective ops and the per-rank-piece rule
-(``collectives``), dtypes and their byte sizes (``inventory.DTYPE_BYTES``), strategies and the plan
-document's types (``document``). May import ``emuplan.sandbox`` (to run uploaded PyTorch source), nothing
-else of emuplan; never FastAPI or the database.
+(``collectives``), dtypes and their byte sizes (``inventory.DTYPE_BYTES``), strategies, modes and the
+planning options as plain data (``plan_options``), and the plan document's types (``document``). May
+import ``emuplan.sandbox`` (to run uploaded PyTorch source), nothing else of emuplan; never FastAPI or
+the database.
 """

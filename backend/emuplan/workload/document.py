@@ -8,33 +8,15 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
+from emuplan.workload.deferred_model import DeferredModel
+from emuplan.workload.plan_options import PLAN_OPTIONS, DataParallelImpl, Mode, OptionGroup, Strategy
 
 
 class PlanningError(ValueError):
     """Inputs that cannot be planned; the message names the offending field."""
-
-
-class Mode(StrEnum):
-    TUTORIAL = "tutorial"  # the seed tutorials' teaching rules, reproduced exactly
-    FRAMEWORK = "framework"  # what PyTorch DDP/FSDP2/DTensor and Megatron put on the wire
-
-
-class Strategy(StrEnum):
-    DATA = "data"
-    TENSOR = "tensor"
-    PIPELINE = "pipeline"
-    HYBRID = "hybrid"
-
-
-class DataParallelImpl(StrEnum):
-    DDP = "ddp"
-    FSDP2 = "fsdp2"
-    ZERO1 = "zero1"
-    ZERO2 = "zero2"
-    ZERO3 = "zero3"
 
 
 class Phase(StrEnum):
@@ -51,23 +33,18 @@ class ParallelDim(StrEnum):
     EDP = "edp"  # expert data parallel: the ranks holding the same experts (dp / ep of them)
 
 
-class OptionGroup(StrEnum):
-    """Where a planning option sits: a fieldset of the plan page and a panel of ``emuplan plan --help``."""
-
-    MODEL = "Model"
-    DATA = "Data"
-    LAYOUT = "Layout"
-    PARALLELISM = "Parallelism"
-    NETWORK = "Network"
-    ADVANCED = "Advanced"
-
-
-def _option(group: OptionGroup, title: str, description: str, default=None):
-    """A ``PlanRequest`` field: ``title`` is its label on the page, ``description`` its short help."""
-    return Field(default=default, title=title, description=description, json_schema_extra={"group": group})
+def _option(name: str):
+    """The ``PlanRequest`` field ``name`` as ``PLAN_OPTIONS`` describes it; its group goes into the schema."""
+    option = PLAN_OPTIONS[name]
+    return Field(
+        default=option.default,
+        title=option.title,
+        description=option.description,
+        json_schema_extra={"group": option.group},
+    )
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(DeferredModel):
     """What a user asks for. ``None`` means "the model's default" (see ``NormalisedInputs``).
 
     Every field is an option of ``emuplan plan``, a field of the JSON API and a control of the plan page."""
@@ -75,89 +52,41 @@ class PlanRequest(BaseModel):
     # A misspelt option must fail loudly instead of silently planning with the default.
     model_config = ConfigDict(extra="forbid")
 
-    model: str = _option(
-        OptionGroup.MODEL, "Model", "Preset name (see /api/presets) or, on the CLI, a model file.", default=...
-    )
-    mode: Mode | None = _option(
-        OptionGroup.MODEL,
-        "Mode",
-        "The seeds' tutorial rules or what the framework sends. Default: tutorial for the seed MLP.",
-    )
-    dataset_size: int | None = _option(
-        OptionGroup.DATA, "Dataset size", "Training samples (sequences for transformers)."
-    )
-    batch_size: int | None = _option(OptionGroup.DATA, "Batch size", "Global batch size in samples.")
-    epochs: int | None = _option(OptionGroup.DATA, "Epochs", "Passes over the dataset.")
-    drop_last: bool = _option(
-        OptionGroup.DATA, "Drop last partial batch", "Floor dataset size / batch size instead of ceil.", default=False
-    )
-    seq_len: int | None = _option(OptionGroup.DATA, "Sequence length", "Tokens per sequence (transformers).")
-    gpus: int | None = _option(OptionGroup.LAYOUT, "GPUs", "GPUs in total.")
-    hosts: int | None = _option(OptionGroup.LAYOUT, "Hosts", "Hosts the GPUs are spread over.")
-    gpus_per_host: int | None = _option(OptionGroup.LAYOUT, "GPUs per host", "GPUs (one NIC each) per host.")
-    strategy: Strategy = _option(OptionGroup.PARALLELISM, "Strategy", "Parallelism to plan.", default=Strategy.DATA)
-    tp: int | None = _option(
-        OptionGroup.PARALLELISM, "TP degree", "Tensor-parallel degree. Default: all GPUs for tensor, else 1."
-    )
-    pp: int | None = _option(
-        OptionGroup.PARALLELISM, "PP stages", "Pipeline stages. Default: all GPUs for pipeline, else 1."
-    )
-    dp: int | None = _option(OptionGroup.PARALLELISM, "DP degree", "Data-parallel degree. Default: GPUs / (TP × PP).")
-    ep: int | None = _option(
-        OptionGroup.PARALLELISM,
-        "EP degree",
-        "Expert-parallel degree (models with experts): ranks that split each layer's experts, carved from DP. "
-        "Default: 1.",
-    )
-    dp_impl: DataParallelImpl = _option(
-        OptionGroup.PARALLELISM, "Data parallel as", "Framework data-parallel implementation.", DataParallelImpl.DDP
-    )
-    micro_batch: int | None = _option(OptionGroup.PARALLELISM, "Micro-batch size", "Samples per micro-batch.")
-    micro_batches: int | None = _option(
-        OptionGroup.PARALLELISM, "Micro-batches", "Micro-batches per step and data-parallel replica."
-    )
-    sequence_parallel: bool = _option(
-        OptionGroup.PARALLELISM, "Sequence parallel", "Megatron sequence parallel: all-gather/reduce-scatter.", False
-    )
-    link_gbps: float = _option(
-        OptionGroup.NETWORK, "Link speed, Gbit/s per rank", "Per-rank link speed for the ideal time.", 100.0
-    )
-    latency_us: float = _option(OptionGroup.NETWORK, "Latency α, µs", "Per-hop latency α for the ideal time.", 5.0)
-    bucket_cap_mb: float | None = _option(
-        OptionGroup.ADVANCED,
-        "DDP bucket cap, MiB",
-        "DDP bucket_cap_mb. Default: PyTorch's, 1 MiB first, then 25 MiB; when given, the first bucket too.",
-    )
-    param_dtype: str | None = _option(
-        OptionGroup.ADVANCED, "Parameter dtype", "Parameters' dtype. Default: float32 for the seed MLP, else bfloat16."
-    )
-    grad_dtype: str | None = _option(
-        OptionGroup.ADVANCED, "Gradient dtype", "Gradients' dtype. Default: the parameter dtype."
-    )
-    activation_dtype: str | None = _option(
-        OptionGroup.ADVANCED, "Activation dtype", "Activations' dtype. Default: the parameter dtype."
-    )
-    vocab_parallel_loss: bool = _option(
-        OptionGroup.ADVANCED, "Vocab-parallel loss", "Vocab-parallel cross-entropy (3 small fp32 all-reduces).", True
-    )
-    capacity_factor: float | None = _option(
-        OptionGroup.ADVANCED,
-        "Expert capacity factor",
-        "Pad each expert's tokens to this × its even share (all-to-all buffers padded). Default: dropless.",
-    )
-    hot_expert_factor: float = _option(
-        OptionGroup.ADVANCED,
-        "Hot-expert factor",
-        "Busiest EP rank's tokens ÷ an even share (1 to ep): all-to-alls sized for it.",
-        1.0,
-    )
+    model: str = _option("model")
+    mode: Mode | None = _option("mode")
+    dataset_size: int | None = _option("dataset_size")
+    batch_size: int | None = _option("batch_size")
+    epochs: int | None = _option("epochs")
+    drop_last: bool = _option("drop_last")
+    seq_len: int | None = _option("seq_len")
+    gpus: int | None = _option("gpus")
+    hosts: int | None = _option("hosts")
+    gpus_per_host: int | None = _option("gpus_per_host")
+    strategy: Strategy = _option("strategy")
+    tp: int | None = _option("tp")
+    pp: int | None = _option("pp")
+    dp: int | None = _option("dp")
+    ep: int | None = _option("ep")
+    dp_impl: DataParallelImpl = _option("dp_impl")
+    micro_batch: int | None = _option("micro_batch")
+    micro_batches: int | None = _option("micro_batches")
+    sequence_parallel: bool = _option("sequence_parallel")
+    link_gbps: float = _option("link_gbps")
+    latency_us: float = _option("latency_us")
+    bucket_cap_mb: float | None = _option("bucket_cap_mb")
+    param_dtype: str | None = _option("param_dtype")
+    grad_dtype: str | None = _option("grad_dtype")
+    activation_dtype: str | None = _option("activation_dtype")
+    vocab_parallel_loss: bool = _option("vocab_parallel_loss")
+    capacity_factor: float | None = _option("capacity_factor")
+    hot_expert_factor: float = _option("hot_expert_factor")
 
     @classmethod
     def option_group(cls, name: str) -> OptionGroup:
-        return cls.model_fields[name].json_schema_extra["group"]
+        return PLAN_OPTIONS[name].group
 
 
-class NormalisedInputs(BaseModel):
+class NormalisedInputs(DeferredModel):
     """The request with every default filled in and every cross-field rule checked."""
 
     model: str
@@ -190,19 +119,19 @@ class NormalisedInputs(BaseModel):
     latency_us: float
 
 
-class ModelSummary(BaseModel):
+class ModelSummary(DeferredModel):
     name: str
     parameter_count: int
     parameter_bytes: int
     source_kind: str
 
 
-class NetworkSpec(BaseModel):
+class NetworkSpec(DeferredModel):
     link_gbps: float
     latency_us: float
 
 
-class PlannedCollective(BaseModel):
+class PlannedCollective(DeferredModel):
     """One collective of a training step. ``bytes_total`` follows nccl-tests (whole buffer)."""
 
     op: CollectiveOp
@@ -244,7 +173,7 @@ def collective_of_size(
     return next((item for item in candidates if item.bytes_total == size_bytes), None)
 
 
-class KccbTrial(BaseModel):
+class KccbTrial(DeferredModel):
     """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
 
     algorithm: str
@@ -259,7 +188,7 @@ class KccbTrial(BaseModel):
     note: str
 
 
-class PlanDocument(BaseModel):
+class PlanDocument(DeferredModel):
     trials: int
     mode: Mode
     strategy: Strategy

@@ -9,7 +9,9 @@ collectives. Nothing here holds tensor data: shapes and dtypes only.
 from math import prod
 from typing import Annotated
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
+
+from emuplan.workload.deferred_model import DeferredModel
 
 DTYPE_BYTES = {
     "float64": 8,
@@ -42,7 +44,7 @@ def dtype_bytes(dtype: str) -> int:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}") from None
 
 
-class ParameterInfo(BaseModel):
+class ParameterInfo(DeferredModel):
     """One trainable tensor, e.g. ``fc1.weight`` of shape [256, 784]."""
 
     name: Name
@@ -59,7 +61,7 @@ class ParameterInfo(BaseModel):
         return self.numel * dtype_bytes(self.dtype)
 
 
-class BufferInfo(BaseModel):
+class BufferInfo(DeferredModel):
     """A module buffer (BatchNorm's running statistics, a rotary embedding's frequencies): not trained,
     but DDP broadcasts every buffer from rank 0 before each forward."""
 
@@ -72,7 +74,7 @@ class BufferInfo(BaseModel):
         return prod(self.shape) * dtype_bytes(self.dtype)
 
 
-class ActivationInfo(BaseModel):
+class ActivationInfo(DeferredModel):
     """The output of one leaf module for ONE sample (the batch dimension is left out)."""
 
     module: Name
@@ -84,7 +86,7 @@ class ActivationInfo(BaseModel):
         return batch * prod(self.shape) * dtype_bytes(self.dtype)
 
 
-class SampleSpec(BaseModel):
+class SampleSpec(DeferredModel):
     """One training sample as the model's forward sees it, and its label."""
 
     shape: list[Dimension] = Field(max_length=64)
@@ -93,7 +95,7 @@ class SampleSpec(BaseModel):
     label_dtype: Name = "int64"
 
 
-class ExpertShape(BaseModel):
+class ExpertShape(DeferredModel):
     """A mixture-of-experts feed-forward block: routed experts, shared experts, and the layers that have one."""
 
     num_experts: int  # routed experts per MoE layer
@@ -103,7 +105,7 @@ class ExpertShape(BaseModel):
     layers: list[int]  # indices of the layers whose MLP is a mixture of experts
 
 
-class LatentAttention(BaseModel):
+class LatentAttention(DeferredModel):
     """DeepSeek's multi-head latent attention (MLA): queries and keys/values through low-rank projections."""
 
     q_lora_rank: int | None  # None: a plain q_proj
@@ -113,7 +115,7 @@ class LatentAttention(BaseModel):
     v_head_dim: int
 
 
-class TransformerShape(BaseModel):
+class TransformerShape(DeferredModel):
     """The numbers that decide a decoder-only transformer's parallel traffic."""
 
     family: str  # a model_type of hf_config.FAMILIES
@@ -138,7 +140,7 @@ class TransformerShape(BaseModel):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
-class ModelInventory(BaseModel):
+class ModelInventory(DeferredModel):
     name: Name
     source_kind: Name  # preset | hf_config | safetensors | onnx | pytorch
     parameters: list[ParameterInfo]  # in registration order, as model.parameters() yields them

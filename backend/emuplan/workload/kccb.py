@@ -10,8 +10,6 @@ does (its 6438912 is a quarter of 25755648); all-reduce as the whole buffer.
 import json
 from collections.abc import Iterable
 
-import yaml
-
 from emuplan.wording import plural
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 from emuplan.workload.document import KccbTrial, ParallelDim, PlanDocument, PlannedCollective
@@ -26,8 +24,6 @@ KCCB_ALGORITHMS: dict[CollectiveOp, tuple[str, int]] = {
     CollectiveOp.SEND_RECV: ("ALGO_BROADCAST_PARALLEL", 40),
     CollectiveOp.ALL_TO_ALL: ("ALGO_ALL_TO_ALL_PARALLEL", 1),
 }
-
-EXPORT_FORMATS = ("yaml", "json", "text")
 
 
 def group_placement(group_size: int, stride: int, gpus_per_host: int) -> tuple[int, int]:
@@ -86,6 +82,8 @@ def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list
 
 def kccb_yaml(document: PlanDocument) -> str:
     """Trial configs shaped like KAI's ``kccb.Benchmark`` and infrastructure protobuf fields."""
+    import yaml  # only this export needs it; planning (and every CLI command's start-up) goes without
+
     trials = [
         {
             "name": f"{document.model.name} {document.strategy.value} {trial.collective.value} "

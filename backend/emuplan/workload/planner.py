@@ -6,8 +6,6 @@ from math import gcd, prod
 
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import (
-    DataParallelImpl,
-    Mode,
     ModelSummary,
     NetworkSpec,
     NormalisedInputs,
@@ -17,10 +15,10 @@ from emuplan.workload.document import (
     PlannedCollective,
     PlanningError,
     PlanRequest,
-    Strategy,
 )
 from emuplan.workload.inventory import ModelInventory, TransformerShape, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.plan_options import DataParallelImpl, Mode, Strategy
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
 from emuplan.workload.strategies.data_parallel import data_parallel_collectives

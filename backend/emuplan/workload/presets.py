@@ -7,9 +7,12 @@ Each preset carries the workload it is usually planned with (dataset, batch, clu
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from emuplan.workload.hf_config import inventory_from_hf_config
-from emuplan.workload.inventory import ActivationInfo, ModelInventory, ParameterInfo, SampleSpec
+# A preset's inventory imports the model layer (pydantic) when it is built: the CLI's start-up lists
+# the presets without it.
+if TYPE_CHECKING:
+    from emuplan.workload.inventory import ModelInventory
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class WorkloadDefaults:
 class Preset:
     name: str
     description: str
-    build: Callable[[], ModelInventory]
+    build: Callable[[], "ModelInventory"]
     defaults: WorkloadDefaults
     hf_config: dict | None = None  # the config.json a transformer preset is built from
 
@@ -61,13 +64,15 @@ def transformer_defaults(max_positions: int) -> WorkloadDefaults:
 SEED_LAYER_WIDTHS = (784, 256, 128, 64, 10)
 
 
-def fashion_mnist_classifier_inventory() -> ModelInventory:
+def fashion_mnist_classifier_inventory() -> "ModelInventory":
     """The seeds' ``Classifier`` (784-256-128-64-10) as PyTorch reports it: each ``nn.Linear`` registers
     weight [out, in] then bias [out], outputs [out] per sample, and backward completes its gradients.
 
     Written out rather than traced so that planning the seed does not import torch (seconds, against
     milliseconds for the plan); the tests check it equals PyTorch's own trace of the seeds' module.
     """
+    from emuplan.workload.inventory import ActivationInfo, ModelInventory, ParameterInfo, SampleSpec
+
     layers = [
         (f"fc{index}", fan_in, fan_out)
         for index, (fan_in, fan_out) in enumerate(itertools.pairwise(SEED_LAYER_WIDTHS), start=1)
@@ -91,12 +96,18 @@ def fashion_mnist_classifier_inventory() -> ModelInventory:
 
 def _transformer_preset(name: str, description: str, config: dict) -> Preset:
     max_positions = config.get("max_position_embeddings") or config["n_positions"]
+
+    def build() -> "ModelInventory":
+        from emuplan.workload.hf_config import inventory_from_hf_config
+
+        return inventory_from_hf_config(config, name=name, where=f"preset {name}").model_copy(
+            update={"source_kind": "preset"}
+        )
+
     return Preset(
         name=name,
         description=description,
-        build=lambda: inventory_from_hf_config(config, name=name, where=f"preset {name}").model_copy(
-            update={"source_kind": "preset"}
-        ),
+        build=build,
         defaults=transformer_defaults(max_positions),
         hf_config=config,
     )
@@ -206,7 +217,7 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def workload_defaults(inventory: ModelInventory) -> WorkloadDefaults:
+def workload_defaults(inventory: "ModelInventory") -> WorkloadDefaults:
     """A preset's own defaults; for other sources the transformer or seed set-up by model kind."""
     preset = PRESETS.get(inventory.name)
     if inventory.source_kind == "preset" and preset is not None:

@@ -13,14 +13,16 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from emuplan import json_input
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
-from emuplan.workload.document import Mode, NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
+from emuplan.workload.deferred_model import DeferredModel
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import DTYPE_BYTES, Dimension, ModelInventory, Name
 from emuplan.workload.kccb import kccb_trials
+from emuplan.workload.plan_options import Mode
 from emuplan.workload.planner import framework_strides
 
 
@@ -32,7 +34,7 @@ class PytorchSourceError(ValueError):
     """The upload's options are unusable before anything runs (shape text, kwargs, dtypes)."""
 
 
-class PytorchSourceOptions(BaseModel):
+class PytorchSourceOptions(DeferredModel):
     model_class: str
     model_kwargs: dict = Field(default_factory=dict)
     input_shape: list[int]
@@ -40,7 +42,7 @@ class PytorchSourceOptions(BaseModel):
     label_dtype: str = "int64"
 
 
-class CaptureSettings(BaseModel):
+class CaptureSettings(DeferredModel):
     world_size: int = 4
     batch_size: int = 8192  # the tensor-parallel capture feeds one whole batch; DDP/FSDP2 need no real batch
     bucket_cap_mb: float | None = None  # None: PyTorch's default (first bucket 1 MiB, then 25 MiB)
@@ -54,7 +56,7 @@ MAX_CAPTURED_COLLECTIVES = 100_000
 MAX_WORLD_SIZE = 1 << 20
 
 
-class CapturedCollective(BaseModel):
+class CapturedCollective(DeferredModel):
     """One collective as PyTorch issued it. ``bytes`` is nccl-tests' size (the whole buffer)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -67,7 +69,7 @@ class CapturedCollective(BaseModel):
     torch_op: Name
 
 
-class CapturedStrategy(BaseModel):
+class CapturedStrategy(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     strategy: Literal["ddp", "fsdp2", "tensor"]
@@ -77,7 +79,7 @@ class CapturedStrategy(BaseModel):
     settings: dict = Field(default_factory=dict)
 
 
-class PytorchSourceResult(BaseModel):
+class PytorchSourceResult(DeferredModel):
     """A successful sandbox answer, as validated: the worker's ``ok`` and ``peak_rss_bytes`` included."""
 
     model_config = ConfigDict(extra="forbid")

@@ -7,13 +7,18 @@
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.workload.hf_config import read_hf_config
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.pytorch_source import PytorchSourceOptions, read_pytorch_file
 from emuplan.workload.safetensors_source import read_safetensors
+
+# Only a PyTorch source needs the sandbox and pytorch_source (whose models and importlib.metadata a
+# preset's plan would otherwise pay for): imported where a .py is read.
+if TYPE_CHECKING:
+    from emuplan.sandbox.runner import SandboxPolicy
+    from emuplan.workload.pytorch_source import PytorchSourceOptions
 
 
 class UnknownModelError(ValueError):
@@ -45,8 +50,8 @@ def _preset_inventory(name: str) -> ModelInventory:
 def resolve_model(
     spec: str,
     allow_files: bool = True,
-    pytorch_options: PytorchSourceOptions | None = None,
-    sandbox: SandboxPolicy | None = None,
+    pytorch_options: "PytorchSourceOptions | None" = None,
+    sandbox: "SandboxPolicy | None" = None,
 ) -> ModelInventory:
     """Preset name → its inventory; a path → its reader by suffix (``*.py`` through the sandbox, with
     ``pytorch_options``). Paths only when ``allow_files``."""
@@ -58,6 +63,9 @@ def resolve_model(
     if allow_files and reader is not None:
         return reader(path)
     if allow_files and suffix == PYTORCH_SUFFIX:
+        from emuplan.sandbox.runner import SandboxPolicy
+        from emuplan.workload.pytorch_source import read_pytorch_file
+
         return read_pytorch_file(path, pytorch_options, sandbox or SandboxPolicy())
     accepted = f"a preset ({', '.join(PRESETS)})"
     if allow_files:

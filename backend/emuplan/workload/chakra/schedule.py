@@ -18,16 +18,9 @@ from math import prod
 
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS, Gpu
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import (
-    DataParallelImpl,
-    Mode,
-    NormalisedInputs,
-    ParallelDim,
-    Phase,
-    PlanDocument,
-    PlannedCollective,
-)
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
+from emuplan.workload.plan_options import DataParallelImpl, Mode
 from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
 from emuplan.workload.strategies.common import numel_bytes
 from emuplan.workload.strategies.data_parallel import ddp_buckets

@@ -23,8 +23,9 @@ FSDP2 but one flat buffer per unit (3Ψ).
 from collections.abc import Sequence
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import DataParallelImpl, ParallelDim, Phase, PlannedCollective
+from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
 from emuplan.workload.inventory import BufferInfo, ParameterInfo
+from emuplan.workload.plan_options import DataParallelImpl
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
 
 FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES

@@ -8,8 +8,9 @@ every GPU. A teaching simplification: the framework rules say what PyTorch reall
 from math import prod
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError, Strategy
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError
 from emuplan.workload.inventory import ModelInventory, dtype_bytes
+from emuplan.workload.plan_options import Strategy
 from emuplan.workload.strategies.common import collective, numel_bytes, parameter_units
 
 

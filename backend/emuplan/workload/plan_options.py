@@ -1,0 +1,141 @@
+"""What a plan can be asked for, as plain data: the planning options' choices, panels, labels, short
+help and defaults, and the KCCB export's formats.
+
+``PlanRequest`` (``document``) builds its fields from ``PLAN_OPTIONS``, and ``emuplan plan`` its
+options: one description for the CLI, the API and the plan page. Standard library only, so that the
+CLI's start-up (``--help`` lists every option) goes without pydantic.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Mode(StrEnum):
+    TUTORIAL = "tutorial"  # the seed tutorials' teaching rules, reproduced exactly
+    FRAMEWORK = "framework"  # what PyTorch DDP/FSDP2/DTensor and Megatron put on the wire
+
+
+class Strategy(StrEnum):
+    DATA = "data"
+    TENSOR = "tensor"
+    PIPELINE = "pipeline"
+    HYBRID = "hybrid"
+
+
+class DataParallelImpl(StrEnum):
+    DDP = "ddp"
+    FSDP2 = "fsdp2"
+    ZERO1 = "zero1"
+    ZERO2 = "zero2"
+    ZERO3 = "zero3"
+
+
+class OptionGroup(StrEnum):
+    """Where a planning option sits: a fieldset of the plan page and a panel of ``emuplan plan --help``."""
+
+    MODEL = "Model"
+    DATA = "Data"
+    LAYOUT = "Layout"
+    PARALLELISM = "Parallelism"
+    NETWORK = "Network"
+    ADVANCED = "Advanced"
+
+
+@dataclass(frozen=True)
+class PlanOption:
+    """One ``PlanRequest`` field: ``title`` is its label on the page, ``description`` its short help.
+    A ``None`` default means "the model's default" (see ``NormalisedInputs``); ``...``: required."""
+
+    group: OptionGroup
+    title: str
+    description: str
+    default: Any = None
+
+
+PLAN_OPTIONS: dict[str, PlanOption] = {
+    "model": PlanOption(
+        OptionGroup.MODEL, "Model", "Preset name (see /api/presets) or, on the CLI, a model file.", default=...
+    ),
+    "mode": PlanOption(
+        OptionGroup.MODEL,
+        "Mode",
+        "The seeds' tutorial rules or what the framework sends. Default: tutorial for the seed MLP.",
+    ),
+    "dataset_size": PlanOption(OptionGroup.DATA, "Dataset size", "Training samples (sequences for transformers)."),
+    "batch_size": PlanOption(OptionGroup.DATA, "Batch size", "Global batch size in samples."),
+    "epochs": PlanOption(OptionGroup.DATA, "Epochs", "Passes over the dataset."),
+    "drop_last": PlanOption(
+        OptionGroup.DATA, "Drop last partial batch", "Floor dataset size / batch size instead of ceil.", default=False
+    ),
+    "seq_len": PlanOption(OptionGroup.DATA, "Sequence length", "Tokens per sequence (transformers)."),
+    "gpus": PlanOption(OptionGroup.LAYOUT, "GPUs", "GPUs in total."),
+    "hosts": PlanOption(OptionGroup.LAYOUT, "Hosts", "Hosts the GPUs are spread over."),
+    "gpus_per_host": PlanOption(OptionGroup.LAYOUT, "GPUs per host", "GPUs (one NIC each) per host."),
+    "strategy": PlanOption(OptionGroup.PARALLELISM, "Strategy", "Parallelism to plan.", default=Strategy.DATA),
+    "tp": PlanOption(
+        OptionGroup.PARALLELISM, "TP degree", "Tensor-parallel degree. Default: all GPUs for tensor, else 1."
+    ),
+    "pp": PlanOption(OptionGroup.PARALLELISM, "PP stages", "Pipeline stages. Default: all GPUs for pipeline, else 1."),
+    "dp": PlanOption(OptionGroup.PARALLELISM, "DP degree", "Data-parallel degree. Default: GPUs / (TP × PP)."),
+    "ep": PlanOption(
+        OptionGroup.PARALLELISM,
+        "EP degree",
+        "Expert-parallel degree (models with experts): ranks that split each layer's experts, carved from DP. "
+        "Default: 1.",
+    ),
+    "dp_impl": PlanOption(
+        OptionGroup.PARALLELISM,
+        "Data parallel as",
+        "Framework data-parallel implementation.",
+        default=DataParallelImpl.DDP,
+    ),
+    "micro_batch": PlanOption(OptionGroup.PARALLELISM, "Micro-batch size", "Samples per micro-batch."),
+    "micro_batches": PlanOption(
+        OptionGroup.PARALLELISM, "Micro-batches", "Micro-batches per step and data-parallel replica."
+    ),
+    "sequence_parallel": PlanOption(
+        OptionGroup.PARALLELISM,
+        "Sequence parallel",
+        "Megatron sequence parallel: all-gather/reduce-scatter.",
+        default=False,
+    ),
+    "link_gbps": PlanOption(
+        OptionGroup.NETWORK, "Link speed, Gbit/s per rank", "Per-rank link speed for the ideal time.", default=100.0
+    ),
+    "latency_us": PlanOption(
+        OptionGroup.NETWORK, "Latency α, µs", "Per-hop latency α for the ideal time.", default=5.0
+    ),
+    "bucket_cap_mb": PlanOption(
+        OptionGroup.ADVANCED,
+        "DDP bucket cap, MiB",
+        "DDP bucket_cap_mb. Default: PyTorch's, 1 MiB first, then 25 MiB; when given, the first bucket too.",
+    ),
+    "param_dtype": PlanOption(
+        OptionGroup.ADVANCED, "Parameter dtype", "Parameters' dtype. Default: float32 for the seed MLP, else bfloat16."
+    ),
+    "grad_dtype": PlanOption(OptionGroup.ADVANCED, "Gradient dtype", "Gradients' dtype. Default: the parameter dtype."),
+    "activation_dtype": PlanOption(
+        OptionGroup.ADVANCED, "Activation dtype", "Activations' dtype. Default: the parameter dtype."
+    ),
+    "vocab_parallel_loss": PlanOption(
+        OptionGroup.ADVANCED,
+        "Vocab-parallel loss",
+        "Vocab-parallel cross-entropy (3 small fp32 all-reduces).",
+        default=True,
+    ),
+    "capacity_factor": PlanOption(
+        OptionGroup.ADVANCED,
+        "Expert capacity factor",
+        "Pad each expert's tokens to this × its even share (all-to-all buffers padded). Default: dropless.",
+    ),
+    "hot_expert_factor": PlanOption(
+        OptionGroup.ADVANCED,
+        "Hot-expert factor",
+        "Busiest EP rank's tokens ÷ an even share (1 to ep): all-to-alls sized for it.",
+        default=1.0,
+    ),
+}
+
+# What ``kccb.export_kccb`` writes.
+EXPORT_FORMATS = ("yaml", "json", "text")
