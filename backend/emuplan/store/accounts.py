@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, delete, func, select
 
 from emuplan.roles import Role
@@ -198,21 +199,32 @@ def end_session(session: Session, secret: str) -> None:
     session.exec(delete(AccountSession).where(col(AccountSession.token_hash) == hash_token(secret)))
 
 
-def _signed_in(account: Account, via: str) -> SignedIn:
-    return SignedIn(account_id=account.id, name=account.name, role=Role(account.role), via=via)
+# What every signed-in request reads of its account: these columns, not the rows as objects, in a statement
+# built once (loading an Account and an ApiToken took ~0.35 ms of each request and building the statement
+# ~0.15 ms, more than the page behind it spends on its list; ~0.1 ms now).
+_WHO = (Account.id, Account.name, Account.role)
+_SESSION_OWNER = (
+    select(*_WHO, AccountSession.expires_at)
+    .join(AccountSession, col(AccountSession.account_id) == col(Account.id))
+    .where(AccountSession.token_hash == bindparam("token_hash"))
+)
+_TOKEN_OWNER = (
+    select(*_WHO, ApiToken.revoked_at, ApiToken.expires_at)
+    .join(ApiToken, col(ApiToken.account_id) == col(Account.id))
+    .where(ApiToken.token_hash == bindparam("token_hash"))
+)
+
+
+def _signed_in(row, via: str) -> SignedIn:
+    return SignedIn(account_id=row.id, name=row.name, role=Role(row.role), via=via)
 
 
 def resolve_session(session: Session, secret: str) -> SignedIn | None:
     """The account of a live session cookie; None for an unknown, ended or expired one."""
-    statement = (
-        select(Account, AccountSession.expires_at)
-        .join(AccountSession, col(AccountSession.account_id) == col(Account.id))
-        .where(AccountSession.token_hash == hash_token(secret))
-    )
-    row = session.exec(statement).first()
-    if row is None or row[1] <= utc_now():
+    row = session.exec(_SESSION_OWNER, params={"token_hash": hash_token(secret)}).first()
+    if row is None or row.expires_at <= utc_now():
         return None
-    return _signed_in(row[0], "session")
+    return _signed_in(row, "session")
 
 
 def create_api_token(
@@ -253,15 +265,10 @@ def revoke_api_token(session: Session, account_id: int, token_id: int) -> ApiTok
 
 def resolve_api_token(session: Session, secret: str) -> SignedIn | None:
     """The account of an active API token; None for an unknown, revoked or expired one."""
-    statement = (
-        select(Account, ApiToken)
-        .join(ApiToken, col(ApiToken.account_id) == col(Account.id))
-        .where(ApiToken.token_hash == hash_token(secret))
-    )
-    row = session.exec(statement).first()
-    if row is None or credential_state(row[1]) != "active":
+    row = session.exec(_TOKEN_OWNER, params={"token_hash": hash_token(secret)}).first()
+    if row is None or credential_state(row) != "active":
         return None
-    return _signed_in(row[0], "token")
+    return _signed_in(row, "token")
 
 
 def api_token_document(token: ApiToken) -> dict:
