@@ -5,6 +5,7 @@ from typing import Annotated
 
 from annotated_types import Interval
 from fastapi import Depends, Request
+from pydantic import BaseModel, create_model
 from sqlmodel import Session
 
 from emuplan.settings import Settings
@@ -39,3 +40,9 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 WriteSessionDep = Annotated[Session, Depends(get_write_session)]
+
+
+def response_model_of(columns: type[tuple], name: str) -> type[BaseModel]:
+    """A response model with the fields (names and types) of a store list's item (a NamedTuple): what a list
+    answers with is defined once, by the columns the store reads for it."""
+    return create_model(name, **{field: (kind, ...) for field, kind in columns.__annotations__.items()})

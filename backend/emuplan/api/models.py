@@ -6,14 +6,20 @@ read as a model, or a model the sandbox stopped → 400; pickles and unknown kin
 upload limit → 413 (counted while streaming); no bubblewrap for a .py upload → 503.
 """
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from emuplan.api.access import requires_roles
-from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import (
+    INT64_MAX,
+    DatabaseInt,
+    ReadSessionDep,
+    SettingsDep,
+    WriteSessionDep,
+    response_model_of,
+)
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
@@ -24,15 +30,7 @@ from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOpt
 router = APIRouter(prefix="/api/models", tags=["models"], dependencies=requires_roles())
 
 
-class ModelDefinitionSummary(BaseModel):
-    id: int
-    name: str
-    source_kind: str
-    file_name: str | None
-    content_sha256: str
-    parameter_count: int
-    options: dict
-    created_at: datetime
+ModelDefinitionSummary = response_model_of(store.ListedModelDefinition, "ModelDefinitionSummary")
 
 
 class ModelDefinitionPublic(ModelDefinitionSummary):

@@ -1,14 +1,20 @@
 """Plans: preview, store, list, read, export for KCCB; and the built-in model presets."""
 
 from dataclasses import asdict
-from datetime import datetime
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from emuplan.api.access import requires_roles
-from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.deps import (
+    INT64_MAX,
+    DatabaseInt,
+    ReadSessionDep,
+    SettingsDep,
+    WriteSessionDep,
+    response_model_of,
+)
 from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
@@ -46,15 +52,7 @@ class PlanCreate(PlanRequest):
         )
 
 
-class PlanSummary(BaseModel):
-    id: int
-    name: str
-    model_name: str
-    model_definition_id: int | None
-    strategy: str
-    mode: str
-    trials: int
-    created_at: datetime
+PlanSummary = response_model_of(store.ListedPlan, "PlanSummary")
 
 
 class PlanPublic(PlanSummary):
