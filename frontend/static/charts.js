@@ -53,6 +53,79 @@ export function fitPanelTitles(container, figure) {
   }
 }
 
+// The legend's band below the x axis title (charts/figures.py, _legend_below) has a row per entry, as a
+// phone needs; a wider chart fits several entries in a row and left the rest of the band blank. Before
+// drawing, the band shrinks to the rows Plotly will lay out at this width, worked out the way its
+// horizontal legend does (plotly.js components/legend/draw.js): an entry is its text and 40 px (symbol and
+// gaps); ungrouped entries wrap at the plot area's width, each as wide as the widest once they take more
+// than a row; grouped ones stack per group, and the groups wrap side by side. Plotly's default font.
+const LEGEND_FONT_PX = 12;
+const LEGEND_FONT = `${LEGEND_FONT_PX}px "Open Sans", verdana, arial, sans-serif`;
+const LEGEND_ITEM_GAP_PX = 5;
+const LEGEND_SYMBOL_PX = 30 + 2 * LEGEND_ITEM_GAP_PX;
+const LEGEND_PAD_PX = 2 * LEGEND_ITEM_GAP_PX;
+const LEGEND_ROW_PX = Math.max(LEGEND_FONT_PX * 1.3, 16) + 3; // Plotly's entry height: one line, 19 px
+// Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
+const LEGEND_TEXT_SLACK_PX = 2;
+
+let measuringContext;
+function legendTextPx(markup) {
+  measuringContext ??= Object.assign(document.createElement("canvas").getContext("2d"), { font: LEGEND_FONT });
+  const text = new DOMParser().parseFromString(markup, "text/html").documentElement.textContent;
+  return Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX;
+}
+
+// The height in px Plotly's horizontal legend takes for ``traces`` in a plot area ``maxWidth`` wide.
+function legendHeightPx(traces, maxWidth) {
+  const entries = traces.filter((trace) => trace.showlegend !== false);
+  const width = (trace) => LEGEND_SYMBOL_PX + legendTextPx(trace.name || "");
+  if (entries.some((trace) => trace.legendgroup)) {
+    const groups = new Map();
+    for (const trace of entries) {
+      const key = trace.legendgroup || Symbol("ungrouped");
+      groups.set(key, [...(groups.get(key) || []), trace]);
+    }
+    let rowsHeight = 0, rowHeight = 0, offset = 0;
+    for (const members of groups.values()) {
+      const groupWidth = Math.max(...members.map(width)) + LEGEND_ITEM_GAP_PX;
+      if (offset > 0 && groupWidth + offset > maxWidth) {
+        rowsHeight += rowHeight;
+        rowHeight = offset = 0;
+      }
+      rowHeight = Math.max(rowHeight, members.length * LEGEND_ROW_PX);
+      offset += groupWidth;
+    }
+    return rowsHeight + rowHeight + LEGEND_PAD_PX;
+  }
+  const widths = entries.map(width);
+  const total = widths.reduce((sum, w) => sum + w, 0) + (widths.length - 1) * LEGEND_ITEM_GAP_PX;
+  if (total < maxWidth) return LEGEND_ROW_PX + LEGEND_PAD_PX;
+  const column = Math.max(...widths) + LEGEND_ITEM_GAP_PX;
+  let rows = 1, offset = 0;
+  for (let index = 0; index < widths.length; index += 1) {
+    if (column + offset - LEGEND_ITEM_GAP_PX >= maxWidth) {
+      rows += 1;
+      offset = 0;
+    }
+    offset += column;
+  }
+  return rows * LEGEND_ROW_PX + LEGEND_PAD_PX;
+}
+
+// ``layout`` (drawFigure's copy) with the band cut to what the legend needs in ``container``'s width; a
+// hidden container (no width) keeps the band it came with.
+function fitLegendBand(container, data, layout) {
+  const legend = layout.legend;
+  if (!legend || legend.yref !== "container" || legend.yanchor !== "top" || !legend.maxheight) return;
+  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  const needed = Math.min(legendHeightPx(data, plotWidth), legend.maxheight);
+  const spare = legend.maxheight - needed;
+  if (spare <= 0) return;
+  layout.height -= spare;
+  layout.margin = { ...layout.margin, b: layout.margin.b - spare };
+  layout.legend = { ...legend, y: needed / layout.height, maxheight: needed };
+}
+
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
@@ -65,8 +138,11 @@ export async function drawFigure(container, figure) {
   if (container.classList.contains("small") && layout.title) {
     layout.title = { ...layout.title, font: { ...(layout.title.font || {}), size: 12 } };
   }
-  // Plotly's responsive resize takes the height from the container: pin it to the figure's.
+  fitLegendBand(container, data, layout);
+  // Plotly's responsive resize takes the height from the container: pin it to the figure's (the slot's
+  // min-height only holds the page still while the figure loads).
   container.style.height = `${layout.height}px`;
+  container.style.minHeight = "0";
   // Drawn on the log axis the reader chose (every panel's): switching it after drawing would draw twice.
   if (container.dataset.logX === "true") {
     for (const key of xAxisKeys(layout)) layout[key] = { ...layout[key], type: "log" };

@@ -1,5 +1,6 @@
 """Chart legends on the run and compare pages at 1280 and 390 px: below the x axis title, inside the chart,
-long names cut, and no chart drawn twice by Plotly's automargin."""
+every entry shown and no blank band under the last row, long names cut, and no chart drawn twice by
+Plotly's automargin."""
 
 from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
@@ -10,6 +11,7 @@ from live_server import LiveServer
 LONG_NAME = "pipeline stage sweep on the spine-leaf fabric, <b>second</b> try after the firmware update"
 # The compare page's legend entry of run #1: 43 characters of "#1 " and the name, then the ellipsis.
 LONG_LEGEND = "#1 pipeline stage sweep on the spine-leaf f…"
+LEGEND_ROW_PX = 19
 
 
 def four_sizes_csv(scale: float) -> bytes:
@@ -24,8 +26,9 @@ def four_sizes_csv(scale: float) -> bytes:
 
 
 # Per chart with a legend: whether Plotly kept the figure's margins (automargin widening one draws the
-# figure a second time), the legend's top and right edge, and the lowest x axis title's bottom, in px
-# from the chart's top left corner.
+# figure a second time), the legend's top, right and bottom edge and the lowest x axis title's bottom, in px
+# from the chart's top left corner; the height its entries take and the height it was given (past which
+# it scrolls).
 LEGENDS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.querySelector('.legend'))
   .map(g => {
     const box = g.getBoundingClientRect(), size = g._fullLayout._size, margin = g._fullLayout.margin;
@@ -33,7 +36,8 @@ LEGENDS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g =>
     const titles = [...g.querySelectorAll('.xtitle')].map(t => t.getBoundingClientRect().bottom - box.top);
     return {id: g.id, keptMargins: ['l', 'r', 't', 'b'].every(k => Math.round(size[k]) === margin[k]),
             legendTop: legend.top - box.top, legendRight: legend.right - box.left, width: box.width,
-            legendBottom: legend.bottom - box.top, height: box.height, xTitleBottom: Math.max(...titles)};
+            legendBottom: legend.bottom - box.top, height: box.height, xTitleBottom: Math.max(...titles),
+            entriesHeight: g._fullLayout.legend._height, bandHeight: g._fullLayout.legend._maxHeight};
   })"""
 
 
@@ -45,6 +49,9 @@ def assert_legends_fit(page: Page, charts: list[str]) -> None:
         assert chart["legendTop"] >= chart["xTitleBottom"], f"{chart['id']}: legend over the x axis title"
         assert chart["legendRight"] <= chart["width"], f"{chart['id']}: legend past the chart's right edge"
         assert chart["legendBottom"] <= chart["height"], f"{chart['id']}: legend past the chart's bottom"
+        assert chart["entriesHeight"] <= chart["bandHeight"], f"{chart['id']}: legend scrolls, entries hidden"
+        # The band is cut to the rows this width needs: under a row (19 px) of blank below the legend.
+        assert chart["height"] - chart["legendBottom"] < LEGEND_ROW_PX, f"{chart['id']}: blank band under legend"
 
 
 def at_both_sizes(page: Page, url: str, charts: list[str], name: str) -> None:
