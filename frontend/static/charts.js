@@ -68,8 +68,9 @@ const LEGEND_ROW_PX = Math.max(LEGEND_FONT_PX * 1.3, 16) + 3; // Plotly's entry 
 // Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
 const LEGEND_TEXT_SLACK_PX = 2;
 
+// Legend entries and tick labels are both in Plotly's default font.
 let measuringContext;
-function legendTextPx(markup) {
+function textPx(markup) {
   measuringContext ??= Object.assign(document.createElement("canvas").getContext("2d"), { font: LEGEND_FONT });
   const text = new DOMParser().parseFromString(markup, "text/html").documentElement.textContent;
   return Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX;
@@ -78,7 +79,7 @@ function legendTextPx(markup) {
 // The height in px Plotly's horizontal legend takes for ``traces`` in a plot area ``maxWidth`` wide.
 function legendHeightPx(traces, maxWidth) {
   const entries = traces.filter((trace) => trace.showlegend !== false);
-  const width = (trace) => LEGEND_SYMBOL_PX + legendTextPx(trace.name || "");
+  const width = (trace) => LEGEND_SYMBOL_PX + textPx(trace.name || "");
   if (entries.some((trace) => trace.legendgroup)) {
     const groups = new Map();
     for (const trace of entries) {
@@ -126,6 +127,31 @@ function fitLegendBand(container, data, layout) {
   layout.legend = { ...legend, y: needed / layout.height, maxheight: needed };
 }
 
+// An x axis labelled at given ticks (the sweep chart's powers of two in B/KiB/MiB) keeps every k-th label
+// when the plot is too narrow for all of them side by side: Plotly would tilt them, and the tilted labels
+// widen the margins, which draws the figure a second time (and still crowds a phone's axis). The ticks
+// are evenly spaced (a log axis, powers of two a fixed step apart) across most of the axis.
+const TICK_GAP_PX = 12;
+const TICK_SPAN_SHARE = 0.9; // of the plot's width between the first and last tick, the axis' padding aside
+
+function fitTickLabels(container, layout) {
+  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  for (const key of xAxisKeys(layout)) {
+    const axis = layout[key];
+    if (!axis.ticktext || axis.ticktext.length < 3 || plotWidth <= 0) continue;
+    const [start, end] = axis.domain || [0, 1];
+    const spacing = ((end - start) * plotWidth * TICK_SPAN_SHARE) / (axis.ticktext.length - 1);
+    const widest = Math.max(...axis.ticktext.map(textPx)) + TICK_GAP_PX;
+    const every = Math.ceil(widest / spacing);
+    if (every <= 1) continue;
+    layout[key] = {
+      ...axis,
+      tickvals: axis.tickvals.filter((_, index) => index % every === 0),
+      ticktext: axis.ticktext.filter((_, index) => index % every === 0),
+    };
+  }
+}
+
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
@@ -139,6 +165,7 @@ export async function drawFigure(container, figure) {
     layout.title = { ...layout.title, font: { ...(layout.title.font || {}), size: 12 } };
   }
   fitLegendBand(container, data, layout);
+  fitTickLabels(container, layout);
   // Plotly's responsive resize takes the height from the container: pin it to the figure's (the slot's
   // min-height only holds the page still while the figure loads).
   container.style.height = `${layout.height}px`;

@@ -7,6 +7,7 @@ from playwright.sync_api import Page, expect
 from test_dashboard import no_page_overflow, upload, wait_for_charts
 
 from live_server import LiveServer
+from paths import RESULTS
 
 LONG_NAME = "pipeline stage sweep on the spine-leaf fabric, <b>second</b> try after the firmware update"
 # The compare page's legend entry of run #1: 43 characters of "#1 " and the name, then the ellipsis.
@@ -96,3 +97,28 @@ def test_run_and_compare_legends_sit_below_the_axis_title_fit_the_chart_and_draw
 
 def legend_entry_boxes(page: Page, selector: str) -> list[dict]:
     return [entry.bounding_box() for entry in page.locator(f"{selector} .legend .traces").all()]
+
+
+def test_size_sweep_chart_labels_its_sizes_level_and_draws_once_on_a_phone(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    """nccl-tests' 8 B–128 MiB all_gather sweep: nine size labels side by side at 1280; on a phone every third,
+    so Plotly neither tilts them nor widens the margins for them (which drew the chart a second time)."""
+    run = upload(
+        live_server, "gtx1080 all_gather", (RESULTS / "nccl-tests" / "gtx1080-2gpu-allgather-pre2.13.txt").read_bytes()
+    )
+    labels = page.locator("#sweep-chart .xtick text")
+    for label, viewport, shown in (
+        ("desktop", DESKTOP, ["8 B", "64 B", "512 B", "4 KiB", "32 KiB", "256 KiB", "2 MiB", "16 MiB", "128 MiB"]),
+        ("phone", PHONE, ["8 B", "4 KiB", "2 MiB"]),
+    ):
+        page.set_viewport_size(viewport)
+        page.goto(f"{live_server.url}/runs/{run}")
+        wait_for_charts(page)
+        assert no_page_overflow(page)
+        assert_legends_fit(page, ["sweep-chart"])
+        expect(labels).to_have_text(shown)
+        tilted = [text.text_content() for text in labels.all() if "rotate" in (text.get_attribute("transform") or "")]
+        assert tilted == [], f"size labels tilted at {label}"
+        screenshot(page, f"legends-sweep-{label}")
+    watch.assert_clean()
