@@ -68,12 +68,18 @@ const LEGEND_ROW_PX = Math.max(LEGEND_FONT_PX * 1.3, 16) + 3; // Plotly's entry 
 // Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
 const LEGEND_TEXT_SLACK_PX = 2;
 
-// Legend entries and tick labels are both in Plotly's default font.
+// Legend entries and tick labels are both in Plotly's default font; the names come escaped (the server's
+// html.escape), the widths are of the text Plotly shows. Each distinct name is measured once a page.
+const measuredPx = new Map();
 let measuringContext;
+const ESCAPED = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;": "'" };
 function textPx(markup) {
-  measuringContext ??= Object.assign(document.createElement("canvas").getContext("2d"), { font: LEGEND_FONT });
-  const text = new DOMParser().parseFromString(markup, "text/html").documentElement.textContent;
-  return Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX;
+  if (!measuredPx.has(markup)) {
+    measuringContext ??= Object.assign(document.createElement("canvas").getContext("2d"), { font: LEGEND_FONT });
+    const text = markup.replace(/&(?:amp|lt|gt|quot|#x27);/g, (entity) => ESCAPED[entity]);
+    measuredPx.set(markup, Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX);
+  }
+  return measuredPx.get(markup);
 }
 
 // The height in px Plotly's horizontal legend takes for ``traces`` in a plot area ``maxWidth`` wide.
