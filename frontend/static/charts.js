@@ -68,18 +68,21 @@ const LEGEND_ROW_PX = Math.max(LEGEND_FONT_PX * 1.3, 16) + 3; // Plotly's entry 
 // Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
 const LEGEND_TEXT_SLACK_PX = 2;
 
-// Legend entries and tick labels are both in Plotly's default font; the names come escaped (the server's
-// html.escape), the widths are of the text Plotly shows. Each distinct name is measured once a page.
+// Legend entries, tick labels and titles are in Plotly's default font family; the names come escaped (the
+// server's html.escape), the widths are of the text Plotly shows. Each distinct text and size is measured
+// once a page.
 const measuredPx = new Map();
 let measuringContext;
 const ESCAPED = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;": "'" };
-function textPx(markup) {
-  if (!measuredPx.has(markup)) {
-    measuringContext ??= Object.assign(document.createElement("canvas").getContext("2d"), { font: LEGEND_FONT });
+function textPx(markup, fontPx = LEGEND_FONT_PX) {
+  const key = `${fontPx} ${markup}`;
+  if (!measuredPx.has(key)) {
+    measuringContext ??= document.createElement("canvas").getContext("2d");
+    measuringContext.font = LEGEND_FONT.replace(`${LEGEND_FONT_PX}px`, `${fontPx}px`);
     const text = markup.replace(/&(?:amp|lt|gt|quot|#x27);/g, (entity) => ESCAPED[entity]);
-    measuredPx.set(markup, Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX);
+    measuredPx.set(key, Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX);
   }
-  return measuredPx.get(markup);
+  return measuredPx.get(key);
 }
 
 // The height in px Plotly's horizontal legend takes for ``traces`` in a plot area ``maxWidth`` wide.
@@ -158,6 +161,22 @@ function fitTickLabels(container, layout) {
   }
 }
 
+// A figure's title comes in lines of at most 44 characters (charts/figures.py), which a phone's chart
+// cannot always hold: a long run name in capitals ran past both edges. The title's font shrinks until its
+// widest line fits the chart's width (the line breaks, and so the top margin, stay as they are).
+const TITLE_FONT_PX = LEGEND_FONT_PX * 1.4; // Plotly's default title size
+const TITLE_SIDE_PAD_PX = 8;
+
+function fitTitle(container, layout) {
+  const title = layout.title;
+  const room = container.clientWidth - 2 * TITLE_SIDE_PAD_PX;
+  if (!title?.text || room <= 0) return;
+  const size = title.font?.size ?? TITLE_FONT_PX;
+  const widest = Math.max(...title.text.split("<br>").map((line) => textPx(line, size)));
+  if (widest <= room) return;
+  layout.title = { ...title, font: { ...title.font, size: Math.floor((10 * size * room) / widest) / 10 } };
+}
+
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
@@ -170,6 +189,7 @@ export async function drawFigure(container, figure) {
   if (container.classList.contains("small") && layout.title) {
     layout.title = { ...layout.title, font: { ...(layout.title.font || {}), size: 12 } };
   }
+  fitTitle(container, layout);
   fitLegendBand(container, data, layout);
   fitTickLabels(container, layout);
   // Plotly's responsive resize takes the height from the container: pin it to the figure's (the slot's
