@@ -12,20 +12,31 @@ tagged `Nightly` (the filter `nightly` matches them all, as the unfiltered list 
 `fabric-0` … `fabric-9` (`fabric-3` matches a tenth). The last page is page 200 of 10,000 runs (of a
 tag matching them all too); at 10 runs, page 200 shows the last (and only) page.
 
-    .venv/bin/python bench/bench_lists.py [--rounds R]
+The same on PostgreSQL (a team's shared server): a throwaway cluster from Debian's `postgresql` package
+(tests/postgres_server.py), the copies made in SQL and the tables analysed, as autovacuum would have done.
+`--databases sqlite,postgresql` is the default; each database's lines are printed under its name.
+
+    .venv/bin/python bench/bench_lists.py [--rounds R] [--databases sqlite,postgresql]
 """
 
 import argparse
 import json
 import shutil
-import sqlite3
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import sqlalchemy
+from sqlalchemy import text
 
 from bench_pages import upload_runs
 from paired import interleaved_get_seconds, load_average, paired_rounds, ratio_line
 from serve import start_server, stop_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from postgres_server import TEMPLATE, start_postgres, stop_postgres  # noqa: E402
 
 SIZES = (10, 10_000)
 LAST_PAGE = "last page"
@@ -45,54 +56,97 @@ RATIO_LIMIT = 1.5
 REQUESTS_PER_SAMPLE = 15
 
 
-def copy_runs(database: Path, count: int) -> None:
-    """Copies of run 1 (statistics and curves) until the database holds ``count`` runs, each tagged."""
-    with sqlite3.connect(database) as connection:
+def copy_runs(url: str, count: int) -> None:
+    """Copies of run 1 (statistics and curves) until the database at ``url`` holds ``count`` runs, each tagged."""
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
         skipped = ("id", "name", "tags")
-        columns = [row[1] for row in connection.execute("PRAGMA table_info(run)") if row[1] not in skipped]
-        listed = ", ".join(columns)
+        columns = [column["name"] for column in sqlalchemy.inspect(connection).get_columns("run")]
+        listed = ", ".join(column for column in columns if column not in skipped)
         for copy in range(1, count + 1):
             tags = ["Nightly", f"fabric-{copy % FABRICS}"]
             if copy > 1:
                 connection.execute(
-                    f"INSERT INTO run (name, tags, {listed}) SELECT name || ' copy {copy}', '[]', {listed} "
-                    "FROM run WHERE id = 1"
+                    text(
+                        f"INSERT INTO run (name, tags, {listed}) SELECT name || ' copy {copy}', '[]', {listed} "
+                        "FROM run WHERE id = 1"
+                    )
                 )
                 for table in ("run_summary", "run_curves"):
                     connection.execute(
-                        f"INSERT INTO {table} (run_id, summary) SELECT ?, summary FROM {table} WHERE run_id = 1",
-                        (copy,),
+                        text(
+                            f"INSERT INTO {table} (run_id, summary) SELECT :copy, summary FROM {table} WHERE run_id = 1"
+                        ),
+                        {"copy": copy},
                     )
-            connection.execute("UPDATE run SET tags = ? WHERE id = ?", (json.dumps(tags), copy))
-            connection.executemany(
-                "INSERT INTO run_tag (run_id, folded_tag) VALUES (?, ?)", [(copy, tag.casefold()) for tag in tags]
+            connection.execute(
+                text("UPDATE run SET tags = :tags WHERE id = :copy"), {"tags": json.dumps(tags), "copy": copy}
             )
-        connection.execute("UPDATE run SET content_sha256 = NULL WHERE id > 1")
+            connection.execute(
+                text("INSERT INTO run_tag (run_id, folded_tag) VALUES (:copy, :tag)"),
+                [{"copy": copy, "tag": tag.casefold()} for tag in tags],
+            )
+        connection.execute(text("UPDATE run SET content_sha256 = NULL WHERE id > 1"))
+    if engine.dialect.name == "postgresql":
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("ANALYZE"))
+    engine.dispose()
+
+
+@contextmanager
+def databases_of(kind: str, directory: Path, rows: int) -> Iterator[dict[int, str]]:
+    """``{run count: database URL}`` for ``SIZES``, each seeded with one run imported over HTTP and copied."""
+    if kind == "sqlite":
+        seed = f"sqlite:///{directory}/seed.sqlite3"
+        urls = {size: f"sqlite:///{directory}/{size}.sqlite3" for size in SIZES}
+        seed_imported(seed, directory, rows)
+        for size in SIZES:
+            shutil.copy(directory / "seed.sqlite3", directory / f"{size}.sqlite3")
+            copy_runs(urls[size], size)
+        yield urls
+        return
+    cluster = start_postgres()
+    try:
+        seed = cluster.create_database(template=TEMPLATE)
+        seed_imported(cluster.url(seed), directory, rows)
+        urls = {size: cluster.url(cluster.create_database(template=seed)) for size in SIZES}
+        for size in SIZES:
+            copy_runs(urls[size], size)
+        yield urls
+    finally:
+        stop_postgres(cluster)
+
+
+def seed_imported(url: str, directory: Path, rows: int) -> None:
+    server, base = start_server(str(directory), EMUPLAN_DATABASE_URL=url)
+    try:
+        upload_runs(base, rows, 1)
+    finally:
+        stop_server(server)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--databases", default="sqlite,postgresql", help="comma-separated: sqlite, postgresql")
     args = parser.parse_args()
     failed = False
-    with tempfile.TemporaryDirectory() as directory:
-        seed_dir = Path(directory) / "seed"
-        seed_dir.mkdir()
-        server, base = start_server(str(seed_dir))
-        try:
-            upload_runs(base, args.rows, 1)
-        finally:
-            stop_server(server)
+    for kind in args.databases.split(","):
+        if kind not in ("sqlite", "postgresql"):
+            parser.error(f"--databases: {kind!r} is neither sqlite nor postgresql")
+        failed |= not bench_database(kind, args.rounds, args.rows)
+    return 1 if failed else 0
+
+
+def bench_database(kind: str, rounds: int, rows: int) -> bool:
+    """Prints the list pages' figures on one kind of database; whether every path kept to the target."""
+    with tempfile.TemporaryDirectory() as directory, databases_of(kind, Path(directory), rows) as urls:
         servers = {}
         try:
             for size in SIZES:
-                size_dir = Path(directory) / str(size)
-                size_dir.mkdir()
-                shutil.copy(seed_dir / "bench.sqlite3", size_dir / "bench.sqlite3")
-                copy_runs(size_dir / "bench.sqlite3", size)
-                servers[size] = start_server(str(size_dir))
-            print(f"list pages at {' and '.join(f'{s:,}' for s in SIZES)} runs, {args.rounds} paired rounds, "
+                servers[size] = start_server(directory, EMUPLAN_DATABASE_URL=urls[size])
+            print(f"{kind}: list pages at {' and '.join(f'{s:,}' for s in SIZES)} runs, {rounds} paired rounds, "
                   f"median of {REQUESTS_PER_SAMPLE} GETs of each, in turn (load {load_average()})")  # fmt: skip
             # A case asks both servers in turn and returns both medians: (10 runs, 10,000 runs).
             cases = {
@@ -101,20 +155,21 @@ def main() -> int:
                 )
                 for path in PATHS
             }
-            values = paired_rounds(cases, args.rounds)
+            values = paired_rounds(cases, rounds)
         finally:
             for server, _ in servers.values():
                 stop_server(server)
     small, large = SIZES
+    all_ok = True
     for path in PATHS:
         small_s, large_s = zip(*values[path], strict=True)
         line, ok = ratio_line(
             f"{path:<26}", (f"{small:>6,} runs", list(small_s)), (f"{large:,} runs", list(large_s)), RATIO_LIMIT
         )
         print(line)
-        failed |= not ok
+        all_ok &= ok
     print(f"  load average after: {load_average()}")
-    return 1 if failed else 0
+    return all_ok
 
 
 if __name__ == "__main__":
