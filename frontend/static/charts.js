@@ -58,29 +58,30 @@ export function fitPanelTitles(container, figure) {
 // drawing, the band shrinks to the rows Plotly will lay out at this width, worked out the way its
 // horizontal legend does (plotly.js components/legend/draw.js): an entry is its text and 40 px (symbol and
 // gaps); ungrouped entries wrap at the plot area's width, each as wide as the widest once they take more
-// than a row; grouped ones stack per group, and the groups wrap side by side. Plotly's default font.
-const LEGEND_FONT_PX = 12;
-const LEGEND_FONT = `${LEGEND_FONT_PX}px "Open Sans", verdana, arial, sans-serif`;
+// than a row; grouped ones stack per group, and the groups wrap side by side.
 const LEGEND_ITEM_GAP_PX = 5;
 const LEGEND_SYMBOL_PX = 30 + 2 * LEGEND_ITEM_GAP_PX;
 const LEGEND_PAD_PX = 2 * LEGEND_ITEM_GAP_PX;
-const LEGEND_ROW_PX = Math.max(LEGEND_FONT_PX * 1.3, 16) + 3; // Plotly's entry height: one line, 19 px
-// Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
-const LEGEND_TEXT_SLACK_PX = 2;
 
-// Legend entries, tick labels and titles are in Plotly's default font family; the names come escaped (the
-// server's html.escape), the widths are of the text Plotly shows. Each distinct text and size is measured
-// once a page.
+// Legend entries, tick labels and titles are in Plotly's default font (the figures set none); the names
+// come escaped (the server's html.escape), the widths are of the text Plotly shows. Each distinct text and
+// size is measured once a page.
+const PLOTLY_FONT_PX = 12;
+const PLOTLY_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif';
+const LEGEND_ROW_PX = Math.max(PLOTLY_FONT_PX * 1.3, 16) + 3; // Plotly's entry height: one line, 19 px
+// Text measured here may differ from Plotly's by a pixel: rounded up, so a row is never undercounted.
+const TEXT_SLACK_PX = 2;
+const ESCAPED = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;": "'" };
 const measuredPx = new Map();
 let measuringContext;
-const ESCAPED = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;": "'" };
-function textPx(markup, fontPx = LEGEND_FONT_PX) {
+
+function textPx(markup, fontPx = PLOTLY_FONT_PX) {
   const key = `${fontPx} ${markup}`;
   if (!measuredPx.has(key)) {
     measuringContext ??= document.createElement("canvas").getContext("2d");
-    measuringContext.font = LEGEND_FONT.replace(`${LEGEND_FONT_PX}px`, `${fontPx}px`);
+    measuringContext.font = `${fontPx}px ${PLOTLY_FONT_FAMILY}`;
     const text = markup.replace(/&(?:amp|lt|gt|quot|#x27);/g, (entity) => ESCAPED[entity]);
-    measuredPx.set(key, Math.ceil(measuringContext.measureText(text).width) + LEGEND_TEXT_SLACK_PX);
+    measuredPx.set(key, Math.ceil(measuringContext.measureText(text).width) + TEXT_SLACK_PX);
   }
   return measuredPx.get(key);
 }
@@ -150,7 +151,7 @@ function fitTickLabels(container, layout) {
     if (!axis.ticktext || axis.ticktext.length < 3 || plotWidth <= 0) continue;
     const [start, end] = axis.domain || [0, 1];
     const spacing = ((end - start) * plotWidth * TICK_SPAN_SHARE) / (axis.ticktext.length - 1);
-    const widest = Math.max(...axis.ticktext.map(textPx)) + TICK_GAP_PX;
+    const widest = Math.max(...axis.ticktext.map((text) => textPx(text))) + TICK_GAP_PX;
     const every = Math.ceil(widest / spacing);
     if (every <= 1) continue;
     layout[key] = {
@@ -164,7 +165,7 @@ function fitTickLabels(container, layout) {
 // A figure's title comes in lines of at most 44 characters (charts/figures.py), which a phone's chart
 // cannot always hold: a long run name in capitals ran past both edges. The title's font shrinks until its
 // widest line fits the chart's width (the line breaks, and so the top margin, stay as they are).
-const TITLE_FONT_PX = LEGEND_FONT_PX * 1.4; // Plotly's default title size
+const TITLE_FONT_PX = PLOTLY_FONT_PX * 1.4; // Plotly's default title size
 const TITLE_SIDE_PAD_PX = 8;
 
 function fitTitle(container, layout) {
