@@ -219,7 +219,7 @@ def main() -> int:
     ]
 
     def cpu_of(name: str) -> str:
-        return f"{spread(cpu[name], unit=' CPU-s')}"
+        return spread(cpu[name], unit=" CPU-s")
 
     print(f"  pyarrow.csv.read_csv alone       {spread(values['bare parse'], unit=' s')}, {cpu_of('bare parse')}; "
           f"peak RSS {spread(mb(rss['bare parse']), digits=0, unit=' MB')}")  # fmt: skip

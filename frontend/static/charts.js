@@ -42,9 +42,14 @@ function shortenedMarkup(markup, limit) {
   return characters.length <= limit ? markup : `${characters.slice(0, limit - 1).join("").trimEnd()}…`;
 }
 
+// The width in px of the plot area ``layout`` gets in ``container`` (0 or less while the container is hidden).
+function plotWidthOf(container, layout) {
+  return container.clientWidth - layout.margin.l - layout.margin.r;
+}
+
 export function fitPanelTitles(container, figure) {
   const { layout } = figure;
-  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  const plotWidth = plotWidthOf(container, layout);
   const domains = xAxisKeys(layout).map((key) => layout[key].domain);
   for (const annotation of layout.annotations || []) {
     if (!annotation.hovertext) continue;
@@ -128,8 +133,7 @@ function legendHeightPx(traces, maxWidth) {
 function fitLegendBand(container, data, layout) {
   const legend = layout.legend;
   if (!legend || legend.yref !== "container" || legend.yanchor !== "top" || !legend.maxheight) return;
-  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
-  const needed = Math.min(legendHeightPx(data, plotWidth), legend.maxheight);
+  const needed = Math.min(legendHeightPx(data, plotWidthOf(container, layout)), legend.maxheight);
   const spare = legend.maxheight - needed;
   if (spare <= 0) return;
   layout.height -= spare;
@@ -145,7 +149,7 @@ const TICK_GAP_PX = 12;
 const TICK_SPAN_SHARE = 0.9; // of the plot's width between the first and last tick, the axis' padding aside
 
 function fitTickLabels(container, layout) {
-  const plotWidth = container.clientWidth - layout.margin.l - layout.margin.r;
+  const plotWidth = plotWidthOf(container, layout);
   for (const key of xAxisKeys(layout)) {
     const axis = layout[key];
     if (!axis.ticktext || axis.ticktext.length < 3 || plotWidth <= 0) continue;
