@@ -4,6 +4,7 @@
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
 // curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
 import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
+import { rankingText, renderStepCostTable, stepCostDetails, wirePlanForm } from "./step_cost.js";
 import { el, fetchJSON, fixed, integer, table } from "./util.js";
 
 const view = document.getElementById("comparison-view");
@@ -168,6 +169,22 @@ if (assumptionsForm) {
   });
 }
 
+// The answer first: what a training step of each run's plan costs on it, ranked, with the stacked chart.
+async function renderStepCost(doc) {
+  const comparison = doc.step_cost;
+  document.getElementById("step-cost-ranking").textContent = rankingText(comparison);
+  renderStepCostTable(document.getElementById("step-cost-table"), comparison);
+  document.getElementById("step-cost-details").replaceChildren(...comparison.rows.filter((row) => row.cost)
+    .map((row) => stepCostDetails(row.cost, `#${row.run_id} ${row.name}`)));
+  if (doc.figures.step_cost) {
+    const chart = document.getElementById("step-cost-chart");
+    chart.hidden = false;
+    await drawFigure(chart, doc.figures.step_cost);
+  }
+}
+
+wirePlanForm(document.getElementById("plan-form"));
+
 async function main() {
   const cdf = document.getElementById("cdf-chart");
   const multiples = document.getElementById("cdf-multiples");
@@ -186,6 +203,7 @@ async function main() {
     renderStats(doc);
     renderTests(doc);
     await plotlyReady();
+    await renderStepCost(doc);
     if (doc.figures.sweeps) {
       // Size sweeps: one point per size, so bandwidth curves, not CDFs or delay series.
       document.getElementById("sweep-section").hidden = false;

@@ -1,6 +1,6 @@
 // How a plan document is drawn, on the plan form (both modes side by side) and on a saved plan's
 // read-only page: KCCB settings, the workload table with its network assumptions, the notes.
-import { copyButton, el, fixed, integer, table } from "./util.js";
+import { copyButton, el, fixed, integer, plural, table } from "./util.js";
 
 // "[2600, 33024]" that wraps only between numbers: each number with its comma or bracket is unbreakable.
 export function sizesNode(sizes) {
@@ -8,8 +8,6 @@ export function sizesNode(sizes) {
   const children = pieces.flatMap((piece, i) => [i ? " " : null, el("span", { class: "size", text: piece })]);
   return el("code", { class: "data-sizes" }, sizes.length ? children : "[]");
 }
-
-export const plural = (count, one, many = `${one}s`) => `${integer(count)} ${count === 1 ? one : many}`;
 
 const decimal = (value) => Number(value).toLocaleString("en-US", { maximumFractionDigits: 3 });
 

@@ -68,6 +68,9 @@ if (saveButton) {
           run_ids: saveButton.dataset.runIds.split(",").map(Number),
           baseline_run_id: saveButton.dataset.baseline ? Number(saveButton.dataset.baseline) : null,
           options: { log_x: Boolean(logBox && logBox.checked) },
+          // What the page shows is what is saved: the assumptions and plans of its URL.
+          assumptions: JSON.parse(saveButton.dataset.assumptions || "{}"),
+          plans: JSON.parse(saveButton.dataset.plans || "{}"),
         },
       });
       const share = await fetchJSON(`/api/comparisons/${comparison.id}/shares`, { json: expiryBody() });

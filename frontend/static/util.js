@@ -64,6 +64,8 @@ const plain = new Intl.NumberFormat("en-US");
 
 export const integer = (value) => (value === null || value === undefined ? "" : plain.format(Number(value)));
 
+export const plural = (count, one, many = `${one}s`) => `${integer(count)} ${count === 1 ? one : many}`;
+
 export function fixed(value, digits = 3) {
   if (value === null || value === undefined || Number.isNaN(value)) return "";
   return formatter(digits).format(Number(value));

@@ -8,6 +8,8 @@ from emuplan.api.access import requires_roles
 from emuplan.api.comparisons import ComparisonDocument
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.runs import AssumptionDep
+from emuplan.api.step_cost import PlanQuery
+from emuplan.results.step_cost import parse_plan_choices
 from emuplan.store import runs as store
 
 router = APIRouter(prefix="/api/compare", tags=["comparisons"], dependencies=requires_roles())
@@ -35,9 +37,28 @@ def compare(
     runs: Annotated[str, Query(description="Comma-separated run ids, e.g. 1,2,3.")],
     baseline: DatabaseInt | None = None,
     log_x: bool = False,
+    plan: PlanQuery = None,
+    plans: Annotated[
+        str | None,
+        Query(description="run:plan pairs, e.g. 4:1,5:2: read run 4 with plan 1's collectives (overrides ``plan``)."),
+    ] = None,
 ) -> dict:
     """The runs side by side; ``link_gbps``, ``latency_us`` and ``ranks`` replace every run's own assumption
-    (its plan's, its file's, the settings') for bandwidths and % of ideal, as on a run page."""
+    (its plan's, its file's, the settings') for bandwidths and % of ideal, as on a run page. ``plan`` reads
+    every run with that plan (what one of its training steps costs on each run's fabric), ``plans`` one run
+    at a time; otherwise each run's linked plan."""
+    run_ids = parse_run_ids(runs)
     return store.compare_stored_runs(
-        session, parse_run_ids(runs), baseline, settings=settings, choice=choice, log_x=log_x
+        session,
+        run_ids,
+        baseline,
+        settings=settings,
+        choice=choice,
+        plans=plan_choices(run_ids, plan, plans),
+        log_x=log_x,
     )
+
+
+def plan_choices(run_ids: list[int], plan: int | None, plans: str | None) -> dict[int, int]:
+    """The plan per run a view asked for: ``plan`` for every run, then the ``plans`` pairs."""
+    return {**({run_id: plan for run_id in run_ids} if plan is not None else {}), **parse_plan_choices(plans)}

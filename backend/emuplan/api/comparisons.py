@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
+from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
@@ -30,11 +31,28 @@ class ChartOptions(BaseModel):
     log_x: bool = Field(default=True, description="CDF x axis on a log scale.")
 
 
+class SavedAssumptions(BaseModel):
+    """The figures the reader set when saving (each omitted: every run's own), as ``GET /api/compare`` takes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    link_gbps: float | None = Field(default=None, gt=0, le=1e7, description="Link speed per rank, Gbit/s.")
+    latency_us: float | None = Field(default=None, ge=0, le=1e7, description="Latency α, µs.")
+    ranks: int | None = Field(default=None, ge=1, le=1_000_000)
+
+
 class ComparisonCreate(BaseModel):
     name: str = Field(max_length=200)
     run_ids: list[DatabaseInt]
     baseline_run_id: DatabaseInt | None = None
     options: ChartOptions = Field(default_factory=ChartOptions)
+    assumptions: SavedAssumptions = Field(
+        default_factory=SavedAssumptions,
+        description="Kept with the comparison: its page and every share link show the runs under them.",
+    )
+    plans: dict[DatabaseInt, DatabaseInt] = Field(
+        default_factory=dict, description="Run id → the plan its training step is read with (else its linked plan)."
+    )
 
 
 class ComparisonPublic(BaseModel):
@@ -84,11 +102,16 @@ class ComparisonDocument(BaseModel):
     assumptions: list[RunAssumptions] = Field(
         description="Per run, in the runs' order: the network its bandwidths and % of ideal assume."
     )
+    step_cost: StepCostComparison = Field(
+        description="What one training step of each run's plan costs on it, × the baseline's: the comparison "
+        "of strategies (``results.step_cost``)."
+    )
     runs: list[dict[str, Any]]
     ks_tests: list[dict[str, Any]]
     figures: dict[str, PlotlyFigure] = Field(
         description="``cdf``, ``small_multiples`` and ``delays`` (completion time per iteration, a panel per "
-        "run); only ``sweeps`` (overlaid busbw-vs-size curves) when every run is a size sweep."
+        "run); only ``sweeps`` (overlaid busbw-vs-size curves) when every run is a size sweep; ``step_cost`` "
+        "(each run's step time stacked by collective kind) when a run has a plan."
     )
 
 
@@ -99,7 +122,13 @@ class SharedComparisonDocument(ComparisonDocument):
 @router.post("", status_code=201, response_model=ComparisonPublic)
 def create_comparison(body: ComparisonCreate, session: WriteSessionDep) -> dict:
     comparison = store.create_comparison(
-        session, body.name, body.run_ids, body.baseline_run_id, body.options.model_dump()
+        session,
+        body.name,
+        body.run_ids,
+        body.baseline_run_id,
+        body.options.model_dump(),
+        assumptions=body.assumptions.model_dump(),
+        plans=body.plans,
     )
     session.commit()
     return store.comparison_document(comparison)
@@ -178,6 +207,8 @@ def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep
         [run.id for run in runs],
         store.present_baseline(comparison, runs),
         settings=settings,
+        choice=store.saved_assumptions(comparison),
+        plans=store.saved_plans(session, comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
     return {"comparison": store.comparison_document(comparison), **document}
@@ -199,5 +230,5 @@ def shared_run_figure(
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
-    # A share link shows the figures as the comparison was saved: the default assumptions, none from the URL.
-    return runs_store.run_figure(session, run, kind, runs_store.AssumptionChoice(), settings)
+    # A share link shows the figures as the comparison was saved: its assumptions, none from the URL.
+    return runs_store.run_figure(session, run, kind, store.saved_assumptions(comparison), settings)

@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from pydantic.fields import FieldInfo
 
 from emuplan.api.access import requires_roles
-from emuplan.api.compare import parse_run_ids
+from emuplan.api.compare import parse_run_ids, plan_choices
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
@@ -256,35 +256,69 @@ def runs_page(
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(
-    run_id: DatabaseInt, request: Request, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep
+    run_id: DatabaseInt,
+    request: Request,
+    session: ReadSessionDep,
+    settings: SettingsDep,
+    choice: AssumptionDep,
+    plan: str = "",
 ) -> HTMLResponse:
     run = run_store.get_run(session, run_id)
-    stats = run_store.run_statistics(session, run, choice, settings)
-    plan = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
+    chosen_plan = id_or_none(plan)
+    stats = run_store.run_statistics(session, run, choice, settings, plan_id=chosen_plan)
+    linked = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
     chosen = choice.given()
+    # The figures and the JSON twin take the same assumptions and plan as the page.
+    query = {**chosen, **({"plan": chosen_plan} if chosen_plan is not None else {})}
     return render(
         request,
         "run.html",
         nav="runs",
         run=run,
-        plan=plan,
+        plan=linked,
         stats=stats,
-        # The figures and the JSON twin take the same assumptions as the page.
-        assumption_query=("?" + urlencode(chosen)) if chosen else "",
+        assumption_query=("?" + urlencode(query)) if query else "",
+        assumption_values=chosen,
+        chosen_plan=chosen_plan,
+        plan_names=plan_store.plan_names(session, 1000),
         has_bandwidth=has_bandwidth_chart(stats),
     )
 
 
-def _compare_url(run_ids: list[int], baseline_id: int | None, chosen: dict | None = None) -> str:
+def _compare_url(
+    run_ids: list[int], baseline_id: int | None, chosen: dict | None = None, plans: dict[int, int] | None = None
+) -> str:
     query = {"runs": ",".join(map(str, run_ids))}
     if baseline_id is not None:
         query["baseline"] = str(baseline_id)
-    return "/api/compare?" + urlencode({**query, **(chosen or {})}, safe=",")
+    if plans:
+        query["plans"] = plans_text(plans)
+    return "/api/compare?" + urlencode({**query, **(chosen or {})}, safe=",:")
+
+
+def plans_text(plans: dict[int, int]) -> str:
+    """The ``plans`` query value: run:plan pairs."""
+    return ",".join(f"{run_id}:{plan_id}" for run_id, plan_id in plans.items())
+
+
+def _plan_picker_context(session, runs: list[Run], plans: dict[int, int]) -> dict:
+    """What the step-cost section's plan chooser needs: the plans to pick from and each run's current one."""
+    return {
+        "plan_names": plan_store.plan_names(session, 1000),
+        "plan_choices": plans,
+        "reading_plan_ids": {run.id: plans.get(run.id, run.plan_id) for run in runs},
+    }
 
 
 @router.get("/compare", response_class=HTMLResponse)
 def compare_page(
-    request: Request, session: ReadSessionDep, choice: AssumptionDep, runs: str = "", baseline: str = ""
+    request: Request,
+    session: ReadSessionDep,
+    choice: AssumptionDep,
+    runs: str = "",
+    baseline: str = "",
+    plans: str = "",
+    plan: str = "",
 ) -> HTMLResponse:
     # The newest page of runs to pick from; older ones are picked on /runs (its pages have checkboxes too).
     all_runs = run_store.list_runs(session, limit=run_store.RUNS_PER_PAGE)
@@ -304,6 +338,7 @@ def compare_page(
         try:
             selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
             selected = [run_store.get_run(session, run_id) for run_id in selected_ids]
+            chosen_plans = plan_choices(selected_ids, id_or_none(plan), plans)
         except (ValueError, run_store.RunNotFound) as error:
             failure = error_response(error)
             return render(request, "compare.html", status_code=failure.status_code, error=failure.detail, **context)
@@ -315,43 +350,53 @@ def compare_page(
             runs=selected,
             selected_ids=selected_ids,
             baseline_id=baseline_id,
-            compare_url=_compare_url(selected_ids, baseline_id, context["chosen"]),
+            compare_url=_compare_url(selected_ids, baseline_id, context["chosen"], chosen_plans),
             assumptions_action="/compare",
             suggested_name=" vs ".join(run.name for run in selected)[:200],
             log_x=True,
+            **_plan_picker_context(session, selected, chosen_plans),
         )
     return render(request, "compare.html", **context)
 
 
 def _saved_comparison_context(session, comparison: Comparison) -> dict:
+    """A saved comparison as it was saved: its runs that still exist, its baseline, assumptions and plans."""
     runs: list[Run] = comparison_store.present_runs(session, comparison)
     baseline_id = comparison_store.present_baseline(comparison, runs)
+    saved = comparison_store.saved_assumptions(comparison).given()
+    plans = comparison_store.saved_plans(session, comparison, runs)
     return {
         "comparison": comparison,
         "runs": runs,
         "baseline_id": baseline_id,
-        "compare_url": _compare_url([run.id for run in runs], baseline_id),
+        "compare_url": _compare_url([run.id for run in runs], baseline_id, saved, plans),
         "log_x": bool(comparison.options.get("log_x")),
+        "chosen": saved,
+        "plan_choices": plans,
+        "saved_assumptions": saved,
+        "saved_plans": {run_id: plan_store.get_plan(session, plan_id).name for run_id, plan_id in plans.items()},
     }
 
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
 def saved_comparison_page(
-    comparison_id: DatabaseInt, request: Request, session: ReadSessionDep, choice: AssumptionDep
+    comparison_id: DatabaseInt,
+    request: Request,
+    session: ReadSessionDep,
+    choice: AssumptionDep,
+    plans: str = "",
+    plan: str = "",
 ) -> HTMLResponse:
+    """A saved comparison under the assumptions and plans it was saved with, or those the reader sets here
+    (for this view only: the saved comparison and its share links keep theirs)."""
     comparison = comparison_store.get_comparison(session, comparison_id)
     context = _saved_comparison_context(session, comparison)
-    chosen = choice.given()
-    context["compare_url"] = _compare_url([run.id for run in context["runs"]], context["baseline_id"], chosen)
-    return render(
-        request,
-        "compare.html",
-        nav="compare",
-        # The assumptions are the reader's, for this view: the saved comparison keeps runs and baseline only.
-        chosen=chosen,
-        assumptions_action=f"/comparisons/{comparison.id}",
-        **context,
-    )
+    run_ids = [run.id for run in context["runs"]]
+    chosen = choice.given() or context["chosen"]
+    chosen_plans = plan_choices(run_ids, id_or_none(plan), plans) if plans or plan else context["plan_choices"]
+    context.update(_plan_picker_context(session, context["runs"], chosen_plans), chosen=chosen)
+    context["compare_url"] = _compare_url(run_ids, context["baseline_id"], chosen, chosen_plans)
+    return render(request, "compare.html", nav="compare", assumptions_action=f"/comparisons/{comparison.id}", **context)
 
 
 @shared_page_router.get("/s/{token}", response_class=HTMLResponse)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
+from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
 from emuplan.charts import FigureKind
 from emuplan.results.export import samples_csv_bytes
@@ -188,6 +189,10 @@ class RunStatistics(RunSummaryDocument):
     stragglers: StragglersDocument | None = Field(
         default=None, description="When the file times every rank (nccl-tests -J -I 1, per-flow, measured)."
     )
+    step_cost: StepCostDocument | None = Field(
+        description="What one training step of the plan (``plan``, else the linked one) costs on this run; "
+        "None without a plan."
+    )
 
 
 class PlotlyFigure(BaseModel):
@@ -283,8 +288,10 @@ AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
 
 
 @router.get("/{run_id}/stats", response_model=RunStatistics)
-def run_stats(run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep) -> dict:
-    return store.run_statistics(session, store.get_run(session, run_id), choice, settings)
+def run_stats(
+    run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
+) -> dict:
+    return store.run_statistics(session, store.get_run(session, run_id), choice, settings, plan_id=plan)
 
 
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)

@@ -13,6 +13,7 @@ from emuplan.charts.figures import (
     comparison_small_multiples,
     comparison_sweep_figure,
     delay_figure,
+    step_cost_figure,
     straggler_figure,
     sweep_figure,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "comparison_small_multiples",
     "comparison_sweep_figure",
     "delay_figure",
+    "step_cost_figure",
     "straggler_figure",
     "sweep_figure",
 ]

@@ -582,3 +582,27 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     # The plot, the title above it and the x axis title's 60 px below; _figure adds the legend's band.
     height = _top_margin(_title_lines(title)) + plot_px + 60
     return _figure(traces, title, "iteration", None, **panels, height=height)
+
+
+def step_cost_figure(runs: list[tuple[str, dict]]) -> dict:
+    """Each run's communication time per training step at p50 (``results.step_cost``), stacked by
+    collective kind: one bar per run that has a step cost, one colour per kind across the bars."""
+    typical = max((cost["step"]["p50_us"] or 0.0 for _, cost in runs), default=0.0)
+    unit, us_per_unit = time_unit(typical)
+    kinds = list(dict.fromkeys(op for _, cost in runs for op in cost["by_op"]))
+    labels = [escape(name) for name, _ in runs]
+    traces = []
+    for index, op in enumerate(kinds):
+        values = [
+            (cost["by_op"][op]["p50_us"] or 0.0) / us_per_unit if op in cost["by_op"] else None for _, cost in runs
+        ]
+        hover = f"%{{x}}<br>{escape(op)}: %{{y:.4g}} {unit} per step<extra></extra>"
+        traces.append({"type": "bar", "x": labels, "y": values, "name": escape(op),
+                       "marker": {"color": COLORS[index % len(COLORS)]}, "hovertemplate": hover})  # fmt: skip
+    figure = _figure(
+        traces, "Communication time per training step (p50)", "run", f"time per step ({unit}, lower is better)",
+        xaxis=_axis("run", type="category"), barmode="stack", showlegend=True,
+    )  # fmt: skip
+    if len(traces) == 1:
+        _legend_below(figure, 1)
+    return figure

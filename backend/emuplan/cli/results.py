@@ -184,6 +184,10 @@ LatencyOption = Annotated[
     float | None, typer.Option("--latency-us", min=0, help="Latency α in µs (default: plan, settings).")
 ]
 RanksOption = Annotated[int | None, typer.Option("--ranks", min=1, help="Ranks (default: plan, the file).")]
+PlanOption = Annotated[
+    int | None,
+    typer.Option("--plan", min=0, help="Read the run with this plan: its training step's cost (default: linked)."),
+]
 
 
 @app.command("stats")
@@ -192,12 +196,14 @@ def run_stats(
     link_gbps: LinkOption = None,
     latency_us: LatencyOption = None,
     ranks: RanksOption = None,
+    plan: PlanOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Statistics of one run per data size / collective (the same numbers as GET /api/runs/{id}/stats)."""
+    """Statistics of one run per data size / collective, and what a training step of its plan costs on it
+    (the same numbers as GET /api/runs/{id}/stats)."""
     server = remote_server()
     if server is not None:
-        assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks}
+        assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks, "plan": plan}
         document = server.get(f"/api/runs/{run_id}/stats", assumptions)
     else:
         from emuplan.settings import get_settings
@@ -205,7 +211,9 @@ def run_stats(
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         document = _with_store(
-            lambda session: store.run_statistics(session, store.get_run(session, run_id), choice, get_settings())
+            lambda session: store.run_statistics(
+                session, store.get_run(session, run_id), choice, get_settings(), plan_id=plan
+            )
         )
     if as_json:
         _echo_json(document)
@@ -214,6 +222,7 @@ def run_stats(
     typer.echo(_assumptions_line(document["assumptions"]))
     if document["above_ideal_pct"] is not None:
         typer.echo(_above_ideal_line(document["above_ideal_pct"], document["assumptions"]))
+    typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
@@ -252,6 +261,58 @@ def _sweep_lines(sweep: dict) -> list[str]:
             f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
             f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
             f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+        )
+    return lines
+
+
+def _step_time(us: float | None, cost: dict) -> str:
+    return "–" if us is None else f"{us / cost['us_per_unit']:,.2f} {cost['time_unit']}"
+
+
+def _step_cost_lines(cost: dict | None) -> list[str]:
+    """What one training step of the run's plan costs on it: the step, then each planned collective."""
+    if cost is None:
+        return ["training step: no plan linked (--plan ID reads the run with one)"]
+    plan, step, training = cost["plan"], cost["step"], cost["training"]
+    lines = [
+        f"training step of plan {plan['id']} {plan['name']!r} ({plan['source']}), collectives one after another:",
+        f"  {_step_time(step['p50_us'], cost)} per step at p50, {_step_time(step['p99_us'], cost)} with every "
+        f"collective at its p99",
+        f"  {plural(step['collectives_per_step'], 'collective')}, {step['bytes_per_step']:,} B per step; "
+        f"training ({training['steps']:,} steps) "
+        f"{'–' if training['p50_s'] is None else format(training['p50_s'], ',.3f')} s at p50",
+        f"  {'collective':<34} {'count':>6} {'size B':>14} {'per step p50':>14}  time read as",
+    ]
+    for row in cost["rows"]:
+        what = f"{row['op']} {row['parallel_dim']} {row['label']}"[:34]
+        lines.append(
+            f"  {what:<34} {row['count_per_step']:>6} {row['run_size_bytes']:>14,} "
+            f"{_step_time(row['step_p50_us'], cost):>14}  {row['missing_reason'] or row['basis']}"
+        )
+    return lines
+
+
+def _step_cost_table(comparison: dict) -> list[str]:
+    """The compare page's leading table: each run's step at p50 and p99, × the baseline's, cheapest first."""
+    unit = comparison["time_unit"]
+
+    def time(us: float | None) -> str:
+        return "–" if us is None else f"{us / comparison['us_per_unit']:,.2f}"
+
+    lines = [
+        f"training step (lower is better; ×base: ÷ run {comparison['baseline_run_id']}'s step at p50):",
+        f"  {'run':<30} {'plan':>5} {'p50 ' + unit:>11} {'×base':>7} {'p99 ' + unit:>11} {'colls':>6} "
+        f"{'bytes/step':>14}",
+    ]
+    for row in comparison["rows"]:
+        name = f"#{row['run_id']} {row['name']}"[:30]
+        if row["step"] is None:
+            lines.append(f"  {name:<30} {'–':>5}  no plan: --plan {row['run_id']}:PLAN reads it with one")
+            continue
+        step = row["step"]
+        lines.append(
+            f"  {name:<30} {row['plan']['id']:>5} {time(step['p50_us']):>11} {_ratio(row['ratio_p50']):>7} "
+            f"{time(step['p99_us']):>11} {step['collectives_per_step']:>6} {step['bytes_per_step']:>14,}"
         )
     return lines
 
@@ -321,31 +382,49 @@ def compare_runs(
     link_gbps: LinkOption = None,
     latency_us: LatencyOption = None,
     ranks: RanksOption = None,
+    plan: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plan",
+            help="A plan id to read every run with, or RUN:PLAN for one run (repeatable): what a training step "
+            "of it costs on each run (default: each run's linked plan).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Everything GET /api/compare returns, figures included.")
     ] = False,
 ) -> None:
-    """Compare runs: deltas against the baseline and a Kolmogorov–Smirnov test per pair (bandwidths and % of
-    ideal under each run's assumptions, or the ones given, as GET /api/compare)."""
+    """Compare runs: what a training step of each run's plan costs on it, deltas against the baseline and a
+    Kolmogorov–Smirnov test per pair (bandwidths and % of ideal under each run's assumptions, or the ones
+    given, as GET /api/compare)."""
+    every_run = [text for text in plan or [] if ":" not in text]
+    pairs = ",".join(text for text in plan or [] if ":" in text)
+    if len(every_run) > 1 or (every_run and not every_run[0].isdigit()):
+        raise typer.BadParameter("give one plan id for every run, or RUN:PLAN pairs", param_hint="--plan")
     server = remote_server()
     if server is not None:
         query = {"runs": ",".join(map(str, run_ids)), "baseline": baseline}
+        query |= {"plan": every_run[0] if every_run else None, "plans": pairs or None}
         document = server.get(
             "/api/compare", query | {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks}
         )
     else:
+        from emuplan.results.step_cost import parse_plan_choices
         from emuplan.settings import get_settings
         from emuplan.store import runs as store
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+        every = {run_id: int(every_run[0]) for run_id in run_ids} if every_run else {}
         document = _with_store(
             lambda session: store.compare_stored_runs(
-                session, run_ids, baseline, settings=get_settings(), choice=choice
+                session, run_ids, baseline, settings=get_settings(), choice=choice,
+                plans=every | parse_plan_choices(pairs),
             )
-        )
+        )  # fmt: skip
     if as_json:
         _echo_json(document)
         return
+    typer.echo("\n".join(_step_cost_table(document["step_cost"])))
     typer.echo(f"baseline: run {document['baseline_run_id']}")
     if document["notice"]:
         typer.echo(f"note: {document['notice']}")

@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 from sqlmodel import Session, col, select
 
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
-from emuplan.store.models import Comparison, Run, ShareLink, utc_now
+from emuplan.store.models import Comparison, Plan, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
+from emuplan.store.runs import AssumptionChoice
 
 MAX_SHARE_DAYS = 3650
 
@@ -46,9 +47,28 @@ def _validated_run_ids(session: Session, run_ids: list[int], baseline_run_id: in
     return unique_ids
 
 
+def _validated_plans(session: Session, plans: dict[int, int], run_ids: list[int]) -> dict[str, int]:
+    """The plan chosen per run, keyed by the run id as text (JSON's object keys)."""
+    for run_id, plan_id in plans.items():
+        if run_id not in run_ids:
+            raise ValueError(f"plans: run {run_id} is not one of the compared runs")
+        if session.get(Plan, plan_id) is None:
+            raise ValueError(f"plans: no plan with id {plan_id} (for run {run_id})")
+    return {str(run_id): plan_id for run_id, plan_id in plans.items()}
+
+
 def create_comparison(
-    session: Session, name: str, run_ids: list[int], baseline_run_id: int | None, options: dict
+    session: Session,
+    name: str,
+    run_ids: list[int],
+    baseline_run_id: int | None,
+    options: dict,
+    *,
+    assumptions: dict | None = None,
+    plans: dict[int, int] | None = None,
 ) -> Comparison:
+    """A saved comparison. ``assumptions`` (the link speed, α and ranks the reader set) and ``plans`` (run id
+    → the plan it was read with) are kept in ``options`` and are what its pages and share links show."""
     name = name.strip()
     if not name:
         raise ValueError("name: a comparison needs a name")
@@ -57,7 +77,11 @@ def create_comparison(
         name=name,
         run_ids=ids,
         baseline_run_id=baseline_run_id if baseline_run_id is not None else ids[0],
-        options=options,
+        options={
+            **options,
+            "assumptions": {key: value for key, value in (assumptions or {}).items() if value is not None},
+            "plans": _validated_plans(session, plans or {}, ids),
+        },
     )
     session.add(comparison)
     session.flush()
@@ -144,6 +168,20 @@ def present_runs(session: Session, comparison: Comparison) -> list[Run]:
     """The comparison's runs that still exist, in the saved order (a run deleted later drops out)."""
     runs = {run.id: run for run in session.exec(select(Run).where(col(Run.id).in_(comparison.run_ids))).all()}
     return [runs[run_id] for run_id in comparison.run_ids if run_id in runs]
+
+
+def saved_assumptions(comparison: Comparison) -> AssumptionChoice:
+    """The link speed, α and ranks the comparison was saved with (none: each run's own)."""
+    return AssumptionChoice(**comparison.options.get("assumptions", {}))
+
+
+def saved_plans(session: Session, comparison: Comparison, runs: list[Run]) -> dict[int, int]:
+    """The plan each present run was saved to be read with, where that plan still exists."""
+    present = {run.id for run in runs}
+    chosen = {int(run_id): plan_id for run_id, plan_id in comparison.options.get("plans", {}).items()}
+    kept = {run_id: plan_id for run_id, plan_id in chosen.items() if run_id in present}
+    existing = set(session.exec(select(Plan.id).where(col(Plan.id).in_(list(kept.values())))).all())
+    return {run_id: plan_id for run_id, plan_id in kept.items() if plan_id in existing}
 
 
 def present_baseline(comparison: Comparison, runs: list[Run]) -> int | None:

@@ -41,9 +41,10 @@ from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
+from emuplan.results.step_cost import compare_step_costs, step_cost
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
-from emuplan.store.plans import plan_document
+from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.rows import NotFound
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
@@ -398,36 +399,80 @@ class AssumptionChoice:
         return {key: value for key, value in asdict(self).items() if value is not None}
 
 
+@dataclass(frozen=True)
+class ReadingPlan:
+    """The plan a view reads a run with: the one the reader chose for it, else the run's linked plan."""
+
+    row: Plan
+    document: PlanDocument
+    source: Literal["chosen", "linked"]
+
+    def header(self) -> dict:
+        """What a step cost names of its plan."""
+        return {
+            "id": self.row.id,
+            "name": self.row.name,
+            "strategy": self.row.strategy,
+            "mode": self.row.mode,
+            "trials": self.row.trials,
+            "source": self.source,
+        }
+
+
+def reading_plan(session: Session, run: Run, plan_id: int | None = None) -> ReadingPlan | None:
+    if plan_id is not None:
+        row = get_plan(session, plan_id)
+        return ReadingPlan(row, plan_document(row), "chosen")
+    row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    return ReadingPlan(row, plan_document(row), "linked") if row is not None else None
+
+
 def _assumptions_of(
-    session: Session, run: Run, choice: AssumptionChoice, settings: Settings
-) -> tuple[Assumptions, PlanDocument | None]:
-    """The run's assumptions (each from the request, else the linked plan, else the file, else the settings)
-    and its linked plan."""
-    plan_row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
-    plan = plan_document(plan_row) if plan_row else None
-    assumptions = resolve_assumptions(
+    session: Session, run: Run, choice: AssumptionChoice, settings: Settings, plan: ReadingPlan | None
+) -> Assumptions:
+    """The run's assumptions: each from the request, else the plan it is read with, else the file, else the
+    settings."""
+    return resolve_assumptions(
         link_gbps=choice.link_gbps,
         latency_us=choice.latency_us,
         ranks=choice.ranks,
-        plan=plan,
+        plan=plan.document if plan else None,
         file_ranks=run.ranks,
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
     )
-    return assumptions, plan
 
 
-def run_statistics(session: Session, run: Run, choice: AssumptionChoice, settings: Settings) -> dict:
+def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | None:
+    """What one step of the plan costs on this run (``results.step_cost``), named with its plan."""
+    if plan is None:
+        return None
+    cost = step_cost(
+        plan.document,
+        analysis["groups"],
+        source_format=run.source_format,
+        ranks=run.ranks,
+        sweep=analysis["kind"] == "size-sweep",
+    )
+    return {"plan": plan.header(), **cost}
+
+
+def run_statistics(
+    session: Session, run: Run, choice: AssumptionChoice, settings: Settings, plan_id: int | None = None
+) -> dict:
     """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
     with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
-    (each from the request, else the linked plan, else the file, else the settings)."""
-    assumptions, plan = _assumptions_of(session, run, choice, settings)
+    (each from the request, else the plan, else the file, else the settings), and ``step_cost``: what one
+    training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
+    plan = reading_plan(session, run, plan_id)
+    analysis = analyse(run.summary, _assumptions_of(session, run, choice, settings, plan), plan and plan.document)
     statistics = {
         "run_id": run.id,
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
-        **analyse(run.summary, assumptions, plan),
+        **analysis,
+        "step_cost": _step_cost(run, plan, analysis),
     }
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
@@ -482,6 +527,11 @@ def all_size_sweeps(runs: list[Run]) -> bool:
     return all(is_size_sweep(run.summary["groups"]) for run in runs)
 
 
+def _bar_label(entry: dict) -> str:
+    """A run's bar in the step-cost chart: its id and strategy (the table beside it names it in full)."""
+    return f"#{entry['run_id']} {entry['strategy'] or ''}".strip()
+
+
 def compare_stored_runs(
     session: Session,
     run_ids: list[int],
@@ -489,22 +539,33 @@ def compare_stored_runs(
     *,
     settings: Settings,
     choice: AssumptionChoice = AssumptionChoice(),
+    plans: dict[int, int] | None = None,
     log_x: bool = False,
 ) -> dict:
-    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages).
-    Bandwidths and % of ideal are each run's under the chosen assumptions, filled in per run like on its
-    run page (``assumptions`` lists what each run got and from where)."""
+    """Statistics with deltas, KS tests, the step cost of each run's plan and the comparison figures for
+    stored runs (API, CLI, share pages). Bandwidths and % of ideal are each run's under the chosen
+    assumptions, filled in per run like on its run page (``assumptions`` lists what each run got and from
+    where). ``plans`` maps a run id to the plan to read it with (else its linked plan)."""
+    plans = plans or {}
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
+    unknown = sorted(set(plans) - {r.id for r in stored})
+    if unknown:
+        raise ValueError(f"plans: run {unknown[0]} is not one of the compared runs")
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries, assumptions = [], []
+    summaries, assumptions, costs = [], [], []
     for r in stored:
-        analysis = analyse(r.summary, *_assumptions_of(session, r, choice, settings))
+        plan = reading_plan(session, r, plans.get(r.id))
+        analysis = analyse(r.summary, _assumptions_of(session, r, choice, settings, plan), plan and plan.document)
         summaries.append(
             RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
         )
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
+        cost = _step_cost(r, plan, analysis)
+        costs.append({"run_id": r.id, "name": r.name, "strategy": r.strategy,
+                      "plan": cost["plan"] if cost else None, "cost": cost})  # fmt: skip
     comparison = compare_runs(summaries, baseline_id)
     comparison["assumptions"] = assumptions
+    comparison["step_cost"] = compare_step_costs(costs, comparison["baseline_run_id"])
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all_size_sweeps(stored):
@@ -516,4 +577,7 @@ def compare_stored_runs(
             "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
             "delays": charts.comparison_delay_figure(named),
         }
+    costed = [(_bar_label(entry), entry["cost"]) for entry in costs if entry["cost"]]
+    if costed:
+        comparison["figures"]["step_cost"] = charts.step_cost_figure(costed)
     return comparison

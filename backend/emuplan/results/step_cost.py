@@ -1,0 +1,259 @@
+"""What one training step of a plan costs on a measured fabric: the unit strategies are compared by.
+
+Strategies issue different collectives (data parallel one gradient all-reduce, tensor parallel all-gathers
+of activations, pipeline point-to-point sends), so their runs share no (collective, data size) and no
+ratio between them means anything. What does: for every collective the plan issues in one step,
+``count_per_step`` × the time the run measured for that collective and size, summed per parallel
+dimension (dp, tp, pp, ep, edp) and in all — at the run's p50 and at its p99 — with the bytes those
+collectives move; times the plan's trials (steps) for the whole training.
+
+How a planned collective gets its time from a run (``basis``):
+
+- ``measured``: the run has the collective at exactly that size (in the run's own size convention: the
+  whole buffer for nccl-tests, KCCB's data size — the per-rank piece for all-gather and reduce-scatter —
+  for every other format, as KCCB and our own measurements state it).
+- ``interpolated``: between the nearest two measured sizes of that collective, on the straight line
+  through them in log(size)–log(time): exact for a time ∝ size^k between the two, and never outside
+  the two measured times.
+- ``extrapolated``: outside the measured sizes, from the α-β line t = α + S/β fitted to all measured
+  sizes of that collective (non-negative least squares on relative error, ``scipy.optimize.nnls``, so
+  small sizes weigh as much as large ones); needs two sizes.
+- ``missing``: the run never measured that collective (or measured one size only and the plan needs
+  another). Listed, never dropped: the step's total then says how many collectives it lacks.
+
+nccl-tests logs time each size out-of-place and in-place; the out-of-place time is used (its first
+columns). A size sweep has one time per size (nccl-tests' mean over its iterations), so it gives a p50
+and no p99. The step's p99 puts every collective at its own p99 at once: a pessimistic step, not a
+percentile of measured steps. Collectives are summed as if serialised, with no overlap with compute or
+with each other: what the fabric alone costs a step.
+"""
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from emuplan.results.analysis import time_unit
+from emuplan.results.canonical import NCCL_TESTS, NCCL_TESTS_JSON
+from emuplan.workload.collectives import bus_bandwidth_factor, normalise_op_name
+from emuplan.workload.document import PlanDocument, PlannedCollective
+from emuplan.workload.inventory import INT64_MAX
+
+# Formats whose data size is nccl-tests' whole buffer; every other states KCCB's data size.
+WHOLE_BUFFER_FORMATS = frozenset({NCCL_TESTS, NCCL_TESTS_JSON})
+PREFERRED_VARIANTS = ("out-of-place", "")
+BASES = ("measured", "interpolated", "extrapolated", "missing")
+CONVENTION = (
+    "Σ over the plan's collectives of count per step × the run's time for that collective and size, "
+    "serialised (no overlap with compute or each other); p99: every collective at its own p99 at once"
+)
+
+
+def _run_size(planned: PlannedCollective, whole_buffer: bool) -> int:
+    return planned.bytes_total if whole_buffer else planned.kccb_data_size
+
+
+def _curves(groups: list[dict]) -> dict[str, list[dict]]:
+    """Per collective op, the measured groups of one variant (out-of-place first), ascending in size."""
+    by_op: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for group in groups:
+        op = normalise_op_name(group["collective"])
+        if op is not None and group.get("size_bytes") is not None and group["size_bytes"] > 0:
+            by_op[op][group["variant"]].append(group)
+    curves = {}
+    for op, variants in by_op.items():
+        variant = next((v for v in PREFERRED_VARIANTS if v in variants), sorted(variants)[0])
+        curves[op] = sorted(variants[variant], key=lambda g: g["size_bytes"])
+    return curves
+
+
+def _log_log(size: int, low: dict, high: dict, key: str) -> float | None:
+    t_low, t_high = low.get(key), high.get(key)
+    if t_low is None or t_high is None or t_low <= 0 or t_high <= 0:
+        return None
+    fraction = math.log(size / low["size_bytes"]) / math.log(high["size_bytes"] / low["size_bytes"])
+    return math.exp(math.log(t_low) + fraction * (math.log(t_high) - math.log(t_low)))
+
+
+def _alpha_beta(size: int, curve: list[dict], key: str) -> float | None:
+    from scipy.optimize import nnls  # SciPy is imported where it is used (costly at start-up)
+
+    points = [(g["size_bytes"], g[key]) for g in curve if g.get(key) is not None and g[key] > 0]
+    if len(points) < 2:
+        return None
+    sizes, times = np.array(points, dtype=np.float64).T
+    # t = α + S·γ (γ = 1/β), each row divided by its own time: the fit's error is relative.
+    coefficients, _ = nnls(np.column_stack([np.ones_like(sizes), sizes]) / times[:, None], np.ones_like(times))
+    alpha, gamma = coefficients
+    return float(alpha + gamma * size) if alpha + gamma * size > 0 else None
+
+
+def _time_at(size: int, curve: list[dict], key: str) -> tuple[float | None, str, list[int]]:
+    """The run's time (µs) at ``size`` from ``curve`` by ``key`` (p50_us, p99_us), its basis and the
+    measured sizes it was read from."""
+    for group in curve:
+        if group["size_bytes"] == size:
+            return group.get(key), "measured", [size]
+    if len(curve) < 2:
+        return None, "missing", []
+    if curve[0]["size_bytes"] < size < curve[-1]["size_bytes"]:
+        high = next(index for index, group in enumerate(curve) if group["size_bytes"] > size)
+        low_group, high_group = curve[high - 1], curve[high]
+        used = [low_group["size_bytes"], high_group["size_bytes"]]
+        return _log_log(size, low_group, high_group, key), "interpolated", used
+    return _alpha_beta(size, curve, key), "extrapolated", [group["size_bytes"] for group in curve]
+
+
+def _missing_reason(op: str, curve: list[dict]) -> str:
+    if not curve:
+        return f"the run has no {op}"
+    if len(curve) == 1:
+        return f"the run measured {op} at {curve[0]['size_bytes']} B only"
+    return f"the run's {op} times give no positive time at this size"
+
+
+def _row(planned: PlannedCollective, curves: dict, whole_buffer: bool, ranks: int | None, sweep: bool) -> dict:
+    size = _run_size(planned, whole_buffer)
+    curve = curves.get(planned.op, [])
+    p50_us, basis, used = _time_at(size, curve, "p50_us")
+    if p50_us is None:
+        basis, used = "missing", []
+    p99_us = None if sweep or basis == "missing" else _time_at(size, curve, "p99_us")[0]
+    notes = []
+    if ranks is not None and ranks != planned.group_size:
+        notes.append(f"measured on {ranks} ranks; the plan runs it over {planned.group_size}")
+    return {
+        "op": str(planned.op),
+        "label": planned.label,
+        "parallel_dim": str(planned.parallel_dim),
+        "phase": str(planned.phase),
+        "group_size": planned.group_size,
+        "count_per_step": planned.count_per_step,
+        "bytes_total": planned.bytes_total,
+        "bytes_per_rank": planned.bytes_per_rank,
+        "run_size_bytes": size,
+        "basis": basis,
+        "missing_reason": _missing_reason(str(planned.op), curve) if basis == "missing" else None,
+        "read_from_sizes": used,
+        "time_p50_us": p50_us,
+        "time_p99_us": p99_us,
+        "step_p50_us": None if p50_us is None else p50_us * planned.count_per_step,
+        "step_p99_us": None if p99_us is None else p99_us * planned.count_per_step,
+        "notes": notes,
+    }
+
+
+def _wire_bytes_per_rank(planned: PlannedCollective) -> float:
+    """Bytes one rank sends for one call on a ring (nccl-tests' bus factor × the whole buffer)."""
+    return bus_bandwidth_factor(planned.op, planned.group_size) * planned.bytes_total
+
+
+def _total(rows: list[dict], planned: list[PlannedCollective], sweep: bool) -> dict:
+    present = [row for row in rows if row["basis"] != "missing"]
+    return {
+        "collectives_per_step": sum(row["count_per_step"] for row in rows),
+        "bytes_per_step": sum(row["count_per_step"] * row["bytes_total"] for row in rows),
+        "wire_bytes_per_rank_per_step": sum(p.count_per_step * _wire_bytes_per_rank(p) for p in planned),
+        "p50_us": sum(row["step_p50_us"] for row in present) if present else None,
+        "p99_us": None if sweep or not present else sum(row["step_p99_us"] or 0.0 for row in present),
+        "missing_collectives": sum(row["count_per_step"] for row in rows if row["basis"] == "missing"),
+        "estimated_collectives": sum(row["count_per_step"] for row in rows if row["basis"] in BASES[1:3]),
+    }
+
+
+def step_cost(plan: PlanDocument, groups: list[dict], *, source_format: str, ranks: int | None, sweep: bool) -> dict:
+    """One training step of ``plan`` on the run whose statistics groups are ``groups``.
+
+    ``rows``: one per planned collective (its time per call and per step, and the basis of that time);
+    ``by_dimension`` and ``by_op``: the step's totals per parallel dimension and per collective kind;
+    ``step``: the whole step; ``training``: the step × the plan's trials (steps)."""
+    whole_buffer = source_format in WHOLE_BUFFER_FORMATS
+    curves = _curves(groups)
+    planned = plan.exported_collectives()
+    rows = [_row(item, curves, whole_buffer, ranks, sweep) for item in planned]
+    by_dimension, by_op = {}, {}
+    for key, target in (("parallel_dim", by_dimension), ("op", by_op)):
+        for value in dict.fromkeys(row[key] for row in rows):
+            members = [index for index, row in enumerate(rows) if row[key] == value]
+            target[value] = _total([rows[i] for i in members], [planned[i] for i in members], sweep)
+    step = _total(rows, planned, sweep)
+    training = {
+        "steps": plan.trials,
+        "p50_s": None if step["p50_us"] is None else step["p50_us"] * plan.trials / 1e6,
+        "p99_s": None if step["p99_us"] is None else step["p99_us"] * plan.trials / 1e6,
+        "bytes": step["bytes_per_step"] * plan.trials,
+    }
+    unit, us_per_unit = time_unit(max((row["step_p50_us"] or 0.0 for row in rows), default=0.0))
+    return {
+        "size_convention": "whole buffer (nccl-tests)" if whole_buffer else "KCCB data size",
+        "time_source": "one time per size (sweep): p50 only" if sweep else "p50 and p99 of each size",
+        "variant": next((v for v in PREFERRED_VARIANTS if any(g["variant"] == v for g in groups)), None),
+        "convention": CONVENTION,
+        "rows": rows,
+        "by_dimension": by_dimension,
+        "by_op": by_op,
+        "step": step,
+        "training": training,
+        "time_unit": unit,
+        "us_per_unit": us_per_unit,
+    }
+
+
+def compare_step_costs(entries: list[dict], baseline_id: int | None) -> dict:
+    """The step-cost table of a comparison: one row per run (``entries``: run_id, name, strategy, plan,
+    cost — None for a run without a plan), × the baseline's step at p50 and p99 (the comparison's baseline
+    when it has a step cost, else the first run that has one), and ``ranking``, cheapest step first."""
+    costed = [entry for entry in entries if entry["cost"] is not None]
+    ids = [entry["run_id"] for entry in costed]
+    reference_id = baseline_id if baseline_id in ids else (ids[0] if ids else None)
+    reference = next((entry["cost"]["step"] for entry in costed if entry["run_id"] == reference_id), None)
+
+    def ratio(step: dict, key: str) -> float | None:
+        if reference is None or step[key] is None or not reference[key]:
+            return None
+        return step[key] / reference[key]
+
+    rows = []
+    for entry in entries:
+        step = entry["cost"]["step"] if entry["cost"] is not None else None
+        rows.append(
+            {
+                "run_id": entry["run_id"],
+                "name": entry["name"],
+                "strategy": entry["strategy"],
+                "plan": entry["plan"],
+                "step": step,
+                "training": entry["cost"]["training"] if entry["cost"] is not None else None,
+                "cost": entry["cost"],
+                "ratio_p50": ratio(step, "p50_us") if step else None,
+                "ratio_p99": ratio(step, "p99_us") if step else None,
+            }
+        )
+    unit, us_per_unit = time_unit(max((row["step"]["p50_us"] or 0.0 for row in rows if row["step"]), default=0.0))
+    ranked = sorted((row for row in rows if row["step"] and row["step"]["p50_us"] is not None),
+                    key=lambda row: row["step"]["p50_us"])  # fmt: skip
+    return {
+        "baseline_run_id": reference_id,
+        "rows": rows,
+        "ranking": [row["run_id"] for row in ranked],
+        "without_plan": [row["run_id"] for row in rows if row["plan"] is None],
+        "convention": CONVENTION,
+        "time_unit": unit,
+        "us_per_unit": us_per_unit,
+    }
+
+
+def parse_plan_choices(text: str | None) -> dict[int, int]:
+    """``"4:1,5:2"`` (run id: plan id) → ``{4: 1, 5: 2}``; a ValueError naming the ``plans`` field otherwise."""
+    choices: dict[int, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        run_text, separator, plan_text = part.partition(":")
+        if not separator or not run_text.strip().isdigit() or not plan_text.strip().isdigit():
+            raise ValueError(f"plans: expected run:plan pairs such as 4:1,5:2, got {part.strip()!r}")
+        run_id, plan_id = int(run_text), int(plan_text)
+        if run_id > INT64_MAX or plan_id > INT64_MAX:
+            raise ValueError(f"plans: {part.strip()!r} is not a pair of ids (0 to 2^63 − 1)")
+        choices[run_id] = plan_id
+    return choices
