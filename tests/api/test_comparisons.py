@@ -46,7 +46,7 @@ def test_comparison_is_saved_with_runs_baseline_and_options(client: TestClient, 
     assert created["name"] == "a vs b"
     assert created["run_ids"] == run_ids
     assert created["baseline_run_id"] == run_ids[0]  # the first run when none is named
-    assert created["options"] == {"log_x": True}
+    assert created["options"] == {"log_x": True, "assumptions": {}, "plans": {}}  # each run's own, linked plans
     assert client.get(f"/api/comparisons/{created['id']}").json() == created
     assert [c["id"] for c in client.get("/api/comparisons").json()] == [created["id"]]
 

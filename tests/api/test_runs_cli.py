@@ -52,8 +52,9 @@ def test_import_runs_stats_compare(cli_env, client, tmp_path):
     compared = invoke("compare", "1", "2", "3", "--baseline", "2")
     assert compared.exit_code == 0, compared.output
     lines = compared.output.splitlines()
-    assert lines[0] == "baseline: run 2"
-    assert lines[1] == (
+    assert lines[0] == "training step: no run has a plan (--plan PLAN for every run, or RUN:PLAN, reads runs with one)"
+    assert lines[1] == "baseline: run 2"
+    assert lines[2] == (
         "note: #1 generated-per-iteration.csv, #3 first-half.csv share no (collective, data size) with the "
         "baseline #2 V100 bcast: no ratios against it and no Kolmogorov–Smirnov test, which would compare "
         "unrelated collectives and sizes"
@@ -173,7 +174,7 @@ def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_gro
     text = invoke("compare", "1", "2", "--ranks", "4", "--link-gbps", "100", "--latency-us", "5")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert lines[1:3] == [
+    assert lines[2:4] == [
         "run 1 assumed: link 100 Gbit/s per rank (query), α 5 µs (query), ranks 4 (query)",
         "run 2 assumed: link 100 Gbit/s per rank (query), α 5 µs (query), ranks 4 (query)",
     ]

@@ -222,9 +222,9 @@ def run_stats(
     typer.echo(_assumptions_line(document["assumptions"]))
     if document["above_ideal_pct"] is not None:
         typer.echo(_above_ideal_line(document["above_ideal_pct"], document["assumptions"]))
-    typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
+    typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
     typer.echo("\n".join(_statistics_lines(document)))
     if document.get("stragglers"):
         typer.echo("\n".join(_straggler_lines(document["stragglers"])))
@@ -294,6 +294,8 @@ def _step_cost_lines(cost: dict | None) -> list[str]:
 
 def _step_cost_table(comparison: dict) -> list[str]:
     """The compare page's leading table: each run's step at p50 and p99, × the baseline's, cheapest first."""
+    if not comparison["ranking"] and not any(row["step"] for row in comparison["rows"]):
+        return ["training step: no run has a plan (--plan PLAN for every run, or RUN:PLAN, reads runs with one)"]
     unit = comparison["time_unit"]
 
     def time(us: float | None) -> str:
