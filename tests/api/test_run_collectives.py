@@ -148,6 +148,9 @@ def test_relabelling_needs_the_editor_role(database_url):
         assert refused.status_code == 403
         assert refused.json()["detail"].startswith("This needs the editor role (")
         assert client.patch(f"/api/runs/{run_id}", json=body, headers=editor).status_code == 200
+        # The run page offers the form only to those who may use it.
+        assert 'id="relabel-form"' in client.get(f"/runs/{run_id}", headers=editor).text
+        assert 'id="relabel-form"' not in client.get(f"/runs/{run_id}", headers=viewer).text
 
 
 def invoke(*args: str):

@@ -144,7 +144,9 @@ def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
     """``{old: new}`` for ``emuplan relabel`` from the run's document: ``old`` may be left out when the run
     has one collective."""
     if old is None:
-        collectives = list(dict.fromkeys(group["collective"] for group in run["summary"]["groups"]))
+        from emuplan.results.stats import collectives_in
+
+        collectives = collectives_in(run["summary"])
         if len(collectives) != 1:
             fail(
                 f"run {run['id']} has {len(collectives)} collectives ({', '.join(collectives)}): say which with --from"

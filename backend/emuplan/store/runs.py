@@ -42,7 +42,7 @@ from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
+from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import plan_document
@@ -204,7 +204,7 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     bandwidths, ideal times, rank count inferred from nccl-tests' busbw/algbw factor), in the caller's
     session (flushed, not committed). Two old names given the same new one become one collective."""
     run = get_run(session, run_id)
-    present = list(dict.fromkeys(group["collective"] for group in run.summary["groups"]))
+    present = collectives_in(run.summary)
     if not collectives:
         raise RunInputError("collectives: give at least one 'old name': 'new name' pair")
     for old, new in collectives.items():
