@@ -245,11 +245,12 @@ def _data_rows(header: list[str], numbered_lines: list[tuple[int, str]]) -> list
     """(line number, cells) of a section's data rows: NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO …') and
     other noise do not start with a number. alltoall before NCCL 2.13 leaves its redop cell blank: an empty
     cell is put back in its place."""
-    group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
-    redop = header.index("redop") if "redop" in header[: group_starts[0]] else None
+    time_index = next(i for i, token in enumerate(header) if token in _TIME_TOKENS)
+    redop = header.index("redop") if "redop" in header[:time_index] else None
+    short = _row_width(header) - 1
     rows = [(n, line.split()) for n, line in numbered_lines if line.strip() and line.split()[0].isdigit()]
     for _, tokens in rows:
-        if redop is not None and len(tokens) == _row_width(header) - 1 and _is_number(tokens[redop]):
+        if redop is not None and len(tokens) == short and _is_number(tokens[redop]):
             tokens.insert(redop, "")
     return rows
 

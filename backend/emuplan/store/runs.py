@@ -29,7 +29,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, get_args
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlalchemy import delete, func
@@ -38,7 +37,7 @@ from sqlmodel import Session, col, select
 from emuplan import charts
 from emuplan.charts import FigureKind
 from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
-from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError
+from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.parse import parse_result_file
@@ -213,14 +212,9 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
         if new not in list(CollectiveOp):
             raise RunInputError(f"collectives: {new!r} (for {old!r}) is not one of {', '.join(CollectiveOp)}")
     samples = load_samples(session, run_id)
-    column = samples["collective"].combine_chunks()
-    names = [collectives.get(name, name) for name in column.dictionary.to_pylist()]
-    distinct = list(dict.fromkeys(names))
-    codes = np.array([distinct.index(name) for name in names], dtype=np.int32)
-    relabelled = pa.DictionaryArray.from_arrays(
-        pa.array(codes[column.indices.to_numpy(zero_copy_only=False)]), pa.array(distinct, pa.string())
-    )
+    relabelled = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
     samples = samples.set_column(samples.schema.get_field_index("collective"), "collective", relabelled)
+    distinct = relabelled.dictionary.to_pylist()
     curves = summary_with_curves(session, run)
     stragglers = curves.get("stragglers") or {}
     ranks, warnings = run.ranks, list(run.warnings)
