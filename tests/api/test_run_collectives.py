@@ -205,3 +205,28 @@ def test_relabel_without_from_needs_a_run_of_one_collective(cli_env, tmp_path):
         2,
         "error: run 1 has 2 collectives (all_gather, all_reduce): say which with --from",
     )
+
+
+def test_relabel_against_a_remote_server_prints_what_the_local_command_prints(
+    accounts_server, add_account, database: Database, cli_env, tmp_path
+):
+    add_account("ed", Role.editor)
+    with database.writing() as session:
+        token = accounts.create_api_token(session, accounts.get_account(session, "ed").id, "test", None)[1]
+    remote = ["--server", accounts_server.url, "--token", token]
+    no_server = {"EMUPLAN_SERVER": None, "EMUPLAN_TOKEN": None}
+    for copy, extra in (("slurm-1.out", b""), ("slurm-2.out", b"\n")):
+        (tmp_path / copy).write_bytes(ALLTOALL.read_bytes() + extra)
+        assert runner.invoke(app, [*remote, "import", str(tmp_path / copy)], env=no_server).exit_code == 0
+    relabelled = runner.invoke(app, [*remote, "relabel", "1", "--collective", "all_to_all"], env=no_server)
+    assert relabelled.exit_code == 0, relabelled.output
+    local = runner.invoke(app, ["relabel", "2", "--collective", "all_to_all"], env=no_server)
+    assert relabelled.output == local.output.replace("run 2: slurm-2.out", "run 1: slurm-1.out")
+    refused = runner.invoke(
+        app, [*remote, "relabel", "1", "--collective", "all_gather", "--from", "unknown"], env=no_server
+    )
+    assert refused.exit_code == 2
+    assert refused.output.strip() == (
+        "error: collectives: run 1 has no collective 'unknown'; it has all_to_all "
+        f"(HTTP 422 from {accounts_server.url})"
+    )
