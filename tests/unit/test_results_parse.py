@@ -60,7 +60,7 @@ def test_pre_2_13_header_without_root_and_with_error_column():
         (8, "out-of-place", 61.03),
         (8, "in-place", 61.04),
     ]
-    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}  # from the file name
+    assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}  # redop sum, no root, count × 4 = size
 
 
 def test_pre_2_13_broadcast_is_recognised_by_its_root_column():
@@ -75,11 +75,6 @@ def test_truncated_nccl_tests_log_keeps_complete_rows_and_warns():
     parsed = parse_result_file(text[:cut].encode(), "cut.txt")
     assert parsed.samples.num_rows == 2 * 26  # the 26 complete sizes, 8 B … 256 MiB
     assert any("line 32 is incomplete" in w and "truncated" in w for w in parsed.warnings)
-
-
-def test_explicit_collective_overrides_the_log():
-    parsed = parse_result_file(read(SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"), "x.txt", collective="all_gather")
-    assert set(parsed.samples["collective"].to_pylist()) == {"all_gather"}
 
 
 def nccl_json_report(per_iter: bool) -> bytes:

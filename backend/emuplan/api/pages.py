@@ -23,7 +23,8 @@ from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
 from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.demo import DEMO_COMPARISON_NAME
-from emuplan.results.stats import has_bandwidth_chart
+from emuplan.results.canonical import FORMATS
+from emuplan.results.stats import collectives_in, has_bandwidth_chart
 from emuplan.roles import Role
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
@@ -32,6 +33,7 @@ from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
 from emuplan.store.workload_export import chakra_refusal
 from emuplan.wording import plural, thousands, to_the_minute
+from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.plan_options import OptionGroup, Strategy
@@ -250,6 +252,8 @@ def runs_page(
         },
         plans=plan_store.plan_names(session, 1000),
         strategies=[strategy.value for strategy in Strategy],
+        collectives=[op.value for op in CollectiveOp],
+        formats=FORMATS,
         filters={"strategy": strategy, "plan": plan_id, "tag": tag},
     )
 
@@ -282,6 +286,8 @@ def run_page(
         chosen_plan=chosen_plan,
         plan_names=plan_store.plan_names(session, 1000),
         has_bandwidth=has_bandwidth_chart(stats),
+        run_collectives=collectives_in(stats),
+        collectives=[op.value for op in CollectiveOp],
     )
 
 

@@ -1,4 +1,4 @@
-"""Runs: upload a result file, list, read statistics and figures, export samples, delete.
+"""Runs: upload a result file, list, read statistics and figures, export samples, set collectives, delete.
 
 Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
@@ -19,10 +19,12 @@ from emuplan.api.memory import return_freed_memory
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
 from emuplan.charts import FigureKind
+from emuplan.results.canonical import FORMATS
 from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.store import runs as store
+from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
 
 # Deleting a run removes it from every comparison and share link: an admin's decision.
@@ -44,12 +46,24 @@ class UploadForm(BaseModel):
     # enum would become a $ref to a definition that schema does not carry.
     strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
     tags: str | None = Field(default=None, description="Comma-separated.")
-    format: str | None = Field(
-        default=None,
-        description="Skip detection: per-iteration, kai-summary, per-flow, ns3-fct, nccl-tests, nccl-tests-json.",
-    )
+    format: Literal[FORMATS] | None = Field(default=None, description="Skip detection: read the file as this format.")
     column_map: str | None = Field(default=None, description='Role → column, JSON or "duration=wall_ms,size=payload".')
-    collective: str | None = Field(default=None, description="The collective when the file does not name it.")
+    collective: Literal[tuple(op.value for op in CollectiveOp)] | None = Field(
+        default=None,
+        description="The collective when the file does not say it: an nccl-tests log's own binary and "
+        "redop/root cells come first (a choice they contradict is 400), the file name last.",
+    )
+
+
+class RunChanges(BaseModel):
+    """``PATCH /api/runs/{id}``: what to change of a stored run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] = Field(
+        description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
+        "statistics (bus bandwidth, ideal time, groups) are computed again."
+    )
 
 
 UPLOAD_OPENAPI = {
@@ -327,6 +341,14 @@ def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
         media_type="application/vnd.apache.parquet",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.parquet"'},
     )
+
+
+@router.patch("/{run_id}", response_model=RunPublic)
+def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep) -> dict:
+    """Set the run's collectives after import (an editor's write): samples and statistics follow."""
+    run = store.relabel_collectives(session, run_id, changes.collectives)
+    session.commit()
+    return store.run_public(run)
 
 
 @router.delete("/{run_id}", status_code=204)

@@ -83,6 +83,9 @@ class RemoteServer:
     def post(self, path: str, body: dict) -> Any:
         return self._answer(lambda client: client.post(path, json=body))
 
+    def patch(self, path: str, body: dict) -> Any:
+        return self._answer(lambda client: client.patch(path, json=body))
+
     def pages(self, path: str, params: dict, page_size: int) -> Iterator[dict]:
         """Every item of a list the API hands out ``limit`` at a time from ``offset``."""
         offset = 0

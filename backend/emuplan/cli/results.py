@@ -11,6 +11,7 @@ import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
 from emuplan.wording import plural
+from emuplan.workload.collectives import CollectiveOp
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -69,6 +70,16 @@ def _statistics_lines(summary: dict) -> list[str]:
     return lines
 
 
+CollectiveOption = Annotated[
+    CollectiveOp | None,
+    typer.Option(
+        help="The collective when the file does not say it (an nccl-tests log's own test and cells come first). "
+        f"One of: {', '.join(CollectiveOp)}.",
+        metavar="COLLECTIVE",
+    ),
+]
+
+
 def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map) -> dict:
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
@@ -98,7 +109,7 @@ def import_run(
     strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Repeat for several tags.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="Skip detection, e.g. nccl-tests, per-iteration.")] = None,
-    collective: Annotated[str | None, typer.Option(help="The collective when the file does not name it.")] = None,
+    collective: CollectiveOption = None,
     column_map: Annotated[
         str | None, typer.Option("--column-map", help='Role → column: JSON or "duration=wall_ms,size=payload".')
     ] = None,
@@ -126,6 +137,55 @@ def import_run(
     )
     for warning in document["warnings"]:
         typer.echo(f"  note: {warning}")
+    typer.echo("\n".join(_statistics_lines(document["summary"])))
+
+
+def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
+    """``{old: new}`` for ``emuplan relabel`` from the run's document: ``old`` may be left out when the run
+    has one collective."""
+    if old is None:
+        from emuplan.results.stats import collectives_in
+
+        collectives = collectives_in(run["summary"])
+        if len(collectives) != 1:
+            fail(
+                f"run {run['id']} has {len(collectives)} collectives ({', '.join(collectives)}): say which with --from"
+            )
+        old = collectives[0]
+    return {old: new}
+
+
+def _relabel_stored(session, run_id: int, new: str, old: str | None) -> dict:
+    from emuplan.store import runs as store
+
+    mapping = relabelling(store.run_public(store.get_run(session, run_id)), new, old)
+    return store.run_public(store.relabel_collectives(session, run_id, mapping))
+
+
+@app.command("relabel")
+def relabel_run(
+    run_id: Annotated[int, typer.Argument(help="Run id.")],
+    collective: Annotated[
+        CollectiveOp,
+        typer.Option(help=f"The collective it really is. One of: {', '.join(CollectiveOp)}.", metavar="COLLECTIVE"),
+    ],
+    old: Annotated[
+        str | None, typer.Option("--from", help="The collective to rename (default: the run's only one).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the changed run as JSON.")] = False,
+) -> None:
+    """Set a run's collective after import (e.g. 'unknown' → all_reduce); its statistics are computed again
+    (the same change as PATCH /api/runs/{id})."""
+    server = remote_server()
+    if server is not None:
+        mapping = relabelling(server.get(f"/api/runs/{run_id}"), collective, old)
+        document = server.patch(f"/api/runs/{run_id}", {"collectives": mapping})
+    else:
+        document = _with_store(lambda session: _relabel_stored(session, run_id, collective, old), write=True)
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(f"run {document['id']}: {document['name']}: {document['warnings'][-1]}")
     typer.echo("\n".join(_statistics_lines(document["summary"])))
 
 

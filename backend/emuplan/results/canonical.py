@@ -24,6 +24,7 @@ samples table) it completed, with the ``rank`` as the file names it, its ``host`
 that rank's ``duration_us`` for the call.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,6 +216,15 @@ def text_column(value: pa.Array | pa.ChunkedArray | str, rows: int) -> pa.Dictio
     if pa.types.is_dictionary(value.type) and value.null_count == 0:
         return value.cast(TEXT)
     return value.cast(pa.string()).fill_null("").dictionary_encode()
+
+
+def renamed_text(column: pa.DictionaryArray, rename: Callable[[str], str]) -> pa.DictionaryArray:
+    """A ``TEXT`` column with every value renamed; values renamed alike share one code (one group)."""
+    names = [rename(name) for name in column.dictionary.to_pylist()]
+    distinct = list(dict.fromkeys(names))
+    remap = np.array([distinct.index(name) for name in names], dtype=np.int32)
+    indices = remap[column.indices.to_numpy(zero_copy_only=False)]
+    return pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(distinct, pa.string()))
 
 
 # Words KCCB/KAI put around the collective in algorithm names (ALGO_ALL_REDUCE_BIDIRECTIONAL_RING, …).

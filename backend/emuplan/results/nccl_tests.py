@@ -13,11 +13,17 @@ in_place: {...}}``; with per-iteration timing (``-I 1``) each variant also has `
 with ``times_us`` — one sample per iteration — and, with more than one MPI process,
 ``per_process_max_times_us``: per process, its time for each iteration (the max over its GPUs; ``times_us``
 is the max over processes), kept as the run's per-rank times. ``devices`` lists ranks and host names,
-``args[0]`` is the binary (and so the collective).
+``args[0]`` is the binary.
+
+Which collective a test ran comes from the file's content first: the ``<op>_perf`` binary its preamble or
+command line names (``args[0]`` in JSON), else what its ``redop``/``root`` cells and the ratio of ``size`` to
+``count`` × the type's bytes allow (``collectives_fitting_cells``). Then the caller's explicit choice — refused
+when the content says otherwise — then the file name, else ``unknown``.
 """
 
 import json
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +41,7 @@ from emuplan.results.canonical import (
     samples_table,
     times_problem,
 )
-from emuplan.workload.collectives import normalise_op_name
+from emuplan.workload.collectives import CollectiveOp, normalise_op_name
 
 _AVG_LINE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")
@@ -68,6 +74,112 @@ def collective_from_text(text: str) -> str | None:
     return None
 
 
+# Bytes per element of the ``type`` names nccl-tests and rccl-tests print.
+_TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
+               "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}  # fmt: skip
+
+# What each test passes to nccl-tests' TimeTest (src/<test>.cu): a reduction op name or "none" as the redop
+# cell, a root ≥ 0 or -1, and as ``count`` either the whole buffer's elements (size = count × type bytes) or
+# one rank's piece (size = n × that). sendrecv prints the op it was given (sum by default) in some versions
+# and "none" in others; gather, scatter and hypercube are not collectives emuplan models.
+# Keyed by (a reduction in the redop cell, a root ≥ 0, count is the whole buffer).
+_CELL_SIGNATURES: dict[tuple[bool, bool, bool], tuple[CollectiveOp, ...]] = {
+    (True, False, True): (CollectiveOp.ALL_REDUCE, CollectiveOp.SEND_RECV),
+    (True, False, False): (CollectiveOp.REDUCE_SCATTER,),
+    (True, True, True): (CollectiveOp.REDUCE,),
+    (True, True, False): (),
+    (False, False, True): (CollectiveOp.SEND_RECV,),
+    (False, False, False): (CollectiveOp.ALL_GATHER, CollectiveOp.ALL_TO_ALL),
+    (False, True, True): (CollectiveOp.BROADCAST,),
+    (False, True, False): (),
+}
+# busbw ÷ algbw: all-reduce 2(n−1)/n ≥ 1, the split ops (n−1)/n < 1, the others exactly 1. The cells carry
+# two decimals, so from 1 GB/s of algbw on the factor is known to ±0.02.
+_FACTOR_TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class Cells:
+    """What one row of a test says of its collective: the ``redop`` and ``root`` cells (None when the header
+    has no such column, as before NCCL 2.13), ``size``, ``count`` and ``type``, and the bandwidths."""
+
+    redop: str | None
+    root: str | None
+    size: int
+    count: int | None
+    type_name: str
+    algbw: float
+    busbw: float
+
+
+def collectives_fitting_cells(cells: Cells) -> tuple[str, ...]:
+    """The collectives whose nccl-tests output has these cells (empty: none emuplan models)."""
+    reduces = cells.redop not in (None, "", "none")
+    try:
+        rooted = cells.root is not None and int(cells.root) >= 0
+    except ValueError:
+        rooted = False
+    element_bytes = _TYPE_BYTES.get(cells.type_name.lower())
+    whole = (
+        [cells.size == cells.count * element_bytes]
+        if element_bytes and cells.count and cells.size
+        else [True, False]  # the type or count is unknown: both kinds
+    )
+    fitting = [op for kind in whole for op in _CELL_SIGNATURES[(reduces, rooted, kind)]]
+    if cells.redop is None and cells.root is None and fitting == [CollectiveOp.ALL_GATHER, CollectiveOp.ALL_TO_ALL]:
+        # Before NCCL 2.13 only all_gather printed neither column (alltoall kept a blank redop column).
+        fitting = [CollectiveOp.ALL_GATHER]
+    if np.isfinite(cells.algbw) and np.isfinite(cells.busbw) and cells.algbw >= 1.0:
+        factor = cells.busbw / cells.algbw
+        fitting = [op for op in fitting if _factor_fits(op, factor)]
+    return tuple(op.value for op in fitting)
+
+
+def _factor_fits(op: CollectiveOp, factor: float) -> bool:
+    if op is CollectiveOp.ALL_REDUCE:
+        return factor > 1 - _FACTOR_TOLERANCE
+    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+        return factor < 1 + _FACTOR_TOLERANCE
+    return abs(factor - 1) <= _FACTOR_TOLERANCE
+
+
+def choose_collective(
+    where: str, named: str | None, fitting: tuple[str, ...] | None, explicit: str | None, file_name: str | None
+) -> tuple[str | None, list[str]]:
+    """(the collective, warnings) of one test, in this order: the binary the content names, the one collective
+    its cells fit, the explicit choice, the file name (when it names one of the collectives the cells fit).
+
+    An explicit choice the content contradicts is refused (``ResultFileError``) rather than stored: it would
+    give every busbw and ideal time the wrong factor. A run stored with the content's choice can still be
+    relabelled (``store.runs.relabel_collectives``). None when nothing decides."""
+    known = normalise_op_name(explicit) if explicit else None
+    chosen = known.value if known is not None else explicit
+    by_name = collective_from_file_name(file_name) if file_name else None
+    if named is not None:
+        evidence = f"the file itself names the {named} test (its '<op>_perf' binary)"
+        content = (named,)
+    elif fitting:
+        evidence = f"its redop/root/count cells fit only {' or '.join(fitting)}"
+        content = fitting
+    else:
+        return chosen or by_name, []
+    if chosen is not None and chosen not in content:
+        raise ResultFileError(
+            f"{where}: collective {chosen!r} was given, but {evidence}; leave the collective out (a run can be "
+            "relabelled after import)"
+        )
+    if len(content) == 1:
+        op = content[0]
+        if by_name is None or by_name == op:
+            return op, []
+        return op, [f"{where}: the file name says {by_name}, but {evidence}: {op} is used"]
+    if chosen is not None:
+        return chosen, []
+    if by_name in content:
+        return by_name, []
+    return None, [f"{where}: {evidence}; pass the collective explicitly"]
+
+
 def _ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None]:
     if not rank_hosts:
         return None, None
@@ -89,33 +201,80 @@ class _Rows:
         self.reported_avg_busbw: dict[str, float] = {}
 
 
-def _section_op(preamble: str, header: list[str], file_name: str, collective: str | None, only: bool) -> str | None:
-    """The collective of one test section: the caller's, the ``<op>_perf`` in its preamble, else (for a log
-    with one test) the file name, else what the pre-2.13 header itself implies."""
-    op = collective or collective_from_text(preamble) or (collective_from_file_name(file_name) if only else None)
-    key_columns = header[: next(i for i, token in enumerate(header) if token in _TIME_TOKENS)]
-    if op is None and "#wrong" not in header and "root" in key_columns and "redop" not in key_columns:
-        op = "broadcast"  # pre-2.13 headers: only broadcast has a root and no reduction op
-    return op
+def _section_op(
+    preamble: str,
+    header: list[str],
+    data_rows: list[tuple[int, list[str]]],
+    where: str,
+    file_name: str | None,
+    collective: str | None,
+) -> tuple[str, list[str]]:
+    """The collective of one test section and what to warn of: ``choose_collective`` on the ``<op>_perf`` its
+    preamble names and the cells of its largest size. ``file_name`` only for a log with one test."""
+    cells = _section_cells(header, data_rows)
+    fitting = collectives_fitting_cells(cells) if cells is not None else None
+    op, warnings = choose_collective(where, collective_from_text(preamble), fitting, collective, file_name)
+    if op is None:
+        op = "unknown"
+        warnings = warnings or [f"{where}: the test's collective is not in the log (no '<op>_perf' line, no "
+                                "redop/root cells that decide it); pass it explicitly"]  # fmt: skip
+    return op, warnings
 
 
-def _read_section(
-    rows: _Rows, op: str, header: list[str], numbered_lines: list[tuple[int, str]], file_name: str, last: bool
-) -> str | None:
-    """Add a section's complete rows; returns a warning when its last row is cut off (a truncated log)."""
+def _section_cells(header: list[str], data_rows: list[tuple[int, list[str]]]) -> Cells | None:
+    """The cells of the section's row with the largest size (the one the busbw/algbw factor is least rounded
+    in), read by the header's names; None without a complete row."""
+    time_index = next(i for i, token in enumerate(header) if token in _TIME_TOKENS)
+    complete = [tokens for _, tokens in data_rows if len(tokens) > time_index + 2]
+    if not complete:
+        return None
+    tokens = max(complete, key=lambda row: int(row[0]))
+    fields = dict(zip(header, tokens, strict=False))
+    return Cells(
+        redop=fields.get("redop") if "redop" in header[:time_index] else None,
+        root=fields.get("root") if "root" in header[:time_index] else None,
+        size=int(tokens[0]),
+        count=int(tokens[1]) if tokens[1].isdigit() else None,
+        type_name=tokens[2] if time_index > 2 else "",
+        algbw=_float_or_nan(fields.get("algbw")),
+        busbw=_float_or_nan(fields.get("busbw")),
+    )
+
+
+def _data_rows(header: list[str], numbered_lines: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of a section's data rows: NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO …') and
+    other noise do not start with a number. alltoall before NCCL 2.13 leaves its redop cell blank: an empty
+    cell is put back in its place."""
+    time_index = next(i for i, token in enumerate(header) if token in _TIME_TOKENS)
+    redop = header.index("redop") if "redop" in header[:time_index] else None
+    short = _row_width(header) - 1
+    rows = [(n, line.split()) for n, line in numbered_lines if line.strip() and line.split()[0].isdigit()]
+    for _, tokens in rows:
+        if redop is not None and len(tokens) == short and _is_number(tokens[redop]):
+            tokens.insert(redop, "")
+    return rows
+
+
+def _row_width(header: list[str]) -> int:
+    """The cells of a complete row: the key columns and every variant's group of columns."""
     group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
-    redop = header.index("redop") if "redop" in header[: group_starts[0]] else None
     group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - group_starts[0]
     needed = group_starts[0] + group_width * len(group_starts)
     if header[-1] == "timestamp":  # -T 1 appends a 'YYYY-MM-DD HH:MM:SS' stamp: two more tokens per row
         needed -= 1
-    # NCCL_DEBUG lines ('host:pid:tid [0] NCCL INFO …') and other noise do not start with a number.
-    data_lines = [(n, line.split()) for n, line in numbered_lines if line.strip() and line.split()[0].isdigit()]
-    for position, (line_number, tokens) in enumerate(data_lines):
-        if redop is not None and len(tokens) == needed - 1 and _is_number(tokens[redop]):
-            tokens.insert(redop, "")  # alltoall before NCCL 2.13 leaves its redop cell blank
+    return needed
+
+
+def _read_section(
+    rows: _Rows, op: str, header: list[str], data_rows: list[tuple[int, list[str]]], file_name: str, last: bool
+) -> str | None:
+    """Add a section's complete rows; returns a warning when its last row is cut off (a truncated log)."""
+    group_starts = [i for i, token in enumerate(header) if token in _TIME_TOKENS]
+    group_width = group_starts[1] - group_starts[0] if len(group_starts) > 1 else len(header) - group_starts[0]
+    needed = _row_width(header)
+    for position, (line_number, tokens) in enumerate(data_rows):
         if len(tokens) < needed:
-            if last and position == len(data_lines) - 1:
+            if last and position == len(data_rows) - 1:
                 return (
                     f"{file_name}: line {line_number} is incomplete ({len(tokens)} of {needed} fields): "
                     "the log looks truncated; the complete rows before it were imported"
@@ -147,9 +306,6 @@ def _read_section(
             rows.times.append(time_us)
             rows.algbws.append(_float_or_nan(fields.get("algbw")))
             rows.busbws.append(_float_or_nan(fields.get("busbw")))
-    for _, line in numbered_lines:
-        if match := _AVG_LINE.match(line.strip()):
-            rows.reported_avg_busbw[op] = float(match.group(1))
     return None
 
 
@@ -195,21 +351,26 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
     for section, header_index in enumerate(headers):
         header = lines[header_index].lstrip("#").split()
         preamble = "\n".join(lines[previous_end:header_index])
-        op = _section_op(preamble, header, file_name, collective, only=len(headers) == 1)
-        if op is None:
-            op = "unknown"
-            warnings.append(
-                f"{file_name}: line {header_index + 1}: the test's collective is not named in the log "
-                "(no '<op>_perf' line); pass it explicitly"
-            )
         next_header = bounds[section + 1]
         numbered = list(enumerate(lines[header_index + 1 : next_header], start=header_index + 2))
+        data_rows = _data_rows(header, numbered)
+        op, section_warnings = _section_op(
+            preamble,
+            header,
+            data_rows,
+            f"{file_name}: line {header_index + 1}",
+            file_name if len(headers) == 1 else None,
+            collective,
+        )
+        warnings.extend(section_warnings)
         # The next test's preamble starts after this test's last data row.
-        data_numbers = [n for n, line in numbered if line.strip()[:1].isdigit()]
-        previous_end = data_numbers[-1] if data_numbers else header_index + 1
-        truncated = _read_section(rows, op, header, numbered, file_name, last=section == len(headers) - 1)
+        previous_end = data_rows[-1][0] if data_rows else header_index + 1
+        truncated = _read_section(rows, op, header, data_rows, file_name, last=section == len(headers) - 1)
         if truncated:
             warnings.append(truncated)
+        for _, line in numbered:
+            if match := _AVG_LINE.match(line.strip()):
+                rows.reported_avg_busbw[op] = float(match.group(1))
     if not rows.times:
         raise ResultFileError(f"{file_name}: the nccl-tests log has a header but no complete data rows")
     if rows.wrong_lines:
@@ -266,11 +427,16 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
     if not isinstance(results, list):
         raise ResultFileError(f"{file_name}: JSON without a 'results' list is not an nccl-tests -J report")
     args = document.get("args") or []
-    op = collective or collective_from_text(" ".join(str(a) for a in args[:1])) or collective_from_file_name(file_name)
-    warnings: list[str] = []
+    named = collective_from_text(" ".join(str(a) for a in args[:1]))
+    cells = _json_cells(results)
+    fitting = collectives_fitting_cells(cells) if cells is not None else None
+    op, warnings = choose_collective(file_name, named, fitting, collective, file_name)
     if op is None:
         op = "unknown"
-        warnings.append(f"{file_name}: the collective is not named in the report (args[0]); pass it explicitly")
+        warnings = warnings or [
+            f"{file_name}: the collective is not in the report (no '<op>_perf' in args[0], no redop/root cells "
+            "that decide it); pass it explicitly"
+        ]
     devices = document.get("config", {}).get("devices") or document.get("devices") or []
     rank_hosts = {
         d["rank"]: str(d.get("hostname", ""))
@@ -347,6 +513,25 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         rank_unit=rank_unit,
         rank_basis="its own time for the iteration, as nccl-tests measured it (per_process_max_times_us; with "
         "several GPUs in a process, the slowest of them)",
+    )
+
+
+def _json_cells(results: list) -> Cells | None:
+    """The cells of the report's largest size (``writeBenchmarkLinePreamble`` writes redop and root as text)."""
+    sized = [r for r in results if isinstance(r, dict) and isinstance(r.get("size"), int) and r["size"] > 0]
+    if not sized:
+        return None
+    result = max(sized, key=lambda r: r["size"])
+    out_of_place = result.get("out_of_place") if isinstance(result.get("out_of_place"), dict) else {}
+    count = result.get("count")
+    return Cells(
+        redop=str(result["redop"]).strip() if "redop" in result else None,
+        root=str(result["root"]).strip() if "root" in result else None,
+        size=result["size"],
+        count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+        type_name=str(result.get("type", "")),
+        algbw=_json_float(out_of_place.get("alg_bw")),
+        busbw=_json_float(out_of_place.get("bus_bw")),
     )
 
 

@@ -321,6 +321,11 @@ def _ideal(
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}
 
 
+def collectives_in(summary: dict) -> list[str]:
+    """The collectives of a summary's groups, in their order."""
+    return list(dict.fromkeys(group["collective"] for group in summary["groups"]))
+
+
 def has_bandwidth_chart(summary: dict) -> bool:
     """Bandwidth against data size says something from two sizes with a bandwidth on (per-iteration runs of
     several sizes; size sweeps have their own busbw-vs-size chart, ``FigureKind.SWEEP``)."""

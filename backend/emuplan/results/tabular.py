@@ -37,6 +37,7 @@ from emuplan.results.canonical import (
     collective_from_file_name,
     collective_of,
     flows_table,
+    renamed_text,
     samples_table,
     text_column,
     times_problem,
@@ -386,13 +387,8 @@ class _Columns:
                 self.warnings.append(f"{file_name}: no collective column: the collective is recorded as 'unknown'")
                 return "unknown"
             return op
-        names = self.text("collective")
-        folded = [collective_of(name) for name in names.dictionary.to_pylist()]
-        # 'AllReduce' and 'all_reduce' fold to one value: merge their codes so they form one group.
-        distinct = list(dict.fromkeys(folded))
-        remap = np.array([distinct.index(name) for name in folded], dtype=np.int32)
-        indices = remap[names.indices.to_numpy(zero_copy_only=False)]
-        return pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(distinct, pa.string()))
+        # 'AllReduce' and 'all_reduce' fold to one value, and so form one group.
+        return renamed_text(self.text("collective"), collective_of)
 
 
 def _optional_numbers(reader: _Columns, role: str) -> np.ndarray | None:

@@ -37,15 +37,17 @@ from sqlmodel import Session, col, select
 from emuplan import charts
 from emuplan.charts import FigureKind
 from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
-from emuplan.results.canonical import ParsedResult, ResultFileError
+from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
+from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import NetworkModel, non_finite_figure, strip_curves, summarise
+from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, step_cost
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.rows import NotFound
+from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
 
@@ -116,6 +118,31 @@ def _network_of(session: Session, plan_id: int | None) -> NetworkModel | None:
     return NetworkModel.from_plan(plan_document(plan))
 
 
+def _summarised_and_encoded(
+    parsed: ParsedResult, tables: dict[str, pa.Table], network: NetworkModel | None, where: str
+) -> tuple[dict, dict[str, bytes]]:
+    """The run's summary (``results.stats.summarise``) and ``tables`` as Parquet blobs."""
+    # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
+        summary = summarise(
+            parsed.samples,
+            ranks=parsed.ranks,
+            network=network,
+            flows=parsed.flows,
+            reported_avg_busbw=parsed.reported_avg_busbw,
+            elements=parsed.elements,
+            rank_times=parsed.rank_times,
+            rank_unit=parsed.rank_unit,
+            rank_basis=parsed.rank_basis,
+        )
+        encoded = {kind: blob.result() for kind, blob in blobs.items()}
+    out_of_range = non_finite_figure(summary)
+    if out_of_range is not None:
+        raise ResultFileError(f"{where}: the figure {out_of_range} comes out infinite or not a number")
+    return summary, encoded
+
+
 def save_run(
     session: Session,
     parsed: ParsedResult,
@@ -136,30 +163,12 @@ def save_run(
         raise RunInputError(f"origin: {origin!r} is not one of {', '.join(ORIGINS)}")
     if not name.strip():
         raise RunInputError("name: a run needs a name")
-    network = _network_of(session, plan_id)
     tables = {
         "samples": parsed.samples,
         **({"flows": parsed.flows} if parsed.flows is not None else {}),
         **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
     }
-    # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
-        summary = summarise(
-            parsed.samples,
-            ranks=parsed.ranks,
-            network=network,
-            flows=parsed.flows,
-            reported_avg_busbw=parsed.reported_avg_busbw,
-            elements=parsed.elements,
-            rank_times=parsed.rank_times,
-            rank_unit=parsed.rank_unit,
-            rank_basis=parsed.rank_basis,
-        )
-        encoded = {kind: blob.result() for kind, blob in blobs.items()}
-    out_of_range = non_finite_figure(summary)
-    if out_of_range is not None:
-        raise ResultFileError(f"{file_name or name}: the figure {out_of_range} comes out infinite or not a number")
+    summary, encoded = _summarised_and_encoded(parsed, tables, _network_of(session, plan_id), file_name or name)
     tags = sorted({t.strip() for t in tags if t.strip()})
     run = Run(
         name=name.strip(),
@@ -185,6 +194,69 @@ def save_run(
     session.add_all(RunTag(run_id=run.id, folded_tag=folded) for folded in {tag.casefold() for tag in tags})
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
+    session.flush()
+    return run
+
+
+def relabel_collectives(session: Session, run_id: int, collectives: dict[str, str]) -> Run:
+    """Set a run's collectives after import (``{"unknown": "all_reduce"}``: each old name → a ``CollectiveOp``
+    value): its samples are rewritten and its statistics computed again as ``save_run`` computes them (bus
+    bandwidths, ideal times, rank count inferred from nccl-tests' busbw/algbw factor), in the caller's
+    session (flushed, not committed). Two old names given the same new one become one collective."""
+    run = get_run(session, run_id)
+    present = collectives_in(run.summary)
+    if not collectives:
+        raise RunInputError("collectives: give at least one 'old name': 'new name' pair")
+    for old, new in collectives.items():
+        if old not in present:
+            raise RunInputError(f"collectives: run {run_id} has no collective {old!r}; it has {', '.join(present)}")
+        if new not in list(CollectiveOp):
+            raise RunInputError(f"collectives: {new!r} (for {old!r}) is not one of {', '.join(CollectiveOp)}")
+    samples = load_samples(session, run_id)
+    relabelled = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
+    samples = samples.set_column(samples.schema.get_field_index("collective"), "collective", relabelled)
+    distinct = relabelled.dictionary.to_pylist()
+    curves = summary_with_curves(session, run)
+    stragglers = curves.get("stragglers") or {}
+    ranks, warnings = run.ranks, list(run.warnings)
+    if ranks is None and run.source_format == NCCL_TESTS and len(distinct) == 1:
+        algbws, busbws = (samples[name].to_numpy(zero_copy_only=False) for name in ("algbw_gbps", "busbw_gbps"))
+        ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
+        if ranks is not None:
+            warnings.append(f"{ranks} ranks inferred from the busbw/algbw factor of {distinct[0]}")
+    relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
+    parsed = ParsedResult(
+        samples=samples,
+        source_format=run.source_format,
+        ranks=ranks,
+        hosts=run.hosts,
+        warnings=[*warnings, f"collective set after import: {relabelled_names}"],
+        flows=load_table(session, run_id, "flows"),
+        reported_avg_busbw={
+            collectives.get(name, name): busbw for name, busbw in run.summary["reported_avg_busbw_gbps"].items()
+        },
+        elements={
+            (collectives.get(group["collective"], group["collective"]), group["size_bytes"]): (
+                group["elements"],
+                group["dtype"],
+            )
+            for group in run.summary["groups"]
+            if "elements" in group
+        },
+        rank_times=load_table(session, run_id, "rank_times"),
+        rank_unit=stragglers.get("unit", "rank"),
+        rank_basis=stragglers.get("basis", ""),
+    )
+    summary, encoded = _summarised_and_encoded(
+        parsed, {"samples": samples}, _network_of(session, run.plan_id), run.file_name or run.name
+    )
+    run.ranks, run.warnings = parsed.ranks, parsed.warnings
+    run.p50_us, run.p99_us = summary["overall"]["p50_us"], summary["overall"]["p99_us"]
+    run.cached_summary.summary = strip_curves(summary)
+    session.get(RunCurves, run_id).summary = summary
+    stored = session.get(RunTable, (run_id, "samples"))
+    stored.parquet, stored.row_count = encoded["samples"], samples.num_rows
+    session.add(run)
     session.flush()
     return run
 

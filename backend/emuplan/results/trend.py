@@ -1,0 +1,118 @@
+"""A series of runs over time ("the nightly all-reduce on this platform"): each run's figures against the
+noise of the runs before it, and what changed since the previous run, regressions first.
+
+The noise band of a run is robust: the median of the previous ``window`` runs' values and their median
+absolute deviation, scaled to a normal standard deviation (``scipy.stats.median_abs_deviation`` with
+``scale="normal"``, 1.4826 × MAD), ± ``mad_k`` of it — one slow night among seven moves neither the
+median nor the MAD, where a mean and standard deviation would widen the band around it. The band is never
+narrower than ± ``min_change`` of the median: a fabric whose runs agree to 0.1 % would otherwise flag a
+1 % wobble no one acts on. A run outside the band is a ``regression`` when its figure got worse (every
+figure here is a bandwidth: lower is worse) and an ``improvement`` when it got better; a run with fewer
+than ``min_history`` earlier values has no band yet.
+
+Why not a change-point library (ruptures, say): those find where a finished series changed level, after
+the fact and with a penalty to tune; a nightly check asks an online question — is tonight's run outside
+last week's noise — which a trailing robust band answers run by run, the same way on every page.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from statistics import median
+
+WINDOW = 7
+MIN_HISTORY = 3
+MAD_K = 3.0
+MIN_CHANGE = 0.05
+STATUSES = ("regression", "improvement", "within", "no band")
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One run of a series: when it was measured and its figures (None where the run lacks one)."""
+
+    run_id: int
+    name: str
+    measured_at: datetime
+    figures: dict[str, float | None]
+
+
+def _band(history: list[float], mad_k: float, min_change: float) -> tuple[float, float, float]:
+    from scipy.stats import median_abs_deviation  # SciPy loads where it is used (costly at start-up)
+
+    centre = median(history)
+    spread = max(mad_k * float(median_abs_deviation(history, scale="normal")), min_change * abs(centre))
+    return centre, centre - spread, centre + spread
+
+
+def judge_series(
+    points: list[SeriesPoint],
+    *,
+    window: int = WINDOW,
+    min_history: int = MIN_HISTORY,
+    mad_k: float = MAD_K,
+    min_change: float = MIN_CHANGE,
+) -> dict[str, list[dict]]:
+    """Per figure, each run in time order with its band (from the up to ``window`` runs before it that have
+    the figure) and its status: ``regression``, ``improvement``, ``within`` or ``no band``."""
+    ordered = sorted(points, key=lambda point: (point.measured_at, point.run_id))
+    names = list(dict.fromkeys(name for point in ordered for name in point.figures))
+    judged: dict[str, list[dict]] = {}
+    for name in names:
+        earlier: list[float] = []
+        entries = []
+        for point in ordered:
+            value = point.figures.get(name)
+            if value is None:
+                continue
+            history = earlier[-window:]
+            entry = {"run_id": point.run_id, "name": point.name, "measured_at": point.measured_at, "value": value,
+                     "median": None, "low": None, "high": None, "change_pct": None, "status": "no band"}  # fmt: skip
+            if len(history) >= min_history:
+                centre, low, high = _band(history, mad_k, min_change)
+                status = "regression" if value < low else "improvement" if value > high else "within"
+                change = (value - centre) / centre * 100.0 if centre else None
+                entry.update(median=centre, low=low, high=high, change_pct=change, status=status)
+            entries.append(entry)
+            earlier.append(value)
+        judged[name] = entries
+    return judged
+
+
+def what_changed(judged: dict[str, list[dict]]) -> dict:
+    """The latest run against the one before it, figure by figure: regressions first, then improvements,
+    then the rest, each group biggest move first; ``quiet`` when the latest run left no band."""
+    latest_id = max(
+        ((entry["measured_at"], entry["run_id"]) for entries in judged.values() for entry in entries), default=None
+    )
+    if latest_id is None:
+        return {"run_id": None, "previous_run_id": None, "changes": [], "quiet": True, "summary": "no runs yet"}
+    run_id = latest_id[1]
+    changes = []
+    for name, entries in judged.items():
+        if len(entries) < 2 or entries[-1]["run_id"] != run_id:
+            continue
+        latest, previous = entries[-1], entries[-2]
+        since_previous = (
+            (latest["value"] - previous["value"]) / previous["value"] * 100.0 if previous["value"] else None
+        )
+        changes.append({"figure": name, "value": latest["value"], "previous_value": previous["value"],
+                        "previous_run_id": previous["run_id"], "change_since_previous_pct": since_previous,
+                        "median": latest["median"], "change_from_median_pct": latest["change_pct"],
+                        "status": latest["status"]})  # fmt: skip
+    order = {"regression": 0, "improvement": 1, "within": 2, "no band": 3}
+    changes.sort(key=lambda c: (order[c["status"]], -abs(c["change_since_previous_pct"] or 0.0)))
+    flagged = [c for c in changes if c["status"] in ("regression", "improvement")]
+    previous_ids = {c["previous_run_id"] for c in changes}
+    if flagged:
+        summary = "; ".join(
+            f"{c['figure']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
+        )
+    else:
+        summary = f"quiet: run #{run_id} stays within the noise band of the runs before it on every figure"
+    return {
+        "run_id": run_id,
+        "previous_run_id": min(previous_ids) if len(previous_ids) == 1 else None,
+        "changes": changes,
+        "quiet": not flagged,
+        "summary": summary,
+    }
