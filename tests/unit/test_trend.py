@@ -1,0 +1,64 @@
+"""A series over time (results.trend): each run against the robust noise band of the runs before it."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from emuplan.results.trend import SeriesPoint, judge_series, what_changed
+
+NIGHT = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+# Eight nights of busbw at 1 GiB (GB/s) with run-to-run noise of about ±1 %; the sixth lost 12 %.
+NOISE = [1.000, 1.008, 0.994, 1.003, 0.997, 0.880, 1.005, 0.999]
+
+
+def _series(factors: list[float], base: float = 400.0) -> list[SeriesPoint]:
+    return [
+        SeriesPoint(run_id=index + 1, name=f"nightly {index + 1}", measured_at=NIGHT + timedelta(days=index),
+                    figures={"busbw_gbps@1073741824": base * factor, "peak_busbw_gbps": 450.0 * NOISE[index % 5]})
+        for index, factor in enumerate(factors)
+    ]  # fmt: skip
+
+
+def test_the_night_that_lost_12_percent_is_flagged_and_no_other() -> None:
+    judged = judge_series(_series(NOISE))
+    statuses = [entry["status"] for entry in judged["busbw_gbps@1073741824"]]
+    assert statuses == ["no band"] * 3 + ["within", "within", "regression", "within", "within"]
+    sixth = judged["busbw_gbps@1073741824"][5]
+    # The band of night 6: the median of nights 1-5 (400 × 1.000) ± max(3 × 1.4826 × MAD, 5 % of it).
+    assert sixth["median"] == pytest.approx(400.0)
+    assert (sixth["low"], sixth["high"]) == pytest.approx((380.0, 420.0))
+    assert sixth["change_pct"] == pytest.approx(-12.0)
+    assert {entry["status"] for entry in judged["peak_busbw_gbps"]} <= {"no band", "within"}
+
+
+def test_what_changed_leads_with_the_regression_and_says_so() -> None:
+    changed = what_changed(judge_series(_series(NOISE[:6])))
+    assert changed["run_id"] == 6
+    assert changed["previous_run_id"] == 5
+    assert not changed["quiet"]
+    first = changed["changes"][0]
+    assert (first["figure"], first["status"]) == ("busbw_gbps@1073741824", "regression")
+    assert first["change_since_previous_pct"] == pytest.approx((0.880 - 0.997) / 0.997 * 100)
+    assert changed["summary"] == "busbw_gbps@1073741824 regression: -12.0 % from the median"
+
+
+def test_a_quiet_night_says_so_in_one_line() -> None:
+    changed = what_changed(judge_series(_series(NOISE[:5])))
+    assert changed["quiet"]
+    assert changed["summary"] == "quiet: run #5 stays within the noise band of the runs before it on every figure"
+
+
+def test_a_run_that_got_faster_is_an_improvement() -> None:
+    judged = judge_series(_series([1.0, 1.01, 0.99, 1.0, 1.2]))
+    assert judged["busbw_gbps@1073741824"][-1]["status"] == "improvement"
+
+
+def test_one_slow_night_does_not_widen_the_band_of_the_nights_after_it() -> None:
+    # A mean and standard deviation around night 6's 0.5 would let night 7's 10 % loss pass; the median and
+    # MAD of nights 1-6 do not move.
+    judged = judge_series(_series([1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.9]))
+    assert [e["status"] for e in judged["busbw_gbps@1073741824"]][-2:] == ["regression", "regression"]
+
+
+def test_a_series_without_runs_has_nothing_to_say() -> None:
+    assert what_changed(judge_series([]))["summary"] == "no runs yet"
