@@ -155,7 +155,7 @@ def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(c
     start = lines.index(next(line for line in lines if line.startswith("stragglers (")))
     assert lines[start + 1 :] == [
         "  slowest rank 3 on gpu-b: 1.17× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
-        "  slowest host gpu-b: 1.08× the median host, 760 µs lost over 16 calls (47.5 µs per call)",
+        "  slowest host gpu-b: 1.08× the median host, 760.0 µs lost over 16 calls (47.5 µs per call)",
         "  rank     host          calls    mean µs  ×median     lost µs slowest",
         "  0        gpu-a            16      550.0    0.995       -40.0       0",
         "  1        gpu-a            16      550.0    0.995       -40.0       0",
@@ -180,8 +180,8 @@ def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_gro
     start = lines.index("per data size and collective (×base: run ÷ baseline):")
     assert lines[start + 2 : start + 5] == [
         "  all_reduce · 1000000 B",
-        "    #1 slow.csv                          200.0    1.00×      7.500    1.00×     75.0    1.00×",
-        "    #2 fast.csv                          100.0   0.500×     15.000    2.00×    150.0    2.00×",
+        "    #1 slow.csv                          200.0    1.00×       7.50    1.00×     75.0    1.00×",
+        "    #2 fast.csv                          100.0   0.500×      15.00    2.00×    150.0    2.00×",
     ]
     document = json.loads(invoke("compare", "1", "2", "--ranks", "4", "--json").output)
     assert document["assumptions"][0]["sources"] == {

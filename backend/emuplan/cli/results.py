@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.wording import plural
+from emuplan.wording import as_printed, gbps, percent, plural, ratio, time_in
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -40,13 +40,24 @@ def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
         database.dispose()
 
 
-def _number(value, unit: str = "", digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}{unit}"
-
-
 def _ratio(value: float | None) -> str:
-    """run ÷ baseline to 3 significant figures, as the compare page prints it (0.000650×, not ×0.00)."""
-    return "–" if value is None else f"{value:#.3g}×"
+    """run ÷ baseline, as the compare page prints it (0.000650×, not ×0.00)."""
+    return ratio(value) + ("×" if value is not None else "")
+
+
+def _busbw(group: dict) -> str:
+    """A group's busbw: the cell the log printed, as printed; else ours (as on the run and compare pages)."""
+    from emuplan.results.analysis import file_or_ours
+
+    printed = (group.get("printed") or {}).get("busbw_gbps")
+    value = file_or_ours(group, "busbw_gbps")
+    return as_printed(value, printed) if group.get("reported_busbw_gbps") is not None else gbps(value)
+
+
+def _time(value_us: float | None, printed: dict | None) -> str:
+    """A time in µs; a group timed once that nccl-tests printed shows the log's cell (its p50 is that cell)."""
+    cell = (printed or {}).get("time_us")
+    return as_printed(value_us, cell, "time_us") if cell else time_in(value_us)
 
 
 def _statistics_lines(summary: dict) -> list[str]:
@@ -55,16 +66,18 @@ def _statistics_lines(summary: dict) -> list[str]:
         f"{'busbw GB/s':>11} {'% ideal':>8}"
     ]
     for group in summary.get("groups", []):
+        printed = group.get("printed")
         lines.append(
-            f"  {group['label'][:44]:<44} {group['count']:>8} {_number(group['p50_us']):>12} "
-            f"{_number(group['p99_us']):>12} {_number(group['max_us']):>12} {_number(group['p99_over_p50'], '', 2):>8} "
-            f"{_number(group.get('busbw_gbps'), '', 2):>11} {_number(group.get('pct_of_ideal')):>8}"
+            f"  {group['label'][:44]:<44} {group['count']:>8} {_time(group['p50_us'], printed):>12} "
+            f"{_time(group['p99_us'], printed):>12} {_time(group['max_us'], printed):>12} "
+            f"{ratio(group['p99_over_p50']):>8} "
+            f"{_busbw(group):>11} {percent(group.get('pct_of_ideal')):>8}"
         )
     if "flows" in summary:
         flows = summary["flows"]
         lines.append(
-            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {_number(flows['p50_us']):>12} "
-            f"{_number(flows['p99_us']):>12} {_number(flows['max_us']):>12}"
+            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {time_in(flows['p50_us']):>12} "
+            f"{time_in(flows['p99_us']):>12} {time_in(flows['max_us']):>12}"
         )
     return lines
 
@@ -171,7 +184,7 @@ def list_runs(
             document["origin"],
             document["strategy"] or "–",
             f"{document['sample_count']:,}",
-            _number(document["p50_us"]),
+            time_in(document["p50_us"]),
         )
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)
@@ -249,9 +262,9 @@ def _sweep_lines(sweep: dict) -> list[str]:
             else ""
         )
         lines.append(
-            f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
-            f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
-            f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+            f"  {entry['collective']}: peak busbw {as_printed(entry['peak_busbw_gbps'], entry['peak_busbw_printed'])} "
+            f"GB/s at {entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
+            f"{gbps(entry['average_busbw_gbps'])} GB/s over {entry['averaged_cells']} cells{beside}"
         )
     return lines
 
@@ -262,7 +275,7 @@ def _group_lines(document: dict) -> list[str]:
     by_label: dict[str, list[tuple[dict, dict]]] = {}
     for row in document["runs"]:
         for group in row["groups"]:
-            by_label.setdefault(group["label"], []).append((row, group["stats"]))
+            by_label.setdefault(group["label"], []).append((row, group))
     labels = sorted(by_label, key=lambda label: len(by_label[label]) != len(document["runs"]))
     lines = [
         "per data size and collective (×base: run ÷ baseline):",
@@ -271,12 +284,15 @@ def _group_lines(document: dict) -> list[str]:
     ]
     for label in labels:
         lines.append(f"  {label}")
-        for row, stats in by_label[label]:
+        for row, group in by_label[label]:
             name = f"#{row['run_id']} {row['name']}"[:30]
+            stats, printed = group["stats"], group.get("printed")
+            busbw = stats["busbw_gbps"]["value"]
             lines.append(
-                f"    {name:<30} {_number(stats['p50_us']['value']):>11} {_ratio(stats['p50_us']['ratio']):>8} "
-                f"{_number(stats['busbw_gbps']['value'], digits=3):>10} {_ratio(stats['busbw_gbps']['ratio']):>8} "
-                f"{_number(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
+                f"    {name:<30} {_time(stats['p50_us']['value'], printed):>11} {_ratio(stats['p50_us']['ratio']):>8} "
+                f"{as_printed(busbw, printed.get('busbw_gbps')) if printed else gbps(busbw):>10} "
+                f"{_ratio(stats['busbw_gbps']['ratio']):>8} "
+                f"{percent(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
             )
     return lines
 
@@ -285,8 +301,8 @@ def _duration(us: float) -> str:
     """A time in the unit that suits it: '92.5 µs', '1.48 ms'."""
     from emuplan.results.analysis import time_unit
 
-    unit, per_unit = time_unit(abs(us))
-    return f"{us / per_unit:.3g} {unit}"
+    unit, _ = time_unit(abs(us))
+    return f"{time_in(us, unit)} {unit}"
 
 
 def _straggler_lines(stragglers: dict) -> list[str]:
@@ -299,7 +315,7 @@ def _straggler_lines(stragglers: dict) -> list[str]:
             continue
         where = f" on {headline['host']}" if headline.get("host") else ""
         lines.append(
-            f"  slowest {kind} {headline['name']}{where}: {headline['over_median']:.3g}× the median {kind}, "
+            f"  slowest {kind} {headline['name']}{where}: {ratio(headline['over_median'])}× the median {kind}, "
             f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
             f"({_duration(headline['lost_per_call_us'])} per call)"
         )
@@ -309,7 +325,7 @@ def _straggler_lines(stragglers: dict) -> list[str]:
         over = f"{entry['over_median']:.3f}" if entry["over_median"] is not None else "–"
         lines.append(
             f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
-            f"{_number(entry['mean_us']):>10} {over:>8} {_number(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
+            f"{time_in(entry['mean_us']):>10} {over:>8} {time_in(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
         )
     return lines
 
@@ -358,9 +374,9 @@ def compare_runs(
         overall = row["overall"]
         typer.echo(
             f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
-            f"{_number(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
-            f"{_number(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
-            f"{_number(overall['max_us']['value']):>12}"
+            f"{time_in(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
+            f"{time_in(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
+            f"{time_in(overall['max_us']['value']):>12}"
         )
     typer.echo("\n".join(_group_lines(document)))
     typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")

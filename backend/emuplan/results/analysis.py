@@ -167,6 +167,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                             "algbw_gbps": file_or_ours(g, "algbw_gbps"),
                             "busbw_gbps": file_or_ours(g, "busbw_gbps"),
                             "pct_of_ideal": g.get("pct_of_ideal"),
+                            "printed": g.get("printed", {}),
                             "expected_busbw_gbps": expected_busbw_gbps(collective, g["size_bytes"], assumptions),
                         }
                         for g in rows
@@ -184,6 +185,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                 if file_average is None or average is None
                 else abs(average - file_average) <= CELL_HALF_UNIT_GBPS + 1e-9,
                 "peak_busbw_gbps": peak_cell,
+                "peak_busbw_printed": peak_group.get("printed", {}).get("busbw_gbps") if peak_group else None,
                 "peak_size_bytes": peak_group["size_bytes"] if peak_group else None,
                 "peak_variant": peak_group["variant"] if peak_group else None,
                 "tables": tables,
