@@ -183,6 +183,9 @@ async function main() {
     const notice = document.getElementById("compare-notice");
     notice.textContent = doc.notice || "";
     notice.hidden = !doc.notice;
+    const aboveIdeal = document.getElementById("above-ideal");
+    aboveIdeal.textContent = doc.above_ideal ? doc.above_ideal.warning : "";
+    aboveIdeal.hidden = !doc.above_ideal;
     renderGroups(doc);
     renderAssumptions(doc);
     renderStats(doc);

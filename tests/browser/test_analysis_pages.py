@@ -48,7 +48,7 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     expect(headline.locator(".file-average")).to_contain_text("70.742 GB/s · agrees")
     # NVLink's busbw against the default 100 Gbit/s: the page says the assumption, not the run, is off.
     expect(page.locator("#above-ideal")).to_contain_text(
-        "Up to 2,710.9% of ideal: this run moved data faster than the α-β model allows at 100 Gbit/s per rank"
+        f"Above 100% of ideal in #{run_id} {log.name}: up to 2,710.9% at 100 Gbit/s per rank and α 5 µs."
     )
     expect(page.locator("#cdf-chart")).to_have_count(0)
     expect(page.locator("#delay-chart")).to_have_count(0)

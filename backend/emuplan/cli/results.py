@@ -225,8 +225,8 @@ def run_stats(
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
     typer.echo(_assumptions_line(document["assumptions"]))
-    if document["above_ideal_pct"] is not None:
-        typer.echo(_above_ideal_line(document["above_ideal_pct"], document["assumptions"]))
+    if document["above_ideal_warning"]:
+        typer.echo(_above_ideal_line(document["above_ideal_warning"]))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_statistics_lines(document)))
@@ -243,12 +243,9 @@ def _assumptions_line(assumptions: dict) -> str:
     )
 
 
-def _above_ideal_line(pct: float, assumptions: dict) -> str:
-    return (
-        f"note: up to {pct:,.1f}% of ideal, faster than the α-β model allows at {assumptions['link_gbps']:g} "
-        f"Gbit/s and α {assumptions['latency_us']:g} µs: the assumed link is slower than the one measured "
-        "(see --link-gbps, --latency-us)"
-    )
+def _above_ideal_line(warning: str) -> str:
+    """The run page's and compare page's warning, in the same words, and the options that set the link."""
+    return f"note: {warning} Here: --link-gbps and --latency-us."
 
 
 def _sweep_lines(sweep: dict) -> list[str]:
@@ -367,6 +364,8 @@ def compare_runs(
         typer.echo(f"note: {document['notice']}")
     for entry in document["assumptions"]:
         typer.echo(f"run {entry['run_id']} {_assumptions_line(entry)}")
+    if document["above_ideal"]:
+        typer.echo(_above_ideal_line(document["above_ideal"]["warning"]))
     typer.echo(
         f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
     )

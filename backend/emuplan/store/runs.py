@@ -36,7 +36,14 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
+from emuplan.results.analysis import (
+    Assumptions,
+    above_ideal_warning,
+    analyse,
+    is_size_sweep,
+    page_time_unit,
+    resolve_assumptions,
+)
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
@@ -430,6 +437,10 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         **run.summary,
         **analyse(run.summary, assumptions, plan),
     }
+    above = statistics["above_ideal_pct"]
+    statistics["above_ideal_warning"] = above_ideal_warning(
+        [(f"#{run.id} {run.name}", above, statistics["assumptions"])] if above is not None else []
+    )
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
         summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
@@ -497,15 +508,27 @@ def compare_stored_runs(
     run page (``assumptions`` lists what each run got and from where)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries, assumptions = [], []
+    summaries, assumptions, over_ideal = [], [], []
     for r in stored:
         analysis = analyse(r.summary, *_assumptions_of(session, r, choice, settings))
         summaries.append(
             RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
         )
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
+        if analysis["above_ideal_pct"] is not None:
+            over_ideal.append((r, analysis["above_ideal_pct"], analysis["assumptions"]))
     comparison = compare_runs(summaries, baseline_id)
     comparison["assumptions"] = assumptions
+    # % of ideal over 100 warns here as on the run page: the share page and the CLI show the same words.
+    comparison["above_ideal"] = (
+        {
+            "highest_pct": max(pct for _, pct, _ in over_ideal),
+            "run_ids": [r.id for r, _, _ in over_ideal],
+            "warning": above_ideal_warning([(f"#{r.id} {r.name}", pct, a) for r, pct, a in over_ideal]),
+        }
+        if over_ideal
+        else None
+    )
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all_size_sweeps(stored):
