@@ -25,10 +25,12 @@ def to_the_minute(moment: datetime) -> str:
 # - A cell nccl-tests printed (time in µs, algbw and busbw in GB/s): the text the log has, kept at import.
 #   Without one (a -J report, a size timed several times), as nccl-tests prints a cell today (src/util.cu,
 #   getFloatStr): two decimals if they fit the column's width — 7 characters for time, 6 for a bandwidth —,
-#   else one, else none. No thousands separators: nccl-tests prints none.
+#   else one, else none. No thousands separators: nccl-tests prints none. Its "# Avg bus bandwidth" line is
+#   printed with %g (key avg_busbw_gbps).
 # - A time we computed, in the unit its header names: µs to 0.1, ms to 0.01, s to 0.001.
 # - A bandwidth we computed: GB/s to 0.01, as nccl-tests' cells.
-# - A % of ideal: to 0.1; a ratio to the baseline: 3 significant figures, never rounded to 0.
+# - A % of ideal: to 0.1; a ratio (to the baseline, to p50): 3 significant figures, never rounded to 0; a
+#   rank's time against the median rank's, which sits near 1: to 0.001.
 NCCL_TESTS_WIDTHS = {"time_us": 7, "algbw_gbps": 6, "busbw_gbps": 6}
 TIME_DECIMALS = {"µs": 1, "ms": 2, "s": 3}
 MISSING = "—"
@@ -40,6 +42,8 @@ def as_printed(value: float | None, printed: str | None = None, key: str = "busb
         return printed
     if value is None:
         return MISSING
+    if key == "avg_busbw_gbps":
+        return f"{value:g}"
     width = NCCL_TESTS_WIDTHS[key]
     for decimals in (2, 1, 0):
         text = f"{value:.{decimals}f}"
@@ -70,3 +74,8 @@ def ratio(value: float | None) -> str:
     """A ratio (run ÷ baseline, a trial ÷ p50) to 3 significant figures: '0.998', '0.000650', '350', never
     '0.00'; the caller adds the '×' where its header does not say it."""
     return MISSING if value is None else f"{value:#.3g}".rstrip(".")
+
+
+def against_median(value: float | None) -> str:
+    """A rank's (host's) summed time ÷ the median one's: '1.167', '0.995'."""
+    return MISSING if value is None else f"{value:.3f}"

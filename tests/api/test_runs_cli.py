@@ -158,8 +158,8 @@ def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(c
     lines = text.output.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("stragglers (")))
     assert lines[start + 1 :] == [
-        "  slowest rank 3 on gpu-b: 1.17× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
-        "  slowest host gpu-b: 1.08× the median host, 760.0 µs lost over 16 calls (47.5 µs per call)",
+        "  slowest rank 3 on gpu-b: 1.167× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
+        "  slowest host gpu-b: 1.079× the median host, 760.0 µs lost over 16 calls (47.5 µs per call)",
         "  rank     host          calls    mean µs  ×median     lost µs slowest",
         "  0        gpu-a            16      550.0    0.995       -40.0       0",
         "  1        gpu-a            16      550.0    0.995       -40.0       0",

@@ -152,10 +152,10 @@ def test_run_page_names_the_slowest_rank_and_host_of_a_file_timing_every_rank(
     page.goto(f"{live_server.url}/runs/{run_id}")
     wait_for_charts(page)
     expect(page.locator("#slowest-rank")).to_have_text(
-        "Slowest rank: 3 on gpu-b — 1.17× the median rank, 1,480.0 µs lost over 16 calls "
+        "Slowest rank: 3 on gpu-b — 1.167× the median rank, 1,480.0 µs lost over 16 calls "
         "(92.5 µs per call; mean 645.0 µs against the median rank's 552.5 µs)"
     )
-    expect(page.locator("#slowest-host")).to_contain_text("Slowest host: gpu-b — 1.08× the median host, 760.0 µs")
+    expect(page.locator("#slowest-host")).to_contain_text("Slowest host: gpu-b — 1.079× the median host, 760.0 µs")
     expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
     expect(page.locator("#ranks-table tr.slowest td")).to_have_text(
         ["3", "gpu-b", "16", "645.0", "1,200.0", "1.167", "1,480.0", "16"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.wording import as_printed, gbps, percent, plural, ratio, time_in
+from emuplan.wording import against_median, as_printed, gbps, percent, plural, ratio, time_in
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -254,7 +254,8 @@ def _sweep_lines(sweep: dict) -> list[str]:
     for entry in sweep["collectives"]:
         file_average = entry["file_average_busbw_gbps"]
         beside = (
-            f" (log: {file_average:g}, {'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
+            f" (log: {as_printed(file_average, None, 'avg_busbw_gbps')}, "
+            f"{'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
             if file_average is not None
             else ""
         )
@@ -312,17 +313,18 @@ def _straggler_lines(stragglers: dict) -> list[str]:
             continue
         where = f" on {headline['host']}" if headline.get("host") else ""
         lines.append(
-            f"  slowest {kind} {headline['name']}{where}: {ratio(headline['over_median'])}× the median {kind}, "
+            f"  slowest {kind} {headline['name']}{where}: {against_median(headline['over_median'])}× the median "
+            f"{kind}, "
             f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
             f"({_duration(headline['lost_per_call_us'])} per call)"
         )
     # Under 80 columns: the maxima are in --json.
     lines.append(f"  {unit:<8} {'host':<12} {'calls':>6} {'mean µs':>10} {'×median':>8} {'lost µs':>11} {'slowest':>7}")
     for entry in stragglers["ranks"]:
-        over = f"{entry['over_median']:.3f}" if entry["over_median"] is not None else "–"
         lines.append(
             f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
-            f"{time_in(entry['mean_us']):>10} {over:>8} {time_in(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
+            f"{time_in(entry['mean_us']):>10} {against_median(entry['over_median']):>8} "
+            f"{time_in(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
         )
     return lines
 
