@@ -31,6 +31,7 @@ def to_the_minute(moment: datetime) -> str:
 # - A bandwidth we computed: GB/s to 0.01, as nccl-tests' cells.
 # - A % of ideal: to 0.1; a ratio (to the baseline, to p50): 3 significant figures, never rounded to 0; a
 #   rank's time against the median rank's, which sits near 1: to 0.001.
+# - A Kolmogorov–Smirnov test: D to 0.0001, its p-value to 3 significant figures ('< 1e-300' for 0).
 NCCL_TESTS_WIDTHS = {"time_us": 7, "algbw_gbps": 6, "busbw_gbps": 6}
 TIME_DECIMALS = {"µs": 1, "ms": 2, "s": 3}
 MISSING = "—"
@@ -79,3 +80,13 @@ def ratio(value: float | None) -> str:
 def against_median(value: float | None) -> str:
     """A rank's (host's) summed time ÷ the median one's: '1.167', '0.995'."""
     return MISSING if value is None else f"{value:.3f}"
+
+
+def ks_statistic(value: float) -> str:
+    """The Kolmogorov–Smirnov D: '0.1234'."""
+    return f"{value:.4f}"
+
+
+def p_value(value: float) -> str:
+    """A p-value: '0.0123', '4.56e-07', '< 1e-300' where it underflows to 0."""
+    return "< 1e-300" if value == 0 else ratio(value)

@@ -4,7 +4,7 @@
 // (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
 // curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
 import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
-import { asPrinted, el, fetchJSON, fixed, gbps, integer, percent, ratio, table, timeIn } from "./util.js";
+import { asPrinted, el, fetchJSON, gbps, integer, ksStatistic, percent, pValue, ratio, table, timeIn } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");
@@ -121,9 +121,8 @@ function renderTests(doc) {
     { text: "Run A" }, { text: "Run B" }, { text: "Samples compared" }, { text: "KS statistic D", num: true },
     { text: "p-value", num: true }, { text: "At 5 %" }, { text: "Method" },
   ];
-  const pvalue = (p) => (p === 0 ? "< 1e-300" : p < 1e-4 ? Number(p).toExponential(2) : fixed(p, 4));
   const row = (test, runA, runB, what) => [
-    runA, runB, what, fixed(test.statistic, 4), pvalue(test.pvalue),
+    runA, runB, what, ksStatistic(test.statistic), pValue(test.pvalue),
     test.pvalue < 0.05 ? "differ" : "no evidence they differ", test.method,
   ];
   // Each pair: all samples, then every data size and collective both runs have (the sharper question).

@@ -95,11 +95,18 @@ export const timeIn = (valueUs, unit = "µs") => (missing(valueUs) ? MISSING : f
 export const gbps = (value) => (missing(value) ? MISSING : fixed(value, 2));
 export const percent = (value) => (missing(value) ? MISSING : fixed(value, 1));
 
-// 3 significant figures: 0.998, 0.000650, 350, never 0.00 (Python's "#.3g" without a trailing point).
+// 3 significant figures: 0.998, 0.000650, 350, never 0.00 (Python's "#.3g" without a trailing point: an
+// exponent below 1e-4 and from 1e3, two digits at least).
 export function ratio(value) {
   if (missing(value)) return MISSING;
-  return Number(value).toPrecision(3).replace(/e([+-])(\d)$/, "e$10$2");
+  const number = Number(value);
+  const magnitude = Math.abs(number);
+  const text = magnitude !== 0 && magnitude < 1e-4 ? number.toExponential(2) : number.toPrecision(3);
+  return text.replace(/e([+-])(\d)$/, "e$10$2");
 }
+
+export const ksStatistic = (value) => fixed(value, 4);
+export const pValue = (value) => (value === 0 ? "< 1e-300" : ratio(value));
 
 export function copyButton(text, label = "Copy") {
   const button = el("button", { type: "button", class: "secondary copy", "data-copy": text, text: label });

@@ -63,7 +63,7 @@ def test_import_runs_stats_compare(cli_env, client, tmp_path):
     generated = parse_result_file((RESULTS / "generated-per-iteration.csv").read_bytes(), "g.csv").samples
     durations = generated["duration_us"].to_numpy().round(3)
     expected = ks_2samp(durations, durations[:1000])
-    assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:.3g} (exact)" in lines
+    assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:#.3g} (exact)" in lines
     # The CLI prints the API's document: the same pairs tested, the same statistics.
     api_tests = client.get("/api/compare", params={"runs": "1,2,3", "baseline": 2}).json()["ks_tests"]
     assert [(t["run_a"], t["run_b"], t["comparable"], t["method"]) for t in api_tests] == [
@@ -72,7 +72,7 @@ def test_import_runs_stats_compare(cli_env, client, tmp_path):
         (2, 3, False, None),
     ]
     api_test = api_tests[1]
-    assert f"  run 1 vs run 3: D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:.3g} (exact)" in lines
+    assert f"  run 1 vs run 3: D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:#.3g} (exact)" in lines
     # Against a comparable baseline the ratios are printed to 3 significant figures.
     document = json.loads(invoke("compare", "1", "3", "--json").output)
     ratio = document["runs"][1]["overall"]["p50_us"]["ratio"]

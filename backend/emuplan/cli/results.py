@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.wording import against_median, as_printed, gbps, percent, plural, ratio, time_in
+from emuplan.wording import (
+    against_median,
+    as_printed,
+    gbps,
+    ks_statistic,
+    p_value,
+    percent,
+    plural,
+    ratio,
+    time_in,
+)
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -388,6 +398,6 @@ def compare_runs(
             )
             continue
         typer.echo(
-            f"  run {test['run_a']} vs run {test['run_b']}: D = {test['statistic']:.4f}, p = {test['pvalue']:.3g} "
-            f"({test['method']})"
+            f"  run {test['run_a']} vs run {test['run_b']}: D = {ks_statistic(test['statistic'])}, "
+            f"p = {p_value(test['pvalue'])} ({test['method']})"
         )
