@@ -38,7 +38,8 @@ MISSING = "—"
 
 
 def as_printed(value: float | None, printed: str | None = None, key: str = "busbw_gbps") -> str:
-    """A nccl-tests cell (``key``: time_us, algbw_gbps or busbw_gbps) as the log printed it."""
+    """A nccl-tests figure as the log printed it (``key``: time_us, algbw_gbps, busbw_gbps, or avg_busbw_gbps for
+    its "# Avg bus bandwidth" line)."""
     if printed:  # a template passes Jinja's Undefined for a cell the log did not print
         return printed
     if value is None:
