@@ -229,6 +229,7 @@ def test_compare_page_shows_the_logs_cells_and_warns_above_100_percent_of_ideal(
     cells = page.locator("#compare-groups tbody tr", has_text="all_reduce · 134217728 B · out-of-place").locator("td")
     expect(cells.nth(3).locator(".value")).to_have_text("596.75")
     expect(cells.nth(7).locator(".value")).to_have_text("421.72")
+    screenshot(page, "compare-above-ideal-desktop")
     page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}&link_gbps=7200&latency_us=0.5")
     wait_for_charts(page)
     expect(page.locator("#above-ideal")).to_be_hidden()
