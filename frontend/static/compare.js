@@ -5,15 +5,17 @@
 // curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
 import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
 import { rankingText, renderStepCostTable, stepCostDetails, wirePlanForm } from "./step_cost.js";
-import { el, fetchJSON, fixed, integer, table } from "./util.js";
+import { asPrinted, el, fetchJSON, gbps, integer, ksStatistic, percent, pValue, ratio, table, timeIn } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");
 
-// Times are shown in the page's one unit (doc.time_unit, doc.us_per_unit); the rest as they are.
+// Times in the page's one unit (doc.time_unit); each figure by its rule (util.js); nccl-tests cells as the
+// log printed them where it did (the group's printed cells).
 function metrics(doc) {
-  const time = (v) => fixed(v / doc.us_per_unit, doc.time_unit === "s" ? 3 : 1);
   const unit = doc.time_unit;
+  // A group timed once that nccl-tests printed: its one time is the log's cell, shown as printed in µs.
+  const time = (v, printed) => (unit === "µs" && printed && printed.time_us ? asPrinted(v, printed.time_us, "time_us") : timeIn(v, unit));
   return [
     ["count", "Count", (v) => integer(v)],
     ["p50_us", `p50 (${unit})`, time],
@@ -22,20 +24,20 @@ function metrics(doc) {
     ["p99_9_us", `p99.9 (${unit})`, time],
     ["max_us", `Max (${unit})`, time],
     ["mean_us", `Mean (${unit})`, time],
-    ["p99_over_p50", "p99/p50", (v) => fixed(v, 2)],
-    ["busbw_gbps", "busbw (GB/s)", (v) => fixed(v, 3)],
-    ["pct_of_ideal", "% of ideal", (v) => fixed(v, 1)],
+    ["p99_over_p50", "p99/p50", ratio],
+    ["busbw_gbps", "busbw (GB/s)", (v, printed) => (printed ? asPrinted(v, printed.busbw_gbps) : gbps(v))],
+    ["pct_of_ideal", "% of ideal", percent],
   ];
 }
 
 const VERDICT_CLASS = { better: "delta-better", worse: "delta-worse" };
 
 // A ratio to 3 significant figures: 3.99×, 0.000650×, never ×0.00.
-const ratioText = (ratio) => `${Number(ratio).toPrecision(3)}×`;
+const ratioText = (value) => `${ratio(value)}×`;
 
-function cell(delta, format, isBaseline) {
+function cell(delta, format, isBaseline, printed = null) {
   if (!delta || delta.value === null || delta.value === undefined) return "";
-  const parts = [el("span", { class: "value", text: format(delta.value) })];
+  const parts = [el("span", { class: "value", text: format(delta.value, printed) })];
   if (!isBaseline && delta.ratio !== null && delta.ratio !== undefined) {
     const title = delta.verdict ? `${delta.verdict} than the baseline` : "against the baseline";
     parts.push(el("br"), el("small", { class: VERDICT_CLASS[delta.verdict] || "delta-neutral", title, text: ratioText(delta.ratio) }));
@@ -88,7 +90,7 @@ function renderGroups(doc) {
   const labels = [...order.filter(everyRun), ...order.filter((label) => !everyRun(label))];
   const rows = labels.flatMap((label) => byLabel.get(label).map(([run, group], index) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
-    const row = [index === 0 ? label : "", `#${run.run_id} ${run.name}`, ...columns.map(([key, , format]) => cell(group.stats[key], format, isBaseline))];
+    const row = [index === 0 ? label : "", `#${run.run_id} ${run.name}`, ...columns.map(([key, , format]) => cell(group.stats[key], format, isBaseline, group.printed))];
     row.className = isBaseline ? "baseline" : null;
     return row;
   }));
@@ -105,7 +107,7 @@ function renderAssumptions(doc) {
   const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"), el("small", { class: "source", text: `from ${source}` })]);
   const rows = doc.assumptions.map((a) => [
     names[a.run_id], from(a.link_gbps, a.sources.link_gbps), from(a.latency_us, a.sources.latency_us),
-    from(a.ranks, a.sources.ranks), fixed(a.ceiling_gbps, 3),
+    from(a.ranks, a.sources.ranks), gbps(a.ceiling_gbps),
   ]);
   document.getElementById("compare-assumptions").replaceChildren(table(headers, rows));
 }
@@ -120,9 +122,8 @@ function renderTests(doc) {
     { text: "Run A" }, { text: "Run B" }, { text: "Samples compared" }, { text: "KS statistic D", num: true },
     { text: "p-value", num: true }, { text: "At 5 %" }, { text: "Method" },
   ];
-  const pvalue = (p) => (p === 0 ? "< 1e-300" : p < 1e-4 ? Number(p).toExponential(2) : fixed(p, 4));
   const row = (test, runA, runB, what) => [
-    runA, runB, what, fixed(test.statistic, 4), pvalue(test.pvalue),
+    runA, runB, what, ksStatistic(test.statistic), pValue(test.pvalue),
     test.pvalue < 0.05 ? "differ" : "no evidence they differ", test.method,
   ];
   // Each pair: all samples, then every data size and collective both runs have (the sharper question).
@@ -198,6 +199,9 @@ async function main() {
     const notice = document.getElementById("compare-notice");
     notice.textContent = doc.notice || "";
     notice.hidden = !doc.notice;
+    const aboveIdeal = document.getElementById("above-ideal");
+    aboveIdeal.textContent = doc.above_ideal ? doc.above_ideal.warning : "";
+    aboveIdeal.hidden = !doc.above_ideal;
     renderGroups(doc);
     renderAssumptions(doc);
     renderStats(doc);

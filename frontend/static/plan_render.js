@@ -1,6 +1,6 @@
 // How a plan document is drawn, on the plan form (both modes side by side) and on a saved plan's
 // read-only page: KCCB settings, the workload table with its network assumptions, the notes.
-import { copyButton, el, fixed, integer, plural, table } from "./util.js";
+import { copyButton, el, integer, plural, table, timeIn } from "./util.js";
 
 // "[2600, 33024]" that wraps only between numbers: each number with its comma or bracket is unbreakable.
 export function sizesNode(sizes) {
@@ -57,7 +57,7 @@ function collectivesTable(collectives, network) {
   ];
   const rows = collectives.map((c) => [
     c.label, c.op, c.phase, `${c.parallel_dim} × ${c.group_size}`, integer(c.bytes_per_rank),
-    integer(c.bytes_total), integer(c.count_per_step), fixed(c.ideal_time_us, 1),
+    integer(c.bytes_total), integer(c.count_per_step), timeIn(c.ideal_time_us),
   ]);
   return table(headers, rows);
 }

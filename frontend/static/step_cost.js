@@ -1,9 +1,9 @@
 // What one training step costs on a run (results/step_cost.py computes every figure; this only lays them
 // out): the comparison's leading table with each run's step × the baseline's, the ranking line, and per
 // run the plan's collectives with the time each was read at and how (measured, interpolated, ...).
-import { el, fixed, integer, plural, table } from "./util.js";
+import { el, integer, plural, ratio, table, timeIn } from "./util.js";
 
-const ratioText = (ratio) => (ratio === null || ratio === undefined ? "" : `${Number(ratio).toPrecision(3)}×`);
+const ratioText = (value) => (value === null || value === undefined ? "" : `${ratio(value)}×`);
 const BASIS_TEXT = {
   measured: "measured",
   interpolated: "interpolated (log–log between the sizes beside it)",
@@ -11,10 +11,8 @@ const BASIS_TEXT = {
   missing: "missing",
 };
 
-// Step times in the unit the server chose for these steps (µs, ms or s), 2 decimals (3 for seconds).
-function timeFormat(unit, usPerUnit) {
-  return (us) => (us === null || us === undefined ? "—" : fixed(us / usPerUnit, unit === "s" ? 3 : 2));
-}
+// Step times in the unit the server chose for these steps (µs, ms or s), by the page-wide rule for it.
+const timeFormat = (unit) => (us) => timeIn(us, unit);
 
 function missingText(step) {
   const parts = [];
@@ -36,7 +34,7 @@ function runAndPlan(row) {
 
 export function renderStepCostTable(container, comparison) {
   const unit = comparison.time_unit;
-  const time = timeFormat(unit, comparison.us_per_unit);
+  const time = timeFormat(unit);
   const headers = [
     { text: "Run and plan" }, { text: `p50 / step (${unit})`, num: true }, { text: "× baseline", num: true, sub: "p50" },
     { text: `p99 / step (${unit})`, num: true, sub: "all at p99" }, { text: "Collectives / step", num: true },
@@ -48,7 +46,7 @@ export function renderStepCostTable(container, comparison) {
     const cells = step
       ? [time(step.p50_us), isBaseline ? el("span", { class: "badge", text: "baseline" }) : ratioText(row.ratio_p50),
         time(step.p99_us), integer(step.collectives_per_step), integer(step.bytes_per_step),
-        row.training.p50_s === null ? "—" : fixed(row.training.p50_s, 3)]
+        timeIn(row.training.p50_s === null ? null : row.training.p50_s * 1e6, "s")]
       : ["", "", "", "", "", ""];
     const cellsRow = [runAndPlan(row), ...cells];
     cellsRow.className = isBaseline ? "baseline" : null;
@@ -59,7 +57,7 @@ export function renderStepCostTable(container, comparison) {
 
 // "Per training step (p50, lower is better): #1 data 14.00 ms < #3 pipeline 86.16 ms < #2 tensor 100.03 ms"
 export function rankingText(comparison) {
-  const time = timeFormat(comparison.time_unit, comparison.us_per_unit);
+  const time = timeFormat(comparison.time_unit);
   const byId = Object.fromEntries(comparison.rows.map((row) => [row.run_id, row]));
   const parts = comparison.ranking.map((id) => {
     const row = byId[id];
@@ -71,7 +69,7 @@ export function rankingText(comparison) {
 
 // A run page's headline: the step at p50 and p99, its bytes and collectives, the whole training.
 export function renderStepCostHeadline(container, cost) {
-  const time = timeFormat(cost.time_unit, cost.us_per_unit);
+  const time = timeFormat(cost.time_unit);
   const { step, training } = cost;
   const pair = (term, value) => [el("dt", { text: term }), el("dd", {}, value)];
   const caveat = missingText(step);
@@ -79,7 +77,7 @@ export function renderStepCostHeadline(container, cost) {
     ...pair("Comm time per step", el("strong", { text: `${time(step.p50_us)} ${cost.time_unit} at p50` })),
     ...pair("Per step, all at p99", step.p99_us === null ? "— (a sweep has one time per size)" : `${time(step.p99_us)} ${cost.time_unit}`),
     ...pair("Collectives per step", `${integer(step.collectives_per_step)} (${integer(step.bytes_per_step)} B of whole buffers; ${integer(Math.round(step.wire_bytes_per_rank_per_step))} B sent per rank on a ring)`),
-    ...pair("Whole training", `${integer(training.steps)} steps: ${training.p50_s === null ? "—" : fixed(training.p50_s, 3)} s at p50`),
+    ...pair("Whole training", `${integer(training.steps)} steps: ${timeIn(training.p50_s === null ? null : training.p50_s * 1e6, "s")} s at p50`),
     ...(caveat ? pair("Caveats", caveat) : []),
   ]));
 }

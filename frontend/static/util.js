@@ -71,6 +71,45 @@ export function fixed(value, digits = 3) {
   return formatter(digits).format(Number(value));
 }
 
+// Figures: the twins of backend/emuplan/wording.py, one rule per kind of figure (see there): nccl-tests cells
+// as the log printed them, computed times in their header's unit (µs to 0.1, ms to 0.01, s to 0.001),
+// bandwidths to 0.01 GB/s, % of ideal to 0.1, ratios to 3 significant figures.
+const MISSING = "—";
+const NCCL_TESTS_WIDTHS = { time_us: 7, algbw_gbps: 6, busbw_gbps: 6 };
+const TIME_DECIMALS = { "µs": 1, ms: 2, s: 3 };
+const US_PER_UNIT = { "µs": 1, ms: 1e3, s: 1e6 };
+const missing = (value) => value === null || value === undefined || Number.isNaN(value);
+
+// A nccl-tests cell as the log printed it; without the printed text, as nccl-tests prints a cell
+// (src/util.cu getFloatStr: two decimals if they fit the column's width, else one, else none).
+export function asPrinted(value, printed, key = "busbw_gbps") {
+  if (printed) return printed;
+  if (missing(value)) return MISSING;
+  const width = NCCL_TESTS_WIDTHS[key];
+  for (const decimals of [2, 1, 0]) {
+    const text = Number(value).toFixed(decimals);
+    if (text.length <= width) return text;
+  }
+  return Number(value).toExponential(width >= 7 ? 1 : 0).replace(/e([+-])(\d)$/, "e$10$2");
+}
+
+export const timeIn = (valueUs, unit = "µs") => (missing(valueUs) ? MISSING : fixed(valueUs / US_PER_UNIT[unit], TIME_DECIMALS[unit]));
+export const gbps = (value) => (missing(value) ? MISSING : fixed(value, 2));
+export const percent = (value) => (missing(value) ? MISSING : fixed(value, 1));
+
+// 3 significant figures: 0.998, 0.000650, 350, never 0.00 (Python's "#.3g" without a trailing point: an
+// exponent below 1e-4 and from 1e3, two digits at least).
+export function ratio(value) {
+  if (missing(value)) return MISSING;
+  const number = Number(value);
+  const magnitude = Math.abs(number);
+  const text = magnitude !== 0 && magnitude < 1e-4 ? number.toExponential(2) : number.toPrecision(3);
+  return text.replace(/e([+-])(\d)$/, "e$10$2");
+}
+
+export const ksStatistic = (value) => fixed(value, 4);
+export const pValue = (value) => (value === 0 ? "< 1e-300" : ratio(value));
+
 export function copyButton(text, label = "Copy") {
   const button = el("button", { type: "button", class: "secondary copy", "data-copy": text, text: label });
   button.addEventListener("click", async () => {

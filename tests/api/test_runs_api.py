@@ -415,7 +415,7 @@ def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, 
 
     page = client.get(f"/runs/{run['id']}").text
     assert "Slowest rank: <strong>3</strong> on gpu-b" in page
-    assert "<strong>1.17×</strong> the median rank" in page
+    assert "<strong>1.167×</strong> the median rank" in page
 
 
 def test_straggler_figures_of_a_run_without_per_rank_times_are_422(client):
@@ -477,7 +477,7 @@ def test_per_flow_run_page_names_the_slowest_endpoint_without_a_host_column(clie
     flows = upload(client, "flows.csv", (RESULTS / "constructed-per-flow-stragglers.csv").read_bytes()).json()
     page = client.get(f"/runs/{flows['id']}").text
     assert "Slowest endpoint: <strong>2</strong> —" in page
-    assert "<strong>1.83×</strong> the median endpoint" in page  # 42 µs ÷ 23 µs
+    assert "<strong>1.826×</strong> the median endpoint" in page  # 42 µs ÷ 23 µs
     assert 'id="hosts-chart"' not in page and 'id="hosts-table"' not in page
     ranks_table = page[page.index('id="ranks-table"') : page.index("</table>", page.index('id="ranks-table"'))]
     assert "<th>Host</th>" not in ranks_table

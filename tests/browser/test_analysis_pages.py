@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
 
 from live_server import LiveServer
-from paths import NCCL_TESTS, RESULTS
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 
 def upload(server: LiveServer, file_name: str, content: bytes) -> int:
@@ -48,7 +48,7 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     expect(headline.locator(".file-average")).to_contain_text("70.742 GB/s · agrees")
     # NVLink's busbw against the default 100 Gbit/s: the page says the assumption, not the run, is off.
     expect(page.locator("#above-ideal")).to_contain_text(
-        "Up to 2,710.9% of ideal: this run moved data faster than the α-β model allows at 100 Gbit/s per rank"
+        f"Above 100% of ideal in #{run_id} {log.name}: up to 2,710.9% at 100 Gbit/s per rank and α 5 µs."
     )
     expect(page.locator("#cdf-chart")).to_have_count(0)
     expect(page.locator("#delay-chart")).to_have_count(0)
@@ -152,13 +152,13 @@ def test_run_page_names_the_slowest_rank_and_host_of_a_file_timing_every_rank(
     page.goto(f"{live_server.url}/runs/{run_id}")
     wait_for_charts(page)
     expect(page.locator("#slowest-rank")).to_have_text(
-        "Slowest rank: 3 on gpu-b — 1.17× the median rank, 1,480.00 µs lost over 16 calls "
-        "(92.50 µs per call; mean 645.00 µs against the median rank's 552.50 µs)"
+        "Slowest rank: 3 on gpu-b — 1.167× the median rank, 1,480.0 µs lost over 16 calls "
+        "(92.5 µs per call; mean 645.0 µs against the median rank's 552.5 µs)"
     )
-    expect(page.locator("#slowest-host")).to_contain_text("Slowest host: gpu-b — 1.08× the median host, 760.00 µs")
+    expect(page.locator("#slowest-host")).to_contain_text("Slowest host: gpu-b — 1.079× the median host, 760.0 µs")
     expect(page.locator("#ranks-table tbody tr")).to_have_count(4)
     expect(page.locator("#ranks-table tr.slowest td")).to_have_text(
-        ["3", "gpu-b", "16", "645.00", "1,200.00", "1.167", "1,480.00", "16"]
+        ["3", "gpu-b", "16", "645.0", "1,200.0", "1.167", "1,480.0", "16"]
     )
     expect(page.locator("#hosts-table tr.slowest td").first).to_have_text("gpu-b")
     # One bar per rank (per host), the slowest red, and the median line.
@@ -182,7 +182,7 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     wait_for_charts(page)
     # Without a rank count a run has no busbw: each run's own assumptions say where each figure came from.
     expect(page.locator("#compare-assumptions tbody tr").first.locator("td")).to_have_text(
-        [f"#{slow} slow-allreduce.csv", "100from settings", "5from settings", "unknownfrom none", "12.500"]
+        [f"#{slow} slow-allreduce.csv", "100from settings", "5from settings", "unknownfrom none", "12.50"]
     )
     page.fill("#link-gbps", "100")
     page.fill("#ranks", "4")
@@ -194,7 +194,7 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     expect(page.locator("#compare-assumptions tbody tr").nth(1).locator("td").nth(3)).to_have_text("4from query")
     fast_row = page.locator("#compare-groups tbody tr").nth(1).locator("td")
     # busbw = 1e6 B ÷ 100 µs × 2·3/4 = 15 GB/s, twice the slow run's; ideal 150 µs = 150 % of ideal.
-    expect(fast_row.nth(7).locator(".value")).to_have_text("15.000")
+    expect(fast_row.nth(7).locator(".value")).to_have_text("15.00")
     expect(fast_row.nth(7).locator("small")).to_have_text("2.00×")
     expect(fast_row.nth(7).locator("small")).to_have_class("delta-better")
     expect(fast_row.nth(8).locator(".value")).to_have_text("150.0")
@@ -208,6 +208,31 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     page.wait_for_url(f"{live_server.url}/compare?runs={slow},{fast}&baseline={fast}&link_gbps=100&ranks=4")
     wait_for_charts(page)
     desktop_then_phone(page, "compare-assumptions")
+    watch.assert_clean()
+
+
+def test_compare_page_shows_the_logs_cells_and_warns_above_100_percent_of_ideal(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    b200, h100 = SHARED_NCCL / "b200-allreduce-2.17.6.txt", NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    ids = [upload(live_server, log.name, log.read_bytes()) for log in (b200, h100)]
+    page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}")
+    wait_for_charts(page)
+    # NVLink logs read against the default 100 Gbit/s: the page says so, as the run page does.
+    expect(page.locator("#above-ideal")).to_have_text(
+        f"Above 100% of ideal in #{ids[0]} {b200.name}, #{ids[1]} {h100.name}: up to 5,625.9% (#{ids[0]} {b200.name}) "
+        "at 100 Gbit/s per rank and α 5 µs. The collectives ran faster than the α-β model allows on that link, so "
+        "the assumed link is slower than the fabric measured: set the link speed (and α) the fabric really has "
+        "(NVLink, say) for a % of ideal that means something."
+    )
+    # The log's cells as it printed them (596.75 µs, busbw 421.72), not ours from the rounded time (421.715).
+    cells = page.locator("#compare-groups tbody tr", has_text="all_reduce · 134217728 B · out-of-place").locator("td")
+    expect(cells.nth(3).locator(".value")).to_have_text("596.75")
+    expect(cells.nth(7).locator(".value")).to_have_text("421.72")
+    screenshot(page, "compare-above-ideal-desktop")
+    page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}&link_gbps=7200&latency_us=0.5")
+    wait_for_charts(page)
+    expect(page.locator("#above-ideal")).to_be_hidden()
     watch.assert_clean()
 
 

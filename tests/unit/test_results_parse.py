@@ -17,7 +17,7 @@ from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_fi
 from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
 from emuplan.results.headers import role_of
 from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
-from paths import RESULTS, SHARED_NCCL
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 
 def read(path: Path) -> bytes:
@@ -67,6 +67,28 @@ def test_pre_2_13_broadcast_is_recognised_by_its_root_column():
     parsed = parse_result_file(read(SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"), "run.log")
     assert set(parsed.samples["collective"].to_pylist()) == {"broadcast"}
     assert parsed.samples.slice(61).to_pylist()[0]["duration_us"] == 70368.0
+
+
+def test_nccl_tests_cells_are_kept_as_printed_where_a_size_is_timed_once():
+    b200 = parse_result_file(read(SHARED_NCCL / "b200-allreduce-2.17.6.txt"), "b200.txt")
+    # Newer nccl-tests print two decimals where they fit the column: 1625.63 µs, not 1625.6.
+    assert b200.printed[("all_reduce", 536870912, "out-of-place")] == {
+        "time_us": "1625.63",
+        "algbw_gbps": "330.25",
+        "busbw_gbps": "619.23",
+    }
+    h100 = parse_result_file(read(NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"), "h100.txt")
+    # Older ones print one decimal from 100 µs and none from 10 ms: the float 1059.9 would not say which.
+    assert [h100.printed[("all_reduce", size, "out-of-place")]["time_us"] for size in (33554432, 2147483648)] == [
+        "1059.9",
+        "12646",
+    ]
+    # A size timed twice (nccl-tests -N 2) has no one printed cell.
+    text = read(SHARED_NCCL / "b200-allreduce-2.17.6.txt").decode()
+    row = next(line for line in text.splitlines() if line.strip().startswith("8 "))
+    repeated = parse_result_file(text.replace(row, f"{row}\n{row}").encode(), "repeated.txt")
+    assert ("all_reduce", 8, "out-of-place") not in repeated.printed
+    assert ("all_reduce", 16, "out-of-place") in repeated.printed
 
 
 def test_truncated_nccl_tests_log_keeps_complete_rows_and_warns():

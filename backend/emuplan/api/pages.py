@@ -32,7 +32,17 @@ from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
 from emuplan.store.workload_export import chakra_refusal
-from emuplan.wording import plural, thousands, to_the_minute
+from emuplan.wording import (
+    against_median,
+    as_printed,
+    gbps,
+    percent,
+    plural,
+    ratio,
+    thousands,
+    time_in,
+    to_the_minute,
+)
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
@@ -84,6 +94,12 @@ def _environment(templates_dir: Path) -> Environment:
         plural=plural,
         thousands=thousands,
         to_the_minute=to_the_minute,
+        as_printed=as_printed,
+        time_in=time_in,
+        gbps=gbps,
+        percent=percent,
+        ratio=ratio,
+        against_median=against_median,
         origin_badge=origin_badge,
         tag_badges=tag_badges,
         origins=origins,

@@ -18,6 +18,7 @@ from emuplan.measure.options import (
     TimingScheduling,
     WorkloadSource,
 )
+from emuplan.wording import gbps, percent, time_in
 
 if TYPE_CHECKING:
     from emuplan.store.db import Database
@@ -47,11 +48,11 @@ def _render_run(run: "Run") -> str:
     lines = [f"stored run {run.id}: {run.name}", f"  {run.origin_detail}"]
     lines += [f"  note: {warning}" for warning in run.warnings]
     for group in run.summary.get("groups", []):
-        ideal = f", {group['pct_of_ideal']:.1f}% of ideal" if group.get("pct_of_ideal") is not None else ""
-        busbw = f", busbw {group['busbw_gbps']:.3f} GB/s" if group.get("busbw_gbps") is not None else ""
+        ideal = f", {percent(group['pct_of_ideal'])}% of ideal" if group.get("pct_of_ideal") is not None else ""
+        busbw = f", busbw {gbps(group['busbw_gbps'])} GB/s" if group.get("busbw_gbps") is not None else ""
         lines.append(
-            f"  {group['label']}: n={group['count']} p50 {group['p50_us']:,.1f} µs, p99 {group['p99_us']:,.1f} µs, "
-            f"max {group['max_us']:,.1f} µs{busbw}{ideal}"
+            f"  {group['label']}: n={group['count']} p50 {time_in(group['p50_us'])} µs, p99 {time_in(group['p99_us'])} "
+            f"µs, max {time_in(group['max_us'])} µs{busbw}{ideal}"
         )
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.wording import plural
+from emuplan.wording import plural, time_in
 from emuplan.workload.plan_options import (
     EXPORT_FORMATS,
     PLAN_OPTIONS,
@@ -62,7 +62,7 @@ def render_plan(document: "PlanDocument") -> str:
             str(item.count_per_step),
             item.phase.value,
             f"{item.parallel_dim.value}×{item.group_size}",
-            f"{item.ideal_time_us:,.1f}",
+            time_in(item.ideal_time_us),
         ]
         for item in document.collectives
     ]

@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
-from emuplan.wording import plural
+from emuplan.wording import (
+    against_median,
+    as_printed,
+    gbps,
+    ks_statistic,
+    p_value,
+    percent,
+    plural,
+    ratio,
+    time_in,
+)
 from emuplan.workload.collectives import CollectiveOp
 
 if TYPE_CHECKING:
@@ -41,13 +51,24 @@ def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
         database.dispose()
 
 
-def _number(value, unit: str = "", digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}{unit}"
-
-
 def _ratio(value: float | None) -> str:
-    """run ÷ baseline to 3 significant figures, as the compare page prints it (0.000650×, not ×0.00)."""
-    return "–" if value is None else f"{value:#.3g}×"
+    """run ÷ baseline, as the compare page prints it (0.000650×, not ×0.00)."""
+    return ratio(value) + ("×" if value is not None else "")
+
+
+def _busbw(group: dict) -> str:
+    """A group's busbw: the cell the log printed, as printed; else ours (as on the run and compare pages)."""
+    from emuplan.results.analysis import file_or_ours
+
+    printed = (group.get("printed") or {}).get("busbw_gbps")
+    value = file_or_ours(group, "busbw_gbps")
+    return as_printed(value, printed) if group.get("reported_busbw_gbps") is not None else gbps(value)
+
+
+def _time(value_us: float | None, printed: dict | None) -> str:
+    """A time in µs; a group timed once that nccl-tests printed shows the log's cell (its p50 is that cell)."""
+    cell = (printed or {}).get("time_us")
+    return as_printed(value_us, cell, "time_us") if cell else time_in(value_us)
 
 
 def _statistics_lines(summary: dict) -> list[str]:
@@ -56,16 +77,18 @@ def _statistics_lines(summary: dict) -> list[str]:
         f"{'busbw GB/s':>11} {'% ideal':>8}"
     ]
     for group in summary.get("groups", []):
+        printed = group.get("printed")
         lines.append(
-            f"  {group['label'][:44]:<44} {group['count']:>8} {_number(group['p50_us']):>12} "
-            f"{_number(group['p99_us']):>12} {_number(group['max_us']):>12} {_number(group['p99_over_p50'], '', 2):>8} "
-            f"{_number(group.get('busbw_gbps'), '', 2):>11} {_number(group.get('pct_of_ideal')):>8}"
+            f"  {group['label'][:44]:<44} {group['count']:>8} {_time(group['p50_us'], printed):>12} "
+            f"{_time(group['p99_us'], printed):>12} {_time(group['max_us'], printed):>12} "
+            f"{ratio(group['p99_over_p50']):>8} "
+            f"{_busbw(group):>11} {percent(group.get('pct_of_ideal')):>8}"
         )
     if "flows" in summary:
         flows = summary["flows"]
         lines.append(
-            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {_number(flows['p50_us']):>12} "
-            f"{_number(flows['p99_us']):>12} {_number(flows['max_us']):>12}"
+            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {time_in(flows['p50_us']):>12} "
+            f"{time_in(flows['p99_us']):>12} {time_in(flows['max_us']):>12}"
         )
     return lines
 
@@ -231,7 +254,7 @@ def list_runs(
             document["origin"],
             document["strategy"] or "–",
             f"{document['sample_count']:,}",
-            _number(document["p50_us"]),
+            time_in(document["p50_us"]),
         )
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)
@@ -280,8 +303,8 @@ def run_stats(
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
     typer.echo(_assumptions_line(document["assumptions"]))
-    if document["above_ideal_pct"] is not None:
-        typer.echo(_above_ideal_line(document["above_ideal_pct"], document["assumptions"]))
+    if document["above_ideal_warning"]:
+        typer.echo(_above_ideal_line(document["above_ideal_warning"]))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"])))
     typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
@@ -299,12 +322,9 @@ def _assumptions_line(assumptions: dict) -> str:
     )
 
 
-def _above_ideal_line(pct: float, assumptions: dict) -> str:
-    return (
-        f"note: up to {pct:,.1f}% of ideal, faster than the α-β model allows at {assumptions['link_gbps']:g} "
-        f"Gbit/s and α {assumptions['latency_us']:g} µs: the assumed link is slower than the one measured "
-        "(see --link-gbps, --latency-us)"
-    )
+def _above_ideal_line(warning: str) -> str:
+    """The run page's and compare page's warning, in the same words, and the options that set the link."""
+    return f"note: {warning} Here: --link-gbps and --latency-us."
 
 
 def _sweep_lines(sweep: dict) -> list[str]:
@@ -313,20 +333,21 @@ def _sweep_lines(sweep: dict) -> list[str]:
     for entry in sweep["collectives"]:
         file_average = entry["file_average_busbw_gbps"]
         beside = (
-            f" (log: {file_average:g}, {'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
+            f" (log: {as_printed(file_average, None, 'avg_busbw_gbps')}, "
+            f"{'agrees' if entry['agrees_with_file'] else 'DIFFERS'})"
             if file_average is not None
             else ""
         )
         lines.append(
-            f"  {entry['collective']}: peak busbw {_number(entry['peak_busbw_gbps'], ' GB/s', 2)} at "
-            f"{entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
-            f"{_number(entry['average_busbw_gbps'], ' GB/s', 2)} over {entry['averaged_cells']} cells{beside}"
+            f"  {entry['collective']}: peak busbw {as_printed(entry['peak_busbw_gbps'], entry['peak_busbw_printed'])} "
+            f"GB/s at {entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
+            f"{gbps(entry['average_busbw_gbps'])} GB/s over {entry['averaged_cells']} cells{beside}"
         )
     return lines
 
 
 def _step_time(us: float | None, cost: dict) -> str:
-    return "–" if us is None else f"{us / cost['us_per_unit']:,.2f} {cost['time_unit']}"
+    return f"{time_in(us, cost['time_unit'])} {cost['time_unit']}"
 
 
 def _step_cost_lines(cost: dict | None) -> list[str]:
@@ -340,7 +361,7 @@ def _step_cost_lines(cost: dict | None) -> list[str]:
         f"collective at its p99",
         f"  {plural(step['collectives_per_step'], 'collective')}, {step['bytes_per_step']:,} B per step; "
         f"training ({training['steps']:,} steps) "
-        f"{'–' if training['p50_s'] is None else format(training['p50_s'], ',.3f')} s at p50",
+        f"{time_in(None if training['p50_s'] is None else training['p50_s'] * 1e6, 's')} s at p50",
         f"  {'collective':<34} {'count':>6} {'size B':>14} {'per step p50':>14}  time read as",
     ]
     for row in cost["rows"]:
@@ -359,7 +380,7 @@ def _step_cost_table(comparison: dict) -> list[str]:
     unit = comparison["time_unit"]
 
     def time(us: float | None) -> str:
-        return "–" if us is None else f"{us / comparison['us_per_unit']:,.2f}"
+        return time_in(us, unit)
 
     lines = [
         f"training step (lower is better; ×base: ÷ run {comparison['baseline_run_id']}'s step at p50):",
@@ -385,7 +406,7 @@ def _group_lines(document: dict) -> list[str]:
     by_label: dict[str, list[tuple[dict, dict]]] = {}
     for row in document["runs"]:
         for group in row["groups"]:
-            by_label.setdefault(group["label"], []).append((row, group["stats"]))
+            by_label.setdefault(group["label"], []).append((row, group))
     labels = sorted(by_label, key=lambda label: len(by_label[label]) != len(document["runs"]))
     lines = [
         "per data size and collective (×base: run ÷ baseline):",
@@ -394,12 +415,15 @@ def _group_lines(document: dict) -> list[str]:
     ]
     for label in labels:
         lines.append(f"  {label}")
-        for row, stats in by_label[label]:
+        for row, group in by_label[label]:
             name = f"#{row['run_id']} {row['name']}"[:30]
+            stats, printed = group["stats"], group.get("printed")
+            busbw = stats["busbw_gbps"]["value"]
             lines.append(
-                f"    {name:<30} {_number(stats['p50_us']['value']):>11} {_ratio(stats['p50_us']['ratio']):>8} "
-                f"{_number(stats['busbw_gbps']['value'], digits=3):>10} {_ratio(stats['busbw_gbps']['ratio']):>8} "
-                f"{_number(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
+                f"    {name:<30} {_time(stats['p50_us']['value'], printed):>11} {_ratio(stats['p50_us']['ratio']):>8} "
+                f"{as_printed(busbw, printed.get('busbw_gbps')) if printed else gbps(busbw):>10} "
+                f"{_ratio(stats['busbw_gbps']['ratio']):>8} "
+                f"{percent(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
             )
     return lines
 
@@ -408,8 +432,8 @@ def _duration(us: float) -> str:
     """A time in the unit that suits it: '92.5 µs', '1.48 ms'."""
     from emuplan.results.analysis import time_unit
 
-    unit, per_unit = time_unit(abs(us))
-    return f"{us / per_unit:.3g} {unit}"
+    unit, _ = time_unit(abs(us))
+    return f"{time_in(us, unit)} {unit}"
 
 
 def _straggler_lines(stragglers: dict) -> list[str]:
@@ -422,17 +446,18 @@ def _straggler_lines(stragglers: dict) -> list[str]:
             continue
         where = f" on {headline['host']}" if headline.get("host") else ""
         lines.append(
-            f"  slowest {kind} {headline['name']}{where}: {headline['over_median']:.3g}× the median {kind}, "
+            f"  slowest {kind} {headline['name']}{where}: {against_median(headline['over_median'])}× the median "
+            f"{kind}, "
             f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
             f"({_duration(headline['lost_per_call_us'])} per call)"
         )
     # Under 80 columns: the maxima are in --json.
     lines.append(f"  {unit:<8} {'host':<12} {'calls':>6} {'mean µs':>10} {'×median':>8} {'lost µs':>11} {'slowest':>7}")
     for entry in stragglers["ranks"]:
-        over = f"{entry['over_median']:.3f}" if entry["over_median"] is not None else "–"
         lines.append(
             f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
-            f"{_number(entry['mean_us']):>10} {over:>8} {_number(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
+            f"{time_in(entry['mean_us']):>10} {against_median(entry['over_median']):>8} "
+            f"{time_in(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
         )
     return lines
 
@@ -492,6 +517,8 @@ def compare_runs(
         typer.echo(f"note: {document['notice']}")
     for entry in document["assumptions"]:
         typer.echo(f"run {entry['run_id']} {_assumptions_line(entry)}")
+    if document["above_ideal"]:
+        typer.echo(_above_ideal_line(document["above_ideal"]["warning"]))
     typer.echo(
         f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
     )
@@ -499,9 +526,9 @@ def compare_runs(
         overall = row["overall"]
         typer.echo(
             f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
-            f"{_number(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
-            f"{_number(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
-            f"{_number(overall['max_us']['value']):>12}"
+            f"{time_in(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
+            f"{time_in(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
+            f"{time_in(overall['max_us']['value']):>12}"
         )
     typer.echo("\n".join(_group_lines(document)))
     typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
@@ -512,6 +539,6 @@ def compare_runs(
             )
             continue
         typer.echo(
-            f"  run {test['run_a']} vs run {test['run_b']}: D = {test['statistic']:.4f}, p = {test['pvalue']:.3g} "
-            f"({test['method']})"
+            f"  run {test['run_a']} vs run {test['run_b']}: D = {ks_statistic(test['statistic'])}, "
+            f"p = {p_value(test['pvalue'])} ({test['method']})"
         )

@@ -16,6 +16,7 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 from dataclasses import asdict, dataclass
 
 from emuplan.results.stats import NetworkModel, group_rates
+from emuplan.wording import percent
 from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
 from emuplan.workload.document import PlanDocument
 
@@ -127,6 +128,23 @@ def above_ideal_pct(groups: list[dict]) -> float | None:
     return highest if highest is not None and highest > 100.0 else None
 
 
+def above_ideal_warning(over: list[tuple[str, float, dict]]) -> str | None:
+    """What the run page, the compare and share pages and the CLI say when % of ideal passes 100, in the
+    same words: ``over`` lists each such run as (its name, its highest %, its assumptions); the warning
+    names them, the highest figure and the link it was read against, and what to do."""
+    if not over:
+        return None
+    name, highest, assumptions = max(over, key=lambda entry: entry[1])
+    which = f" ({name})" if len(over) > 1 else ""
+    return (
+        f"Above 100% of ideal in {', '.join(entry[0] for entry in over)}: up to {percent(highest)}%{which} at "
+        f"{assumptions['link_gbps']:g} Gbit/s per rank and α {assumptions['latency_us']:g} µs. The collectives "
+        "ran faster than the α-β model allows on that link, so the assumed link is slower than the fabric "
+        "measured: set the link speed (and α) the fabric really has (NVLink, say) for a % of ideal that means "
+        "something."
+    )
+
+
 def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptions) -> float | None:
     """busbw the α-β model expects at this size (nccl-tests convention), or None without ranks."""
     op = normalise_op_name(collective)
@@ -167,6 +185,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                             "algbw_gbps": file_or_ours(g, "algbw_gbps"),
                             "busbw_gbps": file_or_ours(g, "busbw_gbps"),
                             "pct_of_ideal": g.get("pct_of_ideal"),
+                            "printed": g.get("printed", {}),
                             "expected_busbw_gbps": expected_busbw_gbps(collective, g["size_bytes"], assumptions),
                         }
                         for g in rows
@@ -184,6 +203,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                 if file_average is None or average is None
                 else abs(average - file_average) <= CELL_HALF_UNIT_GBPS + 1e-9,
                 "peak_busbw_gbps": peak_cell,
+                "peak_busbw_printed": peak_group.get("printed", {}).get("busbw_gbps") if peak_group else None,
                 "peak_size_bytes": peak_group["size_bytes"] if peak_group else None,
                 "peak_variant": peak_group["variant"] if peak_group else None,
                 "tables": tables,

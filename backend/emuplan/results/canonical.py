@@ -136,6 +136,9 @@ class ParsedResult:
     reported_avg_busbw: dict[str, float] = field(default_factory=dict)
     # nccl-tests' count (elements) and type columns per (collective, size).
     elements: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    # nccl-tests' time, algbw and busbw cells as printed, per (collective, size, variant) timed once: the
+    # pages and the CLI show these texts (wording.as_printed).
+    printed: dict[tuple[str, int, str], dict[str, str]] = field(default_factory=dict)
     # Every rank's time per call (``RANK_TIMES_SCHEMA``) when the file has them.
     rank_times: pa.Table | None = None
     # What one row of ``rank_times`` is ("rank"; "process" for nccl-tests: one MPI process, its GPUs' max)

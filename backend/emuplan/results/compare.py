@@ -4,7 +4,9 @@ Kolmogorov–Smirnov test for every pair of runs — all from the summaries cach
 Only like is compared with like: a run that shares no (collective, data size) with the baseline gets no
 ratios, a pair of runs sharing none gets no KS test, and ``notice`` says so. Each delta says whether the
 change is ``better`` or ``worse`` (``verdict``): higher is better for bandwidth and % of ideal, lower for
-times and p99/p50; counts have no direction.
+times and p99/p50; counts have no direction. algbw and busbw are the file's own cells where it printed them
+(nccl-tests), as on the run page, so a page shows the log's 846.82, not our 846.809 from its rounded time;
+each group carries the cells' printed text (``printed``).
 
 The KS test compares the runs' overall completion-time distributions, and again per (collective, data
 size, variant) group the two runs share. When both runs have at most
@@ -19,6 +21,8 @@ from itertools import combinations
 
 import numpy as np
 
+from emuplan.results.analysis import file_or_ours
+
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
     "p99_over_p50", "algbw_gbps", "busbw_gbps", "pct_of_ideal",
@@ -28,6 +32,7 @@ LOWER_IS_BETTER = frozenset(
     {"min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us", "p99_over_p50"}
 )
 HIGHER_IS_BETTER = frozenset({"algbw_gbps", "busbw_gbps", "pct_of_ideal"})
+FILE_FIGURES = frozenset({"algbw_gbps", "busbw_gbps"})
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,8 @@ def verdict(metric: str, value: float, reference: float) -> str | None:
 def _deltas(stats: dict, baseline: dict) -> dict:
     result = {}
     for metric in DELTA_METRICS:
-        value, reference = stats.get(metric), baseline.get(metric)
+        figure = file_or_ours if metric in FILE_FIGURES else dict.get
+        value, reference = figure(stats, metric), figure(baseline, metric)
         if value is None or reference is None:
             result[metric] = {"value": value, "baseline": reference, "delta": None, "ratio": None, "verdict": None}
         else:
@@ -121,6 +127,7 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
                 "stats": _deltas(group, baseline_groups[group["label"]])
                 if group["label"] in baseline_groups
                 else _deltas(group, {}),
+                "printed": group.get("printed"),
             }
             for group in sorted(run.summary["groups"], key=_size_order)
         ]

@@ -199,6 +199,9 @@ class _Rows:
         self.wrong_lines: list[int] = []
         self.elements: dict[tuple[str, int], tuple[int, str]] = {}
         self.reported_avg_busbw: dict[str, float] = {}
+        # The cells as the log printed them, per (collective, size, variant); None where the log times a
+        # size more than once (-N): no single printed cell stands for the group.
+        self.printed: dict[tuple[str, int, str], dict[str, str] | None] = {}
 
 
 def _section_op(
@@ -306,13 +309,16 @@ def _read_section(
             rows.times.append(time_us)
             rows.algbws.append(_float_or_nan(fields.get("algbw")))
             rows.busbws.append(_float_or_nan(fields.get("busbw")))
+            key = (op, size, _variant(group))
+            cells = {"time_us": time_text, "algbw_gbps": fields.get("algbw"), "busbw_gbps": fields.get("busbw")}
+            rows.printed[key] = None if key in rows.printed else {k: v for k, v in cells.items() if _is_number(v)}
     return None
 
 
-def _is_number(text: str) -> bool:
+def _is_number(text: str | None) -> bool:
     try:
         float(text)
-    except ValueError:
+    except (TypeError, ValueError):
         return False
     return True
 
@@ -403,6 +409,7 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
         warnings=warnings,
         reported_avg_busbw=rows.reported_avg_busbw,
         elements=rows.elements,
+        printed={key: cells for key, cells in rows.printed.items() if cells},
     )
 
 

@@ -153,6 +153,7 @@ def summarise(
     flows: pa.Table | None = None,
     reported_avg_busbw: dict[str, float] | None = None,
     elements: dict[tuple[str, int], tuple[int, str]] | None = None,
+    printed: dict[tuple[str, int, str], dict[str, str]] | None = None,
     rank_times: pa.Table | None = None,
     rank_unit: str = "rank",
     rank_basis: str = "",
@@ -160,7 +161,8 @@ def summarise(
     """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
     ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), ``flows``
     (flow-completion statistics and ECDF) for per-flow uploads, and ``stragglers`` (per-rank and per-host
-    figures, ``results.stragglers``) when the file times every rank or has flows to several endpoints."""
+    figures, ``results.stragglers``) when the file times every rank or has flows to several endpoints.
+    A group timed once whose cells the file printed (nccl-tests) keeps their text as ``printed``."""
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()
     codes, keys = _group_codes(samples)
@@ -185,6 +187,8 @@ def summarise(
         }
         if elements and (collective, size_bytes) in elements:
             stats["elements"], stats["dtype"] = elements[(collective, size_bytes)]
+        if printed and len(values) == 1 and (collective, size_bytes, variant) in printed:
+            stats["printed"] = printed[(collective, size_bytes, variant)]
         stats.update(
             reported_algbw_gbps=_group_mean(reported["algbw_gbps"], rows),
             reported_busbw_gbps=_group_mean(reported["busbw_gbps"], rows),

@@ -36,7 +36,14 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
+from emuplan.results.analysis import (
+    Assumptions,
+    above_ideal_warning,
+    analyse,
+    is_size_sweep,
+    page_time_unit,
+    resolve_assumptions,
+)
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.nccl_tests import ranks_from_bandwidths
@@ -132,6 +139,7 @@ def _summarised_and_encoded(
             flows=parsed.flows,
             reported_avg_busbw=parsed.reported_avg_busbw,
             elements=parsed.elements,
+            printed=parsed.printed,
             rank_times=parsed.rank_times,
             rank_unit=parsed.rank_unit,
             rank_basis=parsed.rank_basis,
@@ -546,6 +554,10 @@ def run_statistics(
         **analysis,
         "step_cost": _step_cost(run, plan, analysis),
     }
+    above = statistics["above_ideal_pct"]
+    statistics["above_ideal_warning"] = above_ideal_warning(
+        [(f"#{run.id} {run.name}", above, statistics["assumptions"])] if above is not None else []
+    )
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
         summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
@@ -624,7 +636,7 @@ def compare_stored_runs(
     if unknown:
         raise ValueError(f"plans: run {unknown[0]} is not one of the compared runs")
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries, assumptions, costs = [], [], []
+    summaries, assumptions, costs, over_ideal = [], [], [], []
     for r in stored:
         plan = reading_plan(session, r, plans.get(r.id))
         analysis = analyse(r.summary, _assumptions_of(session, r, choice, settings, plan), plan and plan.document)
@@ -635,9 +647,21 @@ def compare_stored_runs(
         cost = _step_cost(r, plan, analysis)
         costs.append({"run_id": r.id, "name": r.name, "strategy": r.strategy,
                       "plan": cost["plan"] if cost else None, "cost": cost})  # fmt: skip
+        if analysis["above_ideal_pct"] is not None:
+            over_ideal.append((r, analysis["above_ideal_pct"], analysis["assumptions"]))
     comparison = compare_runs(summaries, baseline_id)
     comparison["assumptions"] = assumptions
     comparison["step_cost"] = compare_step_costs(costs, comparison["baseline_run_id"])
+    # % of ideal over 100 warns here as on the run page: the share page and the CLI show the same words.
+    comparison["above_ideal"] = (
+        {
+            "highest_pct": max(pct for _, pct, _ in over_ideal),
+            "run_ids": [r.id for r, _, _ in over_ideal],
+            "warning": above_ideal_warning([(f"#{r.id} {r.name}", pct, a) for r, pct, a in over_ideal]),
+        }
+        if over_ideal
+        else None
+    )
     named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     if all_size_sweeps(stored):
