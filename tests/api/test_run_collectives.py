@@ -172,8 +172,8 @@ def test_import_and_relabel_on_the_command_line(cli_env, client, tmp_path):
     assert relabelled.exit_code == 0, relabelled.output
     lines = relabelled.output.splitlines()
     assert lines[0] == "run 2: slurm-4242.out: collective set after import: unknown → all_to_all"
-    assert lines[2].split() == ["all_to_all", "·", "268435456", "B", "·", "out-of-place", "1", "520,935.0",
-                                "520,935.0", "520,935.0", "1.00", "0.51", "–"]  # fmt: skip
+    assert lines[2].split() == ["all_to_all", "·", "268435456", "B", "·", "out-of-place", "1", "520935",
+                                "520935", "520935", "1.00", "0.51", "—"]  # fmt: skip
     compared = invoke("compare", "1", "2")
     assert compared.exit_code == 0, compared.output
     assert "shares no" not in compared.output

@@ -251,6 +251,13 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
             for group in run.summary["groups"]
             if "elements" in group
         },
+        printed={
+            (collectives.get(group["collective"], group["collective"]), group["size_bytes"], group["variant"]): group[
+                "printed"
+            ]
+            for group in run.summary["groups"]
+            if "printed" in group
+        },
         rank_times=load_table(session, run_id, "rank_times"),
         rank_unit=stragglers.get("unit", "rank"),
         rank_basis=stragglers.get("basis", ""),
