@@ -57,7 +57,10 @@ class Platform(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(description=f"The platform's key, what runs and plans name it by: {NAME_RULE}.")
+    name: str = Field(
+        description=f"The platform's key, what runs and plans name it by: {NAME_RULE}.",
+        json_schema_extra={"pattern": NAME_PATTERN},
+    )
     title: Text = Field(description="How pages name it, e.g. 'H100 SXM + NDR 400G'.")
     gpu_model: Text = Field(description="The GPU, e.g. 'NVIDIA H100 SXM5 80GB'.")
     gpus_per_node: int = Field(ge=1, le=1024, description="GPUs per node (per compute tray on an NVL72).")
