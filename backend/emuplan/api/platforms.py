@@ -137,12 +137,19 @@ def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", co
     """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
     it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
     if edit:
-        stored = store.get_platform(session, edit).platform
-        return _platforms_page(request, session, form=PlatformForm.of(stored), editing=edit)
+        entry = store.get_platform(session, edit)
+        if not entry.builtin:
+            return _platforms_page(request, session, form=PlatformForm.of(entry.platform), editing=edit)
+        # A built-in cannot be edited: its figures are offered as a new profile instead, saying why.
+        refusal = error_response(store.BuiltinPlatform(edit, "edited"))
+        return _platforms_page(request, session, form=_copy_of(entry.platform), error=refusal.detail)
     if copy:
-        copied = PlatformForm.of(store.get_platform(session, copy).platform).model_copy(update={"name": ""})
-        return _platforms_page(request, session, form=copied)
+        return _platforms_page(request, session, form=_copy_of(store.get_platform(session, copy).platform))
     return _platforms_page(request, session)
+
+
+def _copy_of(platform: Platform) -> PlatformForm:
+    return PlatformForm.of(platform).model_copy(update={"name": ""})
 
 
 def _refused(request: Request, session, error: ValueError, form: PlatformForm, editing: str | None) -> HTMLResponse:

@@ -8,6 +8,7 @@ with no platform, and says how many there were. A built-in can be neither edited
 
 from dataclasses import dataclass
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
 
 from emuplan.store.models import Plan, Run, StoredPlatform, utc_now
@@ -127,12 +128,21 @@ def _name_free(session: Session, name: str) -> None:
         raise PlatformExists(f"name: a platform named {name!r} exists already")
 
 
+def _flush_named(session: Session, name: str) -> None:
+    """Flushes the profile named ``name``. On PostgreSQL two transactions may both have found the name free;
+    the unique index refuses the second, which is then told as the check would have told it."""
+    try:
+        session.flush()
+    except IntegrityError:
+        raise PlatformExists(f"name: a platform named {name!r} exists already") from None
+
+
 def create_platform(session: Session, values: dict) -> PlatformEntry:
     """Adds the profile (flushed; the caller commits). ``values``: ``Platform``'s fields."""
     platform = make_platform(values)
     _name_free(session, platform.name)
     session.add(StoredPlatform(**_figures(platform)))
-    session.flush()
+    _flush_named(session, platform.name)
     return PlatformEntry(platform, builtin=False, runs=0, plans=0)
 
 
@@ -153,7 +163,7 @@ def update_platform(session: Session, name: str, values: dict) -> PlatformEntry:
         setattr(row, field, value)
     row.updated_at = utc_now()
     session.add(row)
-    session.flush()
+    _flush_named(session, platform.name)
     return get_platform(session, platform.name)
 
 

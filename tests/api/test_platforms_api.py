@@ -229,6 +229,11 @@ def test_the_page_lists_every_figure_and_source_and_its_forms_add_edit_and_delet
     assert 'name="nic_gbit_s" value="200"' in editing and 'name="scale_out_alpha_us" value="4.5"' in editing
     copied = client.get("/platforms", params={"copy": "gb200-nvl72"}).text
     assert 'name="name" value=""' in copied and 'name="scale_up_domain_gpus" value="72"' in copied
+    # A built-in is not offered for editing: its figures come as a new profile, with the reason.
+    builtin_edit = client.get("/platforms", params={"edit": "h100-ndr"}).text
+    assert "h100-ndr: a built-in platform cannot be edited" in unescape(builtin_edit)
+    assert '<form method="post" action="/platforms" class="inputs">' in builtin_edit
+    assert 'name="name" value=""' in builtin_edit and 'name="nic_gbit_s" value="400"' in builtin_edit
 
     refused = client.post("/platforms/h100-roce-200g", data={**form, "fail_below_pct": "95"}, headers=SAME_ORIGIN)
     assert refused.status_code == 422
