@@ -21,7 +21,7 @@ page_router = APIRouter(include_in_schema=False, dependencies=requires_roles(pag
 
 
 class PlatformPublic(Platform):
-    # What the store's document holds besides the fields: the computed scale_out_gb_s, recomputed here.
+    # The store's document carries the computed scale_out_gb_s too: ignored on the way in, computed on the way out.
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     builtin: bool = Field(description="Built into emuplan (cited figures, read-only) rather than added by a user.")
