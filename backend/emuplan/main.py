@@ -9,7 +9,19 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emuplan import __version__
-from emuplan.api import account, compare, comparisons, health, measure, models, pages, plans, runs, static_files
+from emuplan.api import (
+    account,
+    compare,
+    comparisons,
+    health,
+    measure,
+    models,
+    pages,
+    plans,
+    platforms,
+    runs,
+    static_files,
+)
 from emuplan.api.errors import install_error_responses
 from emuplan.api.memory import return_large_blocks_when_freed
 from emuplan.api.request_guard import RequestGuardMiddleware
@@ -92,6 +104,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runs.router,
         measure.plan_router,
         measure.router,
+        platforms.router,
+        platforms.page_router,
         pages.router,
         pages.shared_page_router,
         account.sign_in_router,

@@ -56,6 +56,7 @@ def loaded_modules(
         ["measure", "--help"],
         ["serve", "--help"],
         ["users", "--help"],
+        ["platforms", "--help"],
     ],
     ids=" ".join,
 )

@@ -20,6 +20,7 @@ from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailabl
 from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
+from emuplan.store.platforms import BuiltinPlatform, PlatformExists
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
@@ -32,6 +33,8 @@ ERROR_STATUS: dict[type[Exception], int] = {
     NotFound: 404,
     DuplicateRun: 409,
     AccountExists: 409,
+    PlatformExists: 409,
+    BuiltinPlatform: 409,
     MeasurementBusy: 409,
     ShareLinkGone: 410,
     ResultFileTooLarge: 413,

@@ -117,6 +117,8 @@ class Plan(SQLModel, table=True):
     # The request as given (unset fields left out); None for plans stored before it was kept.
     request: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     workload: dict = _json(dict)
+    # The platform's name (a built-in's or a stored profile's): see StoredPlatform.
+    platform: str | None = None
     created_at: datetime = _created_at()
 
 
@@ -154,6 +156,8 @@ class Run(SQLModel, table=True):
     # The overall median and p99 (µs) of the cached statistics: the figures lists show, read with the row.
     p50_us: float | None = None
     p99_us: float | None = None
+    # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
+    platform: str | None = None
     created_at: datetime = _created_at()
     cached_summary: "CachedSummary" = Relationship(
         sa_relationship_kwargs={"uselist": False, "lazy": "joined", "cascade": "all, delete-orphan"}
@@ -207,6 +211,33 @@ class RunTable(SQLModel, table=True):
     kind: str = Field(primary_key=True)
     row_count: int = Field(sa_column=Column(BigInteger, nullable=False))
     parquet: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class StoredPlatform(SQLModel, table=True):
+    """A platform profile a user added (``workload.platforms.Platform``'s fields); the built-in ones live in the
+    code. Runs and plans name a platform by its name, not by this id, so that built-ins can be named too."""
+
+    __tablename__ = "platform"
+    __table_args__ = NEVER_REUSE_IDS
+
+    id: int | None = _id()
+    name: str = Field(unique=True)
+    title: str
+    gpu_model: str
+    gpus_per_node: int
+    scale_up_domain_gpus: int
+    scale_up_fabric: str
+    scale_up_gb_s: float
+    scale_out_fabric: str
+    nics_per_node: int
+    nic_gbit_s: float
+    scale_up_alpha_us: float
+    scale_out_alpha_us: float
+    degraded_below_pct: float
+    fail_below_pct: float
+    sources: list = _json(list)
+    created_at: datetime = _created_at()
+    updated_at: datetime = _created_at()
 
 
 class Comparison(SQLModel, table=True):

@@ -1,0 +1,190 @@
+"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``store.platforms``.
+
+The page's add, edit and delete are plain HTML forms posted to this server (no script), like the account page.
+"""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from emuplan.api.access import requires_roles
+from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.errors import error_response
+from emuplan.api.pages import render
+from emuplan.store import platforms as store
+from emuplan.workload.platforms import Platform
+
+router = APIRouter(prefix="/api/platforms", tags=["platforms"], dependencies=requires_roles())
+page_router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
+
+
+class PlatformPublic(Platform):
+    # The store's document carries the computed scale_out_gb_s too: ignored on the way in, computed on the way out.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    builtin: bool = Field(description="Built into emuplan (cited figures, read-only) rather than added by a user.")
+    runs: int = Field(description="Runs that name this platform.")
+    plans: int = Field(description="Plans that name this platform.")
+
+
+class PlatformDeleted(BaseModel):
+    name: str
+    runs_detached: int = Field(description="Runs that named the platform and now have none.")
+    plans_detached: int = Field(description="Plans that named the platform and now have none.")
+
+
+@router.get("", response_model=list[PlatformPublic])
+def list_platforms(session: ReadSessionDep) -> list[dict]:
+    """The built-in profiles, then those users added, with how many runs and plans name each."""
+    return [entry.document() for entry in store.list_platforms(session)]
+
+
+@router.post("", status_code=201, response_model=PlatformPublic)
+def create_platform(body: Platform, session: WriteSessionDep) -> dict:
+    entry = store.create_platform(session, dict(body))
+    session.commit()
+    return entry.document()
+
+
+@router.get("/{name}", response_model=PlatformPublic)
+def get_platform(name: str, session: ReadSessionDep) -> dict:
+    return store.get_platform(session, name).document()
+
+
+@router.put("/{name}", response_model=PlatformPublic)
+def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
+    """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
+    A built-in is refused with 409."""
+    entry = store.update_platform(session, name, dict(body))
+    session.commit()
+    return entry.document()
+
+
+@router.delete("/{name}", response_model=PlatformDeleted)
+def delete_platform(name: str, session: WriteSessionDep) -> dict:
+    """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
+    answer). A built-in is refused with 409."""
+    deleted = store.delete_platform(session, name)
+    session.commit()
+    return deleted.document()
+
+
+class PlatformForm(BaseModel):
+    """The page's form as posted: text as typed, checked by ``Platform`` when stored (a mistake is shown on the
+    page with what was typed kept). ``sources``: one a line."""
+
+    name: str = Field(default="", max_length=200)
+    title: str = Field(default="", max_length=200)
+    gpu_model: str = Field(default="", max_length=200)
+    gpus_per_node: str = Field(default="", max_length=30)
+    scale_up_domain_gpus: str = Field(default="", max_length=30)
+    scale_up_fabric: str = Field(default="", max_length=200)
+    scale_up_gb_s: str = Field(default="", max_length=30)
+    scale_out_fabric: str = Field(default="", max_length=200)
+    nics_per_node: str = Field(default="", max_length=30)
+    nic_gbit_s: str = Field(default="", max_length=30)
+    scale_up_alpha_us: str = Field(default="", max_length=30)
+    scale_out_alpha_us: str = Field(default="", max_length=30)
+    degraded_below_pct: str = Field(default="", max_length=30)
+    fail_below_pct: str = Field(default="", max_length=30)
+    sources: str = Field(default="", max_length=20_000)
+
+    def values(self) -> dict:
+        """The fields filled in (blank ones left to ``Platform``: its default, or 'Field required')."""
+        typed = {name: text.strip() for name, text in self.model_dump(exclude={"sources"}).items() if text.strip()}
+        return {**typed, "sources": [line.strip() for line in self.sources.splitlines() if line.strip()]}
+
+    @classmethod
+    def of(cls, platform: Platform) -> "PlatformForm":
+        typed = {
+            name: f"{value:g}" if isinstance(value, float) else str(value)
+            for name, value in dict(platform).items()
+            if name != "sources"
+        }
+        return cls(**typed, sources="\n".join(platform.sources))
+
+
+PlatformFormDep = Annotated[PlatformForm, Form()]
+
+
+def _platforms_page(
+    request: Request,
+    session,
+    *,
+    form: PlatformForm | None = None,
+    editing: str | None = None,
+    error: str | None = None,
+    notice: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    return render(
+        request,
+        "platforms.html",
+        status_code=status_code,
+        nav="platforms",
+        entries=store.list_platforms(session),
+        form=form or PlatformForm(),
+        editing=editing,
+        error=error,
+        notice=notice,
+    )
+
+
+@page_router.get("/platforms", response_class=HTMLResponse)
+def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", copy: str = "") -> HTMLResponse:
+    """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
+    it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
+    if edit:
+        entry = store.get_platform(session, edit)
+        if not entry.builtin:
+            return _platforms_page(request, session, form=PlatformForm.of(entry.platform), editing=edit)
+        # A built-in cannot be edited: its figures are offered as a new profile instead, saying why.
+        refusal = error_response(store.BuiltinPlatform(edit, "edited"))
+        return _platforms_page(request, session, form=_copy_of(entry.platform), error=refusal.detail)
+    if copy:
+        return _platforms_page(request, session, form=_copy_of(store.get_platform(session, copy).platform))
+    return _platforms_page(request, session)
+
+
+def _copy_of(platform: Platform) -> PlatformForm:
+    return PlatformForm.of(platform).model_copy(update={"name": ""})
+
+
+def _refused(request: Request, session, error: ValueError, form: PlatformForm, editing: str | None) -> HTMLResponse:
+    session.rollback()
+    failure = error_response(error)
+    return _platforms_page(
+        request, session, form=form, editing=editing, error=failure.detail, status_code=failure.status_code
+    )
+
+
+@page_router.post("/platforms", response_class=HTMLResponse)
+def create_platform_form(request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
+    try:
+        entry = store.create_platform(session, form.values())
+    except ValueError as error:
+        return _refused(request, session, error, form, editing=None)
+    session.commit()
+    return _platforms_page(request, session, notice=f"Platform {entry.platform.name} added.")
+
+
+@page_router.post("/platforms/{name}", response_class=HTMLResponse)
+def update_platform_form(name: str, request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
+    try:
+        entry = store.update_platform(session, name, form.values())
+    except ValueError as error:
+        return _refused(request, session, error, form, editing=name)
+    session.commit()
+    return _platforms_page(request, session, notice=f"Platform {entry.platform.name} saved.")
+
+
+@page_router.post("/platforms/{name}/delete", response_class=HTMLResponse)
+def delete_platform_form(name: str, request: Request, session: WriteSessionDep) -> HTMLResponse:
+    try:
+        deleted = store.delete_platform(session, name)
+    except store.BuiltinPlatform as error:
+        return _refused(request, session, error, PlatformForm(), editing=None)
+    session.commit()
+    return _platforms_page(request, session, notice=deleted.message())

@@ -1,0 +1,315 @@
+"""Platforms: what a run ran on, and the fastest a collective over some of its GPUs can go.
+
+A platform is two levels of fabric. The scale-up domain (NVLink through NVSwitch) joins
+``scale_up_domain_gpus`` GPUs, each sending ``scale_up_gb_s`` GB/s per direction to any other; it is one node
+on a DGX/HGX (8 GPUs) and a whole rack on a GB200 NVL72 (72 GPUs over 18 trays of 4). Beyond it every node
+sends through ``nics_per_node`` NICs of ``nic_gbit_s`` Gbit/s each, shared by its ``gpus_per_node`` GPUs.
+A collective's ceiling is the slowest level its ranks span (``ceiling_gbps``).
+
+NVIDIA quotes NVLink bandwidth bidirectional (H100: "900 GB/s"); every figure here is per GPU per direction,
+the rate one GPU's sends can reach, as nccl-tests' busbw measures it: half the quoted figure. The built-in
+profiles cite the vendor documents each figure comes from in their ``sources``.
+
+The α figures are the per-step latencies of NCCL's own cost model (``src/graph/tuning.cc``, ``hwLat``, ring
+algorithm, LL protocol, which NCCL picks for small messages where α dominates): 0.47 µs over NVLink, 2.7 µs
+over the network. NCCL uses the one figure for every NVLink generation, and so do the built-ins.
+"""
+
+import math
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    computed_field,
+    field_validator,
+    model_validator,
+)
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+NAME_RULE = "1 to 64 lowercase letters, digits and hyphens, starting with a letter or digit"
+# Below these % of expected at the large sizes a run is 'degraded', and below the lower one it 'fails'; the
+# built-ins' defaults, which each stored profile may change.
+DEGRADED_BELOW_PCT = 80.0
+FAIL_BELOW_PCT = 50.0
+# NCCL's per-step α (see the module's docstring).
+NVLINK_ALPHA_US = 0.47
+NETWORK_ALPHA_US = 2.7
+NCCL_ALPHA_SOURCE = (
+    "NCCL cost model, src/graph/tuning.cc (github.com/NVIDIA/nccl, commit 01afd20), hwLat ring/LL per step: "
+    "NVLink 0.47 µs, network 2.7 µs"
+)
+
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Source = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+
+class PlatformError(ValueError):
+    """A platform's figures that cannot describe hardware, or ranks that cannot run on it."""
+
+
+class Platform(BaseModel):
+    """One platform's fabric figures, per GPU per direction, with the documents they come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(
+        description=f"The platform's key, what runs and plans name it by: {NAME_RULE}.",
+        json_schema_extra={"pattern": NAME_PATTERN},
+    )
+    title: Text = Field(description="How pages name it, e.g. 'H100 SXM + NDR 400G'.")
+    gpu_model: Text = Field(description="The GPU, e.g. 'NVIDIA H100 SXM5 80GB'.")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs per node (per compute tray on an NVL72).")
+    scale_up_domain_gpus: int = Field(
+        ge=1, le=100_000, description="GPUs in one NVLink domain: 8 on a DGX/HGX node, 72 on a GB200 NVL72 rack."
+    )
+    scale_up_fabric: Text = Field(description="The scale-up fabric, e.g. 'NVLink 4'.")
+    scale_up_gb_s: float = Field(gt=0, le=1e6, description="Scale-up bandwidth per GPU per direction, GB/s.")
+    scale_out_fabric: Text = Field(description="The scale-out fabric, e.g. 'InfiniBand NDR 400G'.")
+    nics_per_node: int = Field(ge=1, le=1024, description="Scale-out NICs per node.")
+    nic_gbit_s: float = Field(gt=0, le=1e6, description="Each NIC's rate, Gbit/s.")
+    scale_up_alpha_us: float = Field(ge=0, le=1e6, description="Latency α of one step inside the domain, µs.")
+    scale_out_alpha_us: float = Field(ge=0, le=1e6, description="Latency α of one step across domains, µs.")
+    degraded_below_pct: float = Field(
+        default=DEGRADED_BELOW_PCT,
+        gt=0,
+        le=100,
+        description="A run below this % of expected at the large sizes is 'degraded'.",
+    )
+    fail_below_pct: float = Field(
+        default=FAIL_BELOW_PCT, gt=0, le=100, description="A run below this % of expected at the large sizes fails."
+    )
+    sources: list[Source] = Field(default_factory=list, max_length=20, description="Where each figure comes from.")
+
+    @field_validator("name")
+    @classmethod
+    def _key(cls, name: str) -> str:
+        if not re.fullmatch(NAME_PATTERN, name):
+            raise PlatformError(f"{name!r} must be {NAME_RULE}")
+        return name
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Platform":
+        if self.scale_up_domain_gpus % self.gpus_per_node:
+            raise PlatformError(
+                f"scale_up_domain_gpus: a scale-up domain is whole nodes; {self.scale_up_domain_gpus} GPUs is not a "
+                f"multiple of {self.gpus_per_node} GPUs per node"
+            )
+        if self.fail_below_pct >= self.degraded_below_pct:
+            raise PlatformError(
+                f"fail_below_pct: {self.fail_below_pct:g} % must be below degraded_below_pct "
+                f"({self.degraded_below_pct:g} %)"
+            )
+        return self
+
+    @computed_field(description="Each GPU's share of its node's NICs, GB/s per direction.")
+    @property
+    def scale_out_gb_s(self) -> float:
+        """Each GPU's share of its node's NICs, GB/s per direction: NICs × rate ÷ 8 bits ÷ GPUs per node."""
+        return self.nics_per_node * self.nic_gbit_s / 8 / self.gpus_per_node
+
+
+class Ceiling(BaseModel):
+    """The slowest fabric level a collective's ranks span, and its bandwidth per GPU per direction."""
+
+    level: Literal["scale-up", "scale-out"]
+    fabric: str
+    gb_s: float = Field(description="Bandwidth per GPU per direction, GB/s.")
+    nodes: int
+    domains: int = Field(description="Scale-up domains the ranks span.")
+
+
+def ceiling_gbps(platform: Platform, ranks: int, ranks_per_node: int | None = None) -> Ceiling:
+    """The level that bounds a collective over ``ranks`` GPUs placed ``ranks_per_node`` to a node (default: full
+    nodes), nodes filling one scale-up domain before the next: inside one domain its NVLink bandwidth; across
+    domains the slower of the scale-out share per GPU and (when ranks share a domain) NVLink."""
+    per_node = platform.gpus_per_node if ranks_per_node is None else ranks_per_node
+    if ranks < 1:
+        raise PlatformError(f"ranks: {ranks} must be 1 or more")
+    if not 1 <= per_node <= platform.gpus_per_node:
+        raise PlatformError(
+            f"ranks_per_node: {per_node} must be between 1 and the {platform.gpus_per_node} GPUs per node "
+            f"of {platform.name}"
+        )
+    nodes = math.ceil(ranks / per_node)
+    domains = math.ceil(nodes / (platform.scale_up_domain_gpus // platform.gpus_per_node))
+    scale_up = Ceiling(
+        level="scale-up", fabric=platform.scale_up_fabric, gb_s=platform.scale_up_gb_s, nodes=nodes, domains=domains
+    )
+    if domains == 1:
+        return scale_up
+    scale_out = Ceiling(
+        level="scale-out", fabric=platform.scale_out_fabric, gb_s=platform.scale_out_gb_s, nodes=nodes, domains=domains
+    )
+    ranks_share_a_domain = ranks > domains
+    return scale_up if ranks_share_a_domain and scale_up.gb_s < scale_out.gb_s else scale_out
+
+
+def make_platform(values: dict) -> Platform:
+    """A platform from plain values (a form, a stored row, the CLI's options); PlatformError naming each field
+    that is wrong and why, as one line."""
+    try:
+        return Platform.model_validate(values)
+    except ValidationError as error:
+        problems = []
+        for problem in error.errors():
+            where = ".".join(map(str, problem["loc"]))
+            message = problem["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {message}" if where else message)
+        raise PlatformError("; ".join(problems)) from None
+
+
+_DGX_BASEPOD = (
+    "NVIDIA DGX BasePOD Reference Architecture, Core Components: DGX H100/H200 and DGX B200, four OSFP ports "
+    "serving eight single-port ConnectX-7, up to 400 Gb/s InfiniBand/Ethernet — https://docs.nvidia.com/dgx-basepod/"
+    "reference-architecture-infrastructure-foundation-enterprise-ai/latest/core-components.html"
+)
+_HOPPER_NVLINK = (
+    "NVIDIA Hopper Architecture: fourth-generation NVLink, 900 GB/s bidirectional per GPU (450 GB/s per direction) "
+    "in DGX and HGX servers — https://www.nvidia.com/en-us/data-center/technologies/hopper-architecture/"
+)
+
+BUILTIN_PLATFORMS: dict[str, Platform] = {
+    platform.name: platform
+    for platform in (
+        Platform(
+            name="a100-hdr",
+            title="A100 SXM + HDR 200G",
+            gpu_model="NVIDIA A100 SXM4",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 3",
+            scale_up_gb_s=300,
+            scale_out_fabric="InfiniBand HDR 200G",
+            nics_per_node=8,
+            nic_gbit_s=200,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA DGX A100 datasheet and 'Defining AI Innovation with NVIDIA DGX A100' (NVIDIA Technical Blog): "
+                "8× A100 SXM4 over six NVSwitches, 600 GB/s bidirectional GPU-to-GPU (300 GB/s per direction); "
+                "8× single-port ConnectX-6 HDR InfiniBand 200 Gb/s for the cluster — "
+                "https://developer.nvidia.com/blog/defining-ai-innovation-with-dgx-a100/",
+                "NVIDIA NVLink and NVSwitch: A100 has 12 third-generation NVLink links, 600 GB/s in total — "
+                "https://www.nvidia.com/en-us/data-center/nvlink/",
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+        Platform(
+            name="h100-ndr",
+            title="H100 SXM + NDR 400G",
+            gpu_model="NVIDIA H100 SXM5",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 4",
+            scale_up_gb_s=450,
+            scale_out_fabric="InfiniBand NDR 400G",
+            nics_per_node=8,
+            nic_gbit_s=400,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA DGX H100 datasheet: 8× H100 SXM5, 18 NVLink 4 links per GPU, 900 GB/s bidirectional "
+                "GPU-to-GPU (450 GB/s per direction); 8× ConnectX-7 400 Gb/s NDR InfiniBand — "
+                "https://resources.nvidia.com/en-us-dgx-systems/ai-enterprise-dgx",
+                _HOPPER_NVLINK,
+                _DGX_BASEPOD,
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+        Platform(
+            name="h200-ndr",
+            title="H200 SXM + NDR 400G",
+            gpu_model="NVIDIA H200 SXM5",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 4",
+            scale_up_gb_s=450,
+            scale_out_fabric="InfiniBand NDR 400G",
+            nics_per_node=8,
+            nic_gbit_s=400,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (bidirectional; 450 GB/s per direction) — "
+                "https://www.nvidia.com/en-us/data-center/h200/",
+                _HOPPER_NVLINK,
+                _DGX_BASEPOD,
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+        Platform(
+            name="b200-400g",
+            title="B200 + 400G",
+            gpu_model="NVIDIA B200",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 5",
+            scale_up_gb_s=900,
+            scale_out_fabric="ConnectX-7 400G",
+            nics_per_node=8,
+            nic_gbit_s=400,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA DGX B200 User Guide, Introduction to NVIDIA DGX B200 Systems: 8× B200, two NVLink 5 switches "
+                "with 14.4 TB/s aggregate (8 × 1.8 TB/s bidirectional = 900 GB/s per GPU per direction); 4 OSFP ports "
+                "for 8× single-port ConnectX-7, InfiniBand up to 400 Gb/s — "
+                "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html",
+                _DGX_BASEPOD,
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+        Platform(
+            name="b200-800g",
+            title="B200 + 800G",
+            gpu_model="NVIDIA B200",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 5",
+            scale_up_gb_s=900,
+            scale_out_fabric="ConnectX-8 800G",
+            nics_per_node=8,
+            nic_gbit_s=800,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA DGX B200 User Guide, Introduction to NVIDIA DGX B200 Systems: 8× B200, NVLink 5 at 1.8 TB/s "
+                "bidirectional per GPU (900 GB/s per direction) — "
+                "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html",
+                "NVIDIA ConnectX-8 SuperNIC User Manual, Introduction: InfiniBand and Ethernet at up to 800 Gb/s; an "
+                "HGX B200 node with one ConnectX-8 per GPU (the DGX B200 ships ConnectX-7 at 400 Gb/s) — "
+                "https://docs.nvidia.com/networking/display/connectx8supernic/introduction",
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+        Platform(
+            name="gb200-nvl72",
+            title="GB200 NVL72 + 400G",
+            gpu_model="NVIDIA GB200 (Blackwell)",
+            gpus_per_node=4,
+            scale_up_domain_gpus=72,
+            scale_up_fabric="NVLink 5 (NVL72)",
+            scale_up_gb_s=900,
+            scale_out_fabric="ConnectX-7 400G",
+            nics_per_node=4,
+            nic_gbit_s=400,
+            scale_up_alpha_us=NVLINK_ALPHA_US,
+            scale_out_alpha_us=NETWORK_ALPHA_US,
+            sources=[
+                "NVIDIA DGX GB200 User Guide, Hardware: a rack is one 72-GPU NVLink domain of 18 compute trays "
+                "(2 Grace CPUs and 4 Blackwell GPUs each) and 9 NVLink switch trays; each compute tray has 4× "
+                "ConnectX-7 single-port 400G OSFP NICs for the cluster network (400 Gb/s per GPU) — "
+                "https://docs.nvidia.com/dgx/dgxgb200-user-guide/hardware.html",
+                "NVIDIA DGX GB200 User Guide, Networking: NVLink 5, 1.8 TB/s bidirectional per GPU (900 GB/s per "
+                "direction); 72 × 1.8 TB/s = the 130 TB/s NVLink domain of the GB200 NVL72 — "
+                "https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html",
+                NCCL_ALPHA_SOURCE,
+            ],
+        ),
+    )
+}
