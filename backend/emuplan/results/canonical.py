@@ -135,6 +135,9 @@ class ParsedResult:
     reported_avg_busbw: dict[str, float] = field(default_factory=dict)
     # nccl-tests' count (elements) and type columns per (collective, size).
     elements: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)
+    # nccl-tests' #wrong column (elements that failed the check) per (collective, size, variant); absent
+    # where the log has no such column (pre-2.13 logs print a max 'error' instead).
+    wrong: dict[tuple[str, int, str], int] = field(default_factory=dict)
     # Every rank's time per call (``RANK_TIMES_SCHEMA``) when the file has them.
     rank_times: pa.Table | None = None
     # What one row of ``rank_times`` is ("rank"; "process" for nccl-tests: one MPI process, its GPUs' max)

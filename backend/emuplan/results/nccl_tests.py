@@ -86,6 +86,7 @@ class _Rows:
         self.busbws: list[float] = []
         self.wrong_lines: list[int] = []
         self.elements: dict[tuple[str, int], tuple[int, str]] = {}
+        self.wrong: dict[tuple[str, int, str], int] = {}
         self.reported_avg_busbw: dict[str, float] = {}
 
 
@@ -139,6 +140,8 @@ def _read_section(
                     f"{file_name}: line {line_number}, column 'time' ({_variant(group)}): "
                     f"{time_text!r} is not a valid time: {problem[1]}"
                 )
+            if fields.get("#wrong", "N/A").isdigit():
+                rows.wrong[(op, size, _variant(group))] = int(fields["#wrong"])
             if fields.get("#wrong", "0") not in ("0", "N/A"):
                 rows.wrong_lines.append(line_number)
             rows.collectives.append(op)
@@ -242,6 +245,7 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
         warnings=warnings,
         reported_avg_busbw=rows.reported_avg_busbw,
         elements=rows.elements,
+        wrong=rows.wrong,
     )
 
 
@@ -288,6 +292,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
     busbws: list[np.ndarray] = []
     averaged_only = False
     elements: dict[tuple[str, int], tuple[int, str]] = {}
+    wrong: dict[tuple[str, int, str], int] = {}
     for index, result in enumerate(results):
         where = f"{file_name}: results[{index}]"
         if not isinstance(result, dict) or "size" not in result:
@@ -299,6 +304,10 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
             summary = result.get(key)
             if not isinstance(summary, dict):
                 continue
+            # util.cu prints nwrong with %lf: 0.000000
+            nwrong = summary.get("nwrong")
+            if isinstance(nwrong, int | float) and not isinstance(nwrong, bool) and 0 <= nwrong < INT64_LIMIT:
+                wrong[(op, size, variant)] = int(nwrong)
             per_iter = result.get(f"{key}_per_iter")
             if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
                 values = _json_times(per_iter["times_us"], f"{where}.{key}_per_iter.times_us")
@@ -343,6 +352,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         warnings=warnings,
         reported_avg_busbw=reported_avg_busbw,
         elements=elements,
+        wrong=wrong,
         rank_times=rank_times,
         rank_unit=rank_unit,
         rank_basis="its own time for the iteration, as nccl-tests measured it (per_process_max_times_us; with "

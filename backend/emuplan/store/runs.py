@@ -152,6 +152,7 @@ def save_run(
             flows=parsed.flows,
             reported_avg_busbw=parsed.reported_avg_busbw,
             elements=parsed.elements,
+            wrong=parsed.wrong,
             rank_times=parsed.rank_times,
             rank_unit=parsed.rank_unit,
             rank_basis=parsed.rank_basis,
