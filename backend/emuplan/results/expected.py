@@ -25,7 +25,8 @@ Sources of the formulas:
   algbw ≤ B_up / 2; between two domains each sends S out (half the data up one tree, the other half down
   the other), beyond two an inner domain also feeds two children, 2S (tuning.cc halves bwInter past two
   nodes for NVLS trees): algbw ≤ the domain's NICs ÷ 1 (two domains) or ÷ 2. This is why two-node logs pass
-  the ring's ceiling: 16 A100s on 2 × 200 GB/s of RoCE print 222.88 GB/s busbw.
+  the ring's ceiling: the 16-rank B200 log prints 702.91 GB/s busbw where 8 × 400 Gbit/s per node (DGX
+  B200) carries 400 GB/s.
 - All-to-all is NCCL's grouped send/recv, not a ring: each rank sends (k−1)/n of its buffer over the
   scale-up level (k ranks per domain) and (n−k)/n over its scale-out share, in parallel, after n−1 steps.
 
