@@ -111,6 +111,15 @@ def test_an_h100_log_across_two_nodes_is_judged_across_them_not_as_one_nvlink_do
     assert gather.time_us == pytest.approx(11.1 + 15 / 16 * 8 * GIB / 400e9 * 1e6, rel=1e-12)
 
 
+def test_one_rank_per_host_is_the_flat_ring_over_the_nic():
+    """The seeds' set-up, 4 hosts × 1 GPU with one 400 Gbit/s NIC each: every hop leaves a host, so the
+    expected time is ideal_time_s's ring over the NIC (the tree, at 4 hosts, sends 2S from inner hosts)."""
+    nic = Level("400G NIC", 50.0, 2.7)
+    expected = expected_collective(CollectiveOp.ALL_REDUCE, 971048, 4, Fabric(NVLINK_4, 1, nic))
+    assert expected.time_us == pytest.approx(ideal_time_s(CollectiveOp.ALL_REDUCE, 971048, 4, 400, 2.7) * 1e6)
+    assert (expected.algorithm, expected.bounding_level) == ("ring", "400G NIC")
+
+
 def test_all_to_all_across_domains_is_pairwise_each_share_on_its_own_level():
     expected = expected_collective(CollectiveOp.ALL_TO_ALL, GIB, 16, H100_NDR)
     # 7/16 of the buffer over NVLink 4 at 450 GB/s, 8/16 over the rank's 50 GB/s of NDR, in parallel.

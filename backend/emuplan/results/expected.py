@@ -163,12 +163,17 @@ def _ring_across(
     intra_steps = ring_latency_steps(op, ranks) - inter_steps
     factor = bus_bandwidth_factor(op, ranks)
     domain_out_gbps = per_domain * out.gbps
-    ceiling, level = (up.gbps, up.name) if up.gbps <= domain_out_gbps else (domain_out_gbps, out.name)
+    # With one rank per domain every hop is a scale-out one: the scale-up level bounds nothing.
+    if per_domain > 1 and up.gbps <= domain_out_gbps:
+        ceiling, level = up.gbps, up.name
+    else:
+        ceiling, level = domain_out_gbps, out.name
     latency_s = (intra_steps * up.latency_us + inter_steps * out.latency_us) * 1e-6
+    bandwidth = f"min(B_up, {per_domain} × B_out)" if per_domain > 1 else "B_out"
     time_s = latency_s + factor * size_bytes / (ceiling * 1e9)
     formula = (
         f"ring over {ranks} ranks in {domains} {up.name} domains (NCCL tuning.cc): {intra_steps} × α_up + "
-        f"{inter_steps} × α_out + {factor:g} × S ÷ min(B_up, {per_domain} × B_out), α_up = {up.latency_us:g} µs, "
+        f"{inter_steps} × α_out + {factor:g} × S ÷ {bandwidth}, α_up = {up.latency_us:g} µs, "
         f"α_out = {out.latency_us:g} µs, B_up = {up.gbps:g} GB/s ({up.name}), B_out = {out.gbps:g} GB/s per GPU "
         f"({out.name}): bound {ceiling:g} GB/s by {level}"
     )
@@ -179,15 +184,21 @@ def _tree(size_bytes: float, ranks: int, domains: int, per_domain: int, up: Leve
     chain_gbps = up.gbps / 2
     sent_per_byte = 1 if domains == 2 else 2
     between_gbps = per_domain * out.gbps / sent_per_byte
-    ceiling, level = (chain_gbps, up.name) if chain_gbps <= between_gbps else (between_gbps, out.name)
+    # One rank per domain: no chain inside it.
+    if per_domain > 1 and chain_gbps <= between_gbps:
+        ceiling, level = chain_gbps, up.name
+    else:
+        ceiling, level = between_gbps, out.name
     hops = domains.bit_length() - 1  # tuning.cc's log2i: the floor of log2
     latency_s = 2 * ((per_domain - 1) * up.latency_us + hops * out.latency_us) * 1e-6
+    between = f"{per_domain} × B_out ÷ {sent_per_byte}"
+    bandwidth = f"min(B_up ÷ 2, {between})" if per_domain > 1 else f"({between})"
     time_s = latency_s + size_bytes / (ceiling * 1e9)
     formula = (
         f"double binary tree over {domains} {up.name} domains of {per_domain} ranks (NCCL tuning.cc): "
-        f"2 × ({per_domain - 1} × α_up + {hops} × α_out) + S ÷ min(B_up ÷ 2, {per_domain} × B_out ÷ "
-        f"{sent_per_byte}), α_up = {up.latency_us:g} µs, α_out = {out.latency_us:g} µs, B_up = {up.gbps:g} GB/s "
-        f"({up.name}), B_out = {out.gbps:g} GB/s per GPU ({out.name}): algbw bound {ceiling:g} GB/s by {level}"
+        f"2 × ({per_domain - 1} × α_up + {hops} × α_out) + S ÷ {bandwidth}, α_up = {up.latency_us:g} µs, "
+        f"α_out = {out.latency_us:g} µs, B_up = {up.gbps:g} GB/s ({up.name}), B_out = {out.gbps:g} GB/s per GPU "
+        f"({out.name}): algbw bound {ceiling:g} GB/s by {level}"
     )
     return _result(CollectiveOp.ALL_REDUCE, size_bytes, ranks, latency_s, time_s, "tree", level, formula)
 
