@@ -10,7 +10,7 @@ from emuplan.results.canonical import samples_table
 from emuplan.results.expected import Fabric, Level
 from emuplan.results.stragglers import rank_times_from_timestamps
 from emuplan.results.verdict import DEGRADED, FAIL, PASS, Reason, Thresholds, judge_run
-from paths import NCCL_TESTS, SHARED_NCCL
+from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 # Fabric figures and α as in test_results_expected.py (NVLink 5 900 GB/s, NVLink 4 450 GB/s per GPU per
 # direction; NDR 8 × 400 Gbit/s per 8-GPU node; α from NCCL's tuning.cc).
@@ -82,10 +82,10 @@ def test_the_b200_log_read_as_one_nvlink_5_domain_is_below_80_percent_of_expecte
     verdict = judged(B200_LOG.read_bytes(), "b200.txt", Fabric(NVLINK_5, ranks_per_domain=72))
     assert verdict.status == DEGRADED
     assert [reason.message for reason in verdict.reasons] == [
-        "all_reduce · 2147483648 B · out-of-place: busbw 696.06 GB/s, the best of the large sizes, is 77.65 % of "
-        "the expected 896.39 GB/s (ring bound by NVLink 5), below 80 %",
-        "all_reduce · 2147483648 B · in-place: busbw 702.91 GB/s, the best of the large sizes, is 78.41 % of the "
-        "expected 896.39 GB/s (ring bound by NVLink 5), below 80 %",
+        "all_reduce · 2147483648 B · out-of-place: busbw 696.06 GB/s is 77.65 % of the expected 896.39 GB/s (ring "
+        "bound by NVLink 5), below 80 % (the best size from 1073741824 B up)",
+        "all_reduce · 2147483648 B · in-place: busbw 702.91 GB/s is 78.41 % of the expected 896.39 GB/s (ring "
+        "bound by NVLink 5), below 80 % (the best size from 1073741824 B up)",
         B200_DIP.message,
     ]
 
@@ -97,8 +97,8 @@ def test_an_h100_log_across_two_nodes_is_judged_against_its_two_node_ceiling():
         Reason(
             "below-expected",
             DEGRADED,
-            "all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s, the best of the large sizes, is 79.99 % of "
-            "the expected 421.72 GB/s (tree bound by NVLink 4), below 80 %",
+            "all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s is 79.99 % of the expected 421.72 GB/s (tree "
+            "bound by NVLink 4), below 80 % (the best size from 1073741824 B up)",
             collective="all_reduce",
             size_bytes=8589934592,
             variant="in-place",
@@ -196,3 +196,18 @@ def test_repeats_that_disagree_by_25_percent_are_degraded_naming_the_slowest_ite
         variant="",
     )
     assert judge_run(groups, ranks=8, fabric=None, thresholds=Thresholds(max_p99_over_p50=1.3)).status == PASS
+
+
+def test_a_distribution_without_large_sizes_is_judged_at_its_largest_by_the_p50():
+    """The constructed -J report: 4 ranks on 2 hosts, 1 and 16 MiB, 4 iterations each. At 16 MiB the
+    two-node tree expects 2 × (0.6 + 2.7) µs + S ÷ min(450 ÷ 2, 2 × 50) GB/s = 174.37 µs, 144.32 GB/s; the
+    p50 of 1200 µs (out-of-place) is 20.97 GB/s, 14.53 % of it."""
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    verdict = judged(report.read_bytes(), report.name, Fabric(NVLINK_4, ranks_per_domain=2, scale_out=NDR))
+    assert verdict.status == FAIL
+    assert [reason.message for reason in verdict.reasons] == [
+        "all_reduce · 16777216 B · out-of-place: busbw 20.97 GB/s is 14.53 % of the expected 144.32 GB/s (tree "
+        "bound by NDR 400G), below 50 % (the largest size)",
+        "all_reduce · 16777216 B · in-place: busbw 22.88 GB/s is 15.85 % of the expected 144.32 GB/s (tree bound "
+        "by NDR 400G), below 50 % (the largest size)",
+    ]

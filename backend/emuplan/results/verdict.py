@@ -3,8 +3,9 @@
 Inputs are plain: the summary's groups (``stats.summarise``; one per collective, size and variant, with
 the nccl-tests ``wrong`` count where the log has that column), the run's rank count, the fabric it ran on
 (``results.expected``; None: % of expected is not judged, and a reason says so) and the stragglers'
-headline (``results.stragglers``). A size sweep (one timing per size) is read by its mean time and the
-busbw the file printed; a distribution by its median (p50).
+headline (``results.stragglers``). A size sweep (one timing per size) is read by its mean time, a
+distribution by its median (p50); % of expected takes busbw from that time, not from a file's two-decimal
+cells.
 
 Checks, in order of severity, every threshold a field of ``Thresholds``:
 
@@ -209,14 +210,14 @@ def _below_expected(
         if severity is not None:
             line = thresholds.fail_below_pct if severity == FAIL else thresholds.degraded_below_pct
             measured = _measured_busbw(g, sweep, ranks)
+            scope = f"the best size from {thresholds.large_size_bytes} B up" if large else "the largest size"
             reasons.append(
                 Reason(
                     "below-expected",
                     severity,
-                    f"{g['label']}: busbw {measured:.2f} GB/s, the best of the large sizes, is {best_pct:.2f} % of "
-                    f"the expected "
+                    f"{g['label']}: busbw {measured:.2f} GB/s is {best_pct:.2f} % of the expected "
                     f"{expected.busbw_gbps:.2f} GB/s ({expected.algorithm} bound by {expected.bounding_level}), "
-                    f"below {line:g} %",
+                    f"below {line:g} % ({scope})",
                     **_where(g),
                 )
             )
