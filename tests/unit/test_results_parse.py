@@ -63,6 +63,20 @@ def test_pre_2_13_header_without_root_and_with_error_column():
     assert set(parsed.samples["collective"].to_pylist()) == {"all_reduce"}  # redop sum, no root, count × 4 = size
 
 
+def test_the_wrong_count_is_kept_per_size_and_variant_where_the_log_has_the_column():
+    """nccl-tests' #wrong (stdout) and nwrong (-J, printed '0.000000'); pre-2.13 logs have an 'error' column
+    instead (a maximum error, not a count), so nothing is kept for them."""
+    h100 = parse_result_file(read(RESULTS / "nccl-tests" / "h100-16rank-allreduce-mpirun.txt"), "h100.txt")
+    assert len(h100.wrong) == 62 and set(h100.wrong.values()) == {0}
+    assert h100.wrong[("all_reduce", 8589934592, "in-place")] == 0
+    report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
+    assert parse_result_file(read(report), report.name).wrong == {
+        ("all_reduce", size, variant): 0 for size in (1048576, 16777216) for variant in ("out-of-place", "in-place")
+    }
+    v100 = parse_result_file(read(SHARED_NCCL / "v100-12gpu-allreduce-pre2.13.txt"), "v100.txt")
+    assert v100.wrong == {}
+
+
 def test_pre_2_13_broadcast_is_recognised_by_its_root_column():
     parsed = parse_result_file(read(SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"), "run.log")
     assert set(parsed.samples["collective"].to_pylist()) == {"broadcast"}

@@ -15,9 +15,10 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 
 from dataclasses import asdict, dataclass
 
+from emuplan.results.expected import Fabric, Level, expected_collective
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.wording import percent
-from emuplan.workload.collectives import bus_bandwidth_factor, ideal_time_s, normalise_op_name
+from emuplan.workload.collectives import normalise_op_name
 from emuplan.workload.document import PlanDocument
 
 CELL_HALF_UNIT_GBPS = 0.005
@@ -146,12 +147,13 @@ def above_ideal_warning(over: list[tuple[str, float, dict]]) -> str | None:
 
 
 def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptions) -> float | None:
-    """busbw the α-β model expects at this size (nccl-tests convention), or None without ranks."""
+    """busbw the α-β model expects at this size (nccl-tests convention), or None without ranks: every rank
+    on one link of the assumed speed, a single level (``results.expected``)."""
     op = normalise_op_name(collective)
     if op is None or assumptions.ranks is None or assumptions.ranks < 2 or size_bytes <= 0:
         return None
-    ideal_s = ideal_time_s(op, size_bytes, assumptions.ranks, assumptions.link_gbps, assumptions.latency_us)
-    return size_bytes / ideal_s / 1e9 * bus_bandwidth_factor(op, assumptions.ranks)
+    link = Level("assumed link", assumptions.ceiling_gbps, assumptions.latency_us)
+    return expected_collective(op, size_bytes, assumptions.ranks, Fabric(link, assumptions.ranks)).busbw_gbps
 
 
 def file_or_ours(group: dict, key: str) -> float | None:

@@ -139,6 +139,9 @@ class ParsedResult:
     # nccl-tests' time, algbw and busbw cells as printed, per (collective, size, variant) timed once: the
     # pages and the CLI show these texts (wording.as_printed).
     printed: dict[tuple[str, int, str], dict[str, str]] = field(default_factory=dict)
+    # nccl-tests' #wrong column (elements that failed the check) per (collective, size, variant); absent
+    # where the log has no such column (pre-2.13 logs print a max 'error' instead).
+    wrong: dict[tuple[str, int, str], int] = field(default_factory=dict)
     # Every rank's time per call (``RANK_TIMES_SCHEMA``) when the file has them.
     rank_times: pa.Table | None = None
     # What one row of ``rank_times`` is ("rank"; "process" for nccl-tests: one MPI process, its GPUs' max)

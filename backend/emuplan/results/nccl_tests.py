@@ -198,6 +198,7 @@ class _Rows:
         self.busbws: list[float] = []
         self.wrong_lines: list[int] = []
         self.elements: dict[tuple[str, int], tuple[int, str]] = {}
+        self.wrong: dict[tuple[str, int, str], int] = {}
         self.reported_avg_busbw: dict[str, float] = {}
         # The cells as the log printed them, per (collective, size, variant); None where the log times a
         # size more than once (-N): no single printed cell stands for the group.
@@ -301,6 +302,8 @@ def _read_section(
                     f"{file_name}: line {line_number}, column 'time' ({_variant(group)}): "
                     f"{time_text!r} is not a valid time: {problem[1]}"
                 )
+            if fields.get("#wrong", "N/A").isdigit():
+                rows.wrong[(op, size, _variant(group))] = int(fields["#wrong"])
             if fields.get("#wrong", "0") not in ("0", "N/A"):
                 rows.wrong_lines.append(line_number)
             rows.collectives.append(op)
@@ -410,6 +413,7 @@ def parse_nccl_tests_stdout(text: str, file_name: str, collective: str | None) -
         reported_avg_busbw=rows.reported_avg_busbw,
         elements=rows.elements,
         printed={key: cells for key, cells in rows.printed.items() if cells},
+        wrong=rows.wrong,
     )
 
 
@@ -461,6 +465,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
     busbws: list[np.ndarray] = []
     averaged_only = False
     elements: dict[tuple[str, int], tuple[int, str]] = {}
+    wrong: dict[tuple[str, int, str], int] = {}
     for index, result in enumerate(results):
         where = f"{file_name}: results[{index}]"
         if not isinstance(result, dict) or "size" not in result:
@@ -472,6 +477,10 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
             summary = result.get(key)
             if not isinstance(summary, dict):
                 continue
+            # util.cu prints nwrong with %lf: 0.000000
+            nwrong = summary.get("nwrong")
+            if isinstance(nwrong, int | float) and not isinstance(nwrong, bool) and 0 <= nwrong < INT64_LIMIT:
+                wrong[(op, size, variant)] = int(nwrong)
             per_iter = result.get(f"{key}_per_iter")
             if isinstance(per_iter, dict) and isinstance(per_iter.get("times_us"), list):
                 values = _json_times(per_iter["times_us"], f"{where}.{key}_per_iter.times_us")
@@ -516,6 +525,7 @@ def parse_nccl_tests_json(document: dict, file_name: str, collective: str | None
         warnings=warnings,
         reported_avg_busbw=reported_avg_busbw,
         elements=elements,
+        wrong=wrong,
         rank_times=rank_times,
         rank_unit=rank_unit,
         rank_basis="its own time for the iteration, as nccl-tests measured it (per_process_max_times_us; with "

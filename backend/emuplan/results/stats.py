@@ -154,11 +154,13 @@ def summarise(
     reported_avg_busbw: dict[str, float] | None = None,
     elements: dict[tuple[str, int], tuple[int, str]] | None = None,
     printed: dict[tuple[str, int, str], dict[str, str]] | None = None,
+    wrong: dict[tuple[str, int, str], int] | None = None,
     rank_times: pa.Table | None = None,
     rank_unit: str = "rank",
     rank_basis: str = "",
 ) -> dict:
-    """The cached summary of one run: ``groups`` (statistics), ``ecdf`` and ``delay`` (per group, same order),
+    """The cached summary of one run: ``groups`` (statistics; nccl-tests' ``wrong`` count where the file has
+    that column), ``ecdf`` and ``delay`` (per group, same order),
     ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), ``flows``
     (flow-completion statistics and ECDF) for per-flow uploads, and ``stragglers`` (per-rank and per-host
     figures, ``results.stragglers``) when the file times every rank or has flows to several endpoints.
@@ -189,6 +191,8 @@ def summarise(
             stats["elements"], stats["dtype"] = elements[(collective, size_bytes)]
         if printed and len(values) == 1 and (collective, size_bytes, variant) in printed:
             stats["printed"] = printed[(collective, size_bytes, variant)]
+        if wrong and (collective, size_bytes, variant) in wrong:
+            stats["wrong"] = wrong[(collective, size_bytes, variant)]
         stats.update(
             reported_algbw_gbps=_group_mean(reported["algbw_gbps"], rows),
             reported_busbw_gbps=_group_mean(reported["busbw_gbps"], rows),

@@ -140,6 +140,7 @@ def _summarised_and_encoded(
             reported_avg_busbw=parsed.reported_avg_busbw,
             elements=parsed.elements,
             printed=parsed.printed,
+            wrong=parsed.wrong,
             rank_times=parsed.rank_times,
             rank_unit=parsed.rank_unit,
             rank_basis=parsed.rank_basis,
@@ -206,6 +207,16 @@ def save_run(
     return run
 
 
+def _kept_per_group(summary: dict, key: str, collectives: dict[str, str]) -> dict[tuple[str, int, str], object]:
+    """What the import kept of each group under ``key`` (the printed cells, the #wrong count), by its
+    (collective, size, variant) after relabelling: the file is not kept, so it cannot be read again."""
+    return {
+        (collectives.get(group["collective"], group["collective"]), group["size_bytes"], group["variant"]): group[key]
+        for group in summary["groups"]
+        if key in group
+    }
+
+
 def relabel_collectives(session: Session, run_id: int, collectives: dict[str, str]) -> Run:
     """Set a run's collectives after import (``{"unknown": "all_reduce"}``: each old name → a ``CollectiveOp``
     value): its samples are rewritten and its statistics computed again as ``save_run`` computes them (bus
@@ -251,13 +262,8 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
             for group in run.summary["groups"]
             if "elements" in group
         },
-        printed={
-            (collectives.get(group["collective"], group["collective"]), group["size_bytes"], group["variant"]): group[
-                "printed"
-            ]
-            for group in run.summary["groups"]
-            if "printed" in group
-        },
+        printed=_kept_per_group(run.summary, "printed", collectives),
+        wrong=_kept_per_group(run.summary, "wrong", collectives),
         rank_times=load_table(session, run_id, "rank_times"),
         rank_unit=stragglers.get("unit", "rank"),
         rank_basis=stragglers.get("basis", ""),

@@ -67,8 +67,22 @@ def bus_bandwidth_gbps(op: CollectiveOp, size_bytes: float, seconds: float, rank
     return algorithm_bandwidth_gbps(size_bytes, seconds) * bus_bandwidth_factor(op, ranks)
 
 
+def ring_latency_steps(op: CollectiveOp, ranks: int) -> int:
+    """The α terms of a ring over ``ranks`` ranks: the steps it takes one after the other (NCCL's
+    ``nsteps``, src/graph/tuning.cc): 2(n−1) for all-reduce (reduce-scatter then all-gather), n−1 for
+    all-gather, reduce-scatter and all-to-all, one for broadcast, reduce and send/recv; none on one rank."""
+    if ranks == 1 and op is not CollectiveOp.SEND_RECV:
+        return 0
+    if op is CollectiveOp.ALL_REDUCE:
+        return 2 * (ranks - 1)
+    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+        return ranks - 1
+    return 1
+
+
 def ideal_time_s(op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: float, latency_us: float) -> float:
-    """α-β time of a ring algorithm over ``ranks`` ranks, each with one link of ``link_gbps`` Gbit/s.
+    """α-β time of a ring algorithm over ``ranks`` ranks, each with one link of ``link_gbps`` Gbit/s:
+    ``ring_latency_steps`` × α + the bus factor × S/B, that is
 
     all-reduce 2(n−1)α + 2(n−1)/n·S/B; all-gather, reduce-scatter, all-to-all (n−1)α + (n−1)/n·S/B;
     broadcast, reduce and send/recv α + S/B.
@@ -77,12 +91,10 @@ def ideal_time_s(op: CollectiveOp, size_bytes: float, ranks: int, link_gbps: flo
         raise ValueError(f"ranks must be at least 1, got {ranks}")
     if link_gbps <= 0:
         raise ValueError(f"link speed must be positive, got {link_gbps} Gbit/s")
-    alpha = latency_us * 1e-6
-    bytes_per_second = link_gbps * 1e9 / 8
     if ranks == 1 and op is not CollectiveOp.SEND_RECV:
         return 0.0
-    if op is CollectiveOp.ALL_REDUCE:
-        return 2 * (ranks - 1) * alpha + 2 * (ranks - 1) / ranks * size_bytes / bytes_per_second
-    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
-        return (ranks - 1) * alpha + (ranks - 1) / ranks * size_bytes / bytes_per_second
-    return alpha + size_bytes / bytes_per_second
+    bytes_per_second = link_gbps * 1e9 / 8
+    return (
+        ring_latency_steps(op, ranks) * latency_us * 1e-6
+        + bus_bandwidth_factor(op, ranks) * size_bytes / bytes_per_second
+    )
