@@ -106,6 +106,9 @@ class ComparisonDocument(BaseModel):
         description="What one training step of each run's plan costs on it, × the baseline's: the comparison "
         "of strategies (``results.step_cost``)."
     )
+    verdicts: list[dict[str, Any]] = Field(
+        description="Per run, in the runs' order: its platform and verdict (status, reasons, thresholds)."
+    )
     runs: list[dict[str, Any]]
     ks_tests: list[dict[str, Any]]
     figures: dict[str, PlotlyFigure] = Field(

@@ -53,6 +53,9 @@ class UploadForm(BaseModel):
         description="The collective when the file does not say it: an nccl-tests log's own binary and "
         "redop/root cells come first (a choice they contradict is 400), the file name last.",
     )
+    platform: str | None = Field(
+        default=None, max_length=64, description="The platform profile it ran on (GET /api/platforms)."
+    )
 
 
 class RunChanges(BaseModel):
@@ -60,9 +63,16 @@ class RunChanges(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] = Field(
+    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] | None = Field(
+        default=None,
         description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
-        "statistics (bus bandwidth, ideal time, groups) are computed again."
+        "statistics (bus bandwidth, ideal time, groups) are computed again.",
+    )
+    platform: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
+        "expected and verdict follow.",
     )
 
 
@@ -144,7 +154,13 @@ class AssumptionsDocument(BaseModel):
     latency_us: float = Field(description="Latency α, µs.")
     ranks: int | None
     sources: dict[str, Literal["query", "plan", "file", "settings", "none"]]
-    ceiling_gbps: float = Field(description="The line rate in GB/s: busbw cannot pass it.")
+    ceiling_gbps: float | None = Field(
+        description="The line rate in GB/s: busbw cannot pass it; None when no link speed was given."
+    )
+    link_applied: bool = Field(
+        description="Whether a link speed was given (query, plan): the server's fallback is never applied "
+        "silently, so without one there is no ideal time and no % of ideal."
+    )
 
 
 class StragglerEntry(BaseModel):
@@ -187,6 +203,30 @@ class StragglersDocument(BaseModel):
     slowest_host: StragglerHeadline | None
 
 
+class ReasonDocument(BaseModel):
+    """One finding behind a verdict (``results.verdict.Reason``)."""
+
+    code: str
+    severity: Literal["fail", "degraded", "note"]
+    message: str
+    collective: str | None
+    size_bytes: int | None
+    variant: str | None
+
+
+class VerdictDocument(BaseModel):
+    """pass, degraded or fail, with the reasons, worst first, and the thresholds they were judged by."""
+
+    status: Literal["pass", "degraded", "fail"]
+    reasons: list[ReasonDocument]
+    thresholds: dict[str, float]
+
+
+class PlatformReference(BaseModel):
+    name: str
+    title: str
+
+
 class RunStatistics(RunSummaryDocument):
     """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics with every group's rates
     and % of ideal under ``assumptions``; size sweeps add ``sweep`` (peak and average busbw, per-variant
@@ -203,6 +243,9 @@ class RunStatistics(RunSummaryDocument):
     stragglers: StragglersDocument | None = Field(
         default=None, description="When the file times every rank (nccl-tests -J -I 1, per-flow, measured)."
     )
+    platform: PlatformReference | None = Field(description="The platform it ran on; None: not said.")
+    verdict: VerdictDocument
+    expected_note: str | None = Field(description="Why there is no expected curve, when there is none.")
     step_cost: StepCostDocument | None = Field(
         description="What one training step of the plan (``plan``, else the linked one) costs on this run; "
         "None without a plan."
@@ -253,6 +296,7 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
             collective=form.collective,
             max_decompressed_bytes=settings.max_decompressed_bytes,
             content_sha256=upload.sha256,
+            platform=form.platform,
         )
         session.commit()
         return store.run_public(run)
@@ -345,8 +389,15 @@ def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
 
 @router.patch("/{run_id}", response_model=RunPublic)
 def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep) -> dict:
-    """Set the run's collectives after import (an editor's write): samples and statistics follow."""
-    run = store.relabel_collectives(session, run_id, changes.collectives)
+    """Set the run's collectives or its platform after import (an editor's write): statistics follow. Only
+    the fields given change; ``"platform": null`` clears it."""
+    if not changes.model_fields_set:
+        raise ValueError("changes: give collectives, platform or both")
+    run = store.get_run(session, run_id)
+    if "platform" in changes.model_fields_set:
+        run = store.set_run_platform(session, run_id, changes.platform)
+    if changes.collectives is not None:
+        run = store.relabel_collectives(session, run_id, changes.collectives)
     session.commit()
     return store.run_public(run)
 

@@ -374,10 +374,10 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
         if any(row["expected_busbw_gbps"] is not None for row in rows):
             traces.append(_scatter(x=[row["size_bytes"] for row in rows],
                                      y=[row["expected_busbw_gbps"] for row in rows], mode="lines",
-                                     name=_legend_name(f"{entry['collective']} α-β expected busbw"),
+                                     name=_legend_name(f"{entry['collective']} expected busbw"),
                                      line={"color": color, "dash": "dash", "width": 1.5}))  # fmt: skip
-    if sizes:
-        ceiling = sweep["ceiling_gbps"]
+    ceiling = sweep["ceiling_gbps"]
+    if sizes and ceiling is not None:
         traces.append(_scatter(x=[min(sizes), max(sizes)], y=[ceiling, ceiling], mode="lines",
                                  name=f"line rate {ceiling:.4g} GB/s", line={"color": "#444", "width": 1}))  # fmt: skip
     ticks = _size_ticks(sizes) if sizes else {}

@@ -219,3 +219,19 @@ def remove_platform(name: Annotated[str, typer.Argument(help="The added profile 
     from emuplan.store import platforms as store
 
     typer.echo(_in_store(lambda session: store.delete_platform(session, name).message(), write=True))
+
+
+@platforms_app.command("assign")
+def assign_platform(
+    name: Annotated[str, typer.Argument(help="The platform the runs ran on; 'none' clears it.")],
+    run_ids: Annotated[list[int], typer.Argument(help="Run ids.")],
+) -> None:
+    """Name the platform runs ran on: their expected curve, % of expected and verdict follow."""
+    from emuplan.store import runs as store
+
+    platform = None if name == "none" else name
+
+    def assign(session) -> list[str]:
+        return [f"run {store.set_run_platform(session, run_id, platform).id}: platform {name}" for run_id in run_ids]
+
+    typer.echo("\n".join(_in_store(assign, write=True)))

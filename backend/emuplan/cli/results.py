@@ -103,7 +103,7 @@ CollectiveOption = Annotated[
 ]
 
 
-def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map) -> dict:
+def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform) -> dict:
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
@@ -120,6 +120,7 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
         column_map=parse_column_map(column_map),
         collective=collective,
         max_decompressed_bytes=get_settings().max_decompressed_bytes,
+        platform=platform,
     )
     return store.run_public(run)
 
@@ -136,17 +137,22 @@ def import_run(
     column_map: Annotated[
         str | None, typer.Option("--column-map", help='Role → column: JSON or "duration=wall_ms,size=payload".')
     ] = None,
+    platform: Annotated[
+        str | None, typer.Option(help="The platform it ran on (emuplan platforms list): expected curve, verdict.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
 ) -> None:
     """Import a result file as a run and print its statistics."""
     server = remote_server()
     if server is not None:
         fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
-        fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map}
+        fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
         document = server.upload("/api/runs", file, fields)
     else:
         document = _with_store(
-            lambda session: _import_file(session, file, name, plan, strategy, tag, fmt, collective, column_map),
+            lambda session: _import_file(
+                session, file, name, plan, strategy, tag, fmt, collective, column_map, platform
+            ),
             write=True,
         )
     if as_json:

@@ -15,7 +15,7 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 
 from dataclasses import asdict, dataclass
 
-from emuplan.results.expected import Fabric, Level, expected_collective
+from emuplan.results.expected import Fabric, FabricError, Level, expected_collective, group_expectation
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.wording import percent
 from emuplan.workload.collectives import normalise_op_name
@@ -38,9 +38,15 @@ class Assumptions:
     sources: dict[str, str]
 
     @property
-    def ceiling_gbps(self) -> float:
+    def link_applied(self) -> bool:
+        """Whether the link speed was given (the request, the plan): the server's fallback is never applied
+        silently, so without one there is no ideal time, no % of ideal and no α-β expected curve."""
+        return self.sources["link_gbps"] != "settings"
+
+    @property
+    def ceiling_gbps(self) -> float | None:
         """The line rate in GB/s: busbw cannot pass it on a link of ``link_gbps`` Gbit/s per rank."""
-        return self.link_gbps / 8.0
+        return self.link_gbps / 8.0 if self.link_applied else None
 
 
 def resolve_assumptions(
@@ -99,25 +105,57 @@ def is_size_sweep(groups: list[dict]) -> bool:
     return len(groups) > 1 and all(g["count"] == 1 and g.get("size_bytes") is not None for g in groups)
 
 
-def analyse(summary: dict, assumptions: Assumptions, plan: PlanDocument | None = None) -> dict:
-    """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions)."""
-    network = NetworkModel(assumptions.link_gbps, assumptions.latency_us, plan.collectives if plan else [])
+def analyse(
+    summary: dict, assumptions: Assumptions, plan: PlanDocument | None = None, fabric: Fabric | None = None
+) -> dict:
+    """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions).
+
+    ``fabric`` (the run's platform, ``expected.fabric_of``) adds each group's expected busbw, the algorithm
+    and level that bound it and the % of it reached (``expected_note`` says why not, when the platform does
+    not fit the run)."""
+    link = assumptions.link_gbps if assumptions.link_applied else None
+    network = NetworkModel(link, assumptions.latency_us, plan.collectives if plan else [])
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
+    sweep = is_size_sweep(groups)
     unit, per_unit = page_time_unit([summary])
     result = {
-        "assumptions": {**asdict(assumptions), "ceiling_gbps": assumptions.ceiling_gbps},
+        "assumptions": {
+            **asdict(assumptions),
+            "ceiling_gbps": assumptions.ceiling_gbps,
+            "link_applied": assumptions.link_applied,
+        },
         "time_unit": unit,
         "us_per_unit": per_unit,
         "groups": groups,
         "above_ideal_pct": above_ideal_pct(groups),
+        "expected_note": _add_expected(groups, sweep, assumptions.ranks, fabric),
     }
-    if is_size_sweep(groups):
+    if sweep:
         result["kind"] = "size-sweep"
         result["sweep"] = size_sweep(groups, summary.get("reported_avg_busbw_gbps") or {}, assumptions)
     else:
         result["kind"] = "distribution"
         result["trials"] = [_trials(group) for group in groups if group.get("slowest")]
     return result
+
+
+def _add_expected(groups: list[dict], sweep: bool, ranks: int | None, fabric: Fabric | None) -> str | None:
+    """Each group's expected busbw on ``fabric`` and the % of it reached (``results.expected``), in place;
+    what stood in the way, if anything."""
+    if fabric is None:
+        return "no platform: no expected curve or % of expected"
+    if ranks is None or ranks < 2:
+        return "no rank count: nothing is expected of the run"
+    for group in groups:
+        try:
+            found = group_expectation(group, sweep, ranks, fabric)
+        except FabricError as error:
+            return f"the platform does not fit the run: {error}"
+        if found is not None:
+            expected, pct = found
+            group.update(expected_busbw_gbps=expected.busbw_gbps, pct_of_expected=pct,
+                         expected_algorithm=expected.algorithm, expected_bound=expected.bounding_level)  # fmt: skip
+    return None
 
 
 def above_ideal_pct(groups: list[dict]) -> float | None:
@@ -151,6 +189,8 @@ def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptio
     on one link of the assumed speed, a single level (``results.expected``)."""
     op = normalise_op_name(collective)
     if op is None or assumptions.ranks is None or assumptions.ranks < 2 or size_bytes <= 0:
+        return None
+    if not assumptions.link_applied:
         return None
     link = Level("assumed link", assumptions.ceiling_gbps, assumptions.latency_us)
     return expected_collective(op, size_bytes, assumptions.ranks, Fabric(link, assumptions.ranks)).busbw_gbps
@@ -188,7 +228,9 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
                             "busbw_gbps": file_or_ours(g, "busbw_gbps"),
                             "pct_of_ideal": g.get("pct_of_ideal"),
                             "printed": g.get("printed", {}),
-                            "expected_busbw_gbps": expected_busbw_gbps(collective, g["size_bytes"], assumptions),
+                            "expected_busbw_gbps": g.get("expected_busbw_gbps")
+                            or expected_busbw_gbps(collective, g["size_bytes"], assumptions),
+                            "pct_of_expected": g.get("pct_of_expected"),
                         }
                         for g in rows
                     ],

@@ -36,14 +36,19 @@ switch and can pass these ceilings, and NCCL's protocol choice (LL, LL128, Simpl
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from emuplan.workload.collectives import (
     CollectiveOp,
     bus_bandwidth_factor,
     bus_bandwidth_gbps,
     ideal_time_s,
+    normalise_op_name,
     ring_latency_steps,
 )
+
+if TYPE_CHECKING:
+    from emuplan.workload.platforms import Platform
 
 
 class FabricError(ValueError):
@@ -124,6 +129,44 @@ def pct_of_expected(measured_busbw_gbps: float | None, expected_busbw_gbps: floa
     if measured_busbw_gbps is None or expected_busbw_gbps is None or expected_busbw_gbps <= 0:
         return None
     return measured_busbw_gbps / expected_busbw_gbps * 100.0
+
+
+def fabric_of(platform: "Platform", ranks: int, hosts: int | None) -> Fabric:
+    """The levels a run of ``ranks`` ranks on ``hosts`` nodes of ``platform`` spans. Its ranks per scale-up
+    domain: the ranks per node (all ranks on one node when hosts are unknown and they fit one) times the
+    nodes one domain holds (1 on a DGX, 18 on a GB200 NVL72), never more than the run has."""
+    nodes_per_domain = platform.scale_up_domain_gpus // platform.gpus_per_node
+    per_node = math.ceil(ranks / hosts) if hosts else min(ranks, platform.gpus_per_node)
+    return Fabric(
+        scale_up=Level(platform.scale_up_fabric, platform.scale_up_gb_s, platform.scale_up_alpha_us),
+        ranks_per_domain=max(1, min(ranks, per_node * nodes_per_domain)),
+        scale_out=Level(platform.scale_out_fabric, platform.scale_out_gb_s, platform.scale_out_alpha_us),
+    )
+
+
+def measured_time_us(group: dict, sweep: bool) -> float:
+    """The time a group is judged by: a sweep's size by its mean (nccl-tests' own), a distribution by p50."""
+    return group["mean_us"] if sweep else group["p50_us"]
+
+
+def measured_busbw_gbps(group: dict, sweep: bool, ranks: int) -> float | None:
+    """busbw from the time (``measured_time_us``), not from a file's cell: the cells carry two decimals, and
+    0.01 GB/s printed for 0.006 would read as far above any expectation."""
+    op = normalise_op_name(group["collective"])
+    time_us = measured_time_us(group, sweep)
+    if op is None or time_us <= 0 or not group.get("size_bytes"):
+        return None
+    return bus_bandwidth_gbps(op, group["size_bytes"], time_us * 1e-6, ranks)
+
+
+def group_expectation(group: dict, sweep: bool, ranks: int, fabric: Fabric) -> tuple[Expected, float | None] | None:
+    """What ``fabric`` expects of a group (collective, size) over ``ranks`` ranks, and the % of it the group
+    reached; None for a collective or size nothing is expected of. FabricError when the fabric does not fit."""
+    op = normalise_op_name(group["collective"])
+    if op is None or not group.get("size_bytes") or ranks < 2:
+        return None
+    expected = expected_collective(op, group["size_bytes"], ranks, fabric)
+    return expected, pct_of_expected(measured_busbw_gbps(group, sweep, ranks), expected.busbw_gbps)
 
 
 def _result(

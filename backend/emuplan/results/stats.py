@@ -38,9 +38,10 @@ SLOWEST_KEPT = 20
 
 @dataclass(frozen=True)
 class NetworkModel:
-    """What the ideal time needs beyond the samples: the plan's network and its collectives."""
+    """What the ideal time needs beyond the samples: the plan's network and its collectives. ``link_gbps``
+    None: no link was given (only the server's fallback), so no ideal time is computed."""
 
-    link_gbps: float
+    link_gbps: float | None
     latency_us: float
     collectives: list[PlannedCollective] = field(default_factory=list)
 
@@ -323,7 +324,9 @@ def _ideal(
 ) -> dict:
     empty = {"ideal_time_us": None, "pct_of_ideal": None, "ideal_source": None}
     op = normalise_op_name(collective)
-    if network is None or op is None or whole_bytes is None or group_size is None or mean_us <= 0:
+    if network is None or network.link_gbps is None or op is None or whole_bytes is None or group_size is None:
+        return empty
+    if mean_us <= 0:
         return empty
     ideal_us = ideal_time_s(op, whole_bytes, group_size, network.link_gbps, network.latency_us) * 1e6
     return {"ideal_time_us": ideal_us, "pct_of_ideal": ideal_us / mean_us * 100.0, "ideal_source": "plan"}

@@ -25,8 +25,8 @@ Checks, in order of severity, every threshold a field of ``Thresholds``:
 from dataclasses import asdict, dataclass, field
 
 from emuplan.results.analysis import file_or_ours, is_size_sweep
-from emuplan.results.expected import Fabric, FabricError, expected_collective, pct_of_expected
-from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
+from emuplan.results.expected import Fabric, FabricError, group_expectation, measured_busbw_gbps, measured_time_us
+from emuplan.workload.collectives import normalise_op_name
 
 PASS, DEGRADED, FAIL = "pass", "degraded", "fail"
 # A note explains a figure without moving the verdict.
@@ -127,10 +127,6 @@ def _series(groups: list[dict]) -> list[list[dict]]:
     ]  # fmt: skip
 
 
-def _time_us(group: dict, sweep: bool) -> float:
-    return group["mean_us"] if sweep else group["p50_us"]
-
-
 def _rates(series: list[dict], sweep: bool) -> list[float] | None:
     """busbw of every size of a series (else algbw, when a size lacks busbw) as the run shows it: the file's
     cell or ours at the mean for a sweep, ours at the p50 for a distribution; None without either."""
@@ -139,16 +135,6 @@ def _rates(series: list[dict], sweep: bool) -> list[float] | None:
         if all(rate is not None for rate in rates):
             return rates
     return None
-
-
-def _measured_busbw(group: dict, sweep: bool, ranks: int) -> float | None:
-    """busbw from the time (the mean of a sweep's size, a distribution's p50), not from a file's cell: the
-    cells carry two decimals, and 0.01 GB/s printed for 0.006 would read as far above any expectation."""
-    op = normalise_op_name(group["collective"])
-    time_us = _time_us(group, sweep)
-    if op is None or time_us <= 0:
-        return None
-    return bus_bandwidth_gbps(op, group["size_bytes"], time_us * 1e-6, ranks)
 
 
 def _data_errors(groups: list[dict]) -> list[Reason]:
@@ -178,10 +164,9 @@ def _below_expected(
         judged = []
         for g in (g for g in series if g["size_bytes"] > 0):
             try:
-                expected = expected_collective(op, g["size_bytes"], ranks, fabric)
+                expected, pct = group_expectation(g, sweep, ranks, fabric)
             except FabricError as error:  # a platform that does not fit the run: said, not a failed page
                 return [Reason("not-judged", NOTE, f"% of expected is not judged: {error}")]
-            pct = pct_of_expected(_measured_busbw(g, sweep, ranks), expected.busbw_gbps)
             if pct is not None:
                 judged.append((pct, g, expected))
         if not judged:
@@ -209,7 +194,7 @@ def _below_expected(
         )
         if severity is not None:
             line = thresholds.fail_below_pct if severity == FAIL else thresholds.degraded_below_pct
-            measured = _measured_busbw(g, sweep, ranks)
+            measured = measured_busbw_gbps(g, sweep, ranks)
             scope = f"the best size from {thresholds.large_size_bytes} B up" if large else "the largest size"
             reasons.append(
                 Reason(
@@ -233,17 +218,17 @@ def _dips(groups: list[dict], sweep: bool, thresholds: Thresholds) -> list[Reaso
         rates = _rates(series, sweep)
         if rates is None:
             continue
-        fastest_us = min(_time_us(g, sweep) for g in series)
+        fastest_us = min(measured_time_us(g, sweep) for g in series)
         best_index = None
         for index, (g, rate) in enumerate(zip(series, rates, strict=True)):
-            past_latency = _time_us(g, sweep) >= thresholds.latency_bound_factor * fastest_us
+            past_latency = measured_time_us(g, sweep) >= thresholds.latency_bound_factor * fastest_us
             if past_latency and best_index is not None and rate < (1 - thresholds.dip_fraction) * rates[best_index]:
                 best = series[best_index]
                 reasons.append(
                     Reason(
                         "busbw-dip",
                         DEGRADED,
-                        f"{g['label']}: busbw {rate:.2f} GB/s ({_time_us(g, sweep):.2f} µs) is "
+                        f"{g['label']}: busbw {rate:.2f} GB/s ({measured_time_us(g, sweep):.2f} µs) is "
                         f"{(1 - rate / rates[best_index]) * 100:.1f} % below {rates[best_index]:.2f} GB/s at the "
                         f"smaller {best['size_bytes']} B",
                         **_where(g),

@@ -121,6 +121,18 @@ def get_platform(session: Session, name: str) -> PlatformEntry:
     return PlatformEntry(platform, builtin, runs, plans)
 
 
+def platform_named(session: Session, name: str) -> Platform | None:
+    """The profile of that name (built-in or stored) without its counts of runs and plans; None if none."""
+    if name in BUILTIN_PLATFORMS:
+        return BUILTIN_PLATFORMS[name]
+    row = _stored(session, name)
+    return _platform_of(row) if row is not None else None
+
+
+def platform_exists(session: Session, name: str) -> bool:
+    return platform_named(session, name) is not None
+
+
 def _name_free(session: Session, name: str) -> None:
     if name in BUILTIN_PLATFORMS:
         raise PlatformExists(f"name: {name!r} is a built-in platform; choose another name")

@@ -46,17 +46,21 @@ from emuplan.results.analysis import (
 )
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
+from emuplan.results.expected import fabric_of
 from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, step_cost
+from emuplan.results.verdict import Thresholds, judge_run
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import get_plan, plan_document
+from emuplan.store.platforms import platform_exists, platform_named
 from emuplan.store.rows import NotFound
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
+from emuplan.workload.platforms import Platform
 
 Origin = Literal["imported", "measured", "generated"]
 ORIGINS = get_args(Origin)
@@ -164,14 +168,17 @@ def save_run(
     origin_detail: str = "",
     file_name: str | None = None,
     content_sha256: str | None = None,
+    platform: str | None = None,
 ) -> Run:
-    """Add the run, its tables and its summary to ``session`` (flushed, not committed)."""
+    """Add the run, its tables and its summary to ``session`` (flushed, not committed). ``platform``: the
+    name of the platform profile it ran on (``store.platforms``), None when not said."""
     if strategy is not None and strategy not in list(Strategy):
         raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
         raise RunInputError(f"origin: {origin!r} is not one of {', '.join(ORIGINS)}")
     if not name.strip():
         raise RunInputError("name: a run needs a name")
+    _check_platform(session, platform)
     tables = {
         "samples": parsed.samples,
         **({"flows": parsed.flows} if parsed.flows is not None else {}),
@@ -189,6 +196,7 @@ def save_run(
         origin_detail=origin_detail,
         file_name=file_name,
         content_sha256=content_sha256,
+        platform=platform,
         sample_count=parsed.samples.num_rows,
         ranks=parsed.ranks,
         hosts=parsed.hosts,
@@ -282,6 +290,22 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     return run
 
 
+def _check_platform(session: Session, platform: str | None) -> None:
+    if platform is not None and not platform_exists(session, platform):
+        raise RunInputError(f"platform: no platform named {platform!r} (GET /api/platforms lists them)")
+
+
+def set_run_platform(session: Session, run_id: int, platform: str | None) -> Run:
+    """Name the platform a run ran on (None: none), in the caller's session: its expected curve, % of
+    expected and verdict follow on every page, computed when read."""
+    run = get_run(session, run_id)
+    _check_platform(session, platform)
+    run.platform = platform
+    session.add(run)
+    session.flush()
+    return run
+
+
 def find_duplicate(session: Session, content_sha256: str) -> Run | None:
     return session.exec(select(Run).where(Run.content_sha256 == content_sha256).order_by(Run.id)).first()
 
@@ -300,6 +324,7 @@ def import_result_file(
     collective: str | None = None,
     max_decompressed_bytes: int,
     content_sha256: str | None = None,
+    platform: str | None = None,
 ) -> Run:
     """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
     and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
@@ -326,6 +351,7 @@ def import_result_file(
         origin="imported",
         file_name=file_name,
         content_sha256=digest,
+        platform=platform,
     )
 
 
@@ -367,6 +393,7 @@ class RunHeader:
     source_format: str
     origin: Origin
     origin_detail: str
+    platform: str | None
     sample_count: int
     created_at: datetime
 
@@ -550,27 +577,49 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | Non
     return {"plan": plan.header(), **cost}
 
 
+def _judged(
+    run: Run, platform: Platform | None, assumptions: Assumptions, plan: ReadingPlan | None
+) -> tuple[dict, dict]:
+    """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
+    ranks = assumptions.ranks
+    fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
+    analysis = analyse(run.summary, assumptions, plan and plan.document, fabric)
+    thresholds = (
+        Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)
+        if platform is not None
+        else None
+    )
+    verdict = judge_run(
+        analysis["groups"], ranks=ranks, fabric=fabric, stragglers=run.summary.get("stragglers"), thresholds=thresholds
+    )
+    return analysis, verdict.as_dict()
+
+
+def _platform_header(platform: Platform | None) -> dict | None:
+    return None if platform is None else {"name": platform.name, "title": platform.title}
+
+
 def run_statistics(
     session: Session, run: Run, choice: AssumptionChoice, settings: Settings, plan_id: int | None = None
 ) -> dict:
     """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
     with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
-    (each from the request, else the plan, else the file, else the settings), and ``step_cost``: what one
-    training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
+    (each from the request, else the plan, else the file, else the settings), its ``platform`` with the
+    expected busbw and % of expected per group, its ``verdict`` (``results.verdict``), and ``step_cost``:
+    what one training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
     plan = reading_plan(session, run, plan_id)
-    analysis = analyse(run.summary, _assumptions_of(session, run, choice, settings, plan), plan and plan.document)
+    platform = platform_named(session, run.platform) if run.platform else None
+    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, choice, settings, plan), plan)
     statistics = {
         "run_id": run.id,
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
         **analysis,
+        "platform": _platform_header(platform),
+        "verdict": verdict,
         "step_cost": _step_cost(run, plan, analysis),
     }
-    above = statistics["above_ideal_pct"]
-    statistics["above_ideal_warning"] = above_ideal_warning(
-        [(f"#{run.id} {run.name}", above, statistics["assumptions"])] if above is not None else []
-    )
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
         summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
@@ -649,10 +698,12 @@ def compare_stored_runs(
     if unknown:
         raise ValueError(f"plans: run {unknown[0]} is not one of the compared runs")
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
-    summaries, assumptions, costs, over_ideal = [], [], [], []
+    summaries, assumptions, costs, over_ideal, verdicts = [], [], [], [], []
     for r in stored:
         plan = reading_plan(session, r, plans.get(r.id))
-        analysis = analyse(r.summary, _assumptions_of(session, r, choice, settings, plan), plan and plan.document)
+        platform = platform_named(session, r.platform) if r.platform else None
+        analysis, verdict = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
+        verdicts.append({"run_id": r.id, "platform": _platform_header(platform), **verdict})
         summaries.append(
             RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
         )
@@ -665,6 +716,7 @@ def compare_stored_runs(
     comparison = compare_runs(summaries, baseline_id)
     comparison["assumptions"] = assumptions
     comparison["step_cost"] = compare_step_costs(costs, comparison["baseline_run_id"])
+    comparison["verdicts"] = verdicts
     # % of ideal over 100 warns here as on the run page: the share page and the CLI show the same words.
     comparison["above_ideal"] = (
         {
