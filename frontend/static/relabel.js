@@ -1,22 +1,34 @@
-// The run page's "Collective" form (editors only): PATCH /api/runs/{id} with {collectives: {from: to}},
-// then the page again, its figures computed with the new collective; the server's message shown inline.
+// The run page's edit forms (editors only): "Collective" PATCHes /api/runs/{id} with {collectives: {from:
+// to}}, "Platform" with {platform}; then the page again, its figures and verdict computed anew; the
+// server's message shown inline.
 import { fetchJSON, showMessage } from "./util.js";
 
-const form = document.getElementById("relabel-form");
-const errorBox = document.getElementById("relabel-error");
-const button = document.getElementById("relabel-submit");
-
-form.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const from = document.getElementById("relabel-from").value;
-  const to = document.getElementById("relabel-to").value;
+async function patchRun(runId, changes, button, errorBox) {
   showMessage(errorBox, "");
   button.disabled = true;
   try {
-    await fetchJSON(`/api/runs/${form.dataset.runId}`, { method: "PATCH", json: { collectives: { [from]: to } } });
+    await fetchJSON(`/api/runs/${runId}`, { method: "PATCH", json: changes });
     window.location.reload();
   } catch (error) {
     showMessage(errorBox, error.message);
     button.disabled = false;
   }
+}
+
+const platformForm = document.getElementById("platform-form");
+platformForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const platform = document.getElementById("platform-choice").value || null;
+  patchRun(platformForm.dataset.runId, { platform }, document.getElementById("platform-submit"), document.getElementById("platform-error"));
+});
+
+const form = document.getElementById("relabel-form");
+const errorBox = document.getElementById("relabel-error");
+const button = document.getElementById("relabel-submit");
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const from = document.getElementById("relabel-from").value;
+  const to = document.getElementById("relabel-to").value;
+  patchRun(form.dataset.runId, { collectives: { [from]: to } }, button, errorBox);
 });

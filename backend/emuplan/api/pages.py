@@ -29,6 +29,7 @@ from emuplan.roles import Role
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
+from emuplan.store import platforms as platform_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
 from emuplan.store.workload_export import chakra_refusal
@@ -301,6 +302,7 @@ def run_page(
         assumption_values=chosen,
         chosen_plan=chosen_plan,
         plan_names=plan_store.plan_names(session, 1000),
+        platform_choices=platform_store.platform_titles(session),
         has_bandwidth=has_bandwidth_chart(stats),
         run_collectives=collectives_in(stats),
         collectives=[op.value for op in CollectiveOp],

@@ -7,6 +7,7 @@ with no platform, and says how many there were. A built-in can be neither edited
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
@@ -33,6 +34,11 @@ class BuiltinPlatform(ValueError):
             f"{name}: a built-in platform cannot be {action}; add one of your own under another name "
             f"(its figures copied and changed) instead"
         )
+
+
+class PlatformTitle(NamedTuple):
+    name: str
+    title: str
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,14 @@ def get_platform(session: Session, name: str) -> PlatformEntry:
     runs = session.exec(select(count).select_from(Run).where(Run.platform == name)).one()
     plans = session.exec(select(count).select_from(Plan).where(Plan.platform == name)).one()
     return PlatformEntry(platform, builtin, runs, plans)
+
+
+def platform_titles(session: Session) -> list[PlatformTitle]:
+    """Every profile's name and title, built-ins first: what a select that picks a platform shows."""
+    stored = session.exec(select(StoredPlatform.name, StoredPlatform.title).order_by(col(StoredPlatform.name)))
+    return [PlatformTitle(p.name, p.title) for p in BUILTIN_PLATFORMS.values()] + [
+        PlatformTitle(*row) for row in stored
+    ]
 
 
 def platform_named(session: Session, name: str) -> Platform | None:
