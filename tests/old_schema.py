@@ -24,3 +24,16 @@ def old_run(name: str, **values) -> dict:
         "sample_count": 1, "warnings": [], "summary": {}, "created_at": datetime(2026, 11, 21, 10, tzinfo=UTC),
         **values,
     }  # fmt: skip
+
+
+# The run table from 0010 to 0011, for migration tests at those revisions: ``kind`` and ``peak_busbw_gbps``
+# came in 0012.
+RUN_BEFORE_0012 = sa.Table(
+    "run",
+    sa.MetaData(),
+    *(
+        sa.Column(column.name, column.type, primary_key=column.primary_key)
+        for column in Run.__table__.columns
+        if column.name not in ("kind", "peak_busbw_gbps")
+    ),
+)

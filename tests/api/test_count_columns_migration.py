@@ -10,11 +10,12 @@ from alembic import command
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config
-from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
+from emuplan.store.models import CachedSummary, Plan, RunCurves, RunTable, RunTag
+from old_schema import RUN_BEFORE_0012
 
 pytestmark = pytest.mark.both_databases
 
-PLAN, RUN = Plan.__table__, Run.__table__
+PLAN, RUN = Plan.__table__, RUN_BEFORE_0012
 HANGING_OFF_RUN = (CachedSummary.__table__, RunTag.__table__, RunCurves.__table__, RunTable.__table__)
 CREATED = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
 BEYOND_INT32 = 2**40

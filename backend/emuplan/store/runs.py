@@ -36,7 +36,16 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import Assumptions, analyse, is_size_sweep, page_time_unit, resolve_assumptions
+from emuplan.results.analysis import (
+    SWEEP_MAX_SAMPLES,
+    Assumptions,
+    RunKind,
+    analyse,
+    page_time_unit,
+    peak_busbw,
+    resolve_assumptions,
+    run_kind,
+)
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.parse import parse_result_file
@@ -159,6 +168,7 @@ def save_run(
     out_of_range = non_finite_figure(summary)
     if out_of_range is not None:
         raise ResultFileError(f"{file_name or name}: the figure {out_of_range} comes out infinite or not a number")
+    kind = run_kind(summary["groups"])
     tags = sorted({t.strip() for t in tags if t.strip()})
     run = Run(
         name=name.strip(),
@@ -174,8 +184,10 @@ def save_run(
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
+        kind=kind,
         p50_us=summary["overall"]["p50_us"],
         p99_us=summary["overall"]["p99_us"],
+        peak_busbw_gbps=peak_busbw(summary["groups"])[0] if kind == "size-sweep" else None,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
     session.add(run)
@@ -271,6 +283,7 @@ class RunHeader:
     strategy: str | None
     tags: list[str]
     source_format: str
+    kind: RunKind
     origin: Origin
     origin_detail: str
     sample_count: int
@@ -286,11 +299,20 @@ class RunHeader:
 
 @dataclass(frozen=True, slots=True)
 class ListedRun(RunHeader):
-    """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns and its
-    overall median and p99, never its warnings, its statistics or its curves."""
+    """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns, its
+    overall median and p99 and, for a size sweep, its peak busbw (the headline a list shows: ``headline``),
+    never its warnings, its statistics or its curves."""
 
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
+    peak_busbw_gbps: float | None = _described(
+        "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
+    )
+
+    def headline(self) -> tuple[str, float | None]:
+        """What a list shows of the run: ("peak busbw", GB/s) for a size sweep, ("p50", µs) for a distribution
+        (a sweep's p50 mixes every size's one value: 8 B and 2 GiB together)."""
+        return ("peak busbw", self.peak_busbw_gbps) if self.kind == "size-sweep" else ("p50", self.p50_us)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,7 +449,7 @@ def run_statistics(session: Session, run: Run, choice: AssumptionChoice, setting
         "name": run.name,
         "source_format": run.source_format,
         **run.summary,
-        **analyse(run.summary, assumptions, plan),
+        **analyse(run.summary, run.kind, assumptions, plan),
     }
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
@@ -449,7 +471,10 @@ def run_figure(
     if kind == FigureKind.SWEEP:
         statistics = run_statistics(session, run, choice, settings)
         if statistics["kind"] != "size-sweep":
-            raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
+            raise ValueError(
+                f"figure: 'sweep' needs a size sweep (at most {SWEEP_MAX_SAMPLES} samples per data size); "
+                "this run is a distribution"
+            )
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
     if kind in (FigureKind.RANKS, FigureKind.HOSTS):
         stragglers = summary_with_curves(session, run).get("stragglers")
@@ -477,11 +502,6 @@ def run_figure(
     raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
 
 
-def all_size_sweeps(runs: list[Run]) -> bool:
-    """Whether every run is a size sweep: their comparison overlays busbw curves, with no CDFs or delay charts."""
-    return all(is_size_sweep(run.summary["groups"]) for run in runs)
-
-
 def compare_stored_runs(
     session: Session,
     run_ids: list[int],
@@ -491,29 +511,31 @@ def compare_stored_runs(
     choice: AssumptionChoice = AssumptionChoice(),
     log_x: bool = False,
 ) -> dict:
-    """Statistics with deltas, KS tests and the comparison figures for stored runs (API, CLI, share pages).
-    Bandwidths and % of ideal are each run's under the chosen assumptions, filled in per run like on its
-    run page (``assumptions`` lists what each run got and from where)."""
+    """Statistics with deltas, KS tests, the size sweeps' per-size comparison and the comparison figures for
+    stored runs (API, CLI, share pages), each run read as its stored kind. Bandwidths and % of ideal are each
+    run's under the chosen assumptions, filled in per run like on its run page (``assumptions`` lists what
+    each run got and from where)."""
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
     with_curves = {r.id: summary_with_curves(session, r) for r in stored}
     summaries, assumptions = [], []
     for r in stored:
-        analysis = analyse(r.summary, *_assumptions_of(session, r, choice, settings))
-        summaries.append(
-            RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
-        )
+        analysis = analyse(r.summary, r.kind, *_assumptions_of(session, r, choice, settings))
+        summary = {**with_curves[r.id], "groups": analysis["groups"]}
+        summaries.append(RunSummary(r.id, r.name, r.strategy, r.origin, summary, r.kind, analysis.get("sweep")))
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
     comparison = compare_runs(summaries, baseline_id)
     comparison["assumptions"] = assumptions
-    named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
-    if all_size_sweeps(stored):
-        # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.
-        comparison["figures"] = {"sweeps": charts.comparison_sweep_figure(named)}
-    else:
-        comparison["figures"] = {
-            "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
-            "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
-            "delays": charts.comparison_delay_figure(named),
+    # Each run in its own kind's figures: a sweep's one value per size is a point of a busbw curve, never a
+    # CDF step or a delay series at iteration 0.
+    sweeps = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "size-sweep"]
+    distributions = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "distribution"]
+    figures = {"sweeps": charts.comparison_sweep_figure(sweeps)} if sweeps else {}
+    if distributions:
+        figures |= {
+            "cdf": charts.comparison_cdf_figure(distributions, log_x=log_x),
+            "small_multiples": charts.comparison_small_multiples(distributions, log_x=log_x),
+            "delays": charts.comparison_delay_figure(distributions),
         }
+    comparison["figures"] = figures
     return comparison
