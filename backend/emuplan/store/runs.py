@@ -300,19 +300,15 @@ class RunHeader:
 @dataclass(frozen=True, slots=True)
 class ListedRun(RunHeader):
     """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns, its
-    overall median and p99 and, for a size sweep, its peak busbw (the headline a list shows: ``headline``),
-    never its warnings, its statistics or its curves."""
+    overall median and p99 and, for a size sweep, its peak busbw, never its warnings, its statistics or its
+    curves. Lists headline a sweep by its peak busbw and a distribution by its p50: a sweep's p50 pools one
+    value per size over every size (8 B and 2 GiB together)."""
 
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
     peak_busbw_gbps: float | None = _described(
         "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
     )
-
-    def headline(self) -> tuple[str, float | None]:
-        """What a list shows of the run: ("peak busbw", GB/s) for a size sweep, ("p50", µs) for a distribution
-        (a sweep's p50 mixes every size's one value: 8 B and 2 GiB together)."""
-        return ("peak busbw", self.peak_busbw_gbps) if self.kind == "size-sweep" else ("p50", self.p50_us)
 
 
 @dataclass(frozen=True, slots=True)
