@@ -35,11 +35,11 @@ SERVED = {
     "per-iteration pipeline": {"cdf", "delay", "bandwidth"},
     "flow completion times": {"cdf", "delay", "bandwidth", "ranks"},
     "per-flow": {"cdf", "delay", "bandwidth", "ranks"},
-    "sweep": {"cdf", "delay", "bandwidth", "sweep"},
-    "second sweep": {"cdf", "delay", "bandwidth", "sweep"},
+    "sweep": {"bandwidth", "sweep"},
+    "second sweep": {"bandwidth", "sweep"},
     "stragglers": {"cdf", "delay", "bandwidth", "ranks"},
     # -n 4 -I 1: four iterations per size, a size sweep repeated (results.analysis.SWEEP_MAX_SAMPLES).
-    "two hosts": {"cdf", "delay", "bandwidth", "sweep", "ranks", "hosts"},
+    "two hosts": {"bandwidth", "sweep", "ranks", "hosts"},
 }
 
 

@@ -54,15 +54,19 @@ def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
     ]
     assert round(stats["groups"][0]["busbw_gbps"], 2) == 222.88
     # log_x puts the CDF's time axis on a log scale; delay is per iteration (linear), bandwidth per size (log).
-    for kind, log_x, axis_type in [
-        ("cdf", "true", "log"),
-        ("cdf", "false", "linear"),
-        ("delay", "true", "linear"),
-        ("bandwidth", "true", "log"),
+    # A size sweep has no CDF and no delay chart: a distribution's are checked.
+    per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
+    for run_id, kind, log_x, axis_type in [
+        (per_iteration, "cdf", "true", "log"),
+        (per_iteration, "cdf", "false", "linear"),
+        (per_iteration, "delay", "true", "linear"),
+        (run["id"], "bandwidth", "true", "log"),
+        (run["id"], "sweep", "true", "log"),
     ]:
-        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": log_x})
+        figure = client.get(f"/api/runs/{run_id}/figures/{kind}", params={"log_x": log_x})
         assert figure.status_code == 200 and figure.json()["data"], kind
         assert figure.json()["layout"]["xaxis"]["type"] == axis_type, (kind, log_x)
+    assert [client.get(f"/api/runs/{run['id']}/figures/{kind}").status_code for kind in ("cdf", "delay")] == [422] * 2
     assert client.get(f"/api/runs/{run['id']}/figures/pie").status_code == 422
     csv = client.get(f"/api/runs/{run['id']}/samples.csv")
     assert csv.headers["content-type"].startswith("text/csv")
@@ -314,7 +318,9 @@ def test_delete_removes_run_and_tables(client, database_url):
 
 
 def test_chart_text_from_users_is_escaped(client):
-    data = b"iteration,size,time_us,collective\n0,8,1,<img src=x onerror=alert(1)>\n"
+    data = b"iteration,size,time_us,collective\n" + b"".join(
+        b"%d,8,1,<img src=x onerror=alert(1)>\n" % i for i in range(5)
+    )
     run = upload(client, "x.csv", data, name="<b>run</b>").json()
     figure = client.get(f"/api/runs/{run['id']}/figures/cdf").text
     assert "<img" not in figure and "<b>" not in figure
@@ -356,6 +362,12 @@ def test_size_sweep_stats_and_figure_take_the_pages_assumptions(client):
     assert f'data-figure-url="/api/runs/{run_id}/figures/sweep?link_gbps=80.0"' in page
     assert f'href="/api/runs/{run_id}/stats?link_gbps=80.0"' in page
     assert 'id="cdf-chart"' not in page and 'id="delay-chart"' not in page  # no one-point distributions
+    refused = client.get(f"/api/runs/{run_id}/figures/cdf")
+    assert (refused.status_code, refused.json()["detail"]) == (
+        422,
+        "figure: 'cdf' needs a distribution (more than 4 samples of a data size); this run is a size sweep: "
+        "see 'sweep'",
+    )
     for bad in ({"link_gbps": 0}, {"latency_us": -1}, {"ranks": 0}, {"ranks": "many"}):
         assert client.get(f"/api/runs/{run_id}/stats", params=bad).status_code == 422, bad
     per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]

@@ -483,6 +483,12 @@ def run_figure(
         unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
         return charts.straggler_figure(stragglers, kind, title=f"{title}: time per {unit} against the median {unit}")
     log_x = options.get("log_x", False)
+    if kind in (FigureKind.CDF, FigureKind.DELAY) and run.kind == "size-sweep":
+        # One value (or a few) per size: a CDF step or a delay point at iteration 0 says nothing a sweep does not.
+        raise ValueError(
+            f"figure: {str(kind)!r} needs a distribution (more than {SWEEP_MAX_SAMPLES} samples of a data size); "
+            "this run is a size sweep: see 'sweep'"
+        )
     if kind == FigureKind.CDF:
         return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == FigureKind.DELAY:
