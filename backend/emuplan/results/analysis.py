@@ -93,11 +93,11 @@ def time_unit(typical_us: float) -> tuple[str, float]:
     return "µs", 1.0
 
 
-# The most samples any (collective, data size, variant) of a size sweep has. nccl-tests prints one line
-# per size; users who repeat a sweep (``-N`` run cycles, or logs of a few runs pasted together) bring 2-3
-# values per size, and one more repeat is still "a few". The seed tutorials read KCCB's 8 trials per size
-# as a CDF and a delay chart, so 8 must stay a distribution. Between the two, at 4 samples nearest-rank p90,
-# p99, p99.9 and max are all the largest value: percentiles would only repeat it.
+# The most samples any (collective, data size, variant) of a size sweep has. nccl-tests prints one line per
+# size; users who repeat a sweep (``-N`` run cycles, ``-n 4 -I 1``, logs of a few runs pasted together) bring
+# 2-4 values per size. The seed tutorials read KCCB's 8 trials per size as a CDF and a delay chart, so 8 must
+# stay a distribution. 4 is the most repeats still "a few": at 4 samples nearest-rank p90, p99, p99.9 and the
+# max are one and the same value, so percentiles would only repeat it, and the mean is the sweep's figure.
 SWEEP_MAX_SAMPLES = 4
 RunKind = Literal["size-sweep", "distribution"]
 
