@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from emuplan.store.models import Run
+from emuplan.store.models import Plan, Run
 
 RUN_0001_COLUMNS = (
     "id", "name", "tags", "source_format", "origin", "origin_detail", "sample_count", "warnings", "summary",
@@ -24,3 +24,16 @@ def old_run(name: str, **values) -> dict:
         "sample_count": 1, "warnings": [], "summary": {}, "created_at": datetime(2026, 11, 21, 10, tzinfo=UTC),
         **values,
     }  # fmt: skip
+
+
+def table_without(table: sa.Table, later: set[str]) -> sa.Table:
+    """``table`` as the model has it, without the columns ``later`` revisions added."""
+    columns = (sa.Column(c.name, c.type, primary_key=c.primary_key) for c in table.columns if c.name not in later)
+    return sa.Table(table.name, sa.MetaData(), *columns)
+
+
+# For migration tests at older revisions: 0012 added ``platform`` to run and plan, 0013 ``kind`` and
+# ``peak_busbw_gbps`` to run.
+RUN_BEFORE_0013 = table_without(Run.__table__, {"kind", "peak_busbw_gbps"})
+RUN_BEFORE_0012 = table_without(Run.__table__, {"kind", "peak_busbw_gbps", "platform"})
+PLAN_BEFORE_0012 = table_without(Plan.__table__, {"platform"})

@@ -1,8 +1,9 @@
 // A comparison (on /compare, /comparisons/{id} and the share page): fetches the comparison's JSON
 // twin once and renders what the server computed: the notice when runs share no (collective, size),
 // the per-size table, the overall table with the baseline ratios coloured by the server's verdict
-// (better / worse for that metric's direction), the KS tests, and the charts — overlaid busbw-vs-size
-// curves for size sweeps, overlaid CDFs and the per-run delay panels for distributions.
+// (better / worse for that metric's direction), the KS tests, and the charts. Each run is shown as its
+// stored kind: size sweeps get their verdict lines, peak and average busbw, per-size ratios and overlaid
+// busbw-vs-size curves; distributions the overall table, overlaid CDFs, the delay panels and KS tests.
 import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
 import { rankingText, renderStepCostTable, stepCostDetails, wirePlanForm } from "./step_cost.js";
 import { asPrinted, el, fetchJSON, gbps, integer, ksStatistic, percent, pValue, ratio, table, timeIn } from "./util.js";
@@ -60,10 +61,11 @@ function runLabel(run, isBaseline) {
 // busbw and % of ideal belong to one data size: over all sizes together they have no meaning.
 const PER_SIZE_ONLY = ["busbw_gbps", "pct_of_ideal"];
 
+// Distributions only: a size sweep's one value per size pooled over every size is no distribution.
 function renderStats(doc) {
   const columns = metrics(doc).filter(([key]) => !PER_SIZE_ONLY.includes(key));
   const headers = [{ text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
-  const rows = doc.runs.map((run) => {
+  const rows = doc.runs.filter((run) => run.overall).map((run) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
     const row = [runLabel(run, isBaseline), ...columns.map(([key, , format]) => cell(run.overall[key], format, isBaseline))];
     row.className = isBaseline ? "baseline" : null;
@@ -72,7 +74,7 @@ function renderStats(doc) {
   document.getElementById("compare-stats").replaceChildren(table(headers, rows));
 }
 
-const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "busbw_gbps", "pct_of_ideal"];
+const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "mean_us", "busbw_gbps", "pct_of_ideal"];
 
 // Per data size and collective, the groups every run has first: ratios only where the baseline has the group.
 function renderGroups(doc) {
@@ -110,6 +112,59 @@ function renderAssumptions(doc) {
     from(a.ranks, a.sources.ranks), gbps(a.ceiling_gbps),
   ]);
   document.getElementById("compare-assumptions").replaceChildren(table(headers, rows));
+}
+
+// A change to one decimal with its sign, as the verdict line writes it: +3.0 %, −20.0 %, 0.0 %.
+function signedPercent(change) {
+  const text = `${fixed(Math.abs(change), 1)} %`;
+  if (text === `${fixed(0, 1)} %`) return text;
+  return `${change > 0 ? "+" : "−"}${text}`;
+}
+
+// Size sweeps: a verdict line per sweep against the reference, each one's peak and average busbw, and
+// busbw per data size with its ratio to the reference's.
+function renderSweeps(doc, names) {
+  const { sweep } = doc;
+  document.getElementById("sweep-basis").textContent =
+    `Against #${sweep.reference_run_id}: ${sweep.ratio_basis}. A change within ±${sweep.same_within_pct} % is the same (run-to-run noise of one fabric). No percentiles, CDFs or KS test: one value per size has no distribution.`;
+  document.getElementById("sweep-verdicts").replaceChildren(
+    ...sweep.runs.filter((run) => run.verdict).map((run) => el("li", { class: "verdict", text: run.verdict })),
+  );
+  const gbps = (v) => (v === null || v === undefined ? "—" : fixed(v, 2));
+  const headlineRows = sweep.runs.flatMap((run) => run.headline.map((entry) => [
+    names[run.run_id], entry.collective,
+    entry.peak_busbw_gbps === null ? "—" : `${fixed(entry.peak_busbw_gbps, 2)} at ${integer(entry.peak_size_bytes)} B`,
+    gbps(entry.average_busbw_gbps),
+    entry.file_average_busbw_gbps === null ? "not in the file" : String(entry.file_average_busbw_gbps),
+  ]));
+  document.getElementById("sweep-headlines").replaceChildren(table(
+    [{ text: "Run" }, { text: "Collective" }, { text: "Peak busbw (GB/s)", num: true },
+      { text: "Average busbw (GB/s)", num: true }, { text: "Log's own average", num: true }],
+    headlineRows,
+  ));
+  const bySize = new Map();
+  for (const run of sweep.runs) {
+    for (const row of run.sizes) {
+      const key = `${row.collective} · ${row.size_bytes}`;
+      if (!bySize.has(key)) bySize.set(key, []);
+      bySize.get(key).push([run, row]);
+    }
+  }
+  const change = (row) => (row.verdict === null ? "" : el("small", {
+    class: VERDICT_CLASS[row.verdict] || "delta-neutral", title: `${row.verdict} than the reference`,
+    text: `${ratioText(row.busbw_ratio)} (${signedPercent(row.change_pct)})`,
+  }));
+  const rows = [...bySize.values()].flatMap((entries) => entries.map(([run, row], index) => {
+    const cells = [index === 0 ? `${row.collective} · ${integer(row.size_bytes)} B` : "", names[run.run_id],
+      gbps(row.algbw_gbps), gbps(row.busbw_gbps), change(row)];
+    cells.className = run.run_id === sweep.reference_run_id ? "baseline" : null;
+    return cells;
+  }));
+  document.getElementById("sweep-sizes").replaceChildren(table(
+    [{ text: "Size" }, { text: "Run" }, { text: "algbw (GB/s)", num: true }, { text: "busbw (GB/s)", num: true },
+      { text: "busbw ÷ reference", num: true }],
+    rows,
+  ));
 }
 
 function renderTests(doc) {
@@ -204,16 +259,24 @@ async function main() {
     aboveIdeal.hidden = !doc.above_ideal;
     renderGroups(doc);
     renderAssumptions(doc);
-    renderStats(doc);
-    renderTests(doc);
+    const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
+    const hasDistributions = doc.runs.some((run) => run.kind === "distribution");
+    // Each kind's sections only: sweeps never get the overall percentiles, CDFs, delay panels or KS tests,
+    // and sweeps alone are compared size by size in their own section (the groups table would repeat it).
+    for (const id of ["groups-section", "overall-section", "distribution-charts", "delay-section"]) document.getElementById(id).hidden = !hasDistributions;
+    document.getElementById("ks-section").hidden = !hasDistributions || (doc.sweep !== null && !doc.ks_tests.length);
+    if (hasDistributions) {
+      renderStats(doc);
+      renderTests(doc);
+    }
+    if (doc.sweep) {
+      document.getElementById("sweep-section").hidden = false;
+      renderSweeps(doc, names);
+    }
     await plotlyReady();
     await renderStepCost(doc);
-    if (doc.figures.sweeps) {
-      // Size sweeps: one point per size, so bandwidth curves, not CDFs or delay series.
-      document.getElementById("sweep-section").hidden = false;
-      for (const id of ["distribution-charts", "delay-section"]) document.getElementById(id).hidden = true;
-      await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
-    } else {
+    if (doc.figures.sweeps) await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
+    if (doc.figures.cdf) {
       await drawFigure(cdf, doc.figures.cdf);
       const delays = document.getElementById("delay-panels");
       fitPanelTicks(multiples, doc.figures.small_multiples);

@@ -26,7 +26,8 @@ SIGN_IN_FIRST = (
     "send an API token as 'Authorization: Bearer TOKEN'."
 )
 BAD_TOKEN = "The API token is unknown, expired or revoked: make a new one on /account or with `emuplan users token`."
-RUN_CSV = b"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n1,1024,all_reduce,2.5\n"
+# Five iterations of one size: a distribution (a size sweep has no CDF to share).
+RUN_CSV = b"iteration,size,collective,time_ms\n" + b"".join(b"%d,1024,all_reduce,%d.5\n" % (i, i + 1) for i in range(5))
 
 
 CLIENT_LOGGERS = ("httpcore", "httpcore2", "httpx", "httpx2")

@@ -10,18 +10,12 @@ from alembic import command
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config
-from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
+from emuplan.store.models import CachedSummary, RunCurves, RunTable, RunTag
+from old_schema import PLAN_BEFORE_0012, RUN_BEFORE_0012
 
 pytestmark = pytest.mark.both_databases
 
-
-def as_of_0010(table: sa.Table) -> sa.Table:
-    """The model's table without the columns later revisions added (0012: ``platform``)."""
-    columns = [sa.Column(c.name, c.type, primary_key=c.primary_key) for c in table.columns if c.name != "platform"]
-    return sa.Table(table.name, sa.MetaData(), *columns)
-
-
-PLAN, RUN = as_of_0010(Plan.__table__), as_of_0010(Run.__table__)
+PLAN, RUN = PLAN_BEFORE_0012, RUN_BEFORE_0012
 HANGING_OFF_RUN = (CachedSummary.__table__, RunTag.__table__, RunCurves.__table__, RunTable.__table__)
 CREATED = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
 BEYOND_INT32 = 2**40

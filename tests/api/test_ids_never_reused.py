@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import RunTable
+from emuplan.store.models import Run, RunTable
 from old_schema import RUN, old_run
 
 pytestmark = pytest.mark.both_databases
@@ -52,7 +52,9 @@ def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(empty_
         assert connection.execute(sa.select(RUN_TABLE.c.run_id, RUN_TABLE.c.kind)).all() == [(1, "samples")]
         connection.execute(RUN.delete().where(RUN.c.id == first))
         assert connection.execute(sa.select(sa.func.count()).select_from(RUN_TABLE)).scalar() == 0  # the cascade
-        at_head = {key: value for key, value in old_run("new run").items() if key != "summary"}  # run_summary's now
-        newcomer = connection.execute(RUN.insert().values(**at_head).returning(RUN.c.id)).scalar_one()
+        # The statistics are run_summary's now; a run states its kind since 0013.
+        at_head = {key: value for key, value in old_run("new run", kind="distribution").items() if key != "summary"}
+        head_run = Run.__table__
+        newcomer = connection.execute(head_run.insert().values(**at_head).returning(head_run.c.id)).scalar_one()
     engine.dispose()
     assert newcomer == 3

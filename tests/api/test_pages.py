@@ -164,3 +164,16 @@ def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> Non
     assert '<td data-label="Imported (UTC)">2026-11-21 10:05</td>' in runs_page
     home = client.get("/").text
     assert "<th>Saved (UTC)</th>" in home and "<td>2026-11-22 08:30</td>" in home
+
+
+def test_the_runs_list_headlines_a_sweep_by_its_peak_busbw_and_a_distribution_by_its_p50(client, database) -> None:
+    log = SHARED_NCCL / "b200-allreduce-2.17.6.txt"
+    per_iteration = b"iteration,size,time_ms\n" + b"".join(b"%d,8,%d\n" % (i, i + 1) for i in range(5))
+    with database.writing() as session:
+        sweep = run_store.save_run(session, parse_result_file(log.read_bytes(), log.name), name="sweep")
+        spread = run_store.save_run(session, parse_result_file(per_iteration, "r.csv"), name="five iterations")
+    page = client.get("/runs").text
+    assert (sweep.kind, spread.kind) == ("size-sweep", "distribution")
+    assert '<td data-label="Headline" class="num headline" data-kind="size-sweep">peak busbw 702.91 GB/s</td>' in page
+    # Five samples of 1 … 5 ms: the median is the third.
+    assert '<td data-label="Headline" class="num headline" data-kind="distribution">p50 3,000.0 µs</td>' in page

@@ -54,15 +54,19 @@ def test_upload_nccl_tests_log_then_stats_figures_and_exports(client):
     ]
     assert round(stats["groups"][0]["busbw_gbps"], 2) == 222.88
     # log_x puts the CDF's time axis on a log scale; delay is per iteration (linear), bandwidth per size (log).
-    for kind, log_x, axis_type in [
-        ("cdf", "true", "log"),
-        ("cdf", "false", "linear"),
-        ("delay", "true", "linear"),
-        ("bandwidth", "true", "log"),
+    # A size sweep has no CDF and no delay chart: a distribution's are checked.
+    per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
+    for run_id, kind, log_x, axis_type in [
+        (per_iteration, "cdf", "true", "log"),
+        (per_iteration, "cdf", "false", "linear"),
+        (per_iteration, "delay", "true", "linear"),
+        (run["id"], "bandwidth", "true", "log"),
+        (run["id"], "sweep", "true", "log"),
     ]:
-        figure = client.get(f"/api/runs/{run['id']}/figures/{kind}", params={"log_x": log_x})
+        figure = client.get(f"/api/runs/{run_id}/figures/{kind}", params={"log_x": log_x})
         assert figure.status_code == 200 and figure.json()["data"], kind
         assert figure.json()["layout"]["xaxis"]["type"] == axis_type, (kind, log_x)
+    assert [client.get(f"/api/runs/{run['id']}/figures/{kind}").status_code for kind in ("cdf", "delay")] == [422] * 2
     assert client.get(f"/api/runs/{run['id']}/figures/pie").status_code == 422
     csv = client.get(f"/api/runs/{run['id']}/samples.csv")
     assert csv.headers["content-type"].startswith("text/csv")
@@ -78,12 +82,14 @@ def test_the_list_shows_each_run_without_its_statistics_and_the_run_document_wit
     run = upload(client, "a100.txt", data, name="A100 all-reduce", strategy="data", tags="nightly").json()
     listed = client.get("/api/runs")
     assert listed.headers["x-total-count"] == "1"
-    # Two samples, 90,330 and 91,945 µs: the median is rank ⌈0.5·2⌉ = 1, the p99 rank ⌈0.99·2⌉ = 2.
+    # Two samples, 90,330 and 91,945 µs: the median is rank ⌈0.5·2⌉ = 1, the p99 rank ⌈0.99·2⌉ = 2. A size
+    # sweep (one size, out-of-place and in-place): the list's headline is its peak busbw, the larger cell.
     assert listed.json() == [
         {
             "id": run["id"], "name": "A100 all-reduce", "plan_id": None, "strategy": "data", "tags": ["nightly"],
-            "source_format": "nccl-tests", "origin": "imported", "origin_detail": "", "sample_count": 2,
-            "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
+            "source_format": "nccl-tests", "kind": "size-sweep", "origin": "imported", "origin_detail": "",
+            "sample_count": 2, "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
+            "peak_busbw_gbps": 222.88,
         }
     ]  # fmt: skip
     document = client.get(f"/api/runs/{run['id']}").json()
@@ -312,7 +318,9 @@ def test_delete_removes_run_and_tables(client, database_url):
 
 
 def test_chart_text_from_users_is_escaped(client):
-    data = b"iteration,size,time_us,collective\n0,8,1,<img src=x onerror=alert(1)>\n"
+    data = b"iteration,size,time_us,collective\n" + b"".join(
+        b"%d,8,1,<img src=x onerror=alert(1)>\n" % i for i in range(5)
+    )
     run = upload(client, "x.csv", data, name="<b>run</b>").json()
     figure = client.get(f"/api/runs/{run['id']}/figures/cdf").text
     assert "<img" not in figure and "<b>" not in figure
@@ -354,12 +362,20 @@ def test_size_sweep_stats_and_figure_take_the_pages_assumptions(client):
     assert f'data-figure-url="/api/runs/{run_id}/figures/sweep?link_gbps=80.0"' in page
     assert f'href="/api/runs/{run_id}/stats?link_gbps=80.0"' in page
     assert 'id="cdf-chart"' not in page and 'id="delay-chart"' not in page  # no one-point distributions
+    refused = client.get(f"/api/runs/{run_id}/figures/cdf")
+    assert (refused.status_code, refused.json()["detail"]) == (
+        422,
+        "figure: 'cdf' needs a distribution (more than 4 samples of a data size); this run is a size sweep: "
+        "see 'sweep'",
+    )
     for bad in ({"link_gbps": 0}, {"latency_us": -1}, {"ranks": 0}, {"ranks": "many"}):
         assert client.get(f"/api/runs/{run_id}/stats", params=bad).status_code == 422, bad
     per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
     response = client.get(f"/api/runs/{per_iteration}/figures/sweep")
     assert response.status_code == 422
-    assert response.json()["detail"] == "figure: 'sweep' needs a size sweep (one sample per data size)"
+    assert response.json()["detail"] == (
+        "figure: 'sweep' needs a size sweep (at most 4 samples per data size); this run is a distribution"
+    )
 
 
 def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice(client):
@@ -368,6 +384,7 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     h100_id, v100_id = h100.json()["id"], v100.json()["id"]
     sweeps = client.get("/api/compare", params={"runs": f"{v100_id},{h100_id}"}).json()
     assert list(sweeps["figures"]) == ["sweeps"]  # no one-point CDFs
+    assert (sweeps["ks_tests"], [row["overall"] for row in sweeps["runs"]]) == ([], [None, None])
     assert sweeps["baseline_run_id"] == v100_id  # the first in the order given
     names = [trace["name"] for trace in sweeps["figures"]["sweeps"]["data"]]
     # 44 characters an entry: the run's name gives way to the collective and the variant.
@@ -380,9 +397,17 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     per_iteration = upload(client, "g.csv", (RESULTS / "generated-per-iteration.csv").read_bytes()).json()["id"]
     mixed = client.get("/api/compare", params={"runs": f"{per_iteration},{h100_id}"}).json()
     assert mixed["notice"].startswith(f"#{h100_id} h100.txt shares no (collective, data size) with the baseline")
-    assert mixed["runs"][1]["overall"]["p50_us"]["ratio"] is None
-    assert [test["comparable"] for test in mixed["ks_tests"]] == [False]
-    assert set(mixed["figures"]) == {"cdf", "small_multiples", "delays"}
+    # Each run as its kind: the sweep has no overall percentiles and no KS test, and is drawn as a busbw
+    # curve only; the CDFs and delay panels hold the distribution alone.
+    assert [(row["kind"], row["overall"] is None) for row in mixed["runs"]] == [
+        ("distribution", False),
+        ("size-sweep", True),
+    ]
+    assert mixed["ks_tests"] == []
+    assert set(mixed["figures"]) == {"sweeps", "cdf", "small_multiples", "delays"}
+    assert [a["text"] for a in mixed["figures"]["delays"]["layout"]["annotations"]] == [f"#{per_iteration} g.csv"]
+    assert {trace["legendgroup"] for trace in mixed["figures"]["sweeps"]["data"]} == {"run-0"}
+    assert mixed["sweep"]["reference_run_id"] == h100_id
 
 
 def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, database_url):

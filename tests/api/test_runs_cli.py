@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from emuplan.cli import app
 from emuplan.results import parse_result_file
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
+from slower_sweep import B200_LOG, b200_slower_log
 
 pytestmark = pytest.mark.both_databases
 
@@ -34,7 +35,12 @@ def test_import_runs_stats_compare(cli_env, client, tmp_path):
     text = invoke("import", str(SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"), "--name", "V100 bcast")
     assert text.exit_code == 0, text.output
     assert text.output.startswith("run 2: V100 bcast (nccl-tests, 62 samples, 12 ranks on 1 host)")
-    assert "broadcast · 8589934592 B · in-place" in text.output
+    # A size sweep: its peak and average busbw and a row per size, not a one-sample percentile table.
+    assert (
+        "  broadcast: peak busbw 122.15 GB/s at 8,589,934,592 B out-of-place; average busbw 41.25 GB/s over 62 cells "
+        "(log: 41.2456, agrees)"
+    ) in text.output.splitlines()
+    assert "p50" not in text.output and "broadcast · 8589934592 B · in-place" not in text.output
 
     listed = json.loads(invoke("runs", "--json").output)
     assert [r["id"] for r in listed] == [2, 1]
@@ -59,20 +65,15 @@ def test_import_runs_stats_compare(cli_env, client, tmp_path):
         "baseline #2 V100 bcast: no ratios against it and no Kolmogorov–Smirnov test, which would compare "
         "unrelated collectives and sizes"
     )
-    assert "  run 1 vs run 2: not tested, no (collective, data size) in common" in lines
-    assert "  run 2 vs run 3: not tested, no (collective, data size) in common" in lines
+    assert not any(line.startswith(("  run 1 vs run 2", "  run 2 vs run 3")) for line in lines)  # a sweep is not tested
     generated = parse_result_file((RESULTS / "generated-per-iteration.csv").read_bytes(), "g.csv").samples
     durations = generated["duration_us"].to_numpy().round(3)
     expected = ks_2samp(durations, durations[:1000])
     assert f"  run 1 vs run 3: D = {expected.statistic:.4f}, p = {expected.pvalue:#.3g} (exact)" in lines
     # The CLI prints the API's document: the same pairs tested, the same statistics.
     api_tests = client.get("/api/compare", params={"runs": "1,2,3", "baseline": 2}).json()["ks_tests"]
-    assert [(t["run_a"], t["run_b"], t["comparable"], t["method"]) for t in api_tests] == [
-        (1, 2, False, None),
-        (1, 3, True, "exact"),
-        (2, 3, False, None),
-    ]
-    api_test = api_tests[1]
+    assert [(t["run_a"], t["run_b"], t["comparable"], t["method"]) for t in api_tests] == [(1, 3, True, "exact")]
+    api_test = api_tests[0]
     assert f"  run 1 vs run 3: D = {api_test['statistic']:.4f}, p = {api_test['pvalue']:#.3g} (exact)" in lines
     # Against a comparable baseline the ratios are printed to 3 significant figures.
     document = json.loads(invoke("compare", "1", "3", "--json").output)
@@ -134,7 +135,7 @@ def test_runs_lists_whole_names_under_a_header_and_filters_in_any_case(cli_env):
     narrow = runner.invoke(app, ["runs"], env={"COLUMNS": "80"})
     assert narrow.exit_code == 0, narrow.output
     lines = narrow.output.splitlines()
-    assert lines[0].split() == ["id", "name", "format", "origin", "strategy", "samples", "p50", "µs"]
+    assert lines[0].split() == ["id", "name", "format", "origin", "strategy", "samples", "headline"]
     assert max(len(line.rstrip()) for line in lines) <= 80
     # The long name is folded over several lines of its column, never cut.
     name_start = lines[0].index("name")
@@ -171,7 +172,8 @@ def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(c
 
 
 def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_group(cli_env, tmp_path):
-    for name, times in (("slow.csv", (100, 200, 300)), ("fast.csv", (50, 100, 150))):
+    # Five iterations of one size: distributions (a sweep has at most 4 samples per size), mean = p50.
+    for name, times in (("slow.csv", (100, 150, 200, 250, 300)), ("fast.csv", (50, 75, 100, 125, 150))):
         rows = "".join(f"{i},all_reduce,1000000,{t}\n" for i, t in enumerate(times))
         (tmp_path / name).write_text(f"iteration,collective,size_bytes,duration_us\n{rows}")
         assert invoke("import", str(tmp_path / name)).exit_code == 0
@@ -196,3 +198,65 @@ def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_gro
         "latency_us": "settings",
         "ranks": "query",
     }
+
+
+def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env, client, tmp_path):
+    """Two real B200 sweeps, the second 25 % slower at 512 MiB, 1 GiB and 2 GiB: peak and average busbw, per-size
+    ratios and a verdict line; no percentiles and no Kolmogorov–Smirnov test."""
+    slower = tmp_path / "b200-allreduce-slower.txt"
+    slower.write_bytes(b200_slower_log())
+    imported = invoke("import", str(B200_LOG), "--name", "B200")
+    assert imported.exit_code == 0, imported.output
+    lines = imported.output.splitlines()
+    assert lines[3:6] == [
+        "  all_reduce: peak busbw 702.91 GB/s at 2,147,483,648 B in-place; average busbw 137.18 GB/s over 58 cells "
+        "(log: 137.179, agrees)",
+        "  collective / variant                  size B      time µs  algbw GB/s  busbw GB/s",
+        "  all_reduce out-of-place                    8        36.50        0.00        0.00",
+    ]
+    assert lines[-1] == "  all_reduce in-place            2,147,483,648     5,728.40      374.88      702.91"
+    assert not any("p50" in line or "p99" in line for line in lines)
+    assert invoke("import", str(slower), "--name", "B200 slower").exit_code == 0
+    assert invoke("import", str(RESULTS / "generated-per-iteration.csv")).exit_code == 0
+
+    listed = runner.invoke(app, ["runs", "--wide"], env={"COLUMNS": "200"}).output.splitlines()
+    assert [line.split()[-5:] for line in listed[1:]] == [
+        ["–", "2,000", "p50", "19,922.8", "µs"],
+        ["58", "peak", "busbw", "562.33", "GB/s"],
+        ["58", "peak", "busbw", "702.91", "GB/s"],
+    ]
+    assert [(r["kind"], r["peak_busbw_gbps"]) for r in json.loads(invoke("runs", "--json").output)] == [
+        ("distribution", None),
+        ("size-sweep", 562.33),
+        ("size-sweep", 702.91),
+    ]
+    stats = invoke("stats", "2").output.splitlines()
+    assert stats[3] == (
+        "  all_reduce: peak busbw 562.33 GB/s at 2,147,483,648 B in-place; average busbw 123.49 GB/s over 58 cells "
+        "(log: 123.49, agrees)"
+    )
+    assert not any("p50" in line or "p99" in line for line in stats)
+
+    compared = invoke("compare", "1", "2")
+    assert compared.exit_code == 0, compared.output
+    lines = compared.output.splitlines()
+    assert lines[3:7] == [
+        "size sweeps against #1 (busbw per size; within ±5 % is the same):",
+        "  #1 B200 all_reduce: peak busbw 702.91 GB/s, average busbw 137.18 GB/s",
+        "  #2 B200 slower all_reduce: peak busbw 562.33 GB/s, average busbw 123.49 GB/s",
+        "  #2 vs #1: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 MiB)",
+    ]
+    assert lines[-1] == "    all_reduce       2,147,483,648      699.48      559.59   0.800×   -20.0 %"
+    assert not any(line.startswith("Kolmogorov") or "p50" in line for line in lines)
+    document = json.loads(invoke("compare", "1", "2", "--json").output)
+    assert document["ks_tests"] == [] and document["sweep"]["runs"][1]["verdict"] == lines[6].strip()
+    assert document == client.get("/api/compare", params={"runs": "1,2"}).json()
+
+    # Beside a distribution: each run as its kind, the distribution alone in the overall table.
+    mixed = invoke("compare", "3", "1").output.splitlines()
+    overall = mixed.index("all data sizes together (distributions only):")
+    assert mixed[overall + 2].startswith("  #3 generated-per-iteration.csv ") and mixed[overall + 3].startswith(
+        "per data"
+    )
+    assert "size sweeps against #1 (busbw per size; within ±5 % is the same):" in mixed
+    assert not any(line.startswith("Kolmogorov") for line in mixed)  # one distribution: nothing to test

@@ -5,12 +5,13 @@ from urllib.parse import urlsplit
 
 import httpx2
 import numpy as np
-from browser_support import PHONE, PageWatch, screenshot
+from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 from test_dashboard import axis_title, no_page_overflow, trace_count, wait_for_charts
 
 from live_server import LiveServer
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
+from slower_sweep import B200_LOG, b200_slower_log
 
 
 def upload(server: LiveServer, file_name: str, content: bytes) -> int:
@@ -117,9 +118,10 @@ def test_compare_of_unrelated_runs_says_so_and_the_picker_keeps_the_tick_order(
         f"#{spike} spike-allreduce.csv shares no (collective, data size) with the baseline #{sweep} {log.name}: "
         "no ratios against it and no Kolmogorov–Smirnov test, which would compare unrelated collectives and sizes"
     )
-    expect(page.locator("#compare-tests tbody tr")).to_have_text(
-        [re.compile("not tested: no \\(collective, data size\\) in common")]
-    )
+    # A sweep beside one distribution: nothing to test (sweeps never are), and the sweep is no row of the
+    # pooled statistics.
+    expect(page.locator("#ks-section")).to_be_hidden()
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(1)
     expect(page.locator("#compare-stats small")).to_have_count(0)  # no ratios across unrelated runs
     # The URL keeps the order and the baseline: the picker shows them again.
     expect(page.locator("#baseline")).to_have_value(str(sweep))
@@ -194,10 +196,10 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     expect(page.locator("#compare-assumptions tbody tr").nth(1).locator("td").nth(3)).to_have_text("4from query")
     fast_row = page.locator("#compare-groups tbody tr").nth(1).locator("td")
     # busbw = 1e6 B ÷ 100 µs × 2·3/4 = 15 GB/s, twice the slow run's; ideal 150 µs = 150 % of ideal.
-    expect(fast_row.nth(7).locator(".value")).to_have_text("15.00")
-    expect(fast_row.nth(7).locator("small")).to_have_text("2.00×")
-    expect(fast_row.nth(7).locator("small")).to_have_class("delta-better")
-    expect(fast_row.nth(8).locator(".value")).to_have_text("150.0")
+    expect(fast_row.nth(8).locator(".value")).to_have_text("15.00")
+    expect(fast_row.nth(8).locator("small")).to_have_text("2.00×")
+    expect(fast_row.nth(8).locator("small")).to_have_class("delta-better")
+    expect(fast_row.nth(9).locator(".value")).to_have_text("150.0")
     # The JSON twin takes the same query.
     expect(page.locator(".page-head a.button", has_text="JSON")).to_have_attribute(
         "href", f"/api/compare?runs={slow},{fast}&link_gbps=100.0&ranks=4"
@@ -269,13 +271,38 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     assert page.evaluate(x_types, "cdf-multiples") == ["log", "log"]
     page.uncheck("#log-x")
     assert page.evaluate(x_types, "cdf-multiples") == ["linear", "linear"]
-    # Size sweeps have no delay charts.
-    sweeps = [upload(live_server, log.name, log.read_bytes()) for log in sorted(NCCL_TESTS.glob("*.txt"))[:2]]
+    # Two size sweeps (the B200 log, then the same 25 % slower at its three largest sizes): a verdict line and
+    # busbw per size, and none of a distribution's sections: no CDFs, delay charts, pooled percentiles or KS.
+    sweeps = [
+        upload(live_server, B200_LOG.name, B200_LOG.read_bytes()),
+        upload(live_server, "b200-allreduce-slower.txt", b200_slower_log()),
+    ]
     requested.clear()
+    page.set_viewport_size(DESKTOP)
     page.goto(f"{live_server.url}/compare?runs={sweeps[0]},{sweeps[1]}")
     wait_for_charts(page)
     assert [path for path in requested if path.startswith("/api/")] == [f"/api/compare?runs={sweeps[0]},{sweeps[1]}"]
-    expect(page.locator("#delay-section")).to_be_hidden()
+    for hidden in ("#groups-section", "#delay-section", "#distribution-charts", "#overall-section", "#ks-section"):
+        expect(page.locator(hidden)).to_be_hidden()
+    expect(page.locator("#sweep-verdicts li")).to_have_text([
+        f"#{sweeps[1]} vs #{sweeps[0]}: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes "
+        "(8 B–256 MiB)"
+    ])  # fmt: skip
+    expect(page.locator("#sweep-sizes tbody tr")).to_have_count(58)  # 29 sizes, two runs
+    expect(page.locator("#sweep-sizes tbody tr").last).to_contain_text("0.800× (−20.0 %)")
+    assert trace_count(page, "#sweep-overlay") == 4  # each run's out-of-place and in-place curves
+    desktop_then_phone(page, "compare-size-sweeps")
+    # Beside a distribution each run keeps its own kind's view: the sweep as a busbw curve, the distribution's
+    # CDF and delay panel for it alone, and nothing to test with one distribution.
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{live_server.url}/compare?runs={slow},{sweeps[0]}")
+    wait_for_charts(page)
+    for visible in ("#sweep-section", "#distribution-charts", "#groups-section"):  # the last: the shared sizes
+        expect(page.locator(visible)).to_be_visible()
+    expect(page.locator("#ks-section")).to_be_hidden()
+    expect(page.locator("#compare-stats tbody tr")).to_have_count(1)
+    assert page.evaluate("document.getElementById('delay-panels').data.map(t => t.yaxis)") == ["y"]
+    assert trace_count(page, "#sweep-overlay") == 2
     watch.assert_clean()
 
 

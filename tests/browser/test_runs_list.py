@@ -10,7 +10,7 @@ from live_server import LiveServer
 LONG_NAME = "allreduce sweep on fabric 0 with a long run name"
 LONG_TAG = "a-rather-long-tag-name-for-wrapping"
 # The labels of a run's cells as a phone shows them (its empty Plan cell left out).
-PHONE_LABELS = ["Name", "Strategy", "Tags", "Format", "Origin", "Samples", "Imported (UTC)"]
+PHONE_LABELS = ["Name", "Strategy", "Tags", "Format", "Origin", "Samples", "Headline", "Imported (UTC)"]
 
 
 def upload(server: LiveServer, name: str, tags: str) -> None:
@@ -38,7 +38,11 @@ def test_a_tag_filtered_runs_list_fits_a_desktop_and_a_phone(live_server: LiveSe
     page.set_viewport_size(DESKTOP)
     page.goto(f"{live_server.url}/runs?tag=NIGHTLY")
     headers = page.locator("#runs-table thead th").all_inner_texts()
-    assert headers == ["", "Name", "Strategy", "Plan", "Tags", "Format", "Origin", "Samples", "Imported (UTC)"]
+    assert headers == [
+        "", "Name", "Strategy", "Plan", "Tags", "Format", "Origin", "Samples", "Headline", "Imported (UTC)",
+    ]  # fmt: skip
+    # Two samples of one size: a size sweep, headlined by its peak busbw (none: no collective, no ranks).
+    assert page.locator("#runs-table td.headline").all_inner_texts() == ["peak busbw —", "peak busbw —"]
     assert page.locator("#runs-table tbody a").all_inner_texts() == ["run b", LONG_NAME]
     assert widths(page)["page"] == DESKTOP["width"]
     screenshot(page, "runs-tag-desktop")

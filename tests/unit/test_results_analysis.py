@@ -7,7 +7,14 @@ import pytest
 
 from emuplan.charts import delay_figure, sweep_figure
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import Assumptions, analyse, expected_busbw_gbps, resolve_assumptions, time_unit
+from emuplan.results.analysis import (
+    Assumptions,
+    analyse,
+    expected_busbw_gbps,
+    resolve_assumptions,
+    run_kind,
+    time_unit,
+)
 from emuplan.results.canonical import samples_table
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
@@ -22,7 +29,9 @@ def sweep_of(path: Path) -> tuple[dict, dict]:
     summary = summarise(
         parsed.samples, ranks=parsed.ranks, reported_avg_busbw=parsed.reported_avg_busbw, elements=parsed.elements
     )
-    analysis = analyse(summary, resolve_assumptions(file_ranks=parsed.ranks, **SETTINGS_ONLY))
+    analysis = analyse(
+        summary, run_kind(summary["groups"]), resolve_assumptions(file_ranks=parsed.ranks, **SETTINGS_ONLY)
+    )
     return analysis, analysis["sweep"]["collectives"][0]
 
 
@@ -141,7 +150,8 @@ def spike_summary() -> dict:
 
 
 def test_slowest_trials_and_a_warm_up_first_iteration(spike_summary):
-    analysis = analyse(spike_summary, resolve_assumptions(ranks=4, **SETTINGS_ONLY))
+    kind = run_kind(spike_summary["groups"])
+    analysis = analyse(spike_summary, kind, resolve_assumptions(ranks=4, **SETTINGS_ONLY))
     assert analysis["kind"] == "distribution" and analysis["time_unit"] == "ms"
     trials = analysis["trials"][0]
     assert trials["slowest"][:3] == [

@@ -5,6 +5,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from emuplan.results import NetworkModel, parse_result_file, summarise
+from emuplan.results.analysis import run_kind
 from emuplan.results.canonical import samples_table
 from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
 from emuplan.results.stats import delay_series, describe, ecdf_grid, non_finite_figure
@@ -152,7 +153,7 @@ def test_ks_from_ecdf_grids_is_within_one_grid_step_of_scipy_on_all_samples():
 def test_compare_runs_deltas_against_the_chosen_baseline():
     def run(run_id: int, durations: list[float]) -> RunSummary:
         summary = summarise(samples_table(duration_us=np.array(durations), collective="all_reduce", size_bytes=None))
-        return RunSummary(run_id, f"run {run_id}", "data", "imported", summary)
+        return RunSummary(run_id, f"run {run_id}", "data", "imported", summary, run_kind(summary["groups"]))
 
     result = compare_runs([run(1, [10.0, 20.0, 30.0]), run(2, [20.0, 40.0, 60.0])], baseline_id=2)
     assert result["baseline_run_id"] == 2
@@ -174,15 +175,20 @@ def test_non_finite_figure_names_the_first_infinite_or_nan_number_by_its_path() 
 
 def test_compare_colours_by_direction_and_refuses_to_test_unrelated_runs():
     def run(run_id: int, size: int, durations: list[float], busbw: float) -> RunSummary:
+        # Each time three times: six samples of one size make a distribution (SWEEP_MAX_SAMPLES is 4).
         samples = samples_table(
-            duration_us=np.array(durations), collective="all_reduce", size_bytes=np.full(len(durations), size),
-            busbw_gbps=np.full(len(durations), busbw),
+            duration_us=np.array(durations * 3), collective="all_reduce", size_bytes=np.full(len(durations) * 3, size),
+            busbw_gbps=np.full(len(durations) * 3, busbw),
         )  # fmt: skip
-        return RunSummary(run_id, f"run {run_id}", None, "imported", summarise(samples))
+        summary = summarise(samples)
+        return RunSummary(run_id, f"run {run_id}", None, "imported", summary, run_kind(summary["groups"]))
 
     faster = compare_runs([run(1, 1024, [10.0, 20.0], 1.0), run(2, 1024, [40.0, 80.0], 3.99)])
     busbw = faster["runs"][1]["groups"][0]["stats"]["busbw_gbps"]
-    assert (busbw["ratio"], busbw["verdict"]) == (3.99, "better")  # higher bandwidth is better
+    assert (busbw["ratio"], busbw["verdict"]) == (
+        pytest.approx(3.99, rel=1e-12),
+        "better",
+    )  # higher bandwidth is better
     p50 = faster["runs"][1]["groups"][0]["stats"]["p50_us"]
     assert (p50["ratio"], p50["verdict"]) == (4.0, "worse")  # longer time is worse
     assert faster["ks_tests"][0]["comparable"] is True

@@ -6,6 +6,7 @@ import json
 import numpy as np
 
 from emuplan.results import parse_result_file, summarise
+from emuplan.results.analysis import run_kind
 from emuplan.results.canonical import samples_table
 from emuplan.results.expected import Fabric, Level
 from emuplan.results.stragglers import rank_times_from_timestamps
@@ -36,6 +37,7 @@ def judged(data: bytes, name: str, fabric: Fabric | None, thresholds: Thresholds
     summary = summarise(parsed.samples, ranks=parsed.ranks, wrong=parsed.wrong, rank_times=parsed.rank_times)
     return judge_run(
         summary["groups"],
+        run_kind(summary["groups"]),
         ranks=parsed.ranks,
         fabric=fabric,
         stragglers=summary.get("stragglers"),
@@ -140,7 +142,9 @@ def test_a_distribution_with_a_2x_straggler_is_degraded():
         size_bytes=np.full(iterations, 16 << 20),
     )
     summary = summarise(samples, ranks=ranks, rank_times=rank_times)
-    verdict = judge_run(summary["groups"], ranks=ranks, fabric=None, stragglers=summary["stragglers"])
+    verdict = judge_run(
+        summary["groups"], run_kind(summary["groups"]), ranks=ranks, fabric=None, stragglers=summary["stragglers"]
+    )
     assert verdict.status == DEGRADED
     assert verdict.reasons == [
         Reason(
@@ -184,7 +188,7 @@ def test_repeats_that_disagree_by_25_percent_are_degraded_naming_the_slowest_ite
         size_bytes=np.full(5, 1 << 30),
     )
     groups = summarise(samples, ranks=8)["groups"]
-    verdict = judge_run(groups, ranks=8, fabric=None)
+    verdict = judge_run(groups, run_kind(groups), ranks=8, fabric=None)
     assert verdict.status == DEGRADED
     assert verdict.reasons[0] == Reason(
         "unstable",
@@ -195,7 +199,10 @@ def test_repeats_that_disagree_by_25_percent_are_degraded_naming_the_slowest_ite
         size_bytes=1 << 30,
         variant="",
     )
-    assert judge_run(groups, ranks=8, fabric=None, thresholds=Thresholds(max_p99_over_p50=1.3)).status == PASS
+    assert (
+        judge_run(groups, run_kind(groups), ranks=8, fabric=None, thresholds=Thresholds(max_p99_over_p50=1.3)).status
+        == PASS
+    )
 
 
 def test_a_distribution_without_large_sizes_is_judged_at_its_largest_by_the_p50():

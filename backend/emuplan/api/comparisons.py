@@ -86,6 +86,46 @@ class RunAssumptions(AssumptionsDocument):
     run_id: int
 
 
+class SweepSize(BaseModel):
+    """One (collective, data size) of a size sweep, against the reference sweep's."""
+
+    collective: str
+    size_bytes: int
+    time_us: float = Field(description="Mean time over the variants (out-of-place, in-place), µs.")
+    algbw_gbps: float | None = Field(description="As the file printed it (mean over the variants), else ours.")
+    busbw_gbps: float | None = Field(description="As the file printed it (mean over the variants), else ours.")
+    busbw_ratio: float | None = Field(description="busbw ÷ the reference's (see ``ratio_basis``); null for it.")
+    change_pct: float | None = Field(description="(busbw_ratio − 1) × 100.")
+    verdict: Literal["better", "worse", "same"] | None = Field(
+        description="``same`` within ±``same_within_pct``; null for the reference and sizes it lacks."
+    )
+
+
+class SweepRun(BaseModel):
+    """A size sweep in a comparison: its headline, its sizes and its one-line verdict."""
+
+    run_id: int
+    name: str
+    headline: list[dict[str, Any]] = Field(
+        description="Per collective: peak busbw (and where), average busbw as nccl-tests' '# Avg bus bandwidth' "
+        "computes it, and the log's own line (``results.analysis.size_sweep``)."
+    )
+    sizes: list[SweepSize]
+    verdict: str | None = Field(
+        description="'#7 vs #4: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 "
+        "MiB)'; null for the reference."
+    )
+
+
+class SweepComparison(BaseModel):
+    """Size sweeps compared size by size (``results.compare``): no percentiles, CDFs or KS tests."""
+
+    reference_run_id: int = Field(description="The baseline when it is a size sweep, else the first sweep.")
+    same_within_pct: float = Field(description="A busbw change within ± this many % is 'same' (run-to-run noise).")
+    ratio_basis: str
+    runs: list[SweepRun]
+
+
 class ComparisonDocument(BaseModel):
     """Statistics with deltas to the baseline, KS tests for every pair of runs, and the comparison
     figures (``results.compare.compare_runs`` for every field)."""
@@ -109,11 +149,16 @@ class ComparisonDocument(BaseModel):
     verdicts: list[dict[str, Any]] = Field(
         description="Per run, in the runs' order: its platform and verdict (status, reasons, thresholds)."
     )
-    runs: list[dict[str, Any]]
-    ks_tests: list[dict[str, Any]]
+    runs: list[dict[str, Any]] = Field(
+        description="Per run: its ``kind`` (size-sweep | distribution, stored at import), per group the deltas "
+        "against the baseline (a sweep's: count, mean time, algbw, busbw, % of ideal only) and ``overall`` (all "
+        "groups together; null for a size sweep, whose one value per size has no distribution)."
+    )
+    ks_tests: list[dict[str, Any]] = Field(description="Every pair of distributions; size sweeps are never tested.")
+    sweep: SweepComparison | None = Field(description="The size sweeps compared size by size; null without sweeps.")
     figures: dict[str, PlotlyFigure] = Field(
-        description="``cdf``, ``small_multiples`` and ``delays`` (completion time per iteration, a panel per "
-        "run); only ``sweeps`` (overlaid busbw-vs-size curves) when every run is a size sweep; ``step_cost`` "
+        description="``sweeps`` (overlaid busbw-vs-size curves) for the size sweeps; ``cdf``, ``small_multiples`` "
+        "and ``delays`` (completion time per iteration, a panel per run) for the distributions; ``step_cost`` "
         "(each run's step time stacked by collective kind) when a run has a plan."
     )
 

@@ -237,7 +237,10 @@ class RunStatistics(RunSummaryDocument):
     name: str
     source_format: str
     assumptions: AssumptionsDocument
-    kind: Literal["size-sweep", "distribution"]
+    kind: Literal["size-sweep", "distribution"] = Field(
+        description="The run's stored kind (``results.analysis.run_kind``, decided at import): a size sweep gets "
+        "``sweep`` and no percentiles, CDF or delay chart on its pages; a distribution gets ``trials``."
+    )
     time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
     us_per_unit: float
     stragglers: StragglersDocument | None = Field(

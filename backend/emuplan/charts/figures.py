@@ -27,7 +27,8 @@ class FigureKind(StrEnum):
     CDF = "cdf"
     DELAY = "delay"
     BANDWIDTH = "bandwidth"
-    # Size sweeps only (one sample per data size): busbw and algbw against size with the α-β curve.
+    # Size sweeps only (a run's stored kind): busbw and algbw against size with the α-β curve. CDF and DELAY
+    # are the distributions' only.
     SWEEP = "sweep"
     # Files that time every rank: each rank's (host's) time × the median rank's (host's).
     RANKS = "ranks"

@@ -103,7 +103,10 @@ CollectiveOption = Annotated[
 ]
 
 
-def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform) -> dict:
+def _import_file(
+    session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform
+) -> tuple[dict, dict]:
+    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
@@ -122,7 +125,12 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
         max_decompressed_bytes=get_settings().max_decompressed_bytes,
         platform=platform,
     )
-    return store.run_public(run)
+    statistics = (
+        store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
+        if run.kind == "size-sweep"
+        else None
+    )
+    return store.run_public(run), statistics
 
 
 @app.command("import")
@@ -148,8 +156,9 @@ def import_run(
         fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
         fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
         document = server.upload("/api/runs", file, fields)
+        statistics = server.get(f"/api/runs/{document['id']}/stats") if document["kind"] == "size-sweep" else None
     else:
-        document = _with_store(
+        document, statistics = _with_store(
             lambda session: _import_file(
                 session, file, name, plan, strategy, tag, fmt, collective, column_map, platform
             ),
@@ -166,7 +175,10 @@ def import_run(
     )
     for warning in document["warnings"]:
         typer.echo(f"  note: {warning}")
-    typer.echo("\n".join(_statistics_lines(document["summary"])))
+    if statistics is not None:
+        typer.echo("\n".join(_sweep_lines(statistics["sweep"]) + _sweep_table_lines(statistics)))
+    else:
+        typer.echo("\n".join(_statistics_lines(document["summary"])))
 
 
 def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
@@ -251,7 +263,8 @@ def list_runs(
     for header in ("format", "origin", "strategy"):
         table.add_column(header, no_wrap=True)
     table.add_column("samples", justify="right", no_wrap=True)
-    table.add_column("p50 µs", justify="right", no_wrap=True)
+    # A sweep's p50 pools one value per size over every size; its peak busbw is what its users read first.
+    table.add_column("headline", justify="right", no_wrap=True)
     for document in documents:
         table.add_row(
             str(document["id"]),
@@ -260,10 +273,17 @@ def list_runs(
             document["origin"],
             document["strategy"] or "–",
             f"{document['sample_count']:,}",
-            time_in(document["p50_us"]),
+            _headline(document),
         )
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)
+
+
+def _headline(listed: dict) -> str:
+    """What a list shows of a run, saying which figure it is: a sweep's peak busbw, a distribution's p50."""
+    if listed["kind"] == "size-sweep":
+        return f"peak busbw {gbps(listed['peak_busbw_gbps'])} GB/s"
+    return f"p50 {time_in(listed['p50_us'])} µs"
 
 
 LinkOption = Annotated[
@@ -312,9 +332,10 @@ def run_stats(
     if document["above_ideal_warning"]:
         typer.echo(_above_ideal_line(document["above_ideal_warning"]))
     if document["kind"] == "size-sweep":
-        typer.echo("\n".join(_sweep_lines(document["sweep"])))
+        typer.echo("\n".join(_sweep_lines(document["sweep"]) + _sweep_table_lines(document)))
+    else:
+        typer.echo("\n".join(_statistics_lines(document)))
     typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
-    typer.echo("\n".join(_statistics_lines(document)))
     if document.get("stragglers"):
         typer.echo("\n".join(_straggler_lines(document["stragglers"])))
 
@@ -406,6 +427,24 @@ def _step_cost_table(comparison: dict) -> list[str]:
     return lines
 
 
+def _sweep_table_lines(statistics: dict) -> list[str]:
+    """A size sweep per size as nccl-tests prints it (time in µs, algbw, busbw: the log's cells where it printed
+    them): no count, percentiles or p99/p50, which one value per size does not have."""
+    lines = [f"  {'collective / variant':<28} {'size B':>15} {'time µs':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}"]
+    for entry in statistics["sweep"]["collectives"]:
+        for table in entry["tables"]:
+            what = " ".join(part for part in (entry["collective"], table["variant"]) if part)
+            for row in table["rows"]:
+                printed = row.get("printed") or {}
+                lines.append(
+                    f"  {what[:28]:<28} {row['size_bytes']:>15,} "
+                    f"{as_printed(row['time_us'], printed.get('time_us'), 'time_us'):>12} "
+                    f"{as_printed(row['algbw_gbps'], printed.get('algbw_gbps'), 'algbw_gbps'):>11} "
+                    f"{as_printed(row['busbw_gbps'], printed.get('busbw_gbps')):>11}"
+                )
+    return lines
+
+
 def _group_lines(document: dict) -> list[str]:
     """The compare page's first table: per (collective, size, variant), each run's p50, busbw and % of
     ideal with its ratio to the baseline; groups every run has first."""
@@ -425,8 +464,10 @@ def _group_lines(document: dict) -> list[str]:
             name = f"#{row['run_id']} {row['name']}"[:30]
             stats, printed = group["stats"], group.get("printed")
             busbw = stats["busbw_gbps"]["value"]
+            # A sweep's groups have no p50 (one value per size).
+            p50 = stats.get("p50_us", {"value": None, "ratio": None})
             lines.append(
-                f"    {name:<30} {_time(stats['p50_us']['value'], printed):>11} {_ratio(stats['p50_us']['ratio']):>8} "
+                f"    {name:<30} {_time(p50['value'], printed):>11} {_ratio(p50['ratio']):>8} "
                 f"{as_printed(busbw, printed.get('busbw_gbps')) if printed else gbps(busbw):>10} "
                 f"{_ratio(stats['busbw_gbps']['ratio']):>8} "
                 f"{percent(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
@@ -525,10 +566,13 @@ def compare_runs(
         typer.echo(f"run {entry['run_id']} {_assumptions_line(entry)}")
     if document["above_ideal"]:
         typer.echo(_above_ideal_line(document["above_ideal"]["warning"]))
-    typer.echo(
-        f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
-    )
-    for row in document["runs"]:
+    distributions = [row for row in document["runs"] if row["overall"] is not None]
+    if distributions:
+        typer.echo("all data sizes together (distributions only):")
+        typer.echo(
+            f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
+        )
+    for row in distributions:
         overall = row["overall"]
         typer.echo(
             f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
@@ -536,8 +580,13 @@ def compare_runs(
             f"{time_in(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
             f"{time_in(overall['max_us']['value']):>12}"
         )
-    typer.echo("\n".join(_group_lines(document)))
-    typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
+    # Sweeps alone are compared size by size below; beside a distribution, this is the shared-size table.
+    if distributions:
+        typer.echo("\n".join(_group_lines(document)))
+    if document["sweep"] is not None:
+        typer.echo("\n".join(_sweep_comparison_lines(document["sweep"])))
+    if document["ks_tests"]:
+        typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
     for test in document["ks_tests"]:
         if not test["comparable"]:
             typer.echo(
@@ -548,3 +597,39 @@ def compare_runs(
             f"  run {test['run_a']} vs run {test['run_b']}: D = {ks_statistic(test['statistic'])}, "
             f"p = {p_value(test['pvalue'])} ({test['method']})"
         )
+
+
+def _sweep_comparison_lines(sweep: dict) -> list[str]:
+    """The compare page's size-sweep section: each sweep's peak and average busbw, its verdict line against
+    the reference sweep, and its busbw per size beside the reference's."""
+    reference = sweep["reference_run_id"]
+    lines = [f"size sweeps against #{reference} (busbw per size; within ±{sweep['same_within_pct']:g} % is the same):"]
+    for run in sweep["runs"]:
+        for entry in run["headline"]:
+            lines.append(
+                f"  #{run['run_id']} {run['name']} {entry['collective']}: peak busbw "
+                f"{gbps(entry['peak_busbw_gbps'])} GB/s, average busbw {gbps(entry['average_busbw_gbps'])} GB/s"
+            )
+    reference_busbw = {
+        (row["collective"], row["size_bytes"]): row["busbw_gbps"]
+        for run in sweep["runs"]
+        if run["run_id"] == reference
+        for row in run["sizes"]
+    }
+    for run in sweep["runs"]:
+        if run["verdict"] is None:
+            continue
+        lines.append(f"  {run['verdict']}")
+        lines.append(
+            f"    {'collective':<14} {'size B':>15} {f'#{reference} GB/s':>11} {'busbw GB/s':>11} {'×ref':>8} "
+            f"{'change':>9}"
+        )
+        for row in run["sizes"]:
+            if row["busbw_ratio"] is None:
+                continue
+            lines.append(
+                f"    {row['collective'][:14]:<14} {row['size_bytes']:>15,} "
+                f"{gbps(reference_busbw[(row['collective'], row['size_bytes'])]):>11} "
+                f"{gbps(row['busbw_gbps']):>11} {_ratio(row['busbw_ratio']):>8} {row['change_pct']:>+7.1f} %"
+            )
+    return lines

@@ -14,6 +14,7 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 """
 
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 from emuplan.results.expected import Fabric, FabricError, Level, expected_collective, group_expectation
 from emuplan.results.stats import NetworkModel, group_rates
@@ -100,15 +101,39 @@ def time_unit(typical_us: float) -> tuple[str, float]:
     return "µs", 1.0
 
 
-def is_size_sweep(groups: list[dict]) -> bool:
-    """One sample per size and more than one size: read as a bandwidth-vs-size curve, not a distribution."""
-    return len(groups) > 1 and all(g["count"] == 1 and g.get("size_bytes") is not None for g in groups)
+# The most samples any (collective, data size, variant) of a size sweep has. nccl-tests prints one line per
+# size; users who repeat a sweep (``-N`` run cycles, ``-n 4 -I 1``, logs of a few runs pasted together) bring
+# 2-4 values per size. The seed tutorials read KCCB's 8 trials per size as a CDF and a delay chart, so 8 must
+# stay a distribution. 4 is the most repeats still "a few": at 4 samples nearest-rank p90, p99, p99.9 and the
+# max are one and the same value, so percentiles would only repeat it, and the mean is the sweep's figure.
+SWEEP_MAX_SAMPLES = 4
+RunKind = Literal["size-sweep", "distribution"]
+
+
+def run_kind(groups: list[dict]) -> RunKind:
+    """How a run is read, decided once at import and stored (``run.kind``): a size sweep (a known data size
+    and at most ``SWEEP_MAX_SAMPLES`` samples in every group: a bandwidth-vs-size curve, compared size by
+    size) or a distribution (many iterations per size: CDF, percentiles, delay chart, KS test)."""
+    if groups and all(g["count"] <= SWEEP_MAX_SAMPLES and g.get("size_bytes") is not None for g in groups):
+        return "size-sweep"
+    return "distribution"
+
+
+def peak_busbw(groups: list[dict]) -> tuple[float, dict] | tuple[None, None]:
+    """The largest busbw cell of these groups (as the file printed it, else ours) and its group."""
+    cells = [(cell, g) for g in groups if (cell := file_or_ours(g, "busbw_gbps")) is not None]
+    return max(cells, key=lambda pair: pair[0]) if cells else (None, None)
 
 
 def analyse(
-    summary: dict, assumptions: Assumptions, plan: PlanDocument | None = None, fabric: Fabric | None = None
+    summary: dict,
+    kind: RunKind,
+    assumptions: Assumptions,
+    plan: PlanDocument | None = None,
+    fabric: Fabric | None = None,
 ) -> dict:
-    """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions).
+    """The groups' rates under ``assumptions``, plus ``sweep`` (size sweeps) or ``trials`` (distributions);
+    ``kind`` is the run's stored ``run_kind``.
 
     ``fabric`` (the run's platform, ``expected.fabric_of``) adds each group's expected busbw, the algorithm
     and level that bound it and the % of it reached (``expected_note`` says why not, when the platform does
@@ -116,7 +141,7 @@ def analyse(
     link = assumptions.link_gbps if assumptions.link_applied else None
     network = NetworkModel(link, assumptions.latency_us, plan.collectives if plan else [])
     groups = [{**group, **group_rates(group, network, assumptions.ranks)} for group in summary["groups"]]
-    sweep = is_size_sweep(groups)
+    sweep = kind == "size-sweep"
     unit, per_unit = page_time_unit([summary])
     result = {
         "assumptions": {
@@ -130,11 +155,10 @@ def analyse(
         "above_ideal_pct": above_ideal_pct(groups),
         "expected_note": _add_expected(groups, sweep, assumptions.ranks, fabric),
     }
+    result["kind"] = kind
     if sweep:
-        result["kind"] = "size-sweep"
         result["sweep"] = size_sweep(groups, summary.get("reported_avg_busbw_gbps") or {}, assumptions)
     else:
-        result["kind"] = "distribution"
         result["trials"] = [_trials(group) for group in groups if group.get("slowest")]
     return result
 
@@ -210,7 +234,7 @@ def size_sweep(groups: list[dict], reported_avg: dict[str, float], assumptions: 
         members = [g for g in groups if g["collective"] == collective]
         cells = [(cell, g) for g in members if (cell := file_or_ours(g, "busbw_gbps")) is not None]
         average = sum(cell for cell, _ in cells) / len(cells) if cells else None
-        peak_cell, peak_group = max(cells, key=lambda pair: pair[0]) if cells else (None, None)
+        peak_cell, peak_group = peak_busbw(members)
         file_average = reported_avg.get(collective)
         tables = []
         for variant in dict.fromkeys(g["variant"] for g in members):

@@ -1,5 +1,13 @@
-"""Several runs side by side: statistics with deltas against a baseline run, and a two-sample
-Kolmogorov–Smirnov test for every pair of runs — all from the summaries cached at import.
+"""Several runs side by side: statistics with deltas against a baseline run, a two-sample
+Kolmogorov–Smirnov test for every pair of distributions, and size sweeps compared size by size — all from
+the summaries cached at import.
+
+Each run is read as its stored kind (``results.analysis.run_kind``). A size sweep has one value (or a few
+repeats) per size: it gets no percentiles, no "all data sizes together" statistics and no KS test, which on
+one value per size would say nothing ("D = 1.0, p = 1.0"). Sweeps are compared in ``sweep``: each one's
+peak and average busbw, and per (collective, data size) its busbw ÷ the reference sweep's (the baseline
+when it is a sweep, else the first sweep) with a one-line ``verdict``. A change within ±``SAME_WITHIN_PCT``
+is "same".
 
 Only like is compared with like: a run that shares no (collective, data size) with the baseline gets no
 ratios, a pair of runs sharing none gets no KS test, and ``notice`` says so. Each delta says whether the
@@ -21,7 +29,7 @@ from itertools import combinations
 
 import numpy as np
 
-from emuplan.results.analysis import file_or_ours
+from emuplan.results.analysis import RunKind, file_or_ours
 
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
@@ -35,15 +43,26 @@ HIGHER_IS_BETTER = frozenset({"algbw_gbps", "busbw_gbps", "pct_of_ideal"})
 FILE_FIGURES = frozenset({"algbw_gbps", "busbw_gbps"})
 
 
+# The same size of one fabric moves by a few percent from one timing to the next: in the B200 nccl-tests log
+# (fixtures), the out-of-place and in-place times of a size ≥ 1 MiB, measured seconds apart, differ by up to
+# 4.6 % (8 MiB). A busbw change within ±5 % is that noise, not a change of the fabric.
+SAME_WITHIN_PCT = 5.0
+# What a sweep's group keeps in the per-size table: one value (or a few) has no spread and no percentiles.
+SWEEP_METRICS = ("count", "mean_us", "algbw_gbps", "busbw_gbps", "pct_of_ideal")
+
+
 @dataclass(frozen=True)
 class RunSummary:
-    """What a comparison needs of one run (the store hands these over; no database here)."""
+    """What a comparison needs of one run (the store hands these over; no database here): ``kind`` is the
+    run's stored ``run_kind``; ``sweep`` its ``analysis.size_sweep`` view (size sweeps: peak and average)."""
 
     id: int
     name: str
     strategy: str | None
     origin: str
     summary: dict
+    kind: RunKind
+    sweep: dict | None = None
 
 
 def ks_two_sample(grid_a: dict, count_a: int, grid_b: dict, count_b: int) -> dict:
@@ -76,9 +95,9 @@ def verdict(metric: str, value: float, reference: float) -> str | None:
     return "better" if (value < reference) == (metric in LOWER_IS_BETTER) else "worse"
 
 
-def _deltas(stats: dict, baseline: dict) -> dict:
+def _deltas(stats: dict, baseline: dict, metrics: tuple[str, ...] = DELTA_METRICS) -> dict:
     result = {}
-    for metric in DELTA_METRICS:
+    for metric in metrics:
         figure = file_or_ours if metric in FILE_FIGURES else dict.get
         value, reference = figure(stats, metric), figure(baseline, metric)
         if value is None or reference is None:
@@ -105,7 +124,8 @@ def _size_order(group: dict) -> tuple:
 
 
 def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict:
-    """Statistics table with deltas against the baseline (first run by default) and KS tests per pair."""
+    """Statistics table with deltas against the baseline (first run by default), KS tests per pair of
+    distributions, and the size sweeps' per-size comparison (``sweep``, None without sweeps)."""
     if not runs:
         raise ValueError("runs: choose at least one run to compare")
     ids = [run.id for run in runs]
@@ -121,25 +141,32 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
         comparable = bool(sizes_of(run.summary) & baseline_sizes)
         if not comparable:
             unrelated.append(run)
+        # A sweep's one value per size has no spread: only its time, rates and count, on either side.
+        metrics = SWEEP_METRICS if "size-sweep" in (run.kind, baseline.kind) else DELTA_METRICS
         groups = [
             {
                 "label": group["label"],
-                "stats": _deltas(group, baseline_groups[group["label"]])
-                if group["label"] in baseline_groups
-                else _deltas(group, {}),
+                "stats": _deltas(group, baseline_groups.get(group["label"], {}), metrics),
                 "printed": group.get("printed"),
             }
             for group in sorted(run.summary["groups"], key=_size_order)
         ]
+        # All groups together only mean something for a distribution against one measuring the same sizes.
+        both_distributions = run.kind == baseline.kind == "distribution"
+        overall = (
+            _deltas(run.summary["overall"], baseline.summary["overall"] if comparable and both_distributions else {})
+            if run.kind == "distribution"
+            else None
+        )
         table.append(
             {
                 "run_id": run.id,
                 "name": run.name,
                 "strategy": run.strategy,
                 "origin": run.origin,
+                "kind": run.kind,
                 "comparable": comparable,
-                # All groups together only mean something against a run measuring the same sizes.
-                "overall": _deltas(run.summary["overall"], baseline.summary["overall"] if comparable else {}),
+                "overall": overall,
                 "groups": groups,
             }
         )
@@ -151,27 +178,151 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
             f"#{baseline.id} {baseline.name}: no ratios against it and no Kolmogorov–Smirnov test, which would "
             "compare unrelated collectives and sizes"
         )
-    tests = []
-    for first, second in combinations(runs, 2):
-        if not sizes_of(first.summary) & sizes_of(second.summary):
-            tests.append({"run_a": first.id, "run_b": second.id, "comparable": False, "statistic": None,
-                          "pvalue": None, "method": None, "groups": []})  # fmt: skip
-            continue
-        overall = ks_two_sample(
-            first.summary["overall_ecdf"],
-            first.summary["overall"]["count"],
-            second.summary["overall_ecdf"],
-            second.summary["overall"]["count"],
-        )
-        # The same data size and collective in both runs: the sharper question.
-        second_groups = {
-            g["label"]: (grid, g["count"])
-            for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)
-        }
-        groups = [
-            {"label": group["label"], **ks_two_sample(grid, group["count"], *second_groups[group["label"]])}
-            for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
-            if group["label"] in second_groups
+    distributions = [run for run in runs if run.kind == "distribution"]
+    tests = [_ks_tests(first, second) for first, second in combinations(distributions, 2)]
+    sweeps = [run for run in runs if run.kind == "size-sweep"]
+    return {
+        "baseline_run_id": baseline_id,
+        "notice": notice,
+        "runs": table,
+        "ks_tests": tests,
+        "sweep": _sweep_comparison(sweeps, baseline) if sweeps else None,
+    }
+
+
+def _ks_tests(first: RunSummary, second: RunSummary) -> dict:
+    """Two distributions: all samples, then every (collective, size, variant) both have."""
+    if not sizes_of(first.summary) & sizes_of(second.summary):
+        return {"run_a": first.id, "run_b": second.id, "comparable": False, "statistic": None, "pvalue": None,
+                "method": None, "groups": []}  # fmt: skip
+    overall = ks_two_sample(
+        first.summary["overall_ecdf"],
+        first.summary["overall"]["count"],
+        second.summary["overall_ecdf"],
+        second.summary["overall"]["count"],
+    )
+    # The same data size and collective in both runs: the sharper question.
+    second_groups = {
+        g["label"]: (grid, g["count"]) for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)
+    }
+    groups = [
+        {"label": group["label"], **ks_two_sample(grid, group["count"], *second_groups[group["label"]])}
+        for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
+        if group["label"] in second_groups
+    ]
+    return {"run_a": first.id, "run_b": second.id, "comparable": True, **overall, "groups": groups}
+
+
+def _per_size(run: RunSummary) -> dict[tuple[str, int], dict[str, list[dict]]]:
+    """A sweep's groups by (collective, size), then by variant."""
+    sizes: dict[tuple[str, int], dict[str, list[dict]]] = {}
+    for group in run.summary["groups"]:
+        sizes.setdefault((group["collective"], group["size_bytes"]), {})[group["variant"]] = group
+    return dict(sorted(sizes.items(), key=lambda item: (item[0][0], item[0][1])))
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return sum(values) / len(values) if values and None not in values else None
+
+
+def _sweep_comparison(sweeps: list[RunSummary], baseline: RunSummary) -> dict:
+    """Each sweep's headline (peak and average busbw), its sizes with busbw and algbw (as the file printed
+    them, else ours) and, against the reference sweep, the busbw ratio per (collective, size) and a verdict.
+
+    The ratio is of our busbw where the rank count is known (size ÷ mean time × the collective's factor:
+    the times are printed to 0.01 µs, the busbw cells to 0.01 GB/s, too coarse under 1 GB/s), else of the
+    file's cells; with out-of-place and in-place, of their mean over the variants both runs have."""
+    reference = baseline if baseline.kind == "size-sweep" else sweeps[0]
+    reference_sizes = _per_size(reference)
+    entries = []
+    for run in sweeps:
+        rows = []
+        for key, variants in _per_size(run).items():
+            collective, size_bytes = key
+            shared = [v for v in variants if v in reference_sizes.get(key, {})] if run is not reference else []
+            ours = _mean([variants[v].get("busbw_gbps") for v in shared])
+            theirs = _mean([reference_sizes[key][v].get("busbw_gbps") for v in shared])
+            ratio = ours / theirs if ours is not None and theirs else None
+            change = (ratio - 1) * 100 if ratio is not None else None
+            rows.append(
+                {
+                    "collective": collective,
+                    "size_bytes": size_bytes,
+                    "time_us": _mean([g["mean_us"] for g in variants.values()]),
+                    "algbw_gbps": _mean([file_or_ours(g, "algbw_gbps") for g in variants.values()]),
+                    "busbw_gbps": _mean([file_or_ours(g, "busbw_gbps") for g in variants.values()]),
+                    "busbw_ratio": ratio,
+                    "change_pct": change,
+                    "verdict": None if change is None else _change_verdict(change),
+                }
+            )
+        headline = [
+            {key: value for key, value in entry.items() if key != "tables"}
+            for entry in (run.sweep or {"collectives": []})["collectives"]
         ]
-        tests.append({"run_a": first.id, "run_b": second.id, "comparable": True, **overall, "groups": groups})
-    return {"baseline_run_id": baseline_id, "notice": notice, "runs": table, "ks_tests": tests}
+        entries.append(
+            {
+                "run_id": run.id,
+                "name": run.name,
+                "headline": headline,
+                "sizes": rows,
+                "verdict": None if run is reference else sweep_verdict(run, reference, rows),
+            }
+        )
+    return {
+        "reference_run_id": reference.id,
+        "same_within_pct": SAME_WITHIN_PCT,
+        "ratio_basis": (
+            "busbw ÷ the reference's at the same collective and data size (ours from the mean time where the rank "
+            "count is known, else the file's cells; out-of-place and in-place averaged)"
+        ),
+        "runs": entries,
+    }
+
+
+def _change_verdict(change_pct: float) -> str:
+    if abs(change_pct) <= SAME_WITHIN_PCT:
+        return "same"
+    return "better" if change_pct > 0 else "worse"
+
+
+def size_text(size_bytes: int) -> str:
+    """A data size in binary units as nccl-tests users say them: 8 B, 512 MiB, 2 GiB, 948 KiB."""
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size_bytes >= 1 << shift:
+            value = size_bytes / (1 << shift)
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.3g} {unit}"
+    return f"{size_bytes} B"
+
+
+def _percent(change: float) -> str:
+    return f"{'−' if change < 0 else '+'}{abs(change):.1f} %"
+
+
+def sweep_verdict(run: RunSummary, reference: RunSummary, rows: list[dict]) -> str:
+    """One line: "#7 vs #4: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 MiB)".
+    Worse sizes first, then better, then the same; a bucket's change as one figure when its sizes agree to
+    0.1 %, else its range; per collective when the runs share several."""
+    judged = [row for row in rows if row["verdict"] is not None]
+    if not judged:
+        return f"#{run.id} vs #{reference.id}: no (collective, data size) with busbw in common"
+    collectives = list(dict.fromkeys(row["collective"] for row in judged))
+    parts = []
+    for collective in collectives:
+        mine = [row for row in judged if row["collective"] == collective]
+        buckets = []
+        for judgement in ("worse", "better", "same"):
+            members = [row for row in mine if row["verdict"] == judgement]
+            if not members:
+                continue
+            sizes = sorted(row["size_bytes"] for row in members)
+            where = size_text(sizes[0]) if len(sizes) == 1 else f"{size_text(sizes[0])}–{size_text(sizes[-1])}"
+            count = f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} ({where})"
+            if judgement == "same":
+                buckets.append(f"same (within ±{SAME_WITHIN_PCT:g} %) at {count}")
+                continue
+            changes = sorted((row["change_pct"] for row in members), key=abs)
+            low, high = _percent(changes[0]), _percent(changes[-1])
+            buckets.append(f"{low if low == high else f'{low} to {high}'} busbw at {count}")
+        parts.append(("" if len(collectives) == 1 else f"{collective} ") + ", ".join(buckets))
+    return f"#{run.id} vs #{reference.id}: " + "; ".join(parts)

@@ -24,7 +24,7 @@ Checks, in order of severity, every threshold a field of ``Thresholds``:
 
 from dataclasses import asdict, dataclass, field
 
-from emuplan.results.analysis import file_or_ours, is_size_sweep
+from emuplan.results.analysis import RunKind, file_or_ours
 from emuplan.results.expected import Fabric, FabricError, group_expectation, measured_busbw_gbps, measured_time_us
 from emuplan.workload.collectives import normalise_op_name
 
@@ -92,6 +92,7 @@ class Verdict:
 
 def judge_run(
     groups: list[dict],
+    kind: RunKind,
     *,
     ranks: int | None,
     fabric: Fabric | None,
@@ -100,7 +101,7 @@ def judge_run(
 ) -> Verdict:
     """The verdict of a run from its summary's groups (module docstring)."""
     thresholds = thresholds or Thresholds()
-    sweep = is_size_sweep(groups)
+    sweep = kind == "size-sweep"
     reasons = [
         *_data_errors(groups),
         *_below_expected(groups, sweep, ranks, fabric, thresholds),

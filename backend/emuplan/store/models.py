@@ -153,11 +153,16 @@ class Run(SQLModel, table=True):
     ranks: int | None = Field(default=None, sa_type=BigInteger)
     hosts: int | None = Field(default=None, sa_type=BigInteger)
     warnings: list = _json(list)
-    # The overall median and p99 (µs) of the cached statistics: the figures lists show, read with the row.
+    # How every view reads the run (``results.analysis.run_kind``, decided at import; migration 0012):
+    # size-sweep | distribution.
+    kind: str = Field(sa_column=Column(String, nullable=False))
+    # The overall median and p99 (µs) of the cached statistics, and a sweep's peak busbw (GB/s): the figures
+    # lists show (p50 for a distribution, peak busbw for a sweep), read with the row.
     p50_us: float | None = None
     p99_us: float | None = None
     # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
     platform: str | None = None
+    peak_busbw_gbps: float | None = None
     created_at: datetime = _created_at()
     cached_summary: "CachedSummary" = Relationship(
         sa_relationship_kwargs={"uselist": False, "lazy": "joined", "cascade": "all, delete-orphan"}

@@ -37,12 +37,15 @@ from sqlmodel import Session, col, select
 from emuplan import charts
 from emuplan.charts import FigureKind
 from emuplan.results.analysis import (
+    SWEEP_MAX_SAMPLES,
     Assumptions,
+    RunKind,
     above_ideal_warning,
     analyse,
-    is_size_sweep,
     page_time_unit,
+    peak_busbw,
     resolve_assumptions,
+    run_kind,
 )
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
@@ -185,6 +188,7 @@ def save_run(
         **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
     }
     summary, encoded = _summarised_and_encoded(parsed, tables, _network_of(session, plan_id), file_name or name)
+    kind = run_kind(summary["groups"])
     tags = sorted({t.strip() for t in tags if t.strip()})
     run = Run(
         name=name.strip(),
@@ -201,8 +205,10 @@ def save_run(
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
+        kind=kind,
         p50_us=summary["overall"]["p50_us"],
         p99_us=summary["overall"]["p99_us"],
+        peak_busbw_gbps=peak_busbw(summary["groups"])[0] if kind == "size-sweep" else None,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
     session.add(run)
@@ -281,6 +287,9 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     )
     run.ranks, run.warnings = parsed.ranks, parsed.warnings
     run.p50_us, run.p99_us = summary["overall"]["p50_us"], summary["overall"]["p99_us"]
+    # Two collectives relabelled as one may give a size more values: the kind and headline follow.
+    run.kind = run_kind(summary["groups"])
+    run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
     run.cached_summary.summary = strip_curves(summary)
     session.get(RunCurves, run_id).summary = summary
     stored = session.get(RunTable, (run_id, "samples"))
@@ -391,6 +400,7 @@ class RunHeader:
     strategy: str | None
     tags: list[str]
     source_format: str
+    kind: RunKind
     origin: Origin
     origin_detail: str
     platform: str | None
@@ -407,11 +417,16 @@ class RunHeader:
 
 @dataclass(frozen=True, slots=True)
 class ListedRun(RunHeader):
-    """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns and its
-    overall median and p99, never its warnings, its statistics or its curves."""
+    """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns, its
+    overall median and p99 and, for a size sweep, its peak busbw, never its warnings, its statistics or its
+    curves. Lists headline a sweep by its peak busbw and a distribution by its p50: a sweep's p50 pools one
+    value per size over every size (8 B and 2 GiB together)."""
 
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
+    peak_busbw_gbps: float | None = _described(
+        "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -583,14 +598,19 @@ def _judged(
     """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
-    analysis = analyse(run.summary, assumptions, plan and plan.document, fabric)
+    analysis = analyse(run.summary, run.kind, assumptions, plan and plan.document, fabric)
     thresholds = (
         Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)
         if platform is not None
         else None
     )
     verdict = judge_run(
-        analysis["groups"], ranks=ranks, fabric=fabric, stragglers=run.summary.get("stragglers"), thresholds=thresholds
+        analysis["groups"],
+        run.kind,
+        ranks=ranks,
+        fabric=fabric,
+        stragglers=run.summary.get("stragglers"),
+        thresholds=thresholds,
     )
     return analysis, verdict.as_dict()
 
@@ -640,7 +660,10 @@ def run_figure(
     if kind == FigureKind.SWEEP:
         statistics = run_statistics(session, run, choice, settings)
         if statistics["kind"] != "size-sweep":
-            raise ValueError("figure: 'sweep' needs a size sweep (one sample per data size)")
+            raise ValueError(
+                f"figure: 'sweep' needs a size sweep (at most {SWEEP_MAX_SAMPLES} samples per data size); "
+                "this run is a distribution"
+            )
         return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
     if kind in (FigureKind.RANKS, FigureKind.HOSTS):
         stragglers = summary_with_curves(session, run).get("stragglers")
@@ -653,6 +676,12 @@ def run_figure(
         unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
         return charts.straggler_figure(stragglers, kind, title=f"{title}: time per {unit} against the median {unit}")
     log_x = options.get("log_x", False)
+    if kind in (FigureKind.CDF, FigureKind.DELAY) and run.kind == "size-sweep":
+        # One value (or a few) per size: a CDF step or a delay point at iteration 0 says nothing a sweep does not.
+        raise ValueError(
+            f"figure: {str(kind)!r} needs a distribution (more than {SWEEP_MAX_SAMPLES} samples of a data size); "
+            "this run is a size sweep: see 'sweep'"
+        )
     if kind == FigureKind.CDF:
         return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
     if kind == FigureKind.DELAY:
@@ -666,11 +695,6 @@ def run_figure(
     if kind == FigureKind.BANDWIDTH:
         return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
     raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
-
-
-def all_size_sweeps(runs: list[Run]) -> bool:
-    """Whether every run is a size sweep: their comparison overlays busbw curves, with no CDFs or delay charts."""
-    return all(is_size_sweep(run.summary["groups"]) for run in runs)
 
 
 def _bar_label(entry: dict) -> str:
@@ -688,10 +712,11 @@ def compare_stored_runs(
     plans: dict[int, int] | None = None,
     log_x: bool = False,
 ) -> dict:
-    """Statistics with deltas, KS tests, the step cost of each run's plan and the comparison figures for
-    stored runs (API, CLI, share pages). Bandwidths and % of ideal are each run's under the chosen
-    assumptions, filled in per run like on its run page (``assumptions`` lists what each run got and from
-    where). ``plans`` maps a run id to the plan to read it with (else its linked plan)."""
+    """Statistics with deltas, KS tests, the size sweeps' per-size comparison, the step cost of each run's plan,
+    each run's verdict and the comparison figures for stored runs (API, CLI, share pages), each run read as its
+    stored kind. Bandwidths and % of ideal are each run's under the chosen assumptions, filled in per run like
+    on its run page (``assumptions`` lists what each run got and from where). ``plans`` maps a run id to the
+    plan to read it with (else its linked plan)."""
     plans = plans or {}
     stored = [get_run(session, run_id) for run_id in dict.fromkeys(run_ids)]
     unknown = sorted(set(plans) - {r.id for r in stored})
@@ -704,9 +729,8 @@ def compare_stored_runs(
         platform = platform_named(session, r.platform) if r.platform else None
         analysis, verdict = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
         verdicts.append({"run_id": r.id, "platform": _platform_header(platform), **verdict})
-        summaries.append(
-            RunSummary(r.id, r.name, r.strategy, r.origin, {**with_curves[r.id], "groups": analysis["groups"]})
-        )
+        summary = {**with_curves[r.id], "groups": analysis["groups"]}
+        summaries.append(RunSummary(r.id, r.name, r.strategy, r.origin, summary, r.kind, analysis.get("sweep")))
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
         cost = _step_cost(r, plan, analysis)
         costs.append({"run_id": r.id, "name": r.name, "strategy": r.strategy,
@@ -727,18 +751,20 @@ def compare_stored_runs(
         if over_ideal
         else None
     )
-    named = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored]
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
-    if all_size_sweeps(stored):
-        # One sample per size: compared as curves; a CDF or KS test of one point per size says nothing.
-        comparison["figures"] = {"sweeps": charts.comparison_sweep_figure(named)}
-    else:
-        comparison["figures"] = {
-            "cdf": charts.comparison_cdf_figure(named, log_x=log_x),
-            "small_multiples": charts.comparison_small_multiples(named, log_x=log_x),
-            "delays": charts.comparison_delay_figure(named),
+    # Each run in its own kind's figures: a sweep's one value per size is a point of a busbw curve, never a
+    # CDF step or a delay series at iteration 0.
+    sweeps = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "size-sweep"]
+    distributions = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "distribution"]
+    figures = {"sweeps": charts.comparison_sweep_figure(sweeps)} if sweeps else {}
+    if distributions:
+        figures |= {
+            "cdf": charts.comparison_cdf_figure(distributions, log_x=log_x),
+            "small_multiples": charts.comparison_small_multiples(distributions, log_x=log_x),
+            "delays": charts.comparison_delay_figure(distributions),
         }
     costed = [(_bar_label(entry), entry["cost"]) for entry in costs if entry["cost"]]
     if costed:
-        comparison["figures"]["step_cost"] = charts.step_cost_figure(costed)
+        figures["step_cost"] = charts.step_cost_figure(costed)
+    comparison["figures"] = figures
     return comparison
