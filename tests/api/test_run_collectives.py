@@ -177,7 +177,7 @@ def test_import_and_relabel_on_the_command_line(cli_env, client, tmp_path):
     compared = invoke("compare", "1", "2")
     assert compared.exit_code == 0, compared.output
     assert "shares no" not in compared.output
-    assert "  all_to_all · 268435456 B · in-place" in compared.output.splitlines()
+    assert "  #2 vs #1: same (within ±5 %) at 2 sizes (256 MiB–512 MiB)" in compared.output.splitlines()
     assert (
         json.loads(invoke("stats", "2", "--json").output)["groups"] == client.get("/api/runs/1/stats").json()["groups"]
     )

@@ -88,7 +88,7 @@ def test_the_list_shows_each_run_without_its_statistics_and_the_run_document_wit
         {
             "id": run["id"], "name": "A100 all-reduce", "plan_id": None, "strategy": "data", "tags": ["nightly"],
             "source_format": "nccl-tests", "kind": "size-sweep", "origin": "imported", "origin_detail": "",
-            "sample_count": 2, "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
+            "platform": None, "sample_count": 2, "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
             "peak_busbw_gbps": 222.88,
         }
     ]  # fmt: skip
@@ -345,7 +345,7 @@ def test_size_sweep_stats_and_figure_take_the_pages_assumptions(client):
     stats = client.get(f"/api/runs/{run_id}/stats", params={"link_gbps": 80, "latency_us": 0, "ranks": 2}).json()
     assert stats["kind"] == "size-sweep"
     assert stats["assumptions"] == {
-        "link_gbps": 80.0, "latency_us": 0.0, "ranks": 2, "ceiling_gbps": 10.0,
+        "link_gbps": 80.0, "latency_us": 0.0, "ranks": 2, "ceiling_gbps": 10.0, "link_applied": True,
         "sources": {"link_gbps": "query", "latency_us": "query", "ranks": "query"},
     }  # fmt: skip
     entry = stats["sweep"]["collectives"][0]
@@ -480,7 +480,7 @@ def test_compare_takes_the_pages_assumptions_for_busbw_and_percent_of_ideal(clie
         "/api/compare", params={"runs": f"{slow},{fast}", "link_gbps": 100, "latency_us": 5, "ranks": 4}
     ).json()
     assert chosen["assumptions"][1] == {
-        "run_id": fast, "link_gbps": 100.0, "latency_us": 5.0, "ranks": 4, "ceiling_gbps": 12.5,
+        "run_id": fast, "link_gbps": 100.0, "latency_us": 5.0, "ranks": 4, "ceiling_gbps": 12.5, "link_applied": True,
         "sources": {"link_gbps": "query", "latency_us": "query", "ranks": "query"},
     }  # fmt: skip
     stats = chosen["runs"][1]["groups"][0]["stats"]

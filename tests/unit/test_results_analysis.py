@@ -29,10 +29,24 @@ def sweep_of(path: Path) -> tuple[dict, dict]:
     summary = summarise(
         parsed.samples, ranks=parsed.ranks, reported_avg_busbw=parsed.reported_avg_busbw, elements=parsed.elements
     )
-    analysis = analyse(
-        summary, run_kind(summary["groups"]), resolve_assumptions(file_ranks=parsed.ranks, **SETTINGS_ONLY)
-    )
+    # The link typed as a reader would (the server's fallback alone gives no expected curve: see below).
+    assumptions = resolve_assumptions(link_gbps=100.0, file_ranks=parsed.ranks, **SETTINGS_ONLY)
+    analysis = analyse(summary, run_kind(summary["groups"]), assumptions)
     return analysis, analysis["sweep"]["collectives"][0]
+
+
+def test_the_servers_fallback_link_gives_no_ideal_time_and_no_expected_curve():
+    path = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+    parsed = parse_result_file(path.read_bytes(), path.name)
+    summary = summarise(parsed.samples, ranks=parsed.ranks, reported_avg_busbw=parsed.reported_avg_busbw)
+    analysis = analyse(summary, run_kind(summary["groups"]), resolve_assumptions(file_ranks=16, **SETTINGS_ONLY))
+    assert analysis["assumptions"]["link_applied"] is False
+    assert analysis["assumptions"]["ceiling_gbps"] is None
+    assert {g["pct_of_ideal"] for g in analysis["groups"]} == {None}
+    rows = analysis["sweep"]["collectives"][0]["tables"][0]["rows"]
+    assert {row["expected_busbw_gbps"] for row in rows} == {None}
+    assert analysis["above_ideal_pct"] is None
+    assert analysis["expected_note"] == "no platform: no expected curve or % of expected"
 
 
 # (file, collective, ranks, cells, our average of the printed cells, the log's line, peak, peak size, variant)
@@ -187,7 +201,7 @@ def test_sweep_figure_has_log_2_size_ticks_expected_curve_and_line_rate():
     assert names == [
         "all_gather out-of-place busbw", "all_gather out-of-place algbw",
         "all_gather in-place busbw", "all_gather in-place algbw",
-        "all_gather α-β expected busbw", "line rate 12.5 GB/s",
+        "all_gather expected busbw", "line rate 12.5 GB/s",
     ]  # fmt: skip
     xaxis = figure["layout"]["xaxis"]
     assert xaxis["type"] == "log"

@@ -8,7 +8,7 @@ import pytest
 from emuplan.measure.record import measurement_setup, rank_timestamps
 from emuplan.measure.workload import MeasurementError
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import analyse, resolve_assumptions
+from emuplan.results.analysis import analyse, resolve_assumptions, run_kind
 from emuplan.results.canonical import ResultFileError
 from emuplan.results.stats import strip_curves
 from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamps, summarise_stragglers
@@ -204,8 +204,8 @@ def test_a_report_without_per_iteration_times_is_a_size_sweep_whose_average_agre
     parsed = parse_result_file(edited_report(averages_only), "report.json")
     assert parsed.rank_times is None and parsed.reported_avg_busbw == {"all_reduce": 16.608564}
     summary = summarise(parsed.samples, ranks=parsed.ranks, reported_avg_busbw=parsed.reported_avg_busbw)
-    analysis = analyse(summary, resolve_assumptions(file_ranks=parsed.ranks, default_link_gbps=100.0,
-                                                    default_latency_us=5.0))  # fmt: skip
+    assumptions = resolve_assumptions(file_ranks=parsed.ranks, default_link_gbps=100.0, default_latency_us=5.0)
+    analysis = analyse(summary, run_kind(summary["groups"]), assumptions)
     sweep = analysis["sweep"]["collectives"][0]
     # (10.485760 + 12.098954 + 20.971520 + 22.878022) / 4, the report's bus_bw cells.
     assert sweep["average_busbw_gbps"] == pytest.approx(16.608564, abs=1e-6)

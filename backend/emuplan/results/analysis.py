@@ -42,7 +42,7 @@ class Assumptions:
     def link_applied(self) -> bool:
         """Whether the link speed was given (the request, the plan): the server's fallback is never applied
         silently, so without one there is no ideal time, no % of ideal and no α-β expected curve."""
-        return self.sources["link_gbps"] != "settings"
+        return self.sources.get("link_gbps") != "settings"
 
     @property
     def ceiling_gbps(self) -> float | None:

@@ -640,6 +640,10 @@ def run_statistics(
         "verdict": verdict,
         "step_cost": _step_cost(run, plan, analysis),
     }
+    above = statistics["above_ideal_pct"]
+    statistics["above_ideal_warning"] = above_ideal_warning(
+        [(f"#{run.id} {run.name}", above, statistics["assumptions"])] if above is not None else []
+    )
     # The run row keeps the headline; the per-rank and per-host lists sit beside the curves.
     statistics["stragglers"] = (
         summary_with_curves(session, run)["stragglers"] if run.summary.get("stragglers") else None
