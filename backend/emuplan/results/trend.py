@@ -19,11 +19,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from statistics import median
 
+from emuplan.wording import size_label
+
 WINDOW = 7
 MIN_HISTORY = 3
 MAD_K = 3.0
 MIN_CHANGE = 0.05
 STATUSES = ("regression", "improvement", "within", "no band")
+# The figures a series of size sweeps judges (busbw in GB/s, 1 GB = 1e9 B).
+PEAK_BUSBW = "peak_busbw_gbps"
+AVERAGE_BUSBW = "average_busbw_gbps"
+BUSBW_AT = "busbw_gbps@"
+
+
+def busbw_at(size_bytes: int) -> str:
+    """The name of the figure "busbw at this size" (``busbw_gbps@1073741824``)."""
+    return f"{BUSBW_AT}{size_bytes}"
+
+
+def figure_label(name: str) -> str:
+    """What pages, charts and the CLI call a figure: "peak busbw", "busbw at 1 GiB"."""
+    if name.startswith(BUSBW_AT):
+        return f"busbw at {size_label(int(name.removeprefix(BUSBW_AT)))}"
+    return {PEAK_BUSBW: "peak busbw", AVERAGE_BUSBW: "average busbw"}.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -95,7 +113,8 @@ def what_changed(judged: dict[str, list[dict]]) -> dict:
         since_previous = (
             (latest["value"] - previous["value"]) / previous["value"] * 100.0 if previous["value"] else None
         )
-        changes.append({"figure": name, "value": latest["value"], "previous_value": previous["value"],
+        changes.append({"figure": name, "label": figure_label(name), "value": latest["value"],
+                        "previous_value": previous["value"],
                         "previous_run_id": previous["run_id"], "change_since_previous_pct": since_previous,
                         "median": latest["median"], "change_from_median_pct": latest["change_pct"],
                         "status": latest["status"]})  # fmt: skip
@@ -105,7 +124,7 @@ def what_changed(judged: dict[str, list[dict]]) -> dict:
     previous_ids = {c["previous_run_id"] for c in changes}
     if flagged:
         summary = "; ".join(
-            f"{c['figure']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
+            f"{c['label']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
         )
     else:
         summary = f"quiet: run #{run_id} stays within the noise band of the runs before it on every figure"

@@ -133,6 +133,9 @@ class Run(SQLModel, table=True):
     __table_args__ = (
         Index("ix_run_strategy_folded", func.lower(text("strategy"))),
         Index("ix_run_id", "id").ddl_if(dialect="sqlite"),
+        # A platform's series, newest first, with or without a rank count (migration 0013, store.trend).
+        Index("ix_run_platform_id", "platform", "id"),
+        Index("ix_run_platform_ranks_id", "platform", "ranks", "id"),
         NEVER_REUSE_IDS,
     )
 
