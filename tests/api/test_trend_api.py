@@ -145,3 +145,33 @@ def test_metrics_need_a_viewer_unless_the_server_opens_them(database_url: str) -
         settings = Settings(database_url=database_url, demo=False, auth="accounts", metrics_public=public)
         with TestClient(create_app(settings)) as client:
             assert client.get("/metrics").status_code == status
+
+
+def test_the_trend_page_leads_with_what_changed_and_keeps_its_filters_in_links(
+    client: TestClient, database: Database
+) -> None:
+    ids = import_nights(database, 6)
+    page = client.get("/trend", params={"sizes": str(GIB)})  # the newest run's platform and collective
+    assert page.status_code == 200
+    html = page.text
+    assert html.index('id="what-changed"') < html.index('id="trend-filters"') < html.index('id="trend-charts"')
+    assert "busbw at 1 GiB regression: -12.0 % from the median" in html
+    row = html[html.index("<tbody>", html.index('id="what-changed-table"')) :].split("</tr>")[0]
+    since_previous = f"{(262.12 - night_busbw(5)) / night_busbw(5) * 100:+.1f}"
+    cells = [cell.split(">", 1)[1].split("<")[0] for cell in row.split("<td")[1:4]]
+    assert cells == ["busbw at 1 GiB", "262.12", since_previous]
+    assert f'href="/runs/{ids[5]}"' in html
+    query = f"platform={PLATFORM}&amp;collective=all_reduce&amp;sizes={GIB}"
+    assert f'data-figures-url="/api/trend/figures?{query}"' in html
+    assert f'href="/api/trend?{query}"' in html
+    figures = client.get(f"/api/trend/figures?platform={PLATFORM}&sizes={GIB}").json()
+    assert [figure["figure"] for figure in figures] == ["peak_busbw_gbps", "average_busbw_gbps", AT_GIB]
+    marked = [trace for trace in figures[2]["plot"]["data"] if trace.get("name") == "regression"]
+    assert [(trace["x"], trace["y"]) for trace in marked] == [(["2026-11-06T02:00:00+00:00"], [262.12])]
+
+
+def test_the_trend_page_says_so_when_no_run_names_a_platform(client: TestClient) -> None:
+    page = client.get("/trend")
+    assert page.status_code == 200
+    assert "No run names a platform yet" in page.text
+    assert client.get("/trend", params={"platform": "h900"}).status_code == 404

@@ -63,11 +63,6 @@ def get_trend_figures(query: SeriesQueryDep, session: ReadSessionDep, settings: 
     return series_figures(store.trend(session, settings, **query))
 
 
-def _page_query(platform: str, collective: str, tag: str, ranks: str) -> dict:
-    """The page's filters as typed (empty fields filter nothing), kept in its URL by its GET form."""
-    return {"platform": platform, "collective": collective, "tag": tag, "ranks": ranks}
-
-
 @page_router.get("/trend", response_class=HTMLResponse)
 def trend_page(
     request: Request,
@@ -77,18 +72,21 @@ def trend_page(
     collective: str = "",
     tag: str = "",
     ranks: str = "",
+    sizes: str = "",
 ) -> HTMLResponse:
-    """What changed since the previous run first, then each figure over time (drawn by trend.js)."""
+    """What changed since the previous run first, then each figure over time (drawn by trend.js). The filters
+    are a GET form: the URL keeps them, and an empty field filters nothing."""
     chosen = platform or store.newest_platform(session)
-    filters = _page_query(chosen or "", collective, tag, ranks)
-    context = {"nav": "trend", "platforms": store.platform_names(session), "filters": filters, "series": None}
+    filters = {"platform": chosen or "", "collective": collective, "tag": tag, "ranks": ranks, "sizes": sizes}
+    context = {"nav": "trend", "platforms": store.platform_names(session), "filters": filters}
     if chosen is None:
         return render(request, "trend.html", **context)
     rank_count = int(ranks) if ranks.isdigit() and 0 < int(ranks) <= INT64_MAX else None
     try:
         series = store.trend(
-            session, settings, chosen, collective=collective or None, tag=tag or None, ranks=rank_count
-        )
+            session, settings, chosen, collective=collective or None, tag=tag or None, ranks=rank_count,
+            sizes=store.sizes_from_text(sizes),
+        )  # fmt: skip
     except (LookupError, ValueError) as failure:
         answer = error_response(failure)
         return render(request, "trend.html", status_code=answer.status_code, error=answer.detail, **context)
