@@ -158,8 +158,9 @@ def test_the_trend_page_leads_with_what_changed_and_keeps_its_filters_in_links(
     assert "busbw at 1 GiB regression: -12.0 % from the median" in html
     row = html[html.index("<tbody>", html.index('id="what-changed-table"')) :].split("</tr>")[0]
     since_previous = f"{(262.12 - night_busbw(5)) / night_busbw(5) * 100:+.1f}"
-    cells = [cell.split(">", 1)[1].split("<")[0] for cell in row.split("<td")[1:4]]
-    assert cells == ["busbw at 1 GiB", "262.12", since_previous]
+    cells = [cell.split(">", 1)[1].split("<")[0] for cell in row.split("<td")[1:5]]
+    assert cells == ["busbw at 1 GiB ", "262.12", since_previous, "-12.0"]
+    assert '<span class="badge trend-regression">regression</span>' in row
     assert f'href="/runs/{ids[5]}"' in html
     query = f"platform={PLATFORM}&amp;collective=all_reduce&amp;sizes={GIB}"
     assert f'data-figures-url="/api/trend/figures?{query}"' in html
