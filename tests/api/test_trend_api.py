@@ -9,7 +9,9 @@ from emuplan.api.trend import metrics_text
 from emuplan.main import create_app
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.trend import LatestInSeries
+from emuplan.store.models import Run, RunTrendFigures
+from emuplan.store.runs import relabel_collectives
+from emuplan.store.trend import LatestInSeries, figures_of, series_runs
 from nightly import BUSBW_AT_GIB, FIRST_NIGHT, GIB, LOST_FACTOR, NOISE, PLATFORM, import_nights, nightly_log
 
 pytestmark = pytest.mark.both_databases
@@ -176,3 +178,24 @@ def test_the_trend_page_says_so_when_no_run_names_a_platform(client: TestClient)
     assert page.status_code == 200
     assert "No run names a platform yet" in page.text
     assert client.get("/trend", params={"platform": "h900"}).status_code == 404
+
+
+def test_each_run_keeps_its_series_figures_beside_its_summary(database: Database) -> None:
+    (run_id,) = import_nights(database, 1)
+    with database.read_session() as session:
+        stored = session.get(RunTrendFigures, run_id).figures
+        from_summary = figures_of(session.get(Run, run_id).summary, 16)
+    assert stored == from_summary
+    assert stored["all_reduce"]["peak_busbw_gbps"] == PEAK
+    assert stored["all_reduce"]["busbw_by_size"][str(GIB)] == BUSBW_AT_GIB[0]
+    # A run stored before run_trend_figures existed is read from its summary, to the same figures.
+    with database.writing() as session:
+        session.delete(session.get(RunTrendFigures, run_id))
+    with database.read_session() as session:
+        (member,) = series_runs(session, PLATFORM)
+    assert member.sweeps["all_reduce"].busbw_by_size[GIB] == BUSBW_AT_GIB[0]
+    # Relabelling the run's collective relabels its figures in the same transaction.
+    with database.writing() as session:
+        relabel_collectives(session, run_id, {"all_reduce": "reduce_scatter"})
+    with database.read_session() as session:
+        assert list(session.get(RunTrendFigures, run_id).figures) == ["reduce_scatter"]

@@ -69,3 +69,13 @@ def test_figures_are_named_for_readers() -> None:
         "peak busbw", "average busbw", "busbw at 1 GiB",
     ]  # fmt: skip
     assert figure_label("busbw_gbps@3145728") == "busbw at 3 MiB"
+
+
+def test_the_robust_sigma_is_scipys_normal_scaled_mad() -> None:
+    from scipy.stats import median_abs_deviation
+
+    history = [297.86, 300.24, 296.07, 298.75, 296.97, 262.12, 299.35]
+    expected = median_abs_deviation(history, scale="normal")
+    judged = judge_series(_series([value / 400.0 for value in history] + [1.0], base=400.0), mad_k=10.0, min_change=0.0)
+    last = judged["busbw_gbps@1073741824"][-1]
+    assert last["high"] - last["median"] == pytest.approx(10.0 * expected)

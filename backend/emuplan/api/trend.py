@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from emuplan.api.access import RoleRequired, requires_roles
-from emuplan.api.deps import INT64_MAX, ReadSessionDep, SettingsDep
+from emuplan.api.deps import INT64_MAX, ReadSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.charts.trend import trend_figure
@@ -43,10 +43,10 @@ SeriesQueryDep = Annotated[dict, Depends(series_query)]
 
 
 @router.get("")
-def get_trend(query: SeriesQueryDep, session: ReadSessionDep, settings: SettingsDep) -> dict:
+def get_trend(query: SeriesQueryDep, session: ReadSessionDep) -> dict:
     """The series' newest runs with their figures (peak and average busbw, busbw at the chosen sizes), each
     judged against the noise band of the up to 7 runs before it, and ``what_changed`` since the previous run."""
-    return store.trend(session, settings, **query)
+    return store.trend(session, **query)
 
 
 def series_figures(series: dict) -> list[dict]:
@@ -58,16 +58,15 @@ def series_figures(series: dict) -> list[dict]:
 
 
 @router.get("/figures")
-def get_trend_figures(query: SeriesQueryDep, session: ReadSessionDep, settings: SettingsDep) -> list[dict]:
+def get_trend_figures(query: SeriesQueryDep, session: ReadSessionDep) -> list[dict]:
     """The trend page's Plotly figures: each figure over time, its noise band shaded, regressions marked."""
-    return series_figures(store.trend(session, settings, **query))
+    return series_figures(store.trend(session, **query))
 
 
 @page_router.get("/trend", response_class=HTMLResponse)
 def trend_page(
     request: Request,
     session: ReadSessionDep,
-    settings: SettingsDep,
     platform: str = "",
     collective: str = "",
     tag: str = "",
@@ -84,7 +83,7 @@ def trend_page(
     rank_count = int(ranks) if ranks.isdigit() and 0 < int(ranks) <= INT64_MAX else None
     try:
         series = store.trend(
-            session, settings, chosen, collective=collective or None, tag=tag or None, ranks=rank_count,
+            session, chosen, collective=collective or None, tag=tag or None, ranks=rank_count,
             sizes=store.sizes_from_text(sizes),
         )  # fmt: skip
     except (LookupError, ValueError) as failure:
@@ -154,6 +153,6 @@ def metrics_text(latest: list[store.LatestInSeries]) -> bytes:
 
 
 @metrics_router.get("/metrics", dependencies=[Depends(metrics_access)])
-def metrics(session: ReadSessionDep, settings: SettingsDep) -> Response:
+def metrics(session: ReadSessionDep) -> Response:
     """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known."""
-    return Response(metrics_text(store.latest_per_series(session, settings)), media_type=CONTENT_TYPE_LATEST)
+    return Response(metrics_text(store.latest_per_series(session)), media_type=CONTENT_TYPE_LATEST)

@@ -20,14 +20,13 @@ def _series(platform: str, collective: str | None, tag: str | None, ranks: int |
         return server.get("/api/trend", given | {"limit": limit})
     from pydantic_core import to_jsonable_python
 
-    from emuplan.settings import get_settings
     from emuplan.store import trend as store
 
     database = open_database()
     try:
         with database.read_session() as session:
             series = store.trend(
-                session, get_settings(), platform, collective=collective, tag=tag, ranks=ranks,
+                session, platform, collective=collective, tag=tag, ranks=ranks,
                 sizes=store.sizes_from_text(sizes), limit=limit,
             )  # fmt: skip
     except (LookupError, ValueError) as error:

@@ -195,6 +195,16 @@ class RunTag(SQLModel, table=True):
     folded_tag: str = Field(sa_column=Column(String, primary_key=True))
 
 
+class RunTrendFigures(SQLModel, table=True):
+    """What a series reads of a run (``store.trend.figures_of``: per collective its peak and average busbw and
+    busbw per size, ~2 KB of JSON), written with its summary: a series page reads these, not 30 summaries."""
+
+    __tablename__ = "run_trend_figures"
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    figures: dict = _json(dict)
+
+
 class RunCurves(SQLModel, table=True):
     """A run's whole summary, ECDF grids and delay series included: read by figures and comparisons only."""
 

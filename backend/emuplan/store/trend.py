@@ -6,20 +6,22 @@ peak and the average busbw (nccl-tests' convention) and the busbw at chosen size
 them against the noise of the runs before.
 
 Only the last ``limit`` runs of a series are read, newest first (by id: the order they were stored), through
-``ix_run_platform_id`` or ``ix_run_platform_ranks_id`` (migration 0013): the same few index entries and
-summaries whether the series holds 10 runs or 10,000.
+``ix_run_platform_id`` or ``ix_run_platform_ranks_id`` (migration 0013), with each run's figures from
+``run_trend_figures`` (written with its summary by a listener here) rather than its 56 KB summary: the same few
+rows whether the series holds 10 runs or 10,000.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import exists
+import sqlalchemy as sa
+from sqlalchemy import event, exists
+from sqlalchemy.orm import lazyload
 from sqlmodel import Session, col, select
 
 from emuplan.results.analysis import analyse, resolve_assumptions
 from emuplan.results.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_at, judge_series, what_changed
-from emuplan.settings import Settings
-from emuplan.store.models import Run, RunTag, StoredPlatform
+from emuplan.store.models import CachedSummary, Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
@@ -51,26 +53,56 @@ class SweepFigures:
     busbw_by_size: dict[int, float | None]
 
 
-def sweep_figures(run: Run, settings: Settings) -> dict[str, SweepFigures]:
-    """Per collective of the run, its size-sweep headline and busbw per size, as the run page computes them
-    (``analyse``; ranks from the file, the rest of the assumptions do not move busbw). Empty for a run that is
-    no size sweep."""
-    assumptions = resolve_assumptions(
-        file_ranks=run.ranks,
-        default_link_gbps=settings.assumed_link_gbps,
-        default_latency_us=settings.assumed_latency_us,
-    )
-    analysis = analyse(run.summary, assumptions)
+# busbw depends on the ranks alone; the link and α an analysis needs move only % of ideal, which a series
+# does not read, so any will do.
+_ANY_LINK_GBPS = 100.0
+
+
+def figures_of(summary: dict, ranks: int | None) -> dict:
+    """Per collective of a size sweep, its headline and busbw per size as the run page computes them
+    (``analyse``, ranks from the file): the JSON ``run_trend_figures`` keeps. Empty for a run that is no sweep."""
+    assumptions = resolve_assumptions(file_ranks=ranks, default_link_gbps=_ANY_LINK_GBPS, default_latency_us=0.0)
+    analysis = analyse(summary, assumptions)
     if analysis["kind"] != "size-sweep":
         return {}
     return {
-        entry["collective"]: SweepFigures(
-            peak_busbw_gbps=entry["peak_busbw_gbps"],
-            average_busbw_gbps=entry["average_busbw_gbps"],
-            busbw_by_size={row["size_bytes"]: row["busbw_gbps"] for row in entry["tables"][0]["rows"]},
-        )
+        entry["collective"]: {
+            "peak_busbw_gbps": entry["peak_busbw_gbps"],
+            "average_busbw_gbps": entry["average_busbw_gbps"],
+            # JSON keys are text: the size in bytes.
+            "busbw_by_size": {str(row["size_bytes"]): row["busbw_gbps"] for row in entry["tables"][0]["rows"]},
+        }
         for entry in analysis["sweep"]["collectives"]
     }
+
+
+def _sweeps(figures: dict) -> dict[str, SweepFigures]:
+    return {
+        collective: SweepFigures(
+            peak_busbw_gbps=entry["peak_busbw_gbps"],
+            average_busbw_gbps=entry["average_busbw_gbps"],
+            busbw_by_size={int(size): busbw for size, busbw in entry["busbw_by_size"].items()},
+        )
+        for collective, entry in figures.items()
+    }
+
+
+@event.listens_for(CachedSummary, "after_insert")
+@event.listens_for(CachedSummary, "after_update")
+def _store_figures(_mapper, connection, summary: CachedSummary) -> None:
+    """A run's series figures follow its summary (imported, relabelled) in the same transaction."""
+    ranks = connection.execute(sa.select(Run.ranks).where(Run.id == summary.run_id)).scalar_one()
+    table = RunTrendFigures.__table__
+    connection.execute(sa.delete(table).where(table.c.run_id == summary.run_id))
+    connection.execute(sa.insert(table).values(run_id=summary.run_id, figures=figures_of(summary.summary, ranks)))
+
+
+@dataclass(frozen=True)
+class SeriesRun:
+    """A run of a series: its row (without its summary) and its figures per collective."""
+
+    run: Run
+    sweeps: dict[str, SweepFigures]
 
 
 def platform_names(session: Session) -> list[str]:
@@ -93,15 +125,25 @@ def known_platform(session: Session, name: str) -> None:
 
 def series_runs(
     session: Session, platform: str, *, tag: str | None = None, ranks: int | None = None, limit: int = SERIES_RUNS
-) -> list[Run]:
-    """The newest ``limit`` runs of the series, newest first, with their cached summaries."""
-    query = select(Run).where(Run.platform == platform)
+) -> list[SeriesRun]:
+    """The newest ``limit`` runs of the series, newest first, with their figures (``run_trend_figures``; from
+    the summary for a run stored before it existed)."""
+    query = (
+        select(Run, RunTrendFigures.figures)
+        .outerjoin(RunTrendFigures, col(RunTrendFigures.run_id) == Run.id)
+        .where(Run.platform == platform)
+        .options(lazyload(Run.cached_summary))
+    )
     if ranks is not None:
         query = query.where(Run.ranks == ranks)
     if tag:
         # Checked per run through run_tag's primary key while the platform's index is walked newest first.
         query = query.where(exists().where(col(RunTag.run_id) == Run.id, col(RunTag.folded_tag) == tag.casefold()))
-    return list(session.exec(query.order_by(col(Run.id).desc()).limit(limit)).unique())
+    rows = session.exec(query.order_by(col(Run.id).desc()).limit(limit)).all()
+    return [
+        SeriesRun(run, _sweeps(figures if figures is not None else figures_of(run.summary, run.ranks)))
+        for run, figures in rows
+    ]
 
 
 def _default_sizes(per_run: list[SweepFigures]) -> list[int]:
@@ -121,7 +163,6 @@ def sizes_from_text(text: str | None) -> list[int] | None:
 
 def trend(
     session: Session,
-    settings: Settings,
     platform: str,
     *,
     collective: str | None = None,
@@ -135,8 +176,9 @@ def trend(
     if not 1 <= limit <= MAX_SERIES_RUNS:
         raise SeriesError(f"limit: between 1 and {MAX_SERIES_RUNS} runs, got {limit}")
     known_platform(session, platform)
-    runs = series_runs(session, platform, tag=tag, ranks=ranks, limit=limit)
-    swept = [(run, sweep_figures(run, settings)) for run in runs]
+    swept = [
+        (member.run, member.sweeps) for member in series_runs(session, platform, tag=tag, ranks=ranks, limit=limit)
+    ]
     collectives = list(dict.fromkeys(name for _, figures in swept for name in figures))
     if collective is None and collectives:
         collective = collectives[0]
@@ -194,26 +236,21 @@ class LatestInSeries:
     pct_of_expected: float | None = None
 
 
-def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeries]:
+def latest_per_series(session: Session) -> list[LatestInSeries]:
     """Each series' newest run among its platform's ``METRICS_RECENT_RUNS`` newest: per platform, rank count,
     collective and tag (each tag of the run, and "" for the series of every tag)."""
     latest: list[LatestInSeries] = []
     for platform in platform_names(session):
         seen: set[tuple] = set()
-        for run in series_runs(session, platform, limit=METRICS_RECENT_RUNS):
-            figures = None
+        for member in series_runs(session, platform, limit=METRICS_RECENT_RUNS):
+            run = member.run
             for tag in ["", *dict.fromkeys(tag.casefold() for tag in run.tags)]:
-                for collective in dict.fromkeys(group["collective"] for group in run.summary["groups"]):
-                    key = (run.ranks, tag, collective)
-                    if key in seen:
+                for collective, figures in member.sweeps.items():
+                    if (run.ranks, tag, collective) in seen:
                         continue
-                    seen.add(key)
-                    figures = sweep_figures(run, settings) if figures is None else figures
-                    if collective in figures:
-                        latest.append(
-                            LatestInSeries(
-                                platform, collective, tag, run.ranks, run.id,
-                                figures[collective].peak_busbw_gbps, figures[collective].average_busbw_gbps,
-                            )
-                        )  # fmt: skip
+                    seen.add((run.ranks, tag, collective))
+                    latest.append(
+                        LatestInSeries(platform, collective, tag, run.ranks, run.id,
+                                       figures.peak_busbw_gbps, figures.average_busbw_gbps)
+                    )  # fmt: skip
     return latest
