@@ -7,9 +7,9 @@ and stop after N, so a series of 10,000 runs costs what one of 10 does. A tag fi
 ``run_tag``'s primary key while the walk goes on.
 
 ``run_trend_figures`` holds what a series reads of a run (per collective: peak and average busbw, busbw per
-size; 0.6 KB of JSON for 31 sizes), written with the run's summary. Reading them from the 56 KB summaries of 30 nccl-tests
-runs and redoing their size sweeps took 2–3 ms a run (bench/bench_trend.py): a series of 30 cost three times
-one of 10. Runs stored before this revision have no row; a series reads theirs from the summary.
+size; 0.6 KB of JSON for 31 sizes), written with the run's summary. Reading them from the 56 KB summaries of
+30 nccl-tests runs and redoing their size sweeps took 2–3 ms a run (bench/bench_trend.py): a series of 30 cost
+three times one of 10. Runs stored before this revision have no row; a series reads theirs from the summary.
 
 Revision ID: 0013
 Revises: 0012
