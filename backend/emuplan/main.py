@@ -21,6 +21,7 @@ from emuplan.api import (
     platforms,
     runs,
     static_files,
+    trend,
 )
 from emuplan.api.errors import install_error_responses
 from emuplan.api.memory import return_large_blocks_when_freed
@@ -106,6 +107,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         measure.router,
         platforms.router,
         platforms.page_router,
+        trend.router,
+        trend.page_router,
+        trend.metrics_router,
         pages.router,
         pages.shared_page_router,
         account.sign_in_router,

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     assumed_latency_us: float = Field(
         default=5.0, ge=0, description="Latency α (µs) for ideal times when no plan is linked."
     )
+    metrics_public: bool = Field(
+        default=False,
+        description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
+        "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
+    )
     frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
     migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
 

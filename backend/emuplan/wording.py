@@ -72,6 +72,11 @@ def percent(value: float | None) -> str:
     return MISSING if value is None else f"{value:,.1f}"
 
 
+def change(value: float | None) -> str:
+    """A change in % (from the previous run, from the median of a series), signed, to 0.1: '-12.0'."""
+    return MISSING if value is None else f"{value:+,.1f}"
+
+
 def ratio(value: float | None) -> str:
     """A ratio (run ÷ baseline, a trial ÷ p50) to 3 significant figures: '0.998', '0.000650', '350', never
     '0.00'; the caller adds the '×' where its header does not say it."""
@@ -91,3 +96,11 @@ def ks_statistic(value: float) -> str:
 def p_value(value: float) -> str:
     """A p-value: '0.0123', '4.56e-07', '< 1e-300' where it underflows to 0."""
     return "< 1e-300" if value == 0 else ratio(value)
+
+
+def size_label(size_bytes: int) -> str:
+    """A data size in the largest binary unit that keeps it whole or near it: 1073741824 -> "1 GiB"."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size_bytes >= 1 << shift:
+            return f"{size_bytes / (1 << shift):g} {unit}"
+    return f"{size_bytes} B"

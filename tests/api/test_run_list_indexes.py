@@ -14,6 +14,8 @@ from sql_capture import query_plan, sent_queries
 pytestmark = pytest.mark.both_databases
 
 LIST_INDEXES = {"ix_run_plan_id", "ix_run_strategy_folded"}
+# A platform's series (migration 0013, tests/api/test_series_indexes.py).
+SERIES_INDEXES = {"ix_run_platform_id", "ix_run_platform_ranks_id"}
 
 
 @pytest.mark.parametrize(
@@ -128,8 +130,8 @@ def test_migration_0008_adds_the_list_indexes_and_takes_them_back(database_url: 
 
 def test_migration_0011_adds_the_id_index_on_sqlite_only_and_takes_it_back(database_url: str) -> None:
     id_index = {"ix_run_id"} if database_url.startswith("sqlite") else set()
-    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index}
+    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index, *SERIES_INDEXES}
     command.downgrade(alembic_config(database_url), "0010")
     assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES}
-    command.upgrade(alembic_config(database_url), "head")
+    command.upgrade(alembic_config(database_url), "0011")
     assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index}

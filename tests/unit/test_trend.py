@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from emuplan.results.trend import SeriesPoint, judge_series, what_changed
+from emuplan.results.trend import SeriesPoint, figure_label, judge_series, what_changed
 
 NIGHT = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 # Eight nights of busbw at 1 GiB (GB/s) with run-to-run noise of about ±1 %; the sixth lost 12 %.
@@ -39,7 +39,7 @@ def test_what_changed_leads_with_the_regression_and_says_so() -> None:
     first = changed["changes"][0]
     assert (first["figure"], first["status"]) == ("busbw_gbps@1073741824", "regression")
     assert first["change_since_previous_pct"] == pytest.approx((0.880 - 0.997) / 0.997 * 100)
-    assert changed["summary"] == "busbw_gbps@1073741824 regression: -12.0 % from the median"
+    assert changed["summary"] == "busbw at 1 GiB regression: -12.0 % from the median"
 
 
 def test_a_quiet_night_says_so_in_one_line() -> None:
@@ -62,3 +62,20 @@ def test_one_slow_night_does_not_widen_the_band_of_the_nights_after_it() -> None
 
 def test_a_series_without_runs_has_nothing_to_say() -> None:
     assert what_changed(judge_series([]))["summary"] == "no runs yet"
+
+
+def test_figures_are_named_for_readers() -> None:
+    assert [figure_label(name) for name in ("peak_busbw_gbps", "average_busbw_gbps", "busbw_gbps@1073741824")] == [
+        "peak busbw", "average busbw", "busbw at 1 GiB",
+    ]  # fmt: skip
+    assert figure_label("busbw_gbps@3145728") == "busbw at 3 MiB"
+
+
+def test_the_robust_sigma_is_scipys_normal_scaled_mad() -> None:
+    from scipy.stats import median_abs_deviation
+
+    history = [297.86, 300.24, 296.07, 298.75, 296.97, 262.12, 299.35]
+    expected = median_abs_deviation(history, scale="normal")
+    judged = judge_series(_series([value / 400.0 for value in history] + [1.0], base=400.0), mad_k=10.0, min_change=0.0)
+    last = judged["busbw_gbps@1073741824"][-1]
+    assert last["high"] - last["median"] == pytest.approx(10.0 * expected)

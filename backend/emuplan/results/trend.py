@@ -2,8 +2,8 @@
 noise of the runs before it, and what changed since the previous run, regressions first.
 
 The noise band of a run is robust: the median of the previous ``window`` runs' values and their median
-absolute deviation, scaled to a normal standard deviation (``scipy.stats.median_abs_deviation`` with
-``scale="normal"``, 1.4826 × MAD), ± ``mad_k`` of it — one slow night among seven moves neither the
+absolute deviation, scaled to a normal standard deviation (1.4826 × MAD, as ``scipy.stats.median_abs_deviation``
+with ``scale="normal"``), ± ``mad_k`` of it — one slow night among seven moves neither the
 median nor the MAD, where a mean and standard deviation would widen the band around it. The band is never
 narrower than ± ``min_change`` of the median: a fabric whose runs agree to 0.1 % would otherwise flag a
 1 % wobble no one acts on. A run outside the band is a ``regression`` when its figure got worse (every
@@ -19,11 +19,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from statistics import median
 
+from emuplan.wording import size_label
+
 WINDOW = 7
 MIN_HISTORY = 3
 MAD_K = 3.0
 MIN_CHANGE = 0.05
 STATUSES = ("regression", "improvement", "within", "no band")
+# The figures a series of size sweeps judges (busbw in GB/s, 1 GB = 1e9 B).
+PEAK_BUSBW = "peak_busbw_gbps"
+AVERAGE_BUSBW = "average_busbw_gbps"
+BUSBW_AT = "busbw_gbps@"
+
+
+def busbw_at(size_bytes: int) -> str:
+    """The name of the figure "busbw at this size" (``busbw_gbps@1073741824``)."""
+    return f"{BUSBW_AT}{size_bytes}"
+
+
+def figure_label(name: str) -> str:
+    """What pages, charts and the CLI call a figure: "peak busbw", "busbw at 1 GiB"."""
+    if name.startswith(BUSBW_AT):
+        return f"busbw at {size_label(int(name.removeprefix(BUSBW_AT)))}"
+    return {PEAK_BUSBW: "peak busbw", AVERAGE_BUSBW: "average busbw"}.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -36,11 +54,16 @@ class SeriesPoint:
     figures: dict[str, float | None]
 
 
-def _band(history: list[float], mad_k: float, min_change: float) -> tuple[float, float, float]:
-    from scipy.stats import median_abs_deviation  # SciPy loads where it is used (costly at start-up)
+# 1 / Φ⁻¹(3/4): a MAD times this estimates the standard deviation of normal noise (SciPy's
+# ``median_abs_deviation(..., scale="normal")``, computed here in plain Python: SciPy's call cost 0.5 ms, a series
+# page makes one per run and figure).
+MAD_TO_SIGMA = 1.482602218505602
 
+
+def _band(history: list[float], mad_k: float, min_change: float) -> tuple[float, float, float]:
     centre = median(history)
-    spread = max(mad_k * float(median_abs_deviation(history, scale="normal")), min_change * abs(centre))
+    robust_sigma = MAD_TO_SIGMA * median([abs(value - centre) for value in history])
+    spread = max(mad_k * robust_sigma, min_change * abs(centre))
     return centre, centre - spread, centre + spread
 
 
@@ -95,7 +118,8 @@ def what_changed(judged: dict[str, list[dict]]) -> dict:
         since_previous = (
             (latest["value"] - previous["value"]) / previous["value"] * 100.0 if previous["value"] else None
         )
-        changes.append({"figure": name, "value": latest["value"], "previous_value": previous["value"],
+        changes.append({"figure": name, "label": figure_label(name), "value": latest["value"],
+                        "previous_value": previous["value"],
                         "previous_run_id": previous["run_id"], "change_since_previous_pct": since_previous,
                         "median": latest["median"], "change_from_median_pct": latest["change_pct"],
                         "status": latest["status"]})  # fmt: skip
@@ -105,7 +129,7 @@ def what_changed(judged: dict[str, list[dict]]) -> dict:
     previous_ids = {c["previous_run_id"] for c in changes}
     if flagged:
         summary = "; ".join(
-            f"{c['figure']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
+            f"{c['label']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
         )
     else:
         summary = f"quiet: run #{run_id} stays within the noise band of the runs before it on every figure"

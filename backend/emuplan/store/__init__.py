@@ -5,3 +5,7 @@ Stored plans are read back only as ``PlanDocument`` (``plans.plan_document``). M
 packages (``workload``, ``results``, ``charts``, ``measure``, ``sandbox``) and ``settings``, and ``planning`` for a
 plan's model (``workload_export``); never FastAPI, ``api`` or ``cli``.
 """
+
+# Registers the listener that keeps each run's series figures beside its summary (store.trend): whatever
+# stores or relabels a run imports this package first.
+from emuplan.store import trend  # noqa: E402, F401

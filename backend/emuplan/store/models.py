@@ -133,6 +133,9 @@ class Run(SQLModel, table=True):
     __table_args__ = (
         Index("ix_run_strategy_folded", func.lower(text("strategy"))),
         Index("ix_run_id", "id").ddl_if(dialect="sqlite"),
+        # A platform's series, newest first, with or without a rank count (migration 0013, store.trend).
+        Index("ix_run_platform_id", "platform", "id"),
+        Index("ix_run_platform_ranks_id", "platform", "ranks", "id"),
         NEVER_REUSE_IDS,
     )
 
@@ -195,6 +198,17 @@ class RunTag(SQLModel, table=True):
 
     run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     folded_tag: str = Field(sa_column=Column(String, primary_key=True))
+
+
+class RunTrendFigures(SQLModel, table=True):
+    """What a series reads of a run (``store.trend.figures_of``: per collective its peak and average busbw and
+    busbw per size, 0.6 KB of JSON for a 31-size sweep), written with its summary: a series page reads these,
+    not 30 summaries of 56 KB."""
+
+    __tablename__ = "run_trend_figures"
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    figures: dict = _json(dict)
 
 
 class RunCurves(SQLModel, table=True):
