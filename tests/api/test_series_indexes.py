@@ -40,7 +40,7 @@ def test_migration_0013_adds_the_series_indexes_and_figures_and_takes_them_back(
             engine.dispose()
 
     assert run_indexes(database_url) >= SERIES_INDEXES and "run_trend_figures" in tables()
-    command.downgrade(alembic_config(database_url), "0012")
+    command.downgrade(alembic_config(database_url), "0013")
     assert not SERIES_INDEXES & run_indexes(database_url) and "run_trend_figures" not in tables()
     command.upgrade(alembic_config(database_url), "head")
     assert run_indexes(database_url) >= SERIES_INDEXES and "run_trend_figures" in tables()

@@ -11,16 +11,16 @@ size; 0.6 KB of JSON for 31 sizes), written with the run's summary. Reading them
 30 nccl-tests runs and redoing their size sweeps took 2–3 ms a run (bench/bench_trend.py): a series of 30 cost
 three times one of 10. Runs stored before this revision have no row; a series reads theirs from the summary.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-25
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
