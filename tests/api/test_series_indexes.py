@@ -1,4 +1,4 @@
-"""A platform's series is read from its newest index entries (migration 0013), never by reading and sorting every
+"""A platform's series is read from its newest index entries (migration 0014), never by reading and sorting every
 run: the query ``store.trend.series_runs`` sends is the one the database plans so."""
 
 import pytest
@@ -31,7 +31,7 @@ def test_a_series_walks_its_platform_index_newest_first_without_sorting(database
     assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 
-def test_migration_0013_adds_the_series_indexes_and_figures_and_takes_them_back(database_url: str) -> None:
+def test_migration_0014_adds_the_series_indexes_and_figures_and_takes_them_back(database_url: str) -> None:
     def tables() -> set[str]:
         engine = sa.create_engine(database_url)
         try:

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from emuplan.api.access import RoleRequired, requires_roles
-from emuplan.api.deps import INT64_MAX, ReadSessionDep
+from emuplan.api.deps import INT64_MAX, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.charts.trend import trend_figure
@@ -153,6 +153,6 @@ def metrics_text(latest: list[store.LatestInSeries]) -> bytes:
 
 
 @metrics_router.get("/metrics", dependencies=[Depends(metrics_access)])
-def metrics(session: ReadSessionDep) -> Response:
+def metrics(session: ReadSessionDep, settings: SettingsDep) -> Response:
     """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known."""
-    return Response(metrics_text(store.latest_per_series(session)), media_type=CONTENT_TYPE_LATEST)
+    return Response(metrics_text(store.latest_per_series(session, settings)), media_type=CONTENT_TYPE_LATEST)

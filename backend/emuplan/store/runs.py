@@ -615,6 +615,23 @@ def _judged(
     return analysis, verdict.as_dict()
 
 
+def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
+    """A run's verdict under its own assumptions and platform (what its page shows first), and per collective
+    the best % of expected it reached at the large sizes (``Thresholds.large_size_bytes`` up, else its
+    largest size): what /metrics exposes."""
+    plan = reading_plan(session, run)
+    platform = platform_named(session, run.platform) if run.platform else None
+    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan)
+    large = verdict["thresholds"]["large_size_bytes"]
+    best: dict[str, float] = {}
+    for collective in dict.fromkeys(g["collective"] for g in analysis["groups"]):
+        judged = [g for g in analysis["groups"] if g["collective"] == collective and g.get("pct_of_expected")]
+        at_large = [g for g in judged if g["size_bytes"] >= large] or sorted(judged, key=lambda g: g["size_bytes"])[-1:]
+        if at_large:
+            best[collective] = max(g["pct_of_expected"] for g in at_large)
+    return verdict["status"], best
+
+
 def _platform_header(platform: Platform | None) -> dict | None:
     return None if platform is None else {"name": platform.name, "title": platform.title}
 

@@ -19,10 +19,12 @@ from sqlalchemy import event, exists
 from sqlalchemy.orm import lazyload
 from sqlmodel import Session, col, select
 
-from emuplan.results.analysis import analyse, resolve_assumptions
+from emuplan.results.analysis import analyse, resolve_assumptions, run_kind
 from emuplan.results.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_at, judge_series, what_changed
+from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
+from emuplan.store.runs import run_judgement
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 SERIES_RUNS = 30
@@ -61,10 +63,11 @@ _ANY_LINK_GBPS = 100.0
 def figures_of(summary: dict, ranks: int | None) -> dict:
     """Per collective of a size sweep, its headline and busbw per size as the run page computes them
     (``analyse``, ranks from the file): the JSON ``run_trend_figures`` keeps. Empty for a run that is no sweep."""
-    assumptions = resolve_assumptions(file_ranks=ranks, default_link_gbps=_ANY_LINK_GBPS, default_latency_us=0.0)
-    analysis = analyse(summary, assumptions)
-    if analysis["kind"] != "size-sweep":
+    kind = run_kind(summary["groups"])
+    if kind != "size-sweep":
         return {}
+    assumptions = resolve_assumptions(file_ranks=ranks, default_link_gbps=_ANY_LINK_GBPS, default_latency_us=0.0)
+    analysis = analyse(summary, kind, assumptions)
     return {
         entry["collective"]: {
             "peak_busbw_gbps": entry["peak_busbw_gbps"],
@@ -236,9 +239,11 @@ class LatestInSeries:
     pct_of_expected: float | None = None
 
 
-def latest_per_series(session: Session) -> list[LatestInSeries]:
+def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeries]:
     """Each series' newest run among its platform's ``METRICS_RECENT_RUNS`` newest: per platform, rank count,
-    collective and tag (each tag of the run, and "" for the series of every tag)."""
+    collective and tag (each tag of the run, and "" for the series of every tag), with the run's verdict and
+    % of expected as its page shows them (``store.runs.run_judgement``, once per run)."""
+    judgements: dict[int, tuple[str, dict[str, float]]] = {}
     latest: list[LatestInSeries] = []
     for platform in platform_names(session):
         seen: set[tuple] = set()
@@ -249,8 +254,11 @@ def latest_per_series(session: Session) -> list[LatestInSeries]:
                     if (run.ranks, tag, collective) in seen:
                         continue
                     seen.add((run.ranks, tag, collective))
+                    if run.id not in judgements:
+                        judgements[run.id] = run_judgement(session, run, settings)
+                    status, expected = judgements[run.id]
                     latest.append(
-                        LatestInSeries(platform, collective, tag, run.ranks, run.id,
-                                       figures.peak_busbw_gbps, figures.average_busbw_gbps)
+                        LatestInSeries(platform, collective, tag, run.ranks, run.id, figures.peak_busbw_gbps,
+                                       figures.average_busbw_gbps, status, expected.get(collective))
                     )  # fmt: skip
     return latest
