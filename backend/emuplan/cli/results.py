@@ -260,20 +260,22 @@ def list_runs(
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", justify="right")
     table.add_column("name", overflow="fold", no_wrap=wide, ratio=1)
-    for header in ("format", "origin", "strategy"):
+    # Origin is in --json; under 80 columns the name keeps the room.
+    for header in ("format", "strategy"):
         table.add_column(header, no_wrap=True)
     table.add_column("samples", justify="right", no_wrap=True)
-    # A sweep's p50 pools one value per size over every size; its peak busbw is what its users read first.
-    table.add_column("headline", justify="right", no_wrap=True)
+    # A sweep is headlined by its peak busbw (its p50 would pool one value per size), a distribution by its p50.
+    table.add_column("peak busbw | p50", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
     for document in documents:
         table.add_row(
             str(document["id"]),
             document["name"],
             document["source_format"],
-            document["origin"],
             document["strategy"] or "–",
             f"{document['sample_count']:,}",
             _headline(document),
+            document["verdict"] or "–",
         )
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     Console(width=sys.maxsize if wide else None, highlight=False).print(table)
@@ -282,7 +284,7 @@ def list_runs(
 def _headline(listed: dict) -> str:
     """What a list shows of a run, saying which figure it is: a sweep's peak busbw, a distribution's p50."""
     if listed["kind"] == "size-sweep":
-        return f"peak busbw {gbps(listed['peak_busbw_gbps'])} GB/s"
+        return f"peak {gbps(listed['peak_busbw_gbps'])} GB/s"
     return f"p50 {time_in(listed['p50_us'])} µs"
 
 
@@ -297,6 +299,55 @@ PlanOption = Annotated[
     int | None,
     typer.Option("--plan", min=0, help="Read the run with this plan: its training step's cost (default: linked)."),
 ]
+
+
+def _verdict_lines(statistics: dict) -> list[str]:
+    """The verdict first, as the run page shows it: status, platform, then each reason, worst first."""
+    verdict, platform = statistics["verdict"], statistics["platform"]
+    where = f"on {platform['title']} ({platform['name']})" if platform else "(no platform)"
+    return [f"verdict: {verdict['status']} {where}"] + [
+        f"  {reason['severity']}: {reason['message']}" for reason in verdict["reasons"]
+    ]
+
+
+@app.command("check")
+def check_runs(
+    run_ids: Annotated[list[int], typer.Argument(help="Run ids.")],
+    strict: Annotated[bool, typer.Option(help="Fail on a degraded run too, not only a failing one.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Each run's verdict as the API states it.")] = False,
+) -> None:
+    """Each run's verdict (pass, degraded, fail) with its reasons; exits 1 when a run fails (with --strict, when
+    one is degraded too), so a nightly script can gate on it."""
+    server = remote_server()
+    if server is not None:
+        documents = [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
+    else:
+        from emuplan.settings import get_settings
+        from emuplan.store import runs as store
+
+        def judged(session) -> list[dict]:
+            return [
+                store.run_statistics(session, store.get_run(session, run_id), store.AssumptionChoice(), get_settings())
+                for run_id in run_ids
+            ]
+
+        documents = _with_store(judged)
+    verdicts = [
+        {"run_id": d["run_id"], "name": d["name"], "platform": d["platform"], **d["verdict"]} for d in documents
+    ]
+    if as_json:
+        _echo_json(verdicts)
+    else:
+        for document in documents:
+            status, *reasons = _verdict_lines(document)
+            typer.echo(
+                "\n".join(
+                    [f"run {document['run_id']} {document['name']}: {status.removeprefix('verdict: ')}", *reasons]
+                )
+            )
+    failing = {"fail", "degraded"} if strict else {"fail"}
+    if any(verdict["status"] in failing for verdict in verdicts):
+        raise typer.Exit(1)
 
 
 @app.command("stats")
@@ -328,6 +379,7 @@ def run_stats(
         _echo_json(document)
         return
     typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
+    typer.echo("\n".join(_verdict_lines(document)))
     typer.echo(_assumptions_line(document["assumptions"]))
     if document["above_ideal_warning"]:
         typer.echo(_above_ideal_line(document["above_ideal_warning"]))

@@ -23,10 +23,21 @@ Checks, in order of severity, every threshold a field of ``Thresholds``:
 """
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from emuplan.results.analysis import RunKind, file_or_ours
-from emuplan.results.expected import Fabric, FabricError, group_expectation, measured_busbw_gbps, measured_time_us
+from emuplan.results.expected import (
+    Fabric,
+    FabricError,
+    fabric_of,
+    group_expectation,
+    measured_busbw_gbps,
+    measured_time_us,
+)
 from emuplan.workload.collectives import normalise_op_name
+
+if TYPE_CHECKING:
+    from emuplan.workload.platforms import Platform
 
 PASS, DEGRADED, FAIL = "pass", "degraded", "fail"
 # A note explains a figure without moving the verdict.
@@ -112,6 +123,22 @@ def judge_run(
     reasons.sort(key=lambda reason: -_RANK[reason.severity])
     worst = max((_RANK[reason.severity] for reason in reasons), default=0)
     return Verdict(status=_STATUS_OF_RANK[worst], reasons=reasons, thresholds=thresholds)
+
+
+def judge_summary(
+    summary: dict, kind: RunKind, *, ranks: int | None, hosts: int | None, platform: "Platform | None"
+) -> Verdict:
+    """A run's verdict from its summary (``groups`` with their rates, the stragglers' headline), its rank count
+    and hosts and the platform it ran on (its fabric and its thresholds; None: % of expected not judged)."""
+    fabric = fabric_of(platform, ranks, hosts) if platform is not None and ranks else None
+    thresholds = (
+        Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)
+        if platform is not None
+        else None
+    )
+    return judge_run(
+        summary["groups"], kind, ranks=ranks, fabric=fabric, stragglers=summary.get("stragglers"), thresholds=thresholds
+    )
 
 
 def _where(group: dict) -> dict:

@@ -166,6 +166,8 @@ class Run(SQLModel, table=True):
     # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
     platform: str | None = None
     peak_busbw_gbps: float | None = None
+    # pass | degraded | fail (results.verdict), stored so lists show it without reading statistics (0015).
+    verdict: str | None = None
     created_at: datetime = _created_at()
     cached_summary: "CachedSummary" = Relationship(
         sa_relationship_kwargs={"uselist": False, "lazy": "joined", "cascade": "all, delete-orphan"}

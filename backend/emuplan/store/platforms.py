@@ -190,7 +190,22 @@ def update_platform(session: Session, name: str, values: dict) -> PlatformEntry:
     row.updated_at = utc_now()
     session.add(row)
     _flush_named(session, platform.name)
+    _judge_runs_again(session, platform.name)
     return get_platform(session, platform.name)
+
+
+def _judge_runs_again(session: Session, name: str | None, run_ids: list[int] | None = None) -> None:
+    """The stored verdicts of the runs that name ``name`` (or of ``run_ids``) after their profile changed.
+    ``store.runs`` reads profiles from here, so it is imported where a profile's edit reaches the runs."""
+    from emuplan.store.runs import refresh_verdict
+
+    query = (
+        select(Run).where(col(Run.id).in_(run_ids)) if run_ids is not None else select(Run).where(Run.platform == name)
+    )
+    for run in session.exec(query):
+        refresh_verdict(session, run)
+        session.add(run)
+    session.flush()
 
 
 def delete_platform(session: Session, name: str) -> Deleted:
@@ -200,10 +215,13 @@ def delete_platform(session: Session, name: str) -> Deleted:
     row = _stored(session, name)
     if row is None:
         raise PlatformNotFound(f"no platform named {name!r}")
+    runs_named = select(Run.id).where(Run.platform == name)
+    detached_ids = list(session.exec(runs_named))
     detached = {
         table: session.exec(update(table).where(col(table.platform) == name).values(platform=None)).rowcount
         for table in (Run, Plan)
     }
     session.delete(row)
     session.flush()
+    _judge_runs_again(session, None, detached_ids)
     return Deleted(name, runs_detached=detached[Run], plans_detached=detached[Plan])

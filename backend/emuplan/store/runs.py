@@ -54,7 +54,7 @@ from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, step_cost
-from emuplan.results.verdict import Thresholds, judge_run
+from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import get_plan, plan_document
@@ -211,6 +211,7 @@ def save_run(
         peak_busbw_gbps=peak_busbw(summary["groups"])[0] if kind == "size-sweep" else None,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
+    refresh_verdict(session, run)
     session.add(run)
     session.flush()
     session.add(RunCurves(run_id=run.id, summary=summary))
@@ -290,6 +291,7 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     # Two collectives relabelled as one may give a size more values: the kind and headline follow.
     run.kind = run_kind(summary["groups"])
     run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
+    refresh_verdict(session, run)
     run.cached_summary.summary = strip_curves(summary)
     session.get(RunCurves, run_id).summary = summary
     stored = session.get(RunTable, (run_id, "samples"))
@@ -310,6 +312,7 @@ def set_run_platform(session: Session, run_id: int, platform: str | None) -> Run
     run = get_run(session, run_id)
     _check_platform(session, platform)
     run.platform = platform
+    refresh_verdict(session, run)
     session.add(run)
     session.flush()
     return run
@@ -424,6 +427,10 @@ class ListedRun(RunHeader):
 
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
+    verdict: str | None = _described(
+        "pass, degraded or fail (its reasons: GET /api/runs/{id}/stats); judged again when its platform, ranks or "
+        "statistics change."
+    )
     peak_busbw_gbps: float | None = _described(
         "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
     )
@@ -599,20 +606,19 @@ def _judged(
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
     analysis = analyse(run.summary, run.kind, assumptions, plan and plan.document, fabric)
-    thresholds = (
-        Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)
-        if platform is not None
-        else None
-    )
-    verdict = judge_run(
-        analysis["groups"],
-        run.kind,
-        ranks=ranks,
-        fabric=fabric,
-        stragglers=run.summary.get("stragglers"),
-        thresholds=thresholds,
+    verdict = judge_summary(
+        {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
     )
     return analysis, verdict.as_dict()
+
+
+def refresh_verdict(session: Session, run: Run) -> None:
+    """Store the run's verdict (``run.verdict``: what lists show) as its page judges it: its platform, its
+    ranks from the file, else its linked plan. Called whenever one of those or its statistics change."""
+    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    ranks = (plan.inputs.get("gpus") if plan is not None else None) or run.ranks  # as resolve_assumptions
+    platform = platform_named(session, run.platform) if run.platform else None
+    run.verdict = judge_summary(run.summary, run.kind, ranks=ranks, hosts=run.hosts, platform=platform).status
 
 
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
