@@ -225,6 +225,20 @@ if (assumptionsForm) {
   });
 }
 
+// Each run's verdict on its platform (the run page says why), before anything else is read into its figures.
+function renderVerdicts(doc) {
+  const shared = view.dataset.compareUrl.startsWith("/api/shared/");
+  const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
+  const parts = doc.verdicts.flatMap((verdict, index) => [
+    index ? " · " : "Verdicts: ",
+    // A share link opens this comparison only: no way into the run pages from it.
+    shared ? names[verdict.run_id] : el("a", { href: `/runs/${verdict.run_id}` }, names[verdict.run_id]), " ",
+    el("span", { class: `badge verdict-badge verdict-${verdict.status}`, text: verdict.status }),
+    verdict.platform ? ` on ${verdict.platform.title}` : " (no platform)",
+  ]);
+  document.getElementById("compare-verdicts").replaceChildren(...parts);
+}
+
 // The answer first: what a training step of each run's plan costs on it, ranked, with the stacked chart.
 async function renderStepCost(doc) {
   const comparison = doc.step_cost;
@@ -257,6 +271,7 @@ async function main() {
     const aboveIdeal = document.getElementById("above-ideal");
     aboveIdeal.textContent = doc.above_ideal ? doc.above_ideal.warning : "";
     aboveIdeal.hidden = !doc.above_ideal;
+    renderVerdicts(doc);
     renderGroups(doc);
     renderAssumptions(doc);
     const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));

@@ -268,6 +268,7 @@ def runs_page(
             "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if page_number < pages else None,
         },
         plans=plan_store.plan_names(session, 1000),
+        platform_choices=platform_store.platform_titles(session),
         strategies=[strategy.value for strategy in Strategy],
         collectives=[op.value for op in CollectiveOp],
         formats=FORMATS,
