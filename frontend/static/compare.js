@@ -116,8 +116,8 @@ function renderAssumptions(doc) {
 
 // A change to one decimal with its sign, as the verdict line writes it: +3.0 %, −20.0 %, 0.0 %.
 function signedPercent(change) {
-  const text = `${fixed(Math.abs(change), 1)} %`;
-  if (text === `${fixed(0, 1)} %`) return text;
+  const text = `${percent(Math.abs(change))} %`;
+  if (text === `${percent(0)} %`) return text;
   return `${change > 0 ? "+" : "−"}${text}`;
 }
 
@@ -130,10 +130,9 @@ function renderSweeps(doc, names) {
   document.getElementById("sweep-verdicts").replaceChildren(
     ...sweep.runs.filter((run) => run.verdict).map((run) => el("li", { class: "verdict", text: run.verdict })),
   );
-  const gbps = (v) => (v === null || v === undefined ? "—" : fixed(v, 2));
   const headlineRows = sweep.runs.flatMap((run) => run.headline.map((entry) => [
     names[run.run_id], entry.collective,
-    entry.peak_busbw_gbps === null ? "—" : `${fixed(entry.peak_busbw_gbps, 2)} at ${integer(entry.peak_size_bytes)} B`,
+    entry.peak_busbw_gbps === null ? "—" : `${gbps(entry.peak_busbw_gbps)} at ${integer(entry.peak_size_bytes)} B`,
     gbps(entry.average_busbw_gbps),
     entry.file_average_busbw_gbps === null ? "not in the file" : String(entry.file_average_busbw_gbps),
   ]));

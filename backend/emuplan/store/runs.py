@@ -549,6 +549,12 @@ class ReadingPlan:
     document: PlanDocument
     source: Literal["chosen", "linked"]
 
+    @property
+    def linked_document(self) -> PlanDocument | None:
+        """The plan's document when it is the run's own: only then do its network and GPUs stand for the run's
+        (a plan chosen to read a run with is a what-if: its step on the run's fabric, whose figures stay)."""
+        return self.document if self.source == "linked" else None
+
     def header(self) -> dict:
         """What a step cost names of its plan."""
         return {
@@ -562,7 +568,7 @@ class ReadingPlan:
 
 
 def reading_plan(session: Session, run: Run, plan_id: int | None = None) -> ReadingPlan | None:
-    if plan_id is not None:
+    if plan_id is not None and plan_id != run.plan_id:
         row = get_plan(session, plan_id)
         return ReadingPlan(row, plan_document(row), "chosen")
     row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
@@ -578,7 +584,7 @@ def _assumptions_of(
         link_gbps=choice.link_gbps,
         latency_us=choice.latency_us,
         ranks=choice.ranks,
-        plan=plan.document if plan else None,
+        plan=plan.linked_document if plan else None,
         file_ranks=run.ranks,
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
@@ -605,7 +611,7 @@ def _judged(
     """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
-    analysis = analyse(run.summary, run.kind, assumptions, plan and plan.document, fabric)
+    analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
     verdict = judge_summary(
         {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
     )
