@@ -133,7 +133,8 @@ async function save() {
   const status = document.getElementById("save-status");
   const name = document.getElementById("plan-name").value.trim();
   try {
-    const saved = await fetchJSON("/api/plans", { json: { ...request(FIELD.mode.value || null), name: name || null } });
+    const platform = document.getElementById("plan-platform").value || null;
+    const saved = await fetchJSON("/api/plans", { json: { ...request(FIELD.mode.value || null), name: name || null, platform } });
     window.location.assign(`/plans/${saved.id}`);
   } catch (error) {
     status.textContent = "";

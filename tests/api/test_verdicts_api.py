@@ -119,3 +119,28 @@ def test_migration_0015_judges_the_stored_runs(client: TestClient, database_url:
         verdicts = dict(connection.execute(sa.text("SELECT id, verdict FROM run")).all())
     engine.dispose()
     assert verdicts == {failing["id"]: "fail", degraded["id"]: "degraded", plain["id"]: "pass"}
+
+
+def test_a_plan_names_its_platform_and_its_measured_runs_inherit_it(client: TestClient, cli_env: str) -> None:
+    created = client.post(
+        "/api/plans",
+        json={"model": "fashion-mnist-mlp", "strategy": "data", "mode": "tutorial", "platform": "h100-ndr"},
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["platform"] == "h100-ndr"
+    assert 'platform <span id="plan-platform-name">h100-ndr</span>' in client.get(f"/plans/{created.json()['id']}").text
+    refused = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "platform": "h900"})
+    assert (refused.status_code, refused.json()["detail"]) == (
+        422,
+        "platform: no platform named 'h900' (GET /api/platforms lists them)",
+    )
+    runner = CliRunner()
+    saved = runner.invoke(app, ["plan", "--model", "fashion-mnist-mlp", "--save", "--platform", "b200-400g", "--json"])
+    assert saved.exit_code == 0, saved.output
+    plan_id = json.loads(saved.output)["id"]
+    assert client.get(f"/api/plans/{plan_id}").json()["platform"] == "b200-400g"
+    bad = runner.invoke(app, ["plan", "--model", "fashion-mnist-mlp", "--save", "--platform", "h900"])
+    assert (bad.exit_code, bad.output.strip()) == (
+        2,
+        "error: --platform: no platform named 'h900' (GET /api/platforms lists them)",
+    )

@@ -210,6 +210,7 @@ def _plan_page(request: Request, session, initial: dict, based_on: Plan | None =
         form_groups=plan_form_groups(),
         initial=initial,
         based_on=based_on,
+        platform_choices=platform_store.platform_titles(session),
     )
 
 

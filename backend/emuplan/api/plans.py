@@ -37,6 +37,9 @@ class PlanCreate(PlanRequest):
     name: str | None = Field(default=None, max_length=200, description="Default: model, strategy and mode.")
     model: str = Field(default="", description="Preset name, or 'model:<id>' for an uploaded model definition.")
     model_definition_id: DatabaseInt | None = Field(default=None, description="An uploaded model (GET /api/models).")
+    platform: str | None = Field(
+        default=None, max_length=64, description="The platform profile it is planned for (GET /api/platforms)."
+    )
 
     def plan_request(self) -> PlanRequest:
         """The planner's request, with ``model_definition_id`` folded into ``model``."""
@@ -48,7 +51,7 @@ class PlanCreate(PlanRequest):
         if not model:
             raise ValueError("model: give a preset name or a model_definition_id")
         return PlanRequest.model_validate(
-            {**self.model_dump(exclude={"name", "model_definition_id"}, exclude_unset=True), "model": model}
+            {**self.model_dump(exclude={"name", "model_definition_id", "platform"}, exclude_unset=True), "model": model}
         )
 
 
@@ -56,6 +59,7 @@ PlanSummary = response_model_of(store.ListedPlan, "PlanSummary")
 
 
 class PlanPublic(PlanSummary):
+    platform: str | None = Field(description="The platform profile it is planned for; runs measured from it name it.")
     inputs: dict
     request: dict | None = Field(description="The request as given (fields left at their defaults omitted).")
     workload: PlanDocument
@@ -87,7 +91,7 @@ def create_plan(
     # Planned on the read session: an uploaded PyTorch model's capture runs in the sandbox for
     # seconds, and must not hold the database's write lock meanwhile.
     document, model_definition_id = plan_request(request, read_session, SandboxPolicy.from_settings(settings))
-    plan = store.save_document(session, document, request, body.name, model_definition_id)
+    plan = store.save_document(session, document, request, body.name, model_definition_id, body.platform)
     session.commit()
     return _public(plan)
 

@@ -197,6 +197,13 @@ def plan(
         str | None,
         typer.Option(help="Stored plan's name. Default: model, strategy, mode.", rich_help_panel=OUTPUT_PANEL),
     ] = None,
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            help="With --save: the platform it is planned for (emuplan platforms list); runs measured from it name it.",
+            rich_help_panel=OUTPUT_PANEL,
+        ),
+    ] = None,
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
     # Planning itself (pydantic's models, model sources, strategies) is imported here: --help goes without.
@@ -257,7 +264,8 @@ def plan(
     plan_id = None
     if server is not None:
         # Planned and stored by the server: the same request as the local --save, the document it computed.
-        saved = server.post("/api/plans", {**request.model_dump(mode="json", exclude_unset=True), "name": name})
+        body = {**request.model_dump(mode="json", exclude_unset=True), "name": name, "platform": platform}
+        saved = server.post("/api/plans", body)
         plan_id, document = saved["id"], PlanDocument.model_validate(saved["workload"])
     elif save:
         from emuplan.store import plans as store
@@ -265,7 +273,9 @@ def plan(
         database = open_database()
         try:
             with database.writing() as session:
-                plan_id = store.save_document(session, document, request, name).id
+                plan_id = store.save_document(session, document, request, name, platform=platform).id
+        except ValueError as error:  # a platform no profile has
+            fail(f"--{error}")
         finally:
             database.dispose()
     if export is not None:

@@ -93,6 +93,7 @@ def save_measured_run(
         origin_detail=measured_origin_detail(setup, launched_by),
         file_name=file_name,
         content_sha256=sha256_hex(data),
+        platform=plan.platform,
     )
 
 

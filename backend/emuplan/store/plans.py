@@ -8,6 +8,7 @@ from typing import NamedTuple
 from sqlmodel import Session
 
 from emuplan.store.models import Plan
+from emuplan.store.platforms import platform_exists
 from emuplan.store.rows import NotFound, get_row, newest_columns
 from emuplan.workload.document import PlanDocument, PlanRequest
 
@@ -22,9 +23,13 @@ def save_document(
     request: PlanRequest,
     name: str | None = None,
     model_definition_id: int | None = None,
+    platform: str | None = None,
 ) -> Plan:
     """Adds the plan to the session; the caller's transaction commits it. The request is kept as
-    given (the fields set), so an edit starts from what the user chose."""
+    given (the fields set), so an edit starts from what the user chose. ``platform``: the profile it is
+    planned for; runs measured from it name it too."""
+    if platform is not None and not platform_exists(session, platform):
+        raise ValueError(f"platform: no platform named {platform!r} (GET /api/platforms lists them)")
     plan = Plan(
         name=name or f"{document.model.name} {document.strategy.value} ({document.mode.value})",
         model_name=document.model.name,
@@ -35,6 +40,7 @@ def save_document(
         inputs=document.inputs.model_dump(mode="json"),
         request=request.model_dump(mode="json", exclude_unset=True, exclude_none=True),
         workload=document.model_dump(mode="json"),
+        platform=platform,
     )
     session.add(plan)
     session.flush()
