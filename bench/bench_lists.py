@@ -32,7 +32,7 @@ import sqlalchemy
 from sqlalchemy import text
 
 from bench_pages import upload_runs
-from paired import interleaved_get_seconds, load_average, paired_rounds, ratio_line
+from paired import interleaved_get_seconds, load_average, paired_rounds, print_growth
 from serve import start_server, stop_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -159,17 +159,7 @@ def bench_database(kind: str, rounds: int, rows: int) -> bool:
         finally:
             for server, _ in servers.values():
                 stop_server(server)
-    small, large = SIZES
-    all_ok = True
-    for path in PATHS:
-        small_s, large_s = zip(*values[path], strict=True)
-        line, ok = ratio_line(
-            f"{path:<26}", (f"{small:>6,} runs", list(small_s)), (f"{large:,} runs", list(large_s)), RATIO_LIMIT
-        )
-        print(line)
-        all_ok &= ok
-    print(f"  load average after: {load_average()}")
-    return all_ok
+    return print_growth(values, SIZES, RATIO_LIMIT, 26)
 
 
 if __name__ == "__main__":

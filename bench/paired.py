@@ -79,3 +79,21 @@ def ratio_line(
 def load_average() -> str:
     with open("/proc/loadavg") as loadavg:
         return " ".join(loadavg.read().split()[:3])
+
+
+def print_growth(
+    values: dict[str, list[tuple[float, float]]], sizes: tuple[int, int], limit: float, width: int
+) -> bool:
+    """Each case's (small, large) timings as a ratio line (the large size ÷ the small one against ``limit``), then
+    the load; True when every case is within it."""
+    small, large = sizes
+    all_ok = True
+    for case, timings in values.items():
+        small_s, large_s = zip(*timings, strict=True)
+        line, ok = ratio_line(
+            f"{case:<{width}}", (f"{small:>6,} runs", list(small_s)), (f"{large:,} runs", list(large_s)), limit
+        )
+        print(line)
+        all_ok &= ok
+    print(f"  load average after: {load_average()}")
+    return all_ok
