@@ -27,6 +27,7 @@ function metrics(doc) {
     ["mean_us", `Mean (${unit})`, time],
     ["p99_over_p50", "p99/p50", ratio],
     ["busbw_gbps", "busbw (GB/s)", (v, printed) => (printed ? asPrinted(v, printed.busbw_gbps) : gbps(v))],
+    ["pct_of_expected", "% of expected", percent],
     ["pct_of_ideal", "% of ideal", percent],
   ];
 }
@@ -59,7 +60,7 @@ function runLabel(run, isBaseline) {
 }
 
 // busbw and % of ideal belong to one data size: over all sizes together they have no meaning.
-const PER_SIZE_ONLY = ["busbw_gbps", "pct_of_ideal"];
+const PER_SIZE_ONLY = ["busbw_gbps", "pct_of_expected", "pct_of_ideal"];
 
 // Distributions only: a size sweep's one value per size pooled over every size is no distribution.
 function renderStats(doc) {
@@ -74,7 +75,7 @@ function renderStats(doc) {
   document.getElementById("compare-stats").replaceChildren(table(headers, rows));
 }
 
-const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "mean_us", "busbw_gbps", "pct_of_ideal"];
+const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "mean_us", "busbw_gbps", "pct_of_expected", "pct_of_ideal"];
 
 // Per data size and collective, the groups every run has first: ratios only where the baseline has the group.
 function renderGroups(doc) {

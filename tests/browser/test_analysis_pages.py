@@ -199,7 +199,7 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     expect(fast_row.nth(8).locator(".value")).to_have_text("15.00")
     expect(fast_row.nth(8).locator("small")).to_have_text("2.00×")
     expect(fast_row.nth(8).locator("small")).to_have_class("delta-better")
-    expect(fast_row.nth(9).locator(".value")).to_have_text("150.0")
+    expect(fast_row.nth(10).locator(".value")).to_have_text("150.0")  # after % of expected (no platform: —)
     # The JSON twin takes the same query.
     expect(page.locator(".page-head a.button", has_text="JSON")).to_have_attribute(
         "href", f"/api/compare?runs={slow},{fast}&link_gbps=100.0&ranks=4"

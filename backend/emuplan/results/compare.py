@@ -33,13 +33,13 @@ from emuplan.results.analysis import RunKind, file_or_ours
 
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
-    "p99_over_p50", "algbw_gbps", "busbw_gbps", "pct_of_ideal",
+    "p99_over_p50", "algbw_gbps", "busbw_gbps", "pct_of_expected", "pct_of_ideal",
 )  # fmt: skip
 
 LOWER_IS_BETTER = frozenset(
     {"min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us", "p99_over_p50"}
 )
-HIGHER_IS_BETTER = frozenset({"algbw_gbps", "busbw_gbps", "pct_of_ideal"})
+HIGHER_IS_BETTER = frozenset({"algbw_gbps", "busbw_gbps", "pct_of_expected", "pct_of_ideal"})
 FILE_FIGURES = frozenset({"algbw_gbps", "busbw_gbps"})
 
 
@@ -48,7 +48,7 @@ FILE_FIGURES = frozenset({"algbw_gbps", "busbw_gbps"})
 # 4.6 % (8 MiB). A busbw change within ±5 % is that noise, not a change of the fabric.
 SAME_WITHIN_PCT = 5.0
 # What a sweep's group keeps in the per-size table: one value (or a few) has no spread and no percentiles.
-SWEEP_METRICS = ("count", "mean_us", "algbw_gbps", "busbw_gbps", "pct_of_ideal")
+SWEEP_METRICS = ("count", "mean_us", "algbw_gbps", "busbw_gbps", "pct_of_expected", "pct_of_ideal")
 
 
 @dataclass(frozen=True)
