@@ -33,7 +33,7 @@ def table_without(table: sa.Table, later: set[str]) -> sa.Table:
 
 
 # For migration tests at older revisions: 0012 added ``platform`` to run and plan, 0013 ``kind`` and
-# ``peak_busbw_gbps`` to run.
-RUN_BEFORE_0013 = table_without(Run.__table__, {"kind", "peak_busbw_gbps"})
-RUN_BEFORE_0012 = table_without(Run.__table__, {"kind", "peak_busbw_gbps", "platform"})
+# ``peak_busbw_gbps`` to run, 0015 ``verdict``.
+RUN_BEFORE_0013 = table_without(Run.__table__, {"kind", "peak_busbw_gbps", "verdict"})
+RUN_BEFORE_0012 = table_without(Run.__table__, {"kind", "peak_busbw_gbps", "platform", "verdict"})
 PLAN_BEFORE_0012 = table_without(Plan.__table__, {"platform"})

@@ -108,8 +108,11 @@ function renderAssumptions(doc) {
   ];
   const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
   const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"), el("small", { class: "source", text: `from ${source}` })]);
+  // The server's fallback link is never applied silently: no link, no line rate and no % of ideal.
+  const link = (a) => (a.link_applied ? from(a.link_gbps, a.sources.link_gbps)
+    : el("span", {}, ["none given", el("br"), el("small", { class: "source", text: `fallback ${a.link_gbps} not applied` })]));
   const rows = doc.assumptions.map((a) => [
-    names[a.run_id], from(a.link_gbps, a.sources.link_gbps), from(a.latency_us, a.sources.latency_us),
+    names[a.run_id], link(a), from(a.latency_us, a.sources.latency_us),
     from(a.ranks, a.sources.ranks), gbps(a.ceiling_gbps),
   ]);
   document.getElementById("compare-assumptions").replaceChildren(table(headers, rows));

@@ -53,7 +53,8 @@ def test_the_statistics_leave_the_run_row_and_tags_become_rows_and_both_come_bac
         )
         connection.execute(RUN.insert().values(**old_run("untagged", id=7, summary={})))
     migrate(url)
-    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps"}  # 0012 and 0013 on
+    # platform from 0012 on, kind and peak_busbw_gbps from 0013, verdict from 0015
+    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps", "verdict"}
     with engine.begin() as connection:
         assert connection.execute(sa.select(RUN_SUMMARY).order_by(RUN_SUMMARY.c.run_id)).all() == [
             (4, statistics),

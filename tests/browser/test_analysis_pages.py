@@ -47,27 +47,31 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     expect(headline.locator(".peak")).to_have_text("338.82 GB/s at 8,589,934,592 B (out-of-place)")
     expect(headline.locator(".average")).to_have_text("70.74 GB/s over 62 cells")
     expect(headline.locator(".file-average")).to_contain_text("70.742 GB/s · agrees")
-    # NVLink's busbw against the default 100 Gbit/s: the page says the assumption, not the run, is off.
-    expect(page.locator("#above-ideal")).to_contain_text(
-        f"Above 100% of ideal in #{run_id} {log.name}: up to 2,710.9% at 100 Gbit/s per rank and α 5 µs."
-    )
+    # No platform and no link typed: no % figure, no expected curve, no line rate, and the page says why.
+    expect(page.locator("#no-link")).to_contain_text("No link speed given (no plan, none typed)")
+    expect(page.locator("#above-ideal")).to_have_count(0)
     expect(page.locator("#cdf-chart")).to_have_count(0)
     expect(page.locator("#delay-chart")).to_have_count(0)
     expect(page.locator("#stats-table")).to_have_count(0)
-    # busbw per variant, the α-β expected curve and the line rate drawn; algbw in the legend, one click away.
-    assert trace_count(page, "#sweep-chart") == 4
-    expect(page.locator("#sweep-chart .legendtext")).to_have_count(6)
+    # busbw per variant drawn; algbw in the legend, one click away.
+    assert trace_count(page, "#sweep-chart") == 2
+    expect(page.locator("#sweep-chart .legendtext")).to_have_count(4)
     assert axis_title(page, "#sweep-chart") == "data size (bytes, log 2 scale)"
     assert page.evaluate("document.querySelector('#sweep-chart').layout.xaxis.type") == "log"
     expect(page.locator(".sweep-table[data-variant='in-place'] tbody tr")).to_have_count(31)
     expect(
         page.locator(".sweep-table[data-variant='out-of-place'] tbody tr").last.locator("[data-key=busbw]")
     ).to_have_text("338.82")
-    # Changing an assumption redraws the line rate: 400 Gbit/s is 50 GB/s.
+    # A link typed draws the α-β expected curve and the line rate: 400 Gbit/s is 50 GB/s, and NVLink's busbw
+    # read against it makes the page say the assumption, not the run, is off.
     page.fill("#link-gbps", "400")
     page.click("#apply-assumptions")
     wait_for_charts(page)
     expect(page.locator("#sweep-chart .legendtext").last).to_have_text("line rate 50 GB/s")
+    assert trace_count(page, "#sweep-chart") == 4
+    expect(page.locator("#above-ideal")).to_contain_text(
+        f"Above 100% of ideal in #{run_id} {log.name}: up to 678.0% at 400 Gbit/s per rank and α 5 µs."  # α 5 µs, not 2
+    )
     assert page.url.endswith(f"/runs/{run_id}?link_gbps=400&latency_us=5&ranks=16")
     desktop_then_phone(page, "run-size-sweep")
     watch.assert_clean()
@@ -182,9 +186,10 @@ def test_compare_page_assumptions_are_editable_kept_in_the_url_and_set_busbw(
     slow, fast = ids
     page.goto(f"{live_server.url}/compare?runs={slow},{fast}")
     wait_for_charts(page)
-    # Without a rank count a run has no busbw: each run's own assumptions say where each figure came from.
+    # Without a rank count a run has no busbw: each run's own assumptions say where each figure came from, and
+    # the server's fallback link is not applied (no line rate).
     expect(page.locator("#compare-assumptions tbody tr").first.locator("td")).to_have_text(
-        [f"#{slow} slow-allreduce.csv", "100from settings", "5from settings", "unknownfrom none", "12.50"]
+        [f"#{slow} slow-allreduce.csv", "none givenfallback 100 not applied", "5from settings", "unknownfrom none", "—"]
     )
     page.fill("#link-gbps", "100")
     page.fill("#ranks", "4")
@@ -220,17 +225,20 @@ def test_compare_page_shows_the_logs_cells_and_warns_above_100_percent_of_ideal(
     ids = [upload(live_server, log.name, log.read_bytes()) for log in (b200, h100)]
     page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}")
     wait_for_charts(page)
-    # NVLink logs read against the default 100 Gbit/s: the page says so, as the run page does.
+    expect(page.locator("#above-ideal")).to_be_hidden()  # no link typed: no % of ideal at all
+    page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}&link_gbps=100&latency_us=5")
+    wait_for_charts(page)
+    # NVLink logs read against a 100 Gbit/s link typed: the page says so, as the run page does.
     expect(page.locator("#above-ideal")).to_have_text(
         f"Above 100% of ideal in #{ids[0]} {b200.name}, #{ids[1]} {h100.name}: up to 5,625.9% (#{ids[0]} {b200.name}) "
         "at 100 Gbit/s per rank and α 5 µs. The collectives ran faster than the α-β model allows on that link, so "
         "the assumed link is slower than the fabric measured: set the link speed (and α) the fabric really has "
         "(NVLink, say) for a % of ideal that means something."
     )
-    # The log's cells as it printed them (596.75 µs, busbw 421.72), not ours from the rounded time (421.715).
-    cells = page.locator("#compare-groups tbody tr", has_text="all_reduce · 134217728 B · out-of-place").locator("td")
-    expect(cells.nth(3).locator(".value")).to_have_text("596.75")
-    expect(cells.nth(7).locator(".value")).to_have_text("421.72")
+    # Two sweeps: compared size by size; each one's peak is the log's cell as it printed it.
+    expect(page.locator("#sweep-headlines tbody tr").first.locator("td").nth(2)).to_have_text(
+        "702.91 at 2,147,483,648 B"
+    )
     screenshot(page, "compare-above-ideal-desktop")
     page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}&link_gbps=7200&latency_us=0.5")
     wait_for_charts(page)

@@ -9,7 +9,9 @@ from live_server import LiveServer
 def test_home_explains_the_tool_with_no_console_errors(live_server: LiveServer, page: Page, watch: PageWatch) -> None:
     page.goto(live_server.url + "/")
     expect(page.locator("h1")).to_contain_text("Plan KCCB collective emulations")
-    expect(page.locator("nav[aria-label=main] a")).to_have_text(["Home", "Plan", "Runs", "Compare", "Platforms", "API"])
+    expect(page.locator("nav[aria-label=main] a")).to_have_text(
+        ["Home", "Plan", "Runs", "Compare", "Trend", "Platforms", "API"]
+    )
     screenshot(page, "home-empty-desktop")
     page.set_viewport_size(PHONE)
     page.reload()

@@ -90,7 +90,9 @@ def test_a_viewer_sees_the_runs_without_an_upload_form(
     )
     expect(page.locator("#upload-form")).to_have_count(0)
     # Planning needs the editor role too: no Plan link to a page whose previews would be refused.
-    expect(page.locator("nav[aria-label=main] a")).to_have_text(["Home", "Runs", "Compare", "Platforms", "API"])
+    expect(page.locator("nav[aria-label=main] a")).to_have_text(
+        ["Home", "Runs", "Compare", "Trend", "Platforms", "API"]
+    )
     screenshot(page, "runs-viewer-desktop")
     page.set_viewport_size(PHONE)
     assert no_page_overflow(page)
