@@ -149,7 +149,8 @@ def test_every_planning_option_of_the_cli_has_a_control_on_the_page(client: Test
         *form_controls(page),
         *FORM_CONTROL.findall(upload_form.replace('type="file" id="model-file" name="file"', "")),
         "name",  # the plan's name, next to Save
+        "platform",  # the platform it is planned for, next to Save
         "no_vocab_parallel_loss",  # the CLI's way to untick "Vocab-parallel loss"
     }
-    assert 'id="plan-name"' in page and 'name="vocab_parallel_loss"' in page
+    assert 'id="plan-name"' in page and 'id="plan-platform"' in page and 'name="vocab_parallel_loss"' in page
     assert options <= on_page, options - on_page
