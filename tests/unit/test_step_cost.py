@@ -169,12 +169,19 @@ def test_a_group_size_other_than_the_runs_is_noted() -> None:
     assert cost["rows"][0]["notes"] == ["measured on 8 ranks; the plan runs it over 4"]
 
 
-def test_per_rank_piece_sizes_match_kccb_runs_and_whole_buffers_match_nccl_tests() -> None:
+def test_per_rank_piece_sizes_match_kccb_runs_and_whole_buffers_match_nccl_tests_and_our_measurements() -> None:
     plan = _seed_plan("tensor")  # all-gather: 6,438,912 B per rank, 25,755,648 B whole
     kccb = _line_groups("all_gather", [6438912], alpha_us=1.0, us_per_byte=0.0)
     nccl = _line_groups("all_gather", [25755648], alpha_us=2.0, us_per_byte=0.0)
     assert step_cost(plan, kccb, source_format="per-iteration", ranks=4, sweep=False)["step"]["p50_us"] == 1.0
     assert step_cost(plan, nccl, source_format="nccl-tests", ranks=4, sweep=True)["step"]["p50_us"] == 2.0
+    # emuplan's own measurement of the seed plan times the whole 25,755,648-byte buffer (a per-iteration CSV).
+    measured = step_cost(plan, nccl, source_format="per-iteration", ranks=4, sweep=False, measured=True)
+    assert (measured["rows"][0]["basis"], measured["rows"][0]["run_size_bytes"]) == ("measured", 25755648)
+    assert measured["size_convention"] == "whole buffer (nccl-tests)"
+    # A per-iteration file that states the whole buffer is read at it too, rather than called missing.
+    stated = step_cost(plan, nccl, source_format="per-iteration", ranks=4, sweep=False)
+    assert (stated["rows"][0]["basis"], stated["step"]["p50_us"]) == ("measured", 2.0)
 
 
 @pytest.mark.parametrize(

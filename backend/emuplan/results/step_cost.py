@@ -10,8 +10,9 @@ collectives move; times the plan's trials (steps) for the whole training.
 How a planned collective gets its time from a run (``basis``):
 
 - ``measured``: the run has the collective at exactly that size (in the run's own size convention: the
-  whole buffer for nccl-tests, KCCB's data size — the per-rank piece for all-gather and reduce-scatter —
-  for every other format, as KCCB and our own measurements state it).
+  whole buffer for nccl-tests and our own measurements, KCCB's data size — the per-rank piece for
+  all-gather and reduce-scatter — for every other format, as KCCB states it; a run that has exactly the
+  other convention's size is read at that one).
 - ``interpolated``: between the nearest two measured sizes of that collective, on the straight line
   through them in log(size)–log(time): exact for a time ∝ size^k between the two, and never outside
   the two measured times.
@@ -49,8 +50,14 @@ CONVENTION = (
 )
 
 
-def _run_size(planned: PlannedCollective, whole_buffer: bool) -> int:
-    return planned.bytes_total if whole_buffer else planned.kccb_data_size
+def _run_size(planned: PlannedCollective, curve: list[dict], whole_buffer: bool) -> int:
+    """The size to look the planned collective up by: in the run's convention, unless the run measured the
+    other convention's size exactly (a file that states the other one)."""
+    ours, other = (
+        (planned.bytes_total, planned.kccb_data_size) if whole_buffer else (planned.kccb_data_size, planned.bytes_total)
+    )
+    sizes = {group["size_bytes"] for group in curve}
+    return other if ours not in sizes and other in sizes else ours
 
 
 def _curves(groups: list[dict]) -> dict[str, list[dict]]:
@@ -113,8 +120,8 @@ def _missing_reason(op: str, curve: list[dict]) -> str:
 
 
 def _row(planned: PlannedCollective, curves: dict, whole_buffer: bool, ranks: int | None, sweep: bool) -> dict:
-    size = _run_size(planned, whole_buffer)
     curve = curves.get(planned.op, [])
+    size = _run_size(planned, curve, whole_buffer)
     p50_us, basis, used = _time_at(size, curve, "p50_us")
     if p50_us is None:
         basis, used = "missing", []
@@ -161,13 +168,22 @@ def _total(rows: list[dict], planned: list[PlannedCollective], sweep: bool) -> d
     }
 
 
-def step_cost(plan: PlanDocument, groups: list[dict], *, source_format: str, ranks: int | None, sweep: bool) -> dict:
+def step_cost(
+    plan: PlanDocument,
+    groups: list[dict],
+    *,
+    source_format: str,
+    ranks: int | None,
+    sweep: bool,
+    measured: bool = False,
+) -> dict:
     """One training step of ``plan`` on the run whose statistics groups are ``groups``.
 
     ``rows``: one per planned collective (its time per call and per step, and the basis of that time);
     ``by_dimension`` and ``by_op``: the step's totals per parallel dimension and per collective kind;
     ``step``: the whole step; ``training``: the step × the plan's trials (steps)."""
-    whole_buffer = source_format in WHOLE_BUFFER_FORMATS
+    # Our own measurements time the whole buffer, as nccl-tests states it.
+    whole_buffer = source_format in WHOLE_BUFFER_FORMATS or measured
     curves = _curves(groups)
     planned = plan.exported_collectives()
     rows = [_row(item, curves, whole_buffer, ranks, sweep) for item in planned]

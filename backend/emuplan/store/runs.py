@@ -601,6 +601,7 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | Non
         source_format=run.source_format,
         ranks=run.ranks,
         sweep=analysis["kind"] == "size-sweep",
+        measured=run.origin == "measured",
     )
     return {"plan": plan.header(), **cost}
 
