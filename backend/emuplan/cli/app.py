@@ -8,13 +8,18 @@ import and most commands need none of them; pydantic's models and the planner a 
 ``tests/unit/test_cli_imports.py`` keeps it so.
 """
 
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
     from emuplan.cli.remote import RemoteServer
     from emuplan.store.db import Database
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="emuplan",
@@ -83,3 +88,16 @@ def open_database() -> "Database":
     settings = get_settings()
     migrate(settings.database_url, settings.migrations_dir)
     return Database(settings.database_url)
+
+
+def in_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
+    """``action(session)`` on the configured database (one committed transaction when ``write``); a domain
+    error (a ``LookupError``: not found; a ``ValueError``: bad input) exits 2 with its message."""
+    database = open_database()
+    try:
+        with database.writing() if write else database.read_session() as session:
+            return action(session)
+    except (LookupError, ValueError) as error:
+        fail(str(error))
+    finally:
+        database.dispose()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from emuplan.cli.app import app, fail, open_database
+from emuplan.cli.app import app, in_store
 
 platforms_app = typer.Typer(
     help="Platform profiles: what a run ran on (NVLink domain, NICs, latencies, verdict thresholds). Built-in "
@@ -41,19 +41,6 @@ Sources = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON document.")]
 
 
-def _in_store(action, *, write: bool = False):
-    """``action(session)`` on the configured database; a bad figure, a taken name, a built-in or an unknown
-    name exits 2 with its message."""
-    database = open_database()
-    try:
-        with database.writing() if write else database.read_session() as session:
-            return action(session)
-    except (LookupError, ValueError) as error:
-        fail(str(error))
-    finally:
-        database.dispose()
-
-
 def _given(**options) -> dict:
     """The options given on the command line, by the Platform field they set."""
     return {field: value for field, value in options.items() if value is not None}
@@ -72,7 +59,7 @@ def list_platforms(as_json: AsJson = False) -> None:
     """Every profile: built-in ones first, then those added here, with how many runs name each."""
     from emuplan.store import platforms as store
 
-    documents = _in_store(lambda session: [entry.document() for entry in store.list_platforms(session)])
+    documents = in_store(lambda session: [entry.document() for entry in store.list_platforms(session)])
     if as_json:
         typer.echo(json.dumps(documents, indent=2))
         return
@@ -103,7 +90,7 @@ def show_platform(
         ceiling = ceiling_gbps(entry.platform, ranks, ranks_per_node) if ranks is not None else None
         return entry.document(), ceiling.model_dump() if ceiling is not None else None
 
-    document, ceiling = _in_store(read)
+    document, ceiling = in_store(read)
     if as_json:
         typer.echo(json.dumps({**document, **({"ceiling": ceiling} if ceiling else {})}, indent=2))
         return
@@ -171,7 +158,7 @@ def add_platform(
             given["title"] = name
         return store.create_platform(session, {**base, **given}).document()
 
-    document = _in_store(add, write=True)
+    document = in_store(add, write=True)
     typer.echo(f"platform {document['name']} added: {_figures_line(document)}")
 
 
@@ -209,7 +196,7 @@ def edit_platform(
         current = dict(store.get_platform(session, name).platform)
         return store.update_platform(session, name, {**current, **given}).document()
 
-    document = _in_store(edit, write=True)
+    document = in_store(edit, write=True)
     typer.echo(f"platform {document['name']} saved: {_figures_line(document)}")
 
 
@@ -218,7 +205,7 @@ def remove_platform(name: Annotated[str, typer.Argument(help="The added profile 
     """Delete an added profile; the runs and plans that name it are left with no platform."""
     from emuplan.store import platforms as store
 
-    typer.echo(_in_store(lambda session: store.delete_platform(session, name).message(), write=True))
+    typer.echo(in_store(lambda session: store.delete_platform(session, name).message(), write=True))
 
 
 @platforms_app.command("assign")
@@ -234,4 +221,4 @@ def assign_platform(
     def assign(session) -> list[str]:
         return [f"run {store.set_run_platform(session, run_id, platform).id}: platform {name}" for run_id in run_ids]
 
-    typer.echo("\n".join(_in_store(assign, write=True)))
+    typer.echo("\n".join(in_store(assign, write=True)))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from emuplan.cli.app import app, fail, open_database, remote_server
+from emuplan.cli.app import app, fail, in_store, remote_server
 from emuplan.wording import (
     against_median,
     as_printed,
@@ -36,19 +36,17 @@ def _echo_json(document) -> None:
 
 
 def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
-    """``action(session)`` on the configured database; a domain error exits 2 with its message."""
+    """``in_store`` (RunNotFound, ResultFileError, RunInputError, bad options exit 2), saying of a duplicate
+    upload that it was not imported again."""
     from emuplan.store import runs as store
 
-    database = open_database()
-    try:
-        with database.writing() if write else database.read_session() as session:
+    def guarded(session: "Session") -> T:
+        try:
             return action(session)
-    except store.DuplicateRun as duplicate:
-        fail(f"{duplicate} — not imported again")
-    except (LookupError, ValueError) as error:  # RunNotFound, ResultFileError, RunInputError, bad options
-        fail(str(error))
-    finally:
-        database.dispose()
+        except store.DuplicateRun as duplicate:
+            fail(f"{duplicate} — not imported again")
+
+    return in_store(guarded, write=write)
 
 
 def _ratio(value: float | None) -> str:

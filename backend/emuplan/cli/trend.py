@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from emuplan.cli.app import app, fail, open_database, remote_server
+from emuplan.cli.app import app, in_store, remote_server
 from emuplan.wording import MISSING, change, gbps
 
 
@@ -22,17 +22,12 @@ def _series(platform: str, collective: str | None, tag: str | None, ranks: int |
 
     from emuplan.store import trend as store
 
-    database = open_database()
-    try:
-        with database.read_session() as session:
-            series = store.trend(
-                session, platform, collective=collective, tag=tag, ranks=ranks,
-                sizes=store.sizes_from_text(sizes), limit=limit,
-            )  # fmt: skip
-    except (LookupError, ValueError) as error:
-        fail(str(error))
-    finally:
-        database.dispose()
+    series = in_store(
+        lambda session: store.trend(
+            session, platform, collective=collective, tag=tag, ranks=ranks,
+            sizes=store.sizes_from_text(sizes), limit=limit,
+        )
+    )  # fmt: skip
     # As the API answers it: times in ISO 8601.
     return to_jsonable_python(series)
 

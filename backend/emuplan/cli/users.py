@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from emuplan.cli.app import app, fail, open_database
+from emuplan.cli.app import app, in_store
 from emuplan.roles import ROLE_DUTIES, Role
 
 users_app = typer.Typer(
@@ -20,18 +20,6 @@ app.add_typer(users_app, name="users")
 ROLE_HELP = "viewer, editor or admin (emuplan users --help says what each may do)."
 
 
-def _in_store(action):
-    """``action(session)`` in one committed transaction; a bad name or a missing account exits 2."""
-    database = open_database()
-    try:
-        with database.writing() as session:
-            return action(session)
-    except (LookupError, ValueError) as error:
-        fail(str(error))
-    finally:
-        database.dispose()
-
-
 @users_app.command("add")
 def add_user(
     name: Annotated[str, typer.Argument(help="Sign-in name (no spaces).")],
@@ -40,7 +28,7 @@ def add_user(
     """Add an account and print its password (shown once; the account page changes it)."""
     from emuplan.store import accounts as store
 
-    password = _in_store(lambda session: store.create_account(session, name, role)[1])
+    password = in_store(lambda session: store.create_account(session, name, role)[1], write=True)
     typer.echo(f"account {name!r} ({role}) added. Its password, shown once: {password}")
 
 
@@ -61,7 +49,7 @@ def list_users() -> None:
             for account in store.list_accounts(session)
         ]
 
-    listed = _in_store(rows)
+    listed = in_store(rows)
     if not listed:
         typer.echo("no accounts yet: emuplan users add NAME --role admin")
         return
@@ -79,7 +67,7 @@ def change_role(
     """Give an account another role (its sessions and tokens act with it from the next request)."""
     from emuplan.store import accounts as store
 
-    _in_store(lambda session: store.set_role(session, name, role))
+    in_store(lambda session: store.set_role(session, name, role), write=True)
     typer.echo(f"account {name!r} is now {role}")
 
 
@@ -88,7 +76,7 @@ def remove_user(name: Annotated[str, typer.Argument(help="Account name.")]) -> N
     """Remove an account: its browsers are signed out and its tokens stop working at once."""
     from emuplan.store import accounts as store
 
-    _in_store(lambda session: store.remove_account(session, name))
+    in_store(lambda session: store.remove_account(session, name), write=True)
     typer.echo(f"account {name!r} removed, with its sessions and API tokens")
 
 
@@ -108,5 +96,5 @@ def make_token(
         token, secret = store.create_api_token(session, account.id, label, expires_in_days)
         return token.id, secret
 
-    token_id, secret = _in_store(make)
+    token_id, secret = in_store(make, write=True)
     typer.echo(f"API token {token_id} for {name!r}, shown once: {secret}")
