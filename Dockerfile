@@ -1,8 +1,16 @@
+# The wheel is built in its own stage and installed like any Python tool: the image holds the package
+# (templates, static files and migrations inside it), not the source tree.
+FROM python:3.11-slim-bookworm AS wheel
+WORKDIR /src
+COPY . /src
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+
 FROM python:3.11-slim-bookworm
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
-WORKDIR /app
-COPY . /app
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap libseccomp2 \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=wheel /dist /dist
 RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
-    && pip install --no-cache-dir -e ".[postgres]"
+    && pip install --no-cache-dir "$(ls /dist/emuplan-*.whl)[postgres]" && rm -rf /dist
+WORKDIR /data
 EXPOSE 8000
 CMD ["emuplan", "serve"]

@@ -2,9 +2,8 @@
 
 from pathlib import Path
 
-from emuplan.settings import REPO_ROOT
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 RESULTS = FIXTURES / "results"
 # The repository's own nccl-tests logs (sources in results/SOURCES.md).
 NCCL_TESTS = RESULTS / "nccl-tests"

@@ -1,5 +1,6 @@
 """Runtime settings, read from environment variables with the ``EMUPLAN_`` prefix."""
 
+import ipaddress
 import socket
 from functools import lru_cache
 from pathlib import Path
@@ -8,8 +9,20 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-# backend/emuplan/settings.py -> the repository root holds frontend/ and migrations/.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parent
+# backend/emuplan/settings.py -> in a checkout, the repository root holds frontend/ and migrations/.
+REPO_ROOT = PACKAGE_DIR.parents[1]
+
+
+def bundled_dir(name: str) -> Path:
+    """``frontend`` or ``migrations``: inside the package when installed from a wheel (pyproject's
+    force-include puts them there), else at the top of the checkout (an editable install)."""
+    inside = PACKAGE_DIR / name
+    return inside if inside.is_dir() else REPO_ROOT / name
+
+
+FRONTEND_DIR = bundled_dir("frontend")
+MIGRATIONS_DIR = bundled_dir("migrations")
 
 
 # The names every local user types; a server bound to all interfaces also answers to the machine's name.
@@ -20,6 +33,16 @@ WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 def default_allowed_hosts(bind_host: str) -> list[str]:
     names = [bind_host] if bind_host not in WILDCARD_ADDRESSES else [socket.gethostname(), socket.getfqdn()]
     return list(dict.fromkeys([*names, *LOOPBACK_NAMES]))
+
+
+def is_loopback(bind_host: str) -> bool:
+    """Whether only this machine can reach an address (``localhost`` or 127.0.0.0/8, ::1)."""
+    if bind_host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bind_host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it resolves to whatever the network says
+        return False
 
 
 def _default_database_url() -> str:
@@ -44,6 +67,11 @@ class Settings(BaseSettings):
         default="none",
         description="'none': no sign-in, whoever reaches the port may do everything (hence the localhost "
         "default bind). 'accounts': sign-in with roles viewer, editor and admin (emuplan users add).",
+    )
+    open_without_sign_in: bool = Field(
+        default=False,
+        description="Let `emuplan serve` listen beyond loopback with sign-in off (EMUPLAN_AUTH=none), so that "
+        "everyone who reaches the port may do everything. Refused unless this is true.",
     )
     session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
@@ -72,8 +100,8 @@ class Settings(BaseSettings):
         description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
         "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
     )
-    frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
-    migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
+    frontend_dir: Path = Field(default=FRONTEND_DIR, description="Templates and static files.")
+    migrations_dir: Path = Field(default=MIGRATIONS_DIR, description="Alembic scripts.")
 
     @field_validator("allowed_hosts", mode="before")
     @classmethod
@@ -85,6 +113,18 @@ class Settings(BaseSettings):
         if not self.allowed_hosts:
             self.allowed_hosts = default_allowed_hosts(self.host)
         return self
+
+
+def open_listener_refusal(settings: Settings, bind_host: str) -> str | None:
+    """Why `serve` must not listen on ``bind_host``, or None: with sign-in off, anyone who reaches the port
+    may upload code to the sandbox and delete every run, so only this machine may reach it by default."""
+    if settings.auth == "accounts" or is_loopback(bind_host) or settings.open_without_sign_in:
+        return None
+    return (
+        f"refusing to listen on {bind_host} with sign-in off (EMUPLAN_AUTH=none): everyone who reaches the port "
+        "could do everything. Turn sign-in on (EMUPLAN_AUTH=accounts, then `emuplan users add NAME --role "
+        "admin`), listen on 127.0.0.1 (--host), or accept it with EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+    )
 
 
 @lru_cache

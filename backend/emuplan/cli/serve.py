@@ -2,7 +2,7 @@
 
 import typer
 
-from emuplan.cli.app import app, open_database
+from emuplan.cli.app import app, fail, open_database
 from emuplan.wording import plural
 
 
@@ -39,11 +39,14 @@ def serve(
 
     from emuplan.demo import load_demo
     from emuplan.main import create_app
-    from emuplan.settings import get_settings
+    from emuplan.settings import get_settings, open_listener_refusal
 
     settings = get_settings()
     host = host or settings.host
     port = port or settings.port
+    refusal = open_listener_refusal(settings, host)
+    if refusal is not None:
+        fail(refusal)
     shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     # Migrated once here, before any worker starts, so that several workers never race to migrate.
     database = open_database()

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-from emuplan.settings import REPO_ROOT
+from emuplan.settings import MIGRATIONS_DIR
 
 _BEGIN_IMMEDIATE = "emuplan_begin_immediate"
 WAL_AUTOCHECKPOINT_PAGES = 16384  # 64 MB of 4 KB pages
@@ -122,7 +122,7 @@ class Database:
         self.engine.dispose()
 
 
-def alembic_config(database_url: str, migrations_dir: Path = REPO_ROOT / "migrations") -> Config:
+def alembic_config(database_url: str, migrations_dir: Path = MIGRATIONS_DIR) -> Config:
     config = Config()
     config.set_main_option("script_location", str(migrations_dir))
     # ConfigParser interpolation would read a '%' in a password as a placeholder.
@@ -130,7 +130,7 @@ def alembic_config(database_url: str, migrations_dir: Path = REPO_ROOT / "migrat
     return config
 
 
-def migrate(database_url: str, migrations_dir: Path = REPO_ROOT / "migrations") -> None:
+def migrate(database_url: str, migrations_dir: Path = MIGRATIONS_DIR) -> None:
     """Bring the database to the newest schema (``alembic upgrade head``)."""
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":

@@ -1,0 +1,100 @@
+"""`emuplan backup` and `emuplan restore` for the SQLite database: a consistent copy taken while the server
+runs (SQLite's online backup API copies pages under a read transaction, so a writer never leaves it half
+old, half new), and such a copy put back, upgraded to this version's schema first so that a failing
+upgrade never touches the live database. PostgreSQL has its own tools: pg_dump and pg_restore.
+"""
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import make_url
+
+from emuplan.settings import MIGRATIONS_DIR
+from emuplan.store.db import alembic_config, migrate
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class BackupError(ValueError):
+    """A backup or restore that cannot be done as asked; the message says why and what to do."""
+
+
+def sqlite_file(database_url: str) -> Path:
+    """The database file behind ``database_url``; PostgreSQL is refused with the commands that do this."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        return Path(url.database)
+    if url.get_backend_name() == "postgresql":
+        shown = url.set(drivername="postgresql").render_as_string(hide_password=True)
+        raise BackupError(
+            f"the database is PostgreSQL ({shown}): back it up with `pg_dump --format=custom --file FILE "
+            f"'{shown}'` and restore with `pg_restore --clean --if-exists --dbname '{shown}' FILE`"
+        )
+    raise BackupError(f"{url.render_as_string(hide_password=True)} is not a database file that can be backed up")
+
+
+def schema_revision(path: Path) -> str:
+    """The Alembic revision an emuplan SQLite file is at; anything else is refused naming the file."""
+    with path.open("rb") as file:
+        if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise BackupError(f"{path} is not an SQLite database")
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+        try:
+            (revision,) = connection.execute("SELECT version_num FROM alembic_version").fetchone()
+        except (sqlite3.DatabaseError, TypeError):
+            raise BackupError(f"{path} is not an emuplan database (it has no schema revision)") from None
+        (integrity,) = connection.execute("PRAGMA integrity_check").fetchone()
+    if integrity != "ok":
+        raise BackupError(f"{path} is damaged: SQLite's integrity check says {integrity!r}")
+    return revision
+
+
+def backup(database_url: str, target: Path) -> str:
+    """Copy the live database to ``target`` (a new file); returns the schema revision of the copy."""
+    source = sqlite_file(database_url)
+    if target.exists():
+        raise BackupError(f"{target} exists: a backup never overwrites a file, name a new one")
+    if not source.is_file():
+        raise BackupError(f"there is no database at {source} to back up")
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with (
+            closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as live,
+            closing(sqlite3.connect(partial)) as copy,
+        ):
+            live.backup(copy)
+        partial.rename(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return schema_revision(target)
+
+
+def restore(database_url: str, source: Path) -> tuple[str, str]:
+    """Replace the live database's content with the backup ``source``, upgraded to the newest schema on a
+    scratch copy first; returns (the backup's revision, the revision now live)."""
+    target = sqlite_file(database_url)
+    if not source.is_file():
+        raise BackupError(f"{source} does not exist")
+    revision = schema_revision(source)
+    scripts = ScriptDirectory.from_config(alembic_config(database_url, MIGRATIONS_DIR))
+    if revision not in {script.revision for script in scripts.walk_revisions()}:
+        raise BackupError(
+            f"{source} is at schema revision {revision}, which this emuplan does not know (its newest is "
+            f"{scripts.get_current_head()}): restore it with the version that made it, or a newer one"
+        )
+    scratch = target.with_name(target.name + ".restoring")
+    scratch.unlink(missing_ok=True)
+    try:
+        with closing(sqlite3.connect(source)) as backup_file, closing(sqlite3.connect(scratch)) as copy:
+            backup_file.backup(copy)
+        migrate(f"sqlite:///{scratch}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # The backup API writes the live file under its own locks: a running server sees either the old
+        # content or the restored one, never a mixture.
+        with closing(sqlite3.connect(scratch)) as upgraded, closing(sqlite3.connect(target)) as live:
+            upgraded.backup(live)
+    finally:
+        scratch.unlink(missing_ok=True)
+    return revision, scripts.get_current_head()

@@ -1,0 +1,114 @@
+"""`emuplan backup FILE` copies the SQLite database while it is in use; `emuplan restore FILE` puts a copy
+back, upgraded to this version's schema; what cannot be done is refused naming the file and the remedy."""
+
+import sqlite3
+from contextlib import closing
+
+import sqlalchemy as sa
+from alembic import command
+from sqlalchemy import create_engine
+from typer.testing import CliRunner
+
+from emuplan.cli import app
+from emuplan.store.db import Database, alembic_config
+from old_schema import RUN, old_run
+from paths import SHARED_NCCL
+
+runner = CliRunner()
+HEAD = "0015"
+V100_LOG = SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"
+
+
+def invoke(*args: str, **options):
+    return runner.invoke(app, list(args), **options)
+
+
+def listed_runs() -> list[tuple[int, str]]:
+    return [tuple(line.split()[:2]) for line in invoke("runs").output.splitlines()[1:]]
+
+
+def test_a_backup_taken_while_a_writer_waits_restores_what_it_held(cli_env, database: Database, tmp_path):
+    assert invoke("import", str(V100_LOG), "--name", "kept").exit_code == 0
+    # Another connection holds a write transaction open: the backup still reads a consistent database.
+    path = database.engine.url.database
+    with closing(sqlite3.connect(path, isolation_level=None)) as writer:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE run SET name = 'uncommitted'")
+        made = invoke("backup", str(tmp_path / "copy.sqlite3"))
+        writer.execute("ROLLBACK")
+    assert made.exit_code == 0, made.output
+    size = (tmp_path / "copy.sqlite3").stat().st_size
+    assert made.output == f"backed up to {tmp_path / 'copy.sqlite3'} ({size:,} bytes, schema {HEAD})\n"
+
+    assert invoke("import", str(SHARED_NCCL / "b200-allreduce-2.17.6.txt"), "--name", "later").exit_code == 0
+    assert [name for _, name in listed_runs()] == ["later", "kept"]
+    restored = invoke("restore", str(tmp_path / "copy.sqlite3"), "--yes")
+    assert restored.exit_code == 0, restored.output
+    assert restored.output == f"restored {path} from {tmp_path / 'copy.sqlite3'} (schema {HEAD})\n"
+    assert listed_runs() == [("1", "kept")]
+    stats = invoke("stats", "1")
+    assert "broadcast: peak busbw 122.15 GB/s at 8,589,934,592 B out-of-place" in stats.output
+
+
+def test_restore_asks_first_and_keeps_the_database_when_told_no(cli_env, tmp_path):
+    assert invoke("import", str(V100_LOG), "--name", "kept").exit_code == 0
+    assert invoke("backup", str(tmp_path / "copy.sqlite3")).exit_code == 0
+    assert invoke("import", str(SHARED_NCCL / "b200-allreduce-2.17.6.txt"), "--name", "later").exit_code == 0
+    declined = invoke("restore", str(tmp_path / "copy.sqlite3"), input="n\n")
+    assert declined.exit_code == 1
+    assert "Replace every run, plan and account in" in declined.output
+    assert [name for _, name in listed_runs()] == ["later", "kept"]
+
+
+def test_a_backup_of_an_old_version_is_upgraded_on_restore(cli_env, empty_database_url, tmp_path):
+    old = tmp_path / "old.sqlite3"
+    old_url = f"sqlite:///{old}"
+    command.upgrade(alembic_config(old_url), "0003")
+    engine = create_engine(old_url)
+    with engine.begin() as connection:
+        connection.execute(RUN.insert().values(**old_run("from 0003", id=4, summary={"groups": []})))
+    engine.dispose()
+    restored = invoke("restore", str(old), "--yes")
+    assert restored.exit_code == 0, restored.output
+    assert restored.output.endswith(f"from {old}, upgraded from schema 0003 to {HEAD}\n")
+    assert listed_runs() == [("4", "from")]
+    assert sa.inspect(create_engine(old_url)).has_table("run_curves") is False  # the backup itself untouched
+
+
+def test_what_cannot_be_backed_up_or_restored_is_refused_naming_it(cli_env, tmp_path, monkeypatch):
+    taken = tmp_path / "taken.sqlite3"
+    taken.write_bytes(b"")
+    refused = invoke("backup", str(taken))
+    assert refused.stderr == f"error: {taken} exists: a backup never overwrites a file, name a new one\n"
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all")
+    assert invoke("restore", str(text), "--yes").stderr == f"error: {text} is not an SQLite database\n"
+    foreign = tmp_path / "foreign.sqlite3"
+    with closing(sqlite3.connect(foreign)) as connection:
+        connection.execute("CREATE TABLE t (x)")
+    assert invoke("restore", str(foreign), "--yes").stderr == (
+        f"error: {foreign} is not an emuplan database (it has no schema revision)\n"
+    )
+    newer = tmp_path / "newer.sqlite3"
+    with closing(sqlite3.connect(newer)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        connection.execute("INSERT INTO alembic_version VALUES ('0099')")
+        connection.commit()
+    refused = invoke("restore", str(newer), "--yes")
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"error: {newer} is at schema revision 0099, which this emuplan does not know (its newest is {HEAD}): "
+        "restore it with the version that made it, or a newer one\n"
+    )
+    monkeypatch.setenv("EMUPLAN_DATABASE_URL", "postgresql+psycopg://team:secret@db.example.org/emuplan")
+    from emuplan.settings import get_settings
+
+    get_settings.cache_clear()
+    on_postgres = invoke("backup", str(tmp_path / "pg.dump"))
+    assert on_postgres.exit_code == 2
+    assert on_postgres.stderr == (
+        "error: the database is PostgreSQL (postgresql://team:***@db.example.org/emuplan): back it up with "
+        "`pg_dump --format=custom --file FILE 'postgresql://team:***@db.example.org/emuplan'` and restore with "
+        "`pg_restore --clean --if-exists --dbname 'postgresql://team:***@db.example.org/emuplan' FILE`\n"
+    )
+    assert "secret" not in on_postgres.stderr
