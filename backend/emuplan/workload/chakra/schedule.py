@@ -81,12 +81,14 @@ class TraceNode:
     id: int
     name: str
     kind: NodeKind
-    data_deps: list[int]
-    ctrl_deps: list[int]
+    # Tuples: a node's parents are fixed once it is added (a list shared with the builder's pending
+    # results once grew after the fact and made cycles).
+    data_deps: tuple[int, ...]
+    ctrl_deps: tuple[int, ...]
     flops: int = 0
     duration_micros: int = 0
     op: CollectiveOp | None = None
-    comm_size: int = 0  # bytes one rank contributes: the plan's bytes_per_rank
+    comm_size: int = 0  # bytes as the simulators read them: ``simulated_comm_size``
     bytes_total: int = 0  # nccl-tests' whole buffer, as in the plan
     group_id: int | None = None
     src: int | None = None
@@ -155,6 +157,22 @@ class _Reduction:
     item: PlannedCollective
     group: int
     ready_after: int
+
+
+def simulated_comm_size(item: PlannedCollective) -> int:
+    """A COMM_COLL_NODE's ``comm_size`` as ASTRA-sim's system layer and Chakra's PyTorch converter read it:
+    one rank's piece for all-gather, the whole input buffer for every other collective.
+
+    ASTRA-sim (astra-sim/workload/Workload.cc ``Workload::issue_coll_comm``) hands ``comm_size`` to
+    ``Sys::generate_all_reduce`` / ``_all_gather`` / ``_reduce_scatter`` / ``_all_to_all``, whose ring
+    (astra-sim/system/collective/Ring.cc, ``Ring::Ring``) sends messages of size / n for all-reduce,
+    reduce-scatter (ending with size / n) and all-to-all, but of size for all-gather (ending with
+    size × n); a BROADCAST is replayed for the node's duration (``issue_coll_comm``: "TODO: implement
+    broadcast"). Chakra's PyTorch converter (src/converter/pytorch_node.py, ``PyTorchNode.comm_size``)
+    writes the bytes of the collective's input tensors: reduce_scatter_tensor's whole input,
+    all_gather_into_tensor's one piece. The plan's ``bytes_per_rank`` (KCCB's data size) stays as it is.
+    """
+    return item.bytes_per_rank if item.op is CollectiveOp.ALL_GATHER else item.bytes_total
 
 
 def rank_of(inputs: NormalisedInputs, dp_index: int, stage: int, tp_index: int) -> int:
@@ -388,8 +406,8 @@ class _RankBuilder:
         self.compute_tail: int | None = None
         self.waiting: list[int] = []  # results the next compute node needs
 
-    def _add(self, **fields) -> TraceNode:
-        node = TraceNode(id=len(self.nodes), **fields)
+    def _add(self, data_deps: list[int], ctrl_deps: list[int], **fields) -> TraceNode:
+        node = TraceNode(id=len(self.nodes), data_deps=tuple(data_deps), ctrl_deps=tuple(ctrl_deps), **fields)
         self.nodes.append(node)
         return node
 
@@ -412,7 +430,7 @@ class _RankBuilder:
             data_deps=after,
             ctrl_deps=[],
             op=item.op,
-            comm_size=item.bytes_per_rank,
+            comm_size=simulated_comm_size(item),
             bytes_total=item.bytes_total,
             group_id=group_id,
         ).id
@@ -570,7 +588,7 @@ def _rank_trace(
                         previous = step_collectives[-1:] if step_collectives else []
                         reduction = queue[launched[index]]
                         node = builder.collective(reduction.name, reduction.item, reduction.group, [weight_grad])
-                        builder.nodes[node].ctrl_deps = previous  # one communicator stream: buckets in order
+                        builder.nodes[node].ctrl_deps = tuple(previous)  # one communicator stream: buckets in order
                         step_collectives.append(node)
                         launched[index] += 1
         if role.stage > 0:
