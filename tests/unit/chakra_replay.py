@@ -48,7 +48,7 @@ def _p2p_key(node) -> tuple[int, int, int, int]:
     )
 
 
-def _collective_key(node) -> tuple[int, int]:
+def collective_key(node) -> tuple[int, int]:
     return attribute(node, "comm_type"), attribute(node, "comm_size")
 
 
@@ -80,7 +80,7 @@ def check_collective_orders(bundle: Bundle) -> None:
             if node.type == et.COMM_COLL_NODE:
                 group = int(attribute(node, "pg_name"))
                 assert rank in bundle.groups[group], f"rank {rank} uses group {group} {bundle.groups[group]}"
-                sequences[group].setdefault(rank, []).append(_collective_key(node))
+                sequences[group].setdefault(rank, []).append(collective_key(node))
     for group, by_rank in sequences.items():
         written = [rank for rank in bundle.groups[group] if rank in bundle.ranks]
         assert sorted(by_rank) == written, f"group {group}: only ranks {sorted(by_rank)} of {written} use it"
@@ -152,7 +152,7 @@ def replay(bundle: Bundle) -> int:
         members = [rank for rank in bundle.groups[group] if rank in ranks]
         while all(queues[rank] for rank in members):
             heads = [queues[rank].popleft() for rank in members]
-            keys = {_collective_key(ranks[rank].nodes[node_id]) for rank, node_id in zip(members, heads, strict=True)}
+            keys = {collective_key(ranks[rank].nodes[node_id]) for rank, node_id in zip(members, heads, strict=True)}
             if len(keys) > 1:
                 names = [ranks[rank].nodes[node_id].name for rank, node_id in zip(members, heads, strict=True)]
                 raise ReplayStuck(f"group {group} matched different collectives {sorted(keys)}: {names}")
