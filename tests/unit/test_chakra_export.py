@@ -298,3 +298,18 @@ def test_a_truncated_stream_is_reported_where_it_breaks() -> None:
     assert len(list(split_delimited(data))) == 1 + 14
     with pytest.raises(ValueError, match="runs .* bytes past the end"):
         list(split_delimited(data[:-3]))
+
+
+def test_each_rank_of_a_stage_runs_its_nodes_with_its_own_groups_and_peers() -> None:
+    """Ranks 2 (dp 0, stage 1, tp 0) and 7 (dp 1, stage 1, tp 1) share their stage's nodes; rank 7's
+    collectives run in its TP group 4 ([6, 7]), DP group 8 ([3, 7]) and tied-embedding group 12 ([5, 7]),
+    and its pipeline peer is rank 5."""
+    _, files = gpt2_hybrid()
+    ranks = decoded(files)
+    assert [(n.id, n.name, list(n.data_deps)) for n in ranks[7]] == [
+        (n.id, n.name, list(n.data_deps)) for n in ranks[2]
+    ]
+    assert {attribute(n, "pg_name") for n in collectives(ranks[2])} == {"2", "7", "9"}
+    assert {attribute(n, "pg_name") for n in collectives(ranks[7])} == {"4", "8", "12"}
+    first_recv = next(n for n in ranks[7] if n.type == et.COMM_RECV_NODE)
+    assert (attribute(first_recv, "comm_src"), attribute(first_recv, "comm_dst")) == (5, 7)

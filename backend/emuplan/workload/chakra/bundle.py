@@ -13,7 +13,8 @@ streams file by file, so a bundle of 16,384 ranks is never whole in memory.
 import json
 import zipfile
 from collections.abc import Iterator, Mapping
-from functools import cached_property
+from dataclasses import dataclass
+from functools import cache, cached_property
 from pathlib import Path
 
 from emuplan.workload.chakra import et_def_pb2 as et
@@ -56,6 +57,11 @@ def _varint(value: int) -> bytes:
         out.append(byte | (0x80 if value else 0))
         if not value:
             return bytes(out)
+
+
+@cache
+def _length_prefix(length: int) -> bytes:
+    return _varint(length)
 
 
 def delimited(message) -> bytes:
@@ -132,23 +138,32 @@ def _rank_key(node: TraceNode) -> tuple | None:
     return None
 
 
-def _encode_stage(nodes: list[TraceNode]) -> list[bytes | tuple[bytes, tuple]]:
-    """A stage's nodes serialised once: runs of finished, length-prefixed nodes (bytes) between the
-    bodies of nodes that still take a rank's attributes ((body, key))."""
-    segments: list[bytes | tuple[bytes, tuple]] = []
+@dataclass(frozen=True)
+class _StageTemplate:
+    """A stage's file serialised once: ``parts`` joined make a rank's file once each slot is filled, the
+    metadata at 0 and, for each node that takes a rank's attributes, its length prefix at ``index`` and
+    the attributes at ``index + 2`` around its body (whose length ``slots`` keeps, by attribute key)."""
+
+    parts: list[bytes]
+    slots: dict[tuple, list[tuple[int, int]]]
+
+
+def _encode_stage(nodes: list[TraceNode]) -> _StageTemplate:
+    parts: list[bytes] = [b""]
+    slots: dict[tuple, list[tuple[int, int]]] = {}
     run: list[bytes] = []
     for node in nodes:
         key = _rank_key(node)
         if key is None:
             run.append(delimited(_node_message(node)))
             continue
-        if run:
-            segments.append(b"".join(run))
-            run = []
-        segments.append((_node_message(node).SerializeToString(), key))
-    if run:
-        segments.append(b"".join(run))
-    return segments
+        parts.append(b"".join(run))
+        run = []
+        body = _node_message(node).SerializeToString()
+        slots.setdefault(key, []).append((len(parts), len(body)))
+        parts += (b"", body, b"")
+    parts.append(b"".join(run))
+    return _StageTemplate(parts, slots)
 
 
 def _rank_attributes(trace_set: TraceSet, role: RankRole, key: tuple) -> bytes:
@@ -251,22 +266,21 @@ class TraceBundle(Mapping[str, bytes]):
         }
 
     @cached_property
-    def _stages(self) -> dict[int, list]:
+    def _stages(self) -> dict[int, _StageTemplate]:
         return {stage: _encode_stage(nodes) for stage, nodes in self.trace_set.stage_nodes.items()}
 
     def trace(self, rank: int) -> bytes:
         """Rank ``rank``'s ``.et`` file: its stage's nodes with its own groups and peers."""
         role = self.trace_set.role(rank)
-        attributes: dict[tuple, bytes] = {}
-        parts = [delimited(_metadata(self.trace_set, role))]
-        for segment in self._stages[role.stage]:
-            if isinstance(segment, bytes):
-                parts.append(segment)
-                continue
-            body, key = segment
-            if key not in attributes:
-                attributes[key] = _rank_attributes(self.trace_set, role, key)
-            parts += (_varint(len(body) + len(attributes[key])), body, attributes[key])
+        template = self._stages[role.stage]
+        parts = template.parts.copy()
+        parts[0] = delimited(_metadata(self.trace_set, role))
+        for key, slots in template.slots.items():
+            attributes = _rank_attributes(self.trace_set, role, key)
+            extra = len(attributes)
+            for index, body_length in slots:
+                parts[index] = _length_prefix(body_length + extra)
+                parts[index + 2] = attributes
         return b"".join(parts)
 
     def __getitem__(self, name: str) -> bytes:
