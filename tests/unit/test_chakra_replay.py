@@ -6,7 +6,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from chakra_replay import Bundle, check_bundle, collective_key
+from chakra_replay import (
+    Bundle,
+    ReplayStuck,
+    check_bundle,
+    check_collective_orders,
+    check_graphs,
+    check_point_to_point,
+    collective_key,
+    replay,
+)
 
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, bundle_files
@@ -122,3 +131,28 @@ def test_fsdp2_gathers_and_scatters_in_the_order_fsdp2_issues_them() -> None:
         et.REDUCE_SCATTER,
         et.ALL_GATHER,
     ]
+
+
+def test_the_oracle_catches_a_cycle_a_lost_receive_a_collective_of_another_size_and_a_deadlock() -> None:
+    files = export(PLANS["gpt2 hybrid mb4"])
+    looped = Bundle.read(files)
+    looped.ranks[0][5].data_deps.append(5)
+    with pytest.raises(AssertionError, match=r"^rank 0: dependency cycle \[5, 5\]$"):
+        check_graphs(looped)
+    lost = Bundle.read(files)
+    lost.ranks[2] = [node for node in lost.ranks[2] if node.type != et.COMM_RECV_NODE]
+    with pytest.raises(AssertionError, match="^unmatched: sends"):
+        check_point_to_point(lost)
+    resized = Bundle.read(files)
+    first = next(node for node in resized.ranks[1] if node.type == et.COMM_COLL_NODE)
+    next(attr for attr in first.attr if attr.name == "comm_size").int64_val += 2
+    with pytest.raises(AssertionError, match="^group 1: rank 1 differs from rank 0$"):
+        check_collective_orders(resized)
+    # Stage 0 sends micro-batch 0's activation only once it has its gradient back: no cycle on either rank,
+    # but neither can go on.
+    deadlocked = Bundle.read(files)
+    send = next(node for node in deadlocked.ranks[0] if node.type == et.COMM_SEND_NODE)
+    send.data_deps.append(next(node for node in deadlocked.ranks[0] if node.type == et.COMM_RECV_NODE).id)
+    check_graphs(deadlocked)
+    with pytest.raises(ReplayStuck, match="^replay stuck at "):
+        replay(deadlocked)
