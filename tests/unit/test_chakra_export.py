@@ -14,6 +14,7 @@ from emuplan.workload.chakra.bundle import attribute, bundle_files, decode_trace
 from emuplan.workload.chakra.schedule import (
     ComputeModel,
     ExportError,
+    RankRole,
     build_traces,
     one_f_one_b,
     parse_ranks,
@@ -29,6 +30,7 @@ COMM_TYPES = {
     CollectiveOp.ALL_GATHER: et.ALL_GATHER,
     CollectiveOp.REDUCE_SCATTER: et.REDUCE_SCATTER,
     CollectiveOp.ALL_TO_ALL: et.ALL_TO_ALL,
+    CollectiveOp.BROADCAST: et.BROADCAST,
 }
 
 
@@ -177,19 +179,23 @@ def test_gpt2_hybrid_sends_meet_their_receives_and_follow_1f1b() -> None:
     assert attribute(stage0_first_recv, "comm_src") == 2
 
 
-def test_large_plans_write_one_rank_per_stage_unless_ranks_are_asked_for() -> None:
+def test_every_rank_is_written_up_to_16384_then_one_per_stage_unless_ranks_are_asked_for() -> None:
     inventory = resolve_model("gpt2")
     document = plan_workload(PlanRequest(model="gpt2", strategy="hybrid", tp=2, pp=2, gpus=128), inventory)
     traces = build_traces(document, inventory, ComputeModel.from_options())
-    assert [trace.role.rank for trace in traces.traces] == [0, 2]
-    files = bundle_files(document, traces, "a test plan")
+    assert traces.ranks == list(range(128)) and sorted(traces.stage_nodes) == [0, 1]
+    huge = PlanRequest(model="gpt2", strategy="hybrid", tp=2, pp=2, gpus=32768, batch_size=8192)
+    huge = plan_workload(huge, inventory)
+    per_stage = build_traces(huge, inventory, ComputeModel.from_options())
+    assert per_stage.ranks == [0, 2]
+    files = bundle_files(huge, per_stage, "a test plan")
     assert "one rank per pipeline stage (2 files: ranks 0, 2)" in files["README.txt"].decode()
     chosen = build_traces(document, inventory, ComputeModel.from_options(), parse_ranks("0-3,127", 128))
-    assert [trace.role.rank for trace in chosen.traces] == [0, 1, 2, 3, 127]
-    assert (chosen.traces[-1].role.dp_index, chosen.traces[-1].role.stage, chosen.traces[-1].role.tp_index) == (
-        31,
-        1,
-        1,
+    assert chosen.ranks == [0, 1, 2, 3, 127]
+    assert chosen.role(127) == RankRole(127, dp_index=31, stage=1, tp_index=1)
+    assert (
+        "Only the requested ranks were written: 0-3, 127 of 128."
+        in bundle_files(document, chosen, "a test plan")["README.txt"].decode()
     )
 
 
@@ -199,12 +205,12 @@ def test_large_plans_write_one_rank_per_stage_unless_ranks_are_asked_for() -> No
         ("0-8", "ranks: rank 8 is outside 0-7 (the plan has 8 GPUs)"),
         ("3-1", "ranks: range 3-1 runs backwards"),
         ("a", "ranks: 'a' is not a rank or a range like 0-7"),
-        ("0-3000", "ranks: more than 1024 ranks in one bundle; ask for fewer"),
+        ("0-20000", "ranks: more than 16384 ranks in one bundle; ask for fewer"),
     ],
 )
 def test_bad_ranks_say_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(ExportError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
-        parse_ranks(text, 8 if text != "0-3000" else 4096)
+        parse_ranks(text, 8 if text != "0-20000" else 32768)
 
 
 def test_a_mixture_of_experts_computes_top_k_experts_per_token() -> None:
@@ -237,18 +243,16 @@ def test_expert_parallel_groups_are_consecutive_replicas_and_every_ep_th_one() -
 
 def test_expert_parallel_every_planned_collective_with_its_size_count_and_group() -> None:
     """All-to-alls in the EP group around each MoE layer's experts, expert buckets over the
-    expert-data-parallel group, the rest over all dp ranks (the plan's buffer broadcast is not scheduled)."""
+    expert-data-parallel group, the rest (and DDP's buffer broadcast) over all dp ranks."""
     document, files = mixtral_expert_parallel()
     ranks = decoded(files)
     expected = Counter()
     for item in document.collectives:
-        if item.op is not CollectiveOp.BROADCAST:
-            expected[(COMM_TYPES[item.op], item.bytes_per_rank)] += item.count_per_step
+        expected[(COMM_TYPES[item.op], item.bytes_per_rank)] += item.count_per_step
     groups = {"ep": 2, "edp": 4, "dp": 1}
     expected_groups = Counter()
     for item in document.collectives:
-        if item.op is not CollectiveOp.BROADCAST:
-            expected_groups[groups[item.parallel_dim.value]] += item.count_per_step
+        expected_groups[groups[item.parallel_dim.value]] += item.count_per_step
     for nodes in ranks.values():
         assert_well_formed(nodes)
     nodes = ranks[0]
@@ -270,13 +274,6 @@ def test_plans_the_export_cannot_schedule_are_refused_with_the_field() -> None:
     tutorial = plan_workload(PlanRequest(model="fashion-mnist-mlp"), inventory)
     with pytest.raises(ExportError, match="^mode: "):
         build_traces(tutorial, inventory, compute)
-    fsdp = plan_workload(PlanRequest(model="fashion-mnist-mlp", mode="framework", dp_impl="fsdp2"), inventory)
-    with pytest.raises(ExportError, match="^dp_impl: the Chakra export schedules DDP"):
-        build_traces(fsdp, inventory, compute)
-    mixtral = resolve_model("mixtral-8x7b")
-    moe_tp = plan_workload(PlanRequest(model="mixtral-8x7b", mode="framework", tp=2, ep=4), mixtral)
-    with pytest.raises(ExportError, match=r"^tp: the Chakra export does not schedule a mixture of experts' tensor"):
-        build_traces(moe_tp, mixtral, compute)
     with pytest.raises(ExportError, match="^gpu: unknown GPU 'v100'"):
         ComputeModel.from_options("v100")
     with pytest.raises(ExportError, match=r"^utilisation: must be in \(0, 1\], got 1.5$"):
@@ -301,3 +298,18 @@ def test_a_truncated_stream_is_reported_where_it_breaks() -> None:
     assert len(list(split_delimited(data))) == 1 + 14
     with pytest.raises(ValueError, match="runs .* bytes past the end"):
         list(split_delimited(data[:-3]))
+
+
+def test_each_rank_of_a_stage_runs_its_nodes_with_its_own_groups_and_peers() -> None:
+    """Ranks 2 (dp 0, stage 1, tp 0) and 7 (dp 1, stage 1, tp 1) share their stage's nodes; rank 7's
+    collectives run in its TP group 4 ([6, 7]), DP group 8 ([3, 7]) and tied-embedding group 12 ([5, 7]),
+    and its pipeline peer is rank 5."""
+    _, files = gpt2_hybrid()
+    ranks = decoded(files)
+    assert [(n.id, n.name, list(n.data_deps)) for n in ranks[7]] == [
+        (n.id, n.name, list(n.data_deps)) for n in ranks[2]
+    ]
+    assert {attribute(n, "pg_name") for n in collectives(ranks[2])} == {"2", "7", "9"}
+    assert {attribute(n, "pg_name") for n in collectives(ranks[7])} == {"4", "8", "12"}
+    first_recv = next(n for n in ranks[7] if n.type == et.COMM_RECV_NODE)
+    assert (attribute(first_recv, "comm_src"), attribute(first_recv, "comm_dst")) == (5, 7)

@@ -3,7 +3,7 @@
 from dataclasses import asdict
 
 from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from emuplan.api.access import requires_roles
@@ -19,7 +19,7 @@ from emuplan.planning import plan_request, stored_model_spec
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
 from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
-from emuplan.workload.chakra.bundle import bundle_zip
+from emuplan.workload.chakra.bundle import zip_stream
 from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.kccb import export_kccb
@@ -141,8 +141,9 @@ def export_plan_workload(
         raise ValueError(f"format: unknown workload format {workload_format!r}; use one of: chakra")
     plan = store.get_plan(session, plan_id)
     files = chakra_bundle(session, plan.id, gpu, utilisation, ranks)
-    return Response(
-        content=bundle_zip(files),
+    # Refusals are raised above; the zip then streams member by member, never whole in memory.
+    return StreamingResponse(
+        zip_stream(files),
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="plan-{plan_id}-chakra.zip"'},
     )

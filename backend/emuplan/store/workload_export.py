@@ -7,7 +7,7 @@ from sqlmodel import Session
 from emuplan.planning import inventory_for_spec
 from emuplan.store.models import Plan
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.workload.chakra.bundle import bundle_files
+from emuplan.workload.chakra.bundle import TraceBundle, bundle_files
 from emuplan.workload.chakra.schedule import ComputeModel, build_traces, export_refusal, parse_ranks
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.sources import FILE_SOURCES, resolve_model
@@ -29,8 +29,9 @@ def chakra_bundle(
     utilisation: float,
     ranks: str | None = None,
     allow_files: bool = False,
-) -> dict[str, bytes]:
-    """File name → content: ``workload.<rank>.et`` per rank, the communicator groups and README.txt."""
+) -> TraceBundle:
+    """File name → content: ``workload.<rank>.et`` per rank (each encoded as it is read), the communicator
+    groups and README.txt. Raises ExportError before anything is encoded."""
     plan = get_plan(session, plan_id)
     document = plan_document(plan)
     compute = ComputeModel.from_options(gpu, utilisation)

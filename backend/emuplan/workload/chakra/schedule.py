@@ -23,7 +23,7 @@ from emuplan.workload.inventory import ModelInventory, ParameterInfo, Transforme
 from emuplan.workload.plan_options import DataParallelImpl, Mode
 from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
 from emuplan.workload.strategies.common import numel_bytes
-from emuplan.workload.strategies.data_parallel import ddp_buckets
+from emuplan.workload.strategies.data_parallel import data_parallel_collectives, ddp_buckets
 from emuplan.workload.strategies.expert_parallel import (
     expert_parallel_collectives,
     is_expert_parameter,
@@ -34,12 +34,13 @@ from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
     linear_layers,
     megatron_collectives,
+    sequence_parallel_parameters,
 )
 
 # Above this many ranks a bundle holds one rank per pipeline stage unless ranks are asked for.
-MAX_ALL_RANKS = 64
+MAX_ALL_RANKS = 16384
 # A bundle's size grows with its ranks; past this, a request is more likely a typo than a need.
-MAX_RANKS_PER_BUNDLE = 1024
+MAX_RANKS_PER_BUNDLE = 16384
 # AdamW's update: two moment updates, bias corrections, square root, division, weight decay.
 OPTIMIZER_FLOPS_PER_PARAMETER = 12
 _EMBEDDING_NAMES = ("wte", "wpe", "embed_tokens", "embed_positions")
@@ -81,16 +82,20 @@ class TraceNode:
     id: int
     name: str
     kind: NodeKind
-    data_deps: list[int]
-    ctrl_deps: list[int]
+    # Tuples: a node's parents are fixed once it is added (a list shared with the builder's pending
+    # results once grew after the fact and made cycles).
+    data_deps: tuple[int, ...]
+    ctrl_deps: tuple[int, ...]
     flops: int = 0
     duration_micros: int = 0
     op: CollectiveOp | None = None
-    comm_size: int = 0  # bytes one rank contributes: the plan's bytes_per_rank
+    comm_size: int = 0  # bytes as the simulators read them: ``simulated_comm_size``
     bytes_total: int = 0  # nccl-tests' whole buffer, as in the plan
-    group_id: int | None = None
-    src: int | None = None
-    dst: int | None = None
+    # Which of the rank's communicators a collective runs in (TP, DP, EP, EDP, or PP for the tied embedding's
+    # first and last stage), and which stage a send or receive goes to: every rank of a stage runs the same
+    # nodes, and the bundle writes each with its own group ids and peers.
+    group: ParallelDim | None = None
+    peer_stage: int | None = None
     tag: int | None = None
 
 
@@ -100,12 +105,6 @@ class RankRole:
     dp_index: int
     stage: int
     tp_index: int
-
-
-@dataclass
-class RankTrace:
-    role: RankRole
-    nodes: list[TraceNode]
 
 
 @dataclass
@@ -123,14 +122,46 @@ class CommGroups:
     def id_of(self, name: str) -> int:
         return self._ids[name]
 
+    def has(self, name: str) -> bool:
+        return name in self._ids
+
 
 @dataclass
 class TraceSet:
-    traces: list[RankTrace]
+    """The ranks to write and the nodes of their stages; ``rank_groups`` and ``peer`` give a rank its own."""
+
+    inputs: NormalisedInputs
+    stage_nodes: dict[int, list[TraceNode]]  # pipeline stage → the nodes every rank of it runs
+    ranks: list[int]
     groups: CommGroups
     compute: ComputeModel
-    world_size: int
     notes: list[str]
+
+    @property
+    def world_size(self) -> int:
+        return self.inputs.gpus
+
+    def role(self, rank: int) -> RankRole:
+        return role_of(self.inputs, rank)
+
+    def rank_groups(self, role: RankRole) -> dict[ParallelDim, int]:
+        """The id of each of ``role``'s communicators, by the dimension it serves."""
+        inputs, names = self.inputs, {}
+        if inputs.tp > 1:
+            names[ParallelDim.TP] = f"tp dp{role.dp_index} stage{role.stage}"
+        if inputs.dp > 1:
+            names[ParallelDim.DP] = f"dp stage{role.stage} tp{role.tp_index}"
+        if inputs.ep > 1:
+            names[ParallelDim.EP] = _ep_group(role.dp_index, role.stage, role.tp_index, inputs.ep)
+            if inputs.dp > inputs.ep:
+                names[ParallelDim.EDP] = _edp_group(role.dp_index % inputs.ep, role.stage, role.tp_index)
+        if role.stage in (0, inputs.pp - 1) and self.groups.has(f"embedding dp{role.dp_index} tp{role.tp_index}"):
+            names[ParallelDim.PP] = f"embedding dp{role.dp_index} tp{role.tp_index}"
+        return {dim: self.groups.id_of(name) for dim, name in names.items()}
+
+    def peer(self, role: RankRole, stage: int) -> int:
+        """The rank of ``role``'s pipeline at ``stage``."""
+        return rank_of(self.inputs, role.dp_index, stage, role.tp_index)
 
 
 @dataclass
@@ -149,12 +180,36 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Reduction:
-    """A DDP bucket's all-reduce: launched once the backward of block ``ready_after`` (backward order) ends."""
+    """A DDP bucket's all-reduce (ZeRO-1/2: reduce-scatter), launched in the last micro-batch once the
+    backward of block ``ready_after`` (backward order) ends."""
 
     name: str
     item: PlannedCollective
-    group: int
     ready_after: int
+
+
+@dataclass(frozen=True)
+class _UnitGather:
+    """An FSDP2 / ZeRO-3 unit's parameter all-gather, needed by the pass's ``position``-th block."""
+
+    item: PlannedCollective
+    position: int
+
+
+def simulated_comm_size(item: PlannedCollective) -> int:
+    """A COMM_COLL_NODE's ``comm_size`` as ASTRA-sim's system layer and Chakra's PyTorch converter read it:
+    one rank's piece for all-gather, the whole input buffer for every other collective.
+
+    ASTRA-sim (astra-sim/workload/Workload.cc ``Workload::issue_coll_comm``) hands ``comm_size`` to
+    ``Sys::generate_all_reduce`` / ``_all_gather`` / ``_reduce_scatter`` / ``_all_to_all``, whose ring
+    (astra-sim/system/collective/Ring.cc, ``Ring::Ring``) sends messages of size / n for all-reduce,
+    reduce-scatter (ending with size / n) and all-to-all, but of size for all-gather (ending with
+    size × n); a BROADCAST is replayed for the node's duration (``issue_coll_comm``: "TODO: implement
+    broadcast"). Chakra's PyTorch converter (src/converter/pytorch_node.py, ``PyTorchNode.comm_size``)
+    writes the bytes of the collective's input tensors: reduce_scatter_tensor's whole input,
+    all_gather_into_tensor's one piece. The plan's ``bytes_per_rank`` (KCCB's data size) stays as it is.
+    """
+    return item.bytes_per_rank if item.op is CollectiveOp.ALL_GATHER else item.bytes_total
 
 
 def rank_of(inputs: NormalisedInputs, dp_index: int, stage: int, tp_index: int) -> int:
@@ -275,9 +330,15 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
     if stage.index == 0:
         items = tp_items(layers=0, has_embedding=True, has_head=False)
         before, after = _gathers_first(_per_block(items, Phase.FORWARD, 1))
-        blocks.append(_Block("embeddings", embeddings, 0, forward_before=before, forward_after=after))
+        # Sequence parallel: the output gradient is gathered (its reduce-scatter's backward) before the lookup's.
+        backward = _per_block(items, Phase.BACKWARD, 1)
+        blocks.append(
+            _Block("embeddings", embeddings, 0, forward_before=before, forward_after=after, backward_before=backward)
+        )
     attention_scores = 4 * tokens * inputs.seq_len * shape.hidden_size // inputs.tp
-    dispatch, combine = _expert_all_to_alls(shape, inputs)
+    dispatcher = _token_dispatcher(shape, inputs)
+    # A shared expert keeps the dense MLP's TP traffic beside the dispatcher's (the planner's expert_layers).
+    shared_expert = shape.experts is not None and bool(shape.experts.shared_intermediate_size)
     for unit in (unit for unit in local if not unit.is_root):
         items = tp_items(layers=1, has_embedding=False, has_head=False)
         forward_before, forward_after = _gathers_first(_per_block(items, Phase.FORWARD, 2))
@@ -286,11 +347,12 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
             ("attention", [p for p in unit.parameters if "attn" in p.name]),
             ("mlp", [p for p in unit.parameters if "attn" not in p.name]),
         ):
-            if part == "mlp" and dispatch and any(is_expert_parameter(p) for p in members):
-                # Tokens go to their experts' ranks before the experts run and come back after; backward
-                # mirrors it: the combine's gradient first, the dispatch's after the experts' backward.
-                forward_before, forward_after = [dispatch[0]], [combine[0]]
-                backward_before, backward_after = [combine[1]], [dispatch[1]]
+            if part == "mlp" and dispatcher is not None and any(is_expert_parameter(p) for p in members):
+                dense = (forward_before, forward_after, backward_before, backward_after) if shared_expert else ([],) * 4
+                forward_before = dense[0] + dispatcher.forward_before
+                forward_after = dispatcher.forward_after + dense[1]
+                backward_before = dense[2] + dispatcher.backward_before
+                backward_after = dispatcher.backward_after + dense[3]
             blocks.append(
                 _Block(
                     f"{unit.name} {part}",
@@ -328,19 +390,36 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
     return blocks
 
 
-def _expert_all_to_alls(
-    shape: TransformerShape, inputs: NormalisedInputs
-) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
-    """(dispatch, combine), each [forward, backward], of one MoE layer and micro-batch; none without EP."""
-    if inputs.ep == 1 or shape.experts is None:
-        return [], []
-    forward, backward = expert_parallel_collectives(shape, inputs.model_copy(update={"micro_batches": 1}), 1)
-    return (
-        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token dispatch{suffix}"})
-         for item, suffix in ((forward, ""), (backward, " gradient"))],
-        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token combine{suffix}"})
-         for item, suffix in ((forward, ""), (backward, " gradient"))],
-    )  # fmt: skip
+@dataclass(frozen=True)
+class _Dispatcher:
+    """Megatron's token dispatcher around one MoE layer's experts, per micro-batch: with EP the dispatch
+    all-to-all before the experts and the combine after; with TP (expert-tensor-parallel = tp) the routed
+    tokens all-gathered after the dispatch and the experts' output reduce-scattered before the combine.
+    Backward mirrors it (expert_parallel.py's module docstring)."""
+
+    forward_before: list[PlannedCollective]
+    forward_after: list[PlannedCollective]
+    backward_before: list[PlannedCollective]
+    backward_after: list[PlannedCollective]
+
+
+def _token_dispatcher(shape: TransformerShape, inputs: NormalisedInputs) -> _Dispatcher | None:
+    """None where the experts' tokens stay put (no EP, no TP) or there are no experts."""
+    if shape.experts is None or (inputs.ep == 1 and inputs.tp == 1):
+        return None
+    items = expert_parallel_collectives(shape, inputs.model_copy(update={"micro_batches": 1}), 1)
+
+    def once(item: PlannedCollective, label: str) -> list[PlannedCollective]:
+        return [item.model_copy(update={"count_per_step": 1, "label": label})]
+
+    a2a = [item for item in items if item.op is CollectiveOp.ALL_TO_ALL]  # [forward, backward]
+    etp = [item for item in items if item.op is not CollectiveOp.ALL_TO_ALL]  # AG, RS forward; AG, RS backward
+    dispatch = once(a2a[0], "MoE token dispatch") if a2a else []
+    combine = once(a2a[0], "MoE token combine") if a2a else []
+    combine_grad = once(a2a[1], "MoE token combine gradient") if a2a else []
+    dispatch_grad = once(a2a[1], "MoE token dispatch gradient") if a2a else []
+    gather, scatter, gather_grad, scatter_grad = (once(item, item.label) for item in etp) if etp else ([],) * 4
+    return _Dispatcher(dispatch + gather, scatter + combine, combine_grad + gather_grad, scatter_grad + dispatch_grad)
 
 
 def _routed_expert_flops(parameters: list[ParameterInfo], tokens: int, shape: TransformerShape, ep: int) -> int:
@@ -387,57 +466,89 @@ class _RankBuilder:
         self.nodes: list[TraceNode] = []
         self.compute_tail: int | None = None
         self.waiting: list[int] = []  # results the next compute node needs
+        # The last collective in each communicator: NCCL runs a communicator's collectives in the order they
+        # are launched, and every member must launch them in the same order, so each waits for the one before.
+        self.group_tail: dict[ParallelDim, int] = {}
 
-    def _add(self, **fields) -> TraceNode:
-        node = TraceNode(id=len(self.nodes), **fields)
+    def _add(self, data_deps: list[int], ctrl_deps: list[int], **fields) -> TraceNode:
+        node = TraceNode(id=len(self.nodes), data_deps=tuple(data_deps), ctrl_deps=tuple(ctrl_deps), **fields)
         self.nodes.append(node)
         return node
+
+    def tail(self) -> list[int]:
+        return [] if self.compute_tail is None else [self.compute_tail]
 
     def compute(self, name: str, flops: int) -> int:
         node = self._add(
             name=name,
             kind=NodeKind.COMPUTE,
             data_deps=self.waiting,
-            ctrl_deps=[] if self.compute_tail is None else [self.compute_tail],
+            ctrl_deps=self.tail(),
             flops=flops,
             duration_micros=self.compute_model.micros(flops),
         )
         self.waiting, self.compute_tail = [], node.id
         return node.id
 
-    def collective(self, name: str, item: PlannedCollective, group_id: int, after: list[int]) -> int:
-        return self._add(
+    def collective(self, name: str, item: PlannedCollective, after: list[int]) -> int:
+        """A collective in the rank's communicator of ``item``'s dimension, once ``after`` are done."""
+        dim = item.parallel_dim
+        previous = [self.group_tail[dim]] if dim in self.group_tail and self.group_tail[dim] not in after else []
+        node = self._add(
             name=name,
             kind=NodeKind.COLLECTIVE,
             data_deps=after,
-            ctrl_deps=[],
+            ctrl_deps=previous,
             op=item.op,
-            comm_size=item.bytes_per_rank,
+            comm_size=simulated_comm_size(item),
             bytes_total=item.bytes_total,
-            group_id=group_id,
-        ).id
+            group=dim,
+        )
+        self.group_tail[dim] = node.id
+        return node.id
 
-    def blocking(self, name: str, items: list[PlannedCollective], groups: dict[ParallelDim, int]) -> list[int]:
-        """Collectives in a row, each after the previous result, each in the rank's group of its dimension;
-        returns the last one's id (or none)."""
-        last = self.waiting or ([] if self.compute_tail is None else [self.compute_tail])
+    def blocking(self, name: str, items: list[PlannedCollective]) -> list[int]:
+        """Collectives in a row, each after the previous result; returns the last one's id (or none)."""
+        last = [*self.waiting] or self.tail()
         for item in items:
             for _ in range(item.count_per_step):
-                last = [self.collective(f"{name}: {item.label}", item, groups[item.parallel_dim], last)]
+                last = [self.collective(f"{name}: {item.label}", item, last)]
         return last if items else []
 
-    def send(self, name: str, size: int, src: int, dst: int, tag: int) -> None:
+    def send(self, name: str, size: int, peer_stage: int, tag: int) -> None:
         # The tensor sent is the last compute's output, joined by any collective still pending on it.
-        after = self.waiting + ([] if self.compute_tail is None else [self.compute_tail])
-        self._add(name=name, kind=NodeKind.SEND, data_deps=after, ctrl_deps=[], comm_size=size, bytes_total=size,
-                  src=src, dst=dst, tag=tag)  # fmt: skip
+        self._add(name=name, kind=NodeKind.SEND, data_deps=[*self.waiting, *self.tail()], ctrl_deps=[],
+                  comm_size=size, bytes_total=size, peer_stage=peer_stage, tag=tag)  # fmt: skip
 
-    def recv(self, name: str, size: int, src: int, dst: int, tag: int) -> None:
+    def recv(self, name: str, size: int, peer_stage: int, tag: int) -> None:
         # Posted in schedule order, after the compute before it; the next compute waits for the data.
-        after = [] if self.compute_tail is None else [self.compute_tail]
-        node = self._add(name=name, kind=NodeKind.RECV, data_deps=[], ctrl_deps=after, comm_size=size,
-                         bytes_total=size, src=src, dst=dst, tag=tag)  # fmt: skip
+        node = self._add(name=name, kind=NodeKind.RECV, data_deps=[], ctrl_deps=self.tail(), comm_size=size,
+                         bytes_total=size, peer_stage=peer_stage, tag=tag)  # fmt: skip
         self.waiting.append(node.id)
+
+
+class _GatherQueue:
+    """FSDP2's parameter all-gathers in one pass: each unit's before the first block that needs it, and the
+    next one prefetched as that block starts (FSDP2 keeps one all-gather ahead of the compute)."""
+
+    def __init__(self, builder: _RankBuilder, gathers: list[_UnitGather], name: str) -> None:
+        self.builder, self.gathers, self.name = builder, gathers, name
+        self.issued: list[int] = []
+
+    def _issue(self) -> None:
+        item = self.gathers[len(self.issued)].item
+        self.issued.append(self.builder.collective(f"{self.name}: all-gather {item.label}", item, self.builder.tail()))
+
+    def before(self, position: int) -> None:
+        """Gathers the units block ``position`` needs, makes the next compute wait for them, prefetches one."""
+        needed = [index for index, gather in enumerate(self.gathers) if gather.position == position]
+        if not needed:
+            return
+        while len(self.issued) <= needed[-1]:
+            self._issue()
+        self.builder.waiting += [self.issued[index] for index in needed]
+        if len(self.issued) < len(self.gathers):
+            self._issue()
 
 
 def one_f_one_b(stage: int, stages: int, micro_batches: int) -> list[tuple[Phase, int]]:
@@ -457,164 +568,229 @@ def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -
 def export_refusal(document: PlanDocument, inventory: ModelInventory) -> str | None:
     """Why ``document`` has no Chakra trace, field first as the export's 422 says it; None if it has one.
     The saved-plan page asks this too, so it never offers a download that would be refused."""
-    inputs = document.inputs
     if document.mode is not Mode.FRAMEWORK:
         return (
             "mode: a Chakra trace follows the framework's schedule; this plan uses the tutorial rules "
             "(plan it again with mode framework)"
         )
-    if inputs.dp > 1 and inputs.dp_impl is not DataParallelImpl.DDP:
-        return f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}"
-    shape = inventory.transformer
-    if shape is not None and shape.experts is not None and inputs.tp > 1:
-        return (
-            f"tp: the Chakra export does not schedule a mixture of experts' tensor-parallel expert gathers "
-            f"(this plan has tp {inputs.tp}); plan it with tp 1, or export its KCCB trials instead"
-        )
     return None
 
 
-def _rank_trace(
-    role: RankRole,
+@dataclass
+class _DataParallelTraffic:
+    """One data-parallel group's traffic for a stage (all DP ranks; with EP also the experts' EDP group)."""
+
+    units: list
+    group_size: int
+    items: list[PlannedCollective]  # data_parallel_collectives', as the planner lists them
+    buckets: list[list[ParameterInfo]]  # DDP / ZeRO-1/2 buckets, in launch order
+
+
+def _data_parallel_traffic(
+    local: list, inputs: NormalisedInputs, inventory: ModelInventory
+) -> list[_DataParallelTraffic]:
+    """The stage's data-parallel collectives from the planner's own function, per group."""
+    ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
+    dense, experts = split_expert_units(local) if inputs.ep > 1 else (local, [])
+    # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
+    buffers = inventory.buffers if inventory.transformer is None or inputs.tp == 1 else []
+    traffic = []
+    for units, group_size, dim, group_buffers in ((dense, inputs.dp, ParallelDim.DP, buffers),
+                                                  (experts, inputs.dp // inputs.ep, ParallelDim.EDP, [])):  # fmt: skip
+        if group_size == 1 or not units:
+            continue
+        items = data_parallel_collectives(
+            inputs.dp_impl, units, ready, group_size, inputs.param_dtype, inputs.grad_dtype, inputs.bucket_cap_mb,
+            buffers=group_buffers, dim=dim,
+        )  # fmt: skip
+        trainable = sorted(
+            (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
+        )
+        buckets = ddp_buckets(trainable, inputs.grad_dtype, inputs.bucket_cap_mb)
+        traffic.append(_DataParallelTraffic(units, group_size, items, buckets))
+    return traffic
+
+
+def _layer_norm_reduction(stage: Stage, inputs: NormalisedInputs, inventory: ModelInventory) -> list[PlannedCollective]:
+    """Sequence parallel's once-per-step TP all-reduce of the stage's layer-norm (and row-parallel bias,
+    router) gradients, as the planner sizes it (``megatron_collectives``' ``layer_norm_bytes``)."""
+    shape = inventory.transformer
+    if shape is None or inputs.tp == 1 or not inputs.sequence_parallel:
+        return []
+    marked = sequence_parallel_parameters([p for unit in stage.units for p in unit.parameters])
+    return megatron_collectives(
+        hidden=shape.hidden_size, vocab=shape.vocab_size, tokens=inputs.micro_batch * inputs.seq_len, tp=inputs.tp,
+        dtype=inputs.activation_dtype, layers=0, micro_batches=1, sequence_parallel=True, has_embedding=False,
+        has_head=False, vocab_parallel_loss=inputs.vocab_parallel_loss,
+        layer_norm_bytes=numel_bytes(sum(p.numel for p in marked), inputs.grad_dtype),
+    )  # fmt: skip
+
+
+def _spelled(op: CollectiveOp) -> str:
+    return op.value.replace("_", "-")
+
+
+def _stage_trace(
+    stage_index: int,
     inputs: NormalisedInputs,
     inventory: ModelInventory,
     stages: list[Stage],
     boundaries: list[int],
-    groups: CommGroups,
     compute: ComputeModel,
-) -> RankTrace:
-    stage = stages[role.stage]
+) -> list[TraceNode]:
+    """The nodes every rank of pipeline stage ``stage_index`` runs in one step."""
+    stage = stages[stage_index]
     transformer = inventory.transformer is not None
     local = local_units(stage, inputs, transformer)
-    last = role.stage == len(stages) - 1
+    last = stage_index == len(stages) - 1
+    micro_batches = inputs.micro_batches
     blocks = (
         _megatron_blocks(stage, local, inputs, inventory, last)
         if transformer
         else _linear_blocks(stage, local, inputs, inventory)
     )
-    block_groups = {ParallelDim.TP: groups.id_of(f"tp dp{role.dp_index} stage{role.stage}") if inputs.tp > 1 else 0}
-    if inputs.ep > 1:
-        block_groups[ParallelDim.EP] = groups.id_of(_ep_group(role.dp_index, role.stage, role.tp_index, inputs.ep))
     builder = _RankBuilder(compute)
+    block_of = {p.name: index for index, block in enumerate(blocks) for p in block.parameters}
+    traffic = _data_parallel_traffic(local, inputs, inventory)
+    impl = inputs.dp_impl
+    sharded_units = impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
 
-    # DDP buckets on the stage's local gradients, each started after the backward of the block that
-    # produces its last gradient (the latest block in backward order among its tensors).
-    backward_position = {p.name: index for index, block in enumerate(reversed(blocks)) for p in block.parameters}
-    # DDP fills its buckets in gradient-ready order and leaves frozen parameters out, as the planner does.
-    ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
-    # With EP the experts' gradients have their own buckets, reduced over the expert-data-parallel group.
-    dense, experts = split_expert_units(local) if inputs.ep > 1 else (local, [])
-    # One queue per data-parallel group: DDP launches a group's buckets in order, each once it is ready.
-    queues: list[list[_Reduction]] = []
-    for units, group_size, dim, kind in ((dense, inputs.dp, ParallelDim.DP, ""),
-                                         (experts, inputs.dp // inputs.ep, ParallelDim.EDP, "expert ")):  # fmt: skip
-        trainable = sorted(
-            (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
-        )
-        if group_size == 1 or not trainable:
-            continue
-        group = (
-            groups.id_of(f"dp stage{role.stage} tp{role.tp_index}")
-            if dim is ParallelDim.DP
-            else groups.id_of(_edp_group(role.dp_index % inputs.ep, role.stage, role.tp_index))
-        )
-        buckets = ddp_buckets(trainable, inputs.grad_dtype, inputs.bucket_cap_mb)
-        queues.append(
-            [
-                _Reduction(
-                    f"DDP {kind}bucket {index} all-reduce",
-                    _bucket_collective(bucket, inputs, group_size, dim),
-                    group,
-                    max(backward_position[p.name] for p in bucket),
-                )
-                for index, bucket in enumerate(buckets)
-            ]
-        )
+    # DDP (ZeRO-1/2: reduce-scatter) buckets, each started after the backward of the block that produces its
+    # last gradient (the latest block in backward order among its tensors); one queue per group, in order.
+    backward_position = {name: len(blocks) - 1 - index for name, index in block_of.items()}
+    reducing = CollectiveOp.ALL_REDUCE if impl is DataParallelImpl.DDP else CollectiveOp.REDUCE_SCATTER
+    kind = "DDP" if impl is DataParallelImpl.DDP else impl.value
+    queues = [
+        [
+            _Reduction(
+                f"{kind} {'expert ' if item.parallel_dim is ParallelDim.EDP else ''}bucket {index} {_spelled(item.op)}",
+                item,
+                max(backward_position[p.name] for p in bucket),
+            )
+            for index, (item, bucket) in enumerate(
+                zip([i for i in group.items if i.op is reducing], group.buckets, strict=True)
+            )
+        ]
+        for group in traffic
+        if not sharded_units
+    ]
+    broadcasts = [item for group in traffic for item in group.items if item.op is CollectiveOp.BROADCAST]
+    updated = [] if sharded_units else [
+        item for group in traffic for item in group.items if item.op is CollectiveOp.ALL_GATHER
+    ]  # fmt: skip
+
+    # FSDP2 / ZeRO-3: a unit's all-gather before its first block forward (the root's at the start) and
+    # before its last block backward (roots stay unsharded), its gradients reduce-scattered once its
+    # backward is done (roots' last), in the last micro-batch.
+    forward_gathers: list[_UnitGather] = []
+    backward_gathers: list[_UnitGather] = []
+    scatters: dict[int, list[PlannedCollective]] = {}  # backward position after which they start
+    root_scatters: list[PlannedCollective] = []
+    for group in traffic if sharded_units else []:
+        by_name = {unit.name: unit for unit in group.units}
+        for item in group.items:
+            unit = by_name[item.label.rsplit(" ", 1)[0]]
+            indices = [block_of[p.name] for p in unit.parameters]
+            if item.op is CollectiveOp.ALL_GATHER and item.phase is Phase.FORWARD:
+                forward_gathers.append(_UnitGather(item, 0 if unit.is_root else min(indices)))
+            elif item.op is CollectiveOp.ALL_GATHER:
+                backward_gathers.append(_UnitGather(item, len(blocks) - 1 - max(indices)))
+            elif unit.is_root:
+                root_scatters.append(item)
+            else:
+                scatters.setdefault(len(blocks) - 1 - min(indices), []).append(item)
+    forward_gathers.sort(key=lambda gather: gather.position)
+    backward_gathers.sort(key=lambda gather: gather.position)
     step_collectives: list[int] = []
 
-    def neighbour(stage_index: int) -> int:
-        return rank_of(inputs, role.dp_index, stage_index, role.tp_index)
-
     def forward(j: int) -> None:
-        if role.stage > 0:
-            k = role.stage - 1
+        if stage_index > 0:
+            k = stage_index - 1
             tag = pipeline_tag(j, k, len(stages), backward=False)
-            builder.recv(f"mb{j} recv activation from stage {k}", boundaries[k], neighbour(k), role.rank, tag)
-        for block in blocks:
-            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before, block_groups)
+            builder.recv(f"mb{j} recv activation from stage {k}", boundaries[k], k, tag)
+        if j == 0:  # DDP broadcasts the module buffers as the step's first forward starts
+            builder.waiting += builder.blocking("mb0 fwd: DDP", broadcasts)
+        gathers = _GatherQueue(builder, forward_gathers, f"mb{j} fwd")
+        for position, block in enumerate(blocks):
+            gathers.before(position)
+            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before)
             builder.compute(f"mb{j} fwd {block.name}", block.matmul_flops + block.other_flops)
-            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_after, block_groups)
+            builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_after)
         if not last:
-            tag = pipeline_tag(j, role.stage, len(stages), backward=False)
-            size = boundaries[role.stage]
-            builder.send(
-                f"mb{j} send activation to stage {role.stage + 1}", size, role.rank, neighbour(role.stage + 1), tag
-            )
+            tag = pipeline_tag(j, stage_index, len(stages), backward=False)
+            builder.send(f"mb{j} send activation to stage {stage_index + 1}", boundaries[stage_index],
+                         stage_index + 1, tag)  # fmt: skip
 
     def backward(j: int) -> None:
         if not last:
-            k = role.stage
+            k = stage_index
             tag = pipeline_tag(j, k, len(stages), backward=True)
-            builder.recv(f"mb{j} recv gradient from stage {k + 1}", boundaries[k], neighbour(k + 1), role.rank, tag)
+            builder.recv(f"mb{j} recv gradient from stage {k + 1}", boundaries[k], k + 1, tag)
         launched = [0] * len(queues)
+        gathers = _GatherQueue(builder, backward_gathers, f"mb{j} bwd")
+        last_micro_batch = j == micro_batches - 1
         for position, block in enumerate(reversed(blocks)):
-            builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before, block_groups)
+            gathers.before(position)
+            builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before)
             builder.compute(f"mb{j} bwd input-grad {block.name}", block.matmul_flops + block.other_flops)
             # The weight gradient overlaps the input gradient's collective; the next block waits for it.
-            joined = builder.blocking(f"mb{j} bwd {block.name}", block.backward_after, block_groups)
+            joined = builder.blocking(f"mb{j} bwd {block.name}", block.backward_after)
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
-            if j == inputs.micro_batches - 1:
-                for index, queue in enumerate(queues):
-                    while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
-                        previous = step_collectives[-1:] if step_collectives else []
-                        reduction = queue[launched[index]]
-                        node = builder.collective(reduction.name, reduction.item, reduction.group, [weight_grad])
-                        builder.nodes[node].ctrl_deps = previous  # one communicator stream: buckets in order
-                        step_collectives.append(node)
-                        launched[index] += 1
-        if role.stage > 0:
-            k = role.stage - 1
+            if not last_micro_batch:
+                continue
+            for item in scatters.get(position, []):
+                step_collectives.append(
+                    builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
+                )
+            for index, queue in enumerate(queues):
+                while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
+                    reduction = queue[launched[index]]
+                    step_collectives.append(builder.collective(reduction.name, reduction.item, [weight_grad]))
+                    launched[index] += 1
+        if stage_index > 0:
+            k = stage_index - 1
             tag = pipeline_tag(j, k, len(stages), backward=True)
-            builder.send(f"mb{j} send gradient to stage {k}", boundaries[k], role.rank, neighbour(k), tag)
+            builder.send(f"mb{j} send gradient to stage {k}", boundaries[k], k, tag)
 
-    for phase, j in one_f_one_b(role.stage, len(stages), inputs.micro_batches):
+    for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
         (forward if phase is Phase.FORWARD else backward)(j)
 
+    # After the last backward: the roots' reduce-scatters, then Megatron's finalize_model_grads order:
+    # the layer norms' all-reduce over TP, the tied word embedding's over its first and last stage.
+    finals = [(f"{kind} {_spelled(item.op)} {item.label}", item) for item in root_scatters]
+    finals += [
+        ("sequence-parallel layer-norm all-reduce", item) for item in _layer_norm_reduction(stage, inputs, inventory)
+    ]
     shape = inventory.transformer
-    if len(stages) > 1 and shape is not None and shape.tie_word_embeddings and role.stage in (0, len(stages) - 1):
+    if len(stages) > 1 and shape is not None and shape.tie_word_embeddings and stage_index in (0, len(stages) - 1):
         size = tied_embedding_bytes(shape, inputs)
         item = PlannedCollective(
             op=CollectiveOp.ALL_REDUCE, bytes_total=size, bytes_per_rank=size, dtype=inputs.grad_dtype, group_size=2,
             count_per_step=1, phase=Phase.BACKWARD, parallel_dim=ParallelDim.PP, label="tied word-embedding gradients",
         )  # fmt: skip
-        group = groups.id_of(f"embedding dp{role.dp_index} tp{role.tp_index}")
-        after = [builder.compute_tail] if builder.compute_tail is not None else []
-        step_collectives.append(builder.collective("tied word-embedding all-reduce", item, group, after))
+        finals.append(("tied word-embedding all-reduce", item))
+    for name, item in finals:
+        step_collectives.append(builder.collective(name, item, builder.tail()))
     builder.waiting += step_collectives
+    # Sharded optimizers (ZeRO, FSDP2) update only the rank's share of each data-parallel group's parameters.
     parameters = sum(p.numel for unit in local for p in unit.parameters)
-    builder.compute("optimizer step", OPTIMIZER_FLOPS_PER_PARAMETER * parameters)
-    return RankTrace(role, builder.nodes)
-
-
-def _bucket_collective(
-    bucket: list[ParameterInfo], inputs: NormalisedInputs, group_size: int, dim: ParallelDim
-) -> PlannedCollective:
-    size = sum(numel_bytes(p.numel, inputs.grad_dtype) for p in bucket)
-    return PlannedCollective(
-        op=CollectiveOp.ALL_REDUCE, bytes_total=size, bytes_per_rank=size, dtype=inputs.grad_dtype,
-        group_size=group_size, count_per_step=1, phase=Phase.BACKWARD, parallel_dim=dim,
-        label=f"DDP bucket ({len(bucket)} tensors)",
-    )  # fmt: skip
+    if impl is not DataParallelImpl.DDP:
+        for group in traffic:
+            held = sum(p.numel for unit in group.units for p in unit.parameters)
+            parameters -= held - held // group.group_size
+    optimizer = builder.compute("optimizer step", OPTIMIZER_FLOPS_PER_PARAMETER * parameters)
+    for item in updated:  # ZeRO-1/2: every rank gathers the others' updated parameters
+        builder.collective(f"{kind} all-gather {item.label}", item, [optimizer])
+    return builder.nodes
 
 
 def build_traces(
     document: PlanDocument, inventory: ModelInventory, compute: ComputeModel, ranks: list[int] | None = None
 ) -> TraceSet:
-    """Per-rank traces of one steady-state training step of ``document`` (a framework-mode plan).
-
-    ``ranks`` None: every rank up to ``MAX_ALL_RANKS``, else one rank per pipeline stage.
-    """
+    """The nodes of one steady-state training step of ``document`` (a framework-mode plan) for every stage
+    ``ranks`` (None: every rank up to ``MAX_ALL_RANKS``, else one rank per pipeline stage) run; every rank of
+    a stage runs the same nodes with its own groups and peers, so each stage is built once."""
     if (refusal := export_refusal(document, inventory)) is not None:
         raise ExportError(refusal)
     inputs = document.inputs
@@ -632,9 +808,28 @@ def build_traces(
             "own groups and peers; ask for more with --ranks / ?ranks=."
         )
     elif ranks is not None and len(ranks) < inputs.gpus:
-        notes.append(f"Only the requested ranks were written: {', '.join(map(str, ranks))} of {inputs.gpus}.")
-    wanted = range(inputs.gpus) if ranks is None else ranks
-    traces = [
-        _rank_trace(role_of(inputs, rank), inputs, inventory, stages, boundaries, groups, compute) for rank in wanted
-    ]
-    return TraceSet(traces, groups, compute, inputs.gpus, notes)
+        notes.append(f"Only the requested ranks were written: {rank_ranges(ranks)} of {inputs.gpus}.")
+    if (
+        inputs.micro_batches > 1
+        and inputs.dp > 1
+        and inputs.dp_impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
+    ):
+        notes.append(
+            "Parameters are all-gathered for every micro-batch's forward and backward (resharded after each); "
+            "gradients are reduce-scattered once, in the last micro-batch's backward."
+        )
+    wanted = list(range(inputs.gpus)) if ranks is None else ranks
+    needed = sorted({role_of(inputs, rank).stage for rank in wanted})
+    stage_nodes = {s: _stage_trace(s, inputs, inventory, stages, boundaries, compute) for s in needed}
+    return TraceSet(inputs, stage_nodes, wanted, groups, compute, notes)
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 3, 7] → '0-3, 7'."""
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ", ".join(f"{first}-{last}" if last > first else str(first) for first, last in runs)
