@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
         "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
     )
+    astra_sim: Path | None = Field(
+        default=None,
+        description="ASTRA-sim's analytical binary (AstraSim_Analytical_Congestion_Unaware): plans can be simulated "
+        "when it is set. An external tool the user builds; see the README.",
+    )
     frontend_dir: Path = Field(default=REPO_ROOT / "frontend", description="Templates and static files.")
     migrations_dir: Path = Field(default=REPO_ROOT / "migrations", description="Alembic scripts.")
 
