@@ -238,25 +238,26 @@ def _wait(
     cancel: threading.Event | None,
     on_progress: Callable[[int], None] | None,
 ) -> None:
-    """Until the binary exits: report ranks finished, kill it on cancel or past the deadline."""
+    """Until the binary exits: report ranks finished; kill it on cancel, past the deadline, or when the caller is
+    interrupted (Ctrl-C in the CLI: the binary runs in its own session, so the terminal's signal misses it)."""
     follower = _FinishedLines(stdout_path)
     reported = -1
-    while True:
-        exited = process.poll() is not None
-        if on_progress is not None:
-            done = follower.count()
-            if done != reported:
+    try:
+        while True:
+            exited = process.poll() is not None
+            if on_progress is not None and (done := follower.count()) != reported:
                 on_progress(min(done, world_size))
                 reported = done
-        if exited:
-            return
-        if cancel is not None and cancel.is_set():
-            _kill(process)
-            raise SimulationCancelled("cancelled: ASTRA-sim was stopped")
-        if time.monotonic() > deadline:
-            _kill(process)
-            raise SimulationError(f"timeout_s: ASTRA-sim ran past {timeout_s:g} s and was stopped")
-        time.sleep(POLL_S)
+            if exited:
+                return
+            if cancel is not None and cancel.is_set():
+                raise SimulationCancelled("cancelled: ASTRA-sim was stopped")
+            if time.monotonic() > deadline:
+                raise SimulationError(f"timeout_s: ASTRA-sim ran past {timeout_s:g} s and was stopped")
+            time.sleep(POLL_S)
+    except BaseException:
+        _kill(process)
+        raise
 
 
 class _FinishedLines:
@@ -284,6 +285,40 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
+class RankGroup(BaseModel):
+    """Ranks whose simulated figures are the same (ranks sharing a role usually are), written once."""
+
+    ranks: str = Field(description="The ranks, as ranges: '0-1, 4-5'.")
+    count: int
+    step_ns: int
+    compute_ns: int
+    exposed_comm_ns: int
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """Sorted ranks as ranges: [0, 1, 4, 5, 7] → '0-1, 4-5, 7'."""
+    spans: list[list[int]] = []
+    for rank in ranks:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def rank_groups(ranks: list[RankTime]) -> list[RankGroup]:
+    """Ranks with the same figures together, the slowest step first."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for rank in ranks:
+        groups.setdefault((rank.step_ns, rank.compute_ns, rank.exposed_comm_ns), []).append(rank.rank)
+    ordered = sorted(groups.items(), key=lambda item: (-item[0][0], item[1][0]))
+    return [
+        RankGroup(ranks=rank_ranges(members), count=len(members), step_ns=step, compute_ns=compute,
+                  exposed_comm_ns=exposed)
+        for (step, compute, exposed), members in ordered
+    ]  # fmt: skip
+
+
 class Simulation(BaseModel):
     """A plan's training step as ASTRA-sim simulated it, beside the communication the plan itself puts in it."""
 
@@ -292,6 +327,7 @@ class Simulation(BaseModel):
     network: SimulatedNetwork
     step_ns: int = Field(description="The slowest rank's simulated step.")
     ranks: list[RankTime]
+    rank_groups: list[RankGroup] = Field(description="Ranks with the same figures together, the slowest first.")
     planned_comm: list[PlannedComm] = Field(description="The plan's ideal communication per step, by dimension.")
     exit_note: str | None
     wall_s: float
@@ -314,6 +350,7 @@ def simulate_plan(
         network=network,
         step_ns=max(rank.step_ns for rank in output.ranks),
         ranks=output.ranks,
+        rank_groups=rank_groups(output.ranks),
         planned_comm=planned_communication(document),
         exit_note=output.exit_note,
         wall_s=output.wall_s,
