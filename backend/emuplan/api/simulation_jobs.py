@@ -16,7 +16,7 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import OperationalError
 
-from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, simulate_plan
+from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
 from emuplan.store.db import Database
@@ -131,7 +131,7 @@ class SimulationJobs:
             )  # fmt: skip
         except SimulationCancelled as error:
             outcome = {"state": "cancelled", "error": str(error)}
-        except (LookupError, ValueError) as error:  # PlanNotFound, ExportError, SimulationError
+        except (LookupError, ValueError, SimulatorUnavailable) as error:  # PlanNotFound, ExportError, SimulationError
             outcome = {"state": "failed", "error": str(error)}
         except Exception as error:  # noqa: BLE001 - a job thread must always end in a final state
             outcome = {"state": "failed", "error": f"unexpected error: {error!r}"}

@@ -147,10 +147,11 @@ def check_binary(binary: Path | None) -> Path:
     return binary
 
 
-def _read_results(output: bytes, world_size: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+def _read_results(output: bytes) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+    """rank → (step, exposed communication) and rank → compute, in ns, from the binary's output."""
     finished = {int(r): (int(step), int(exposed)) for r, step, exposed in _FINISHED.findall(output)}
     compute = {int(r): int(ns) for r, ns in _COMPUTE.findall(output)}
-    return {r: v for r, v in finished.items() if r < world_size}, compute
+    return finished, compute
 
 
 def _last_lines(path: Path) -> str:
@@ -200,7 +201,7 @@ def run_astra_sim(
                 raise SimulatorUnavailable(f"EMUPLAN_ASTRA_SIM: cannot run {binary}: {error}") from None
             _wait(process, stdout_path, world_size, started + timeout_s, timeout_s, cancel, on_progress)
         wall_s = time.monotonic() - started
-        finished, compute = _read_results(stdout_path.read_bytes(), world_size)
+        finished, compute = _read_results(stdout_path.read_bytes())
         missing = [rank for rank in range(world_size) if rank not in finished or rank not in compute]
         if missing:
             shown = ", ".join(map(str, missing[:8])) + (", …" if len(missing) > 8 else "")
