@@ -75,6 +75,29 @@ def test_a_simulation_runs_in_the_background_and_keeps_its_result(astra_client: 
 
 
 @requires_astra_sim
+def test_a_cancel_stops_astra_sim_and_keeps_no_result(astra_client: TestClient) -> None:
+    # GPT-2 at 128 micro-batches: about 3 s to write its traces and 5 s in ASTRA-sim here, time for the cancel
+    # (read by the running worker within a heartbeat, 0.5 s) to reach the binary.
+    plan_id = save_plan(
+        astra_client, model="gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=256, seq_len=128, micro_batches=128
+    )
+    job = astra_client.post(f"/api/plans/{plan_id}/simulate", json={}).json()
+    deadline = time.monotonic() + 60
+    while astra_client.get(f"/api/simulations/{job['id']}").json()["state"] != "simulating":
+        assert time.monotonic() < deadline, "the simulation never started"
+        time.sleep(0.05)
+    cancelled = astra_client.delete(f"/api/simulations/{job['id']}").json()
+    assert (cancelled["state"], cancelled["error"], cancelled["result"], cancelled["ranks_total"]) == (
+        "cancelled", "cancelled: ASTRA-sim was stopped", None, 8
+    )  # fmt: skip
+    # The worker is free again: the next simulation starts.
+    seed = save_plan(astra_client)
+    again = astra_client.post(f"/api/plans/{seed}/simulate", json={})
+    assert again.status_code == 202
+    assert wait_until_done(astra_client, again.json()["id"])["state"] == "succeeded"
+
+
+@requires_astra_sim
 def test_the_wall_time_bound_fails_the_job_and_keeps_no_result(astra_client: TestClient) -> None:
     plan_id = save_plan(astra_client)
     job = astra_client.post(f"/api/plans/{plan_id}/simulate", json={"timeout_s": 1e-6}).json()
