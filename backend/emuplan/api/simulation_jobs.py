@@ -91,7 +91,7 @@ class SimulationJobs:
         self, database: Database, binary: Path | None, plan_id: int, request: SimulateRequest
     ) -> SimulationJobRecord:
         with database.read_session() as session:  # 404/422/503 before anything is recorded
-            binary = check_simulation(session, plan_id, binary, request.gpu, request.utilisation)
+            binary = check_simulation(session, plan_id, binary)
         if not self._running.acquire(blocking=False):
             raise SimulationBusy()
         try:

@@ -9,16 +9,15 @@ from sqlmodel import Session
 from emuplan.simulate.astra_sim import check_binary
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.workload_export import chakra_bundle, chakra_refusal
-from emuplan.workload.chakra.schedule import ComputeModel, ExportError
+from emuplan.workload.chakra.schedule import ExportError
 from emuplan.workload.document import PlanDocument
 
 
-def check_simulation(session: Session, plan_id: int, binary: Path | None, gpu: str, utilisation: float) -> Path:
-    """The binary to run, once the plan, its traces and the options are known to do: ``PlanNotFound``,
-    ``SimulatorUnavailable`` or ``ExportError`` (the field first) before anything starts."""
+def check_simulation(session: Session, plan_id: int, binary: Path | None) -> Path:
+    """The binary to run, once the plan and its traces are known to do: ``PlanNotFound``, ``SimulatorUnavailable``
+    or ``ExportError`` (the field first) before anything starts."""
     plan = get_plan(session, plan_id)
     binary = check_binary(binary)
-    ComputeModel.from_options(gpu, utilisation)
     if (refusal := chakra_refusal(session, plan)) is not None:
         raise ExportError(refusal)
     return binary
