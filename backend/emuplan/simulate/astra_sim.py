@@ -1,7 +1,7 @@
 """Run ASTRA-sim's analytical backend on a plan's Chakra traces and read each rank's simulated step.
 
 The network is the plan's own: its ranks laid out as hosts × GPUs per host, every link at the plan's link speed
-and α, the α-β ring its ideal times assume. The binary prints per rank "sys[r] finished, N cycles, exposed
+and α, ring collectives as its ideal times assume. The binary prints per rank "sys[r] finished, N cycles, exposed
 communication M cycles" and "sys[r], GPU time: G" (cycles are ns); those lines are the result. A known upstream
 defect aborts the binary at exit, after every rank's result is printed, when communicator groups are smaller
 than the world and the implementation list has one entry: a non-zero exit with every rank's lines is a result
@@ -75,7 +75,10 @@ def plan_network(inputs: NormalisedInputs) -> SimulatedNetwork:
     """The plan's ranks as ASTRA-sim's NPUs: GPUs within a host, then hosts (rank = host · gpus_per_host + local
     index, the order the plan numbers them), each link at the plan's per-rank link speed and latency α. A plan on
     one host, or with one GPU per host, is one ring of all its ranks."""
-    bandwidth = inputs.link_gbps / 8  # Gbit/s → GB/s
+    # Gbit/s → GB/s of 10^9 B, the plan's unit. astra-network-analytical 599a047 (the shared build) reads a GB as
+    # 2^30 B (common/NetworkFunction.cpp, bw_GBps_to_Bpns), later versions as 10^9: written as the plan says, and
+    # the README says what that build makes of it.
+    bandwidth = inputs.link_gbps / 8
     latency = inputs.latency_us * 1000
     hierarchical = inputs.hosts > 1 and inputs.gpus_per_host > 1 and inputs.hosts * inputs.gpus_per_host == inputs.gpus
     sizes = [inputs.gpus_per_host, inputs.hosts] if hierarchical else [inputs.gpus]
