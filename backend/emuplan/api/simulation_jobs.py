@@ -20,7 +20,7 @@ from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, Simulato
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
 from emuplan.store.db import Database
-from emuplan.store.measurement_jobs import HEARTBEAT_S
+from emuplan.store.job_records import HEARTBEAT_S
 from emuplan.store.models import SimulationJobRecord
 from emuplan.store.simulations import check_simulation, plan_traces
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
