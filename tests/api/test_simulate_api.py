@@ -99,15 +99,16 @@ def test_a_cancel_stops_astra_sim_and_keeps_no_result(astra_client: TestClient) 
 
 @requires_astra_sim
 def test_the_wall_time_bound_fails_the_job_and_keeps_no_result(astra_client: TestClient) -> None:
-    plan_id = save_plan(astra_client)
-    job = astra_client.post(f"/api/plans/{plan_id}/simulate", json={"timeout_s": 1e-6}).json()
+    # 512 micro-batches through 4 stages: over a second in ASTRA-sim here.
+    plan_id = save_plan(astra_client, strategy="pipeline", pp=4, gpus=4, micro_batches=512)
+    job = astra_client.post(f"/api/plans/{plan_id}/simulate", json={"timeout_s": 0.3}).json()
     done = wait_until_done(astra_client, job["id"])
     assert (done["state"], done["error"], done["result"]) == (
-        "failed", "timeout_s: ASTRA-sim ran past 1e-06 s and was stopped", None
+        "failed", "timeout_s: ASTRA-sim ran past 0.3 s and was stopped", None
     )  # fmt: skip
     response = astra_client.get(f"/api/simulations/{job['id']}/result")
     assert (response.status_code, response.json()["detail"]) == (
-        409, f"simulation job {job['id']} is failed: no result (timeout_s: ASTRA-sim ran past 1e-06 s and was stopped)"
+        409, f"simulation job {job['id']} is failed: no result (timeout_s: ASTRA-sim ran past 0.3 s and was stopped)"
     )  # fmt: skip
 
 

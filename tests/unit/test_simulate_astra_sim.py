@@ -117,13 +117,14 @@ def test_its_abort_at_exit_after_every_result_is_a_complete_result() -> None:
 
 @requires_astra_sim
 def test_a_cancel_or_the_time_bound_stops_it() -> None:
-    document, files = plan_and_bundle(**SEED_DATA)
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(SimulationCancelled):
-        simulate_plan(ASTRA_SIM, document, files, "h100-sxm", 0.4, cancel=cancel)
-    with pytest.raises(SimulationError, match=r"^timeout_s: ASTRA-sim ran past 1e-06 s and was stopped$"):
-        simulate_plan(ASTRA_SIM, document, files, "h100-sxm", 0.4, timeout_s=1e-6)
+        simulate_plan(ASTRA_SIM, *plan_and_bundle(**SEED_DATA), "h100-sxm", 0.4, cancel=cancel)
+    # 512 micro-batches through 4 stages: over a second in ASTRA-sim here.
+    long_pipeline = plan_and_bundle(strategy="pipeline", mode="framework", pp=4, gpus=4, micro_batches=512)
+    with pytest.raises(SimulationError, match=r"^timeout_s: ASTRA-sim ran past 0.3 s and was stopped$"):
+        simulate_plan(ASTRA_SIM, *long_pipeline, "h100-sxm", 0.4, timeout_s=0.3)
 
 
 @requires_astra_sim

@@ -248,14 +248,15 @@ def _wait(
     reported = -1
     try:
         while True:
+            # A cancel wins even over a run that has just ended: whoever cancelled wants no result.
+            if cancel is not None and cancel.is_set():
+                raise SimulationCancelled("cancelled: ASTRA-sim was stopped")
             exited = process.poll() is not None
             if on_progress is not None and (done := follower.count()) != reported:
                 on_progress(min(done, world_size))
                 reported = done
             if exited:
                 return
-            if cancel is not None and cancel.is_set():
-                raise SimulationCancelled("cancelled: ASTRA-sim was stopped")
             if time.monotonic() > deadline:
                 raise SimulationError(f"timeout_s: ASTRA-sim ran past {timeout_s:g} s and was stopped")
             time.sleep(POLL_S)
