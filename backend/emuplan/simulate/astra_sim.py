@@ -10,6 +10,7 @@ than the world and the implementation list has one entry: a non-zero exit with e
 
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -88,7 +89,7 @@ def plan_network(inputs: NormalisedInputs) -> SimulatedNetwork:
 
 def system_config(dimensions: int) -> dict:
     """ASTRA-sim's system configuration: ring collectives in every dimension (one entry per dimension), and one
-    chunk per collective, so a collective costs what the plan's α-β ring says rather than α once per chunk.
+    chunk per collective, so a collective pays α once per ring step, as the plan's α-β ring does, not once per chunk.
     Compute takes each node's ``duration_micros`` (roofline off)."""
     ring = ["ring"] * dimensions
     return {
@@ -175,8 +176,9 @@ def run_astra_sim(
     """Simulate ``files`` (a Chakra bundle: ``workload.<rank>.et`` for every rank and ``comm_groups.json``) on
     ``network`` in a temporary folder; ``on_progress`` gets the count of ranks finished as they finish. The
     binary is killed on ``cancel`` (``SimulationCancelled``) or after ``timeout_s`` (``SimulationError``)."""
-    if len(network.dimensions) == 0 or world_size != _npus(network):
-        raise SimulationError(f"network: {_npus(network)} NPUs for a plan of {world_size} ranks")
+    npus = math.prod(dimension.npus for dimension in network.dimensions)
+    if not network.dimensions or npus != world_size:
+        raise SimulationError(f"network: {npus} NPUs for a plan of {world_size} ranks")
     with tempfile.TemporaryDirectory(prefix="emuplan-astra-sim-") as folder:
         root = Path(folder)
         traces = root / "traces"
@@ -224,13 +226,6 @@ def run_astra_sim(
         for r in range(world_size)
     ]
     return SimulatorOutput(ranks=ranks, exit_note=exit_note, wall_s=wall_s)
-
-
-def _npus(network: SimulatedNetwork) -> int:
-    total = 1
-    for dimension in network.dimensions:
-        total *= dimension.npus
-    return total
 
 
 def _wait(
