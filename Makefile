@@ -13,11 +13,15 @@ $(INSTALLED): pyproject.toml
 	touch $(INSTALLED)
 
 # Chromium drives the browser tests; bubblewrap sandboxes uploaded PyTorch source; PostgreSQL's server
-# (Debian keeps it in /usr/lib/postgresql/VERSION/bin) runs the tests' throwaway clusters.
+# (Debian keeps it in /usr/lib/postgresql/VERSION/bin) runs the tests' throwaway clusters; the shared ASTRA-sim
+# build beside the repository (the simulation tests run it) needs its runtime libraries.
+ASTRA_SIM := ../shared/tools/astra-sim/bin/AstraSim_Analytical_Congestion_Unaware
 system-packages:
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -x $(ASTRA_SIM) ] && ldd $(ASTRA_SIM) | grep -q "not found"; then \
+		missing="$$missing libprotobuf32 libyaml-cpp0.7 libspdlog1.10 libfmt9"; fi; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

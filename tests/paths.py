@@ -14,3 +14,5 @@ MIXTRAL_8X7B_CONFIG = FIXTURES / "hf_configs" / "Mixtral-8x7B-v0.1" / "config.js
 SHARED = REPO_ROOT.parent / "shared"
 SEEDS = SHARED / "seeds"
 SHARED_NCCL = SHARED / "fixtures" / "nccl-tests"
+# ASTRA-sim's analytical binary as built beside the repository (its README says how); CI has it.
+ASTRA_SIM = SHARED / "tools" / "astra-sim" / "bin" / "AstraSim_Analytical_Congestion_Unaware"

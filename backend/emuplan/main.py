@@ -20,6 +20,7 @@ from emuplan.api import (
     plans,
     platforms,
     runs,
+    simulate,
     static_files,
     trend,
 )
@@ -105,6 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runs.router,
         measure.plan_router,
         measure.router,
+        simulate.plan_router,
+        simulate.router,
         platforms.router,
         platforms.page_router,
         trend.router,

@@ -100,6 +100,11 @@ class Settings(BaseSettings):
         description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
         "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
     )
+    astra_sim: Path | None = Field(
+        default=None,
+        description="ASTRA-sim's analytical binary (AstraSim_Analytical_Congestion_Unaware): plans can be simulated "
+        "when it is set. An external tool the user builds; see the README.",
+    )
     frontend_dir: Path = Field(default=FRONTEND_DIR, description="Templates and static files.")
     migrations_dir: Path = Field(default=MIGRATIONS_DIR, description="Alembic scripts.")
 

@@ -14,9 +14,12 @@ from fastapi.responses import JSONResponse
 
 from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
+from emuplan.api.simulate import SimulationNotFinished
+from emuplan.api.simulation_jobs import SimulationBusy
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
+from emuplan.simulate.astra_sim import SimulatorUnavailable
 from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
@@ -36,6 +39,8 @@ ERROR_STATUS: dict[type[Exception], int] = {
     PlatformExists: 409,
     BuiltinPlatform: 409,
     MeasurementBusy: 409,
+    SimulationBusy: 409,
+    SimulationNotFinished: 409,
     ShareLinkGone: 410,
     ResultFileTooLarge: 413,
     UnsupportedModelFile: 415,
@@ -44,6 +49,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     ModelFileError: 400,
     SandboxUnavailable: 503,
     SandboxBusy: 503,
+    SimulatorUnavailable: 503,
     # Fields that cannot be planned, measured or stored as given.
     MeasurementError: 422,
     ValueError: 422,

@@ -10,26 +10,28 @@ without one the job is failed and the host is free again.
 """
 
 import socket
-from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select, update
+from sqlmodel import select
 
 from emuplan.store.db import Database
+from emuplan.store.job_records import HEARTBEAT_S as HEARTBEAT_S  # what api/jobs.py and the tests read here
+from emuplan.store.job_records import KEPT_FINISHED_JOBS, JobTable
+from emuplan.store.job_records import STALE_AFTER as STALE_AFTER
 from emuplan.store.models import MeasurementJobRecord, utc_now
 from emuplan.store.rows import NotFound
 
 ACTIVE_STATES = ("starting", "running", "storing")
-KEPT_FINISHED_JOBS = 20
-# The running worker writes its heartbeat (and reads the cancel flag) every HEARTBEAT_S.
-HEARTBEAT_S = 0.5
-STALE_AFTER = timedelta(seconds=30)
-GONE_ERROR = "the server process running this measurement stopped"
 
 
 class MeasurementJobNotFound(NotFound):
     pass
+
+
+# A job that ends, however it ends, frees the host it held.
+_jobs = JobTable(MeasurementJobRecord, ACTIVE_STATES, MeasurementJobNotFound, "measurement", {"running_on": None})
+GONE_ERROR = _jobs.gone_error
 
 
 class MeasurementBusy(Exception):
@@ -44,33 +46,13 @@ def server_host() -> str:
     return socket.gethostname()
 
 
-def _fail_stale_jobs(session: Session, now: datetime) -> None:
-    session.exec(
-        update(MeasurementJobRecord)
-        .where(col(MeasurementJobRecord.state).in_(ACTIVE_STATES))
-        .where(col(MeasurementJobRecord.heartbeat_at) < now - STALE_AFTER)
-        .values(state="failed", error=GONE_ERROR, running_on=None, finished_at=now)
-    )
-
-
-def _forget_old_jobs(session: Session) -> None:
-    finished = session.exec(
-        select(MeasurementJobRecord.id)
-        .where(col(MeasurementJobRecord.state).not_in(ACTIVE_STATES))
-        .order_by(col(MeasurementJobRecord.started_at).desc())
-        .offset(KEPT_FINISHED_JOBS - 1)  # the job about to start takes a place
-    ).all()
-    for job_id in finished:
-        session.delete(session.get(MeasurementJobRecord, job_id))
-
-
 def claim_host(database: Database, job_id: str, plan_id: int, request: dict[str, Any]) -> MeasurementJobRecord:
     """Record a new job as active on this host; ``MeasurementBusy`` when one is active here already."""
     host = server_host()
     now = utc_now()
     with database.writing() as session:
-        _fail_stale_jobs(session, now)
-        _forget_old_jobs(session)
+        _jobs.fail_stale(session, now)
+        _jobs.forget_old(session)
     record = MeasurementJobRecord(
         id=job_id, plan_id=plan_id, request=request, state="starting", host=host, running_on=host,
         heartbeat_at=now, started_at=now,
@@ -86,69 +68,12 @@ def claim_host(database: Database, job_id: str, plan_id: int, request: dict[str,
     return record
 
 
-def beat(database: Database, job_id: str, **progress: Any) -> bool:
-    """The running worker's heartbeat with its latest progress; whether a cancel was asked for."""
-    with database.writing() as session:
-        session.exec(
-            update(MeasurementJobRecord)
-            .where(MeasurementJobRecord.id == job_id)
-            .where(col(MeasurementJobRecord.state).in_(ACTIVE_STATES))
-            .values(heartbeat_at=utc_now(), **progress)
-        )
-        return bool(
-            session.exec(select(MeasurementJobRecord.cancel_requested).where(MeasurementJobRecord.id == job_id)).first()
-        )
-
-
-def finish(database: Database, job_id: str, state: str, **fields: Any) -> None:
-    """The job's final state: the host is free again."""
-    now = utc_now()
-    with database.writing() as session:
-        session.exec(
-            update(MeasurementJobRecord)
-            .where(MeasurementJobRecord.id == job_id)
-            .values(state=state, running_on=None, finished_at=now, heartbeat_at=now, **fields)
-        )
-
-
-def request_cancel(database: Database, job_id: str) -> MeasurementJobRecord:
-    """Ask the worker running the job to cancel it (it polls the flag); a finished job stays as it is."""
-    with database.writing() as session:
-        job = get_job(session, job_id)
-        if job.state in ACTIVE_STATES:
-            job.cancel_requested = True
-            session.add(job)
-        return job
-
-
-def get_job(session: Session, job_id: str) -> MeasurementJobRecord:
-    job = session.get(MeasurementJobRecord, job_id)
-    if job is None:
-        raise MeasurementJobNotFound(f"no measurement job {job_id!r}")
-    return job
-
-
-def _is_stale(job: MeasurementJobRecord, now: datetime) -> bool:
-    return job.state in ACTIVE_STATES and job.heartbeat_at < now - STALE_AFTER
-
-
-def read_job(database: Database, job_id: str) -> MeasurementJobRecord:
-    with database.read_session() as session:
-        job = get_job(session, job_id)
-    if _is_stale(job, utc_now()):
-        with database.writing() as session:
-            _fail_stale_jobs(session, utc_now())
-            job = get_job(session, job_id)
-    return job
+beat = _jobs.beat
+finish = _jobs.finish  # the final state, and the host is free again
+request_cancel = _jobs.request_cancel
+read_job = _jobs.read
 
 
 def list_jobs(database: Database) -> list[MeasurementJobRecord]:
     """The active jobs and the last finished ones, newest first."""
-    statement = select(MeasurementJobRecord).order_by(col(MeasurementJobRecord.started_at).desc())
-    with database.read_session() as session:
-        jobs = list(session.exec(statement.limit(KEPT_FINISHED_JOBS + 1)).all())
-    if any(_is_stale(job, utc_now()) for job in jobs):
-        with database.writing() as session:
-            _fail_stale_jobs(session, utc_now())
-            jobs = list(session.exec(statement.limit(KEPT_FINISHED_JOBS + 1)).all())
-    return jobs
+    return _jobs.newest(database, KEPT_FINISHED_JOBS + 1)

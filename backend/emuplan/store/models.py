@@ -375,3 +375,24 @@ class MeasurementJobRecord(SQLModel, table=True):
     heartbeat_at: datetime = _created_at()
     started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
     finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class SimulationJobRecord(SQLModel, table=True):
+    """An ASTRA-sim simulation of a plan (``api/simulation_jobs.py``), run by one server worker and reported by all
+    of them: the running worker writes progress, ``heartbeat_at`` and at the end ``result`` (the
+    ``simulate.astra_sim.Simulation`` document), and reads ``cancel_requested``, which any worker may set."""
+
+    __tablename__ = "simulation_job"
+
+    id: str = Field(primary_key=True)
+    plan_id: int = Field(sa_type=BigInteger)
+    request: dict = _json(dict)  # the SimulateRequest as given, defaults filled in
+    state: str
+    ranks_done: int = Field(default=0, sa_type=BigInteger)
+    ranks_total: int | None = Field(default=None, sa_type=BigInteger)
+    error: str | None = None
+    result: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    cancel_requested: bool = False
+    heartbeat_at: datetime = _created_at()
+    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

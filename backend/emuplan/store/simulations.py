@@ -1,0 +1,32 @@
+"""A stored plan simulated with ASTRA-sim: its Chakra traces for every rank (``store.workload_export``) on its own
+network (``simulate.astra_sim``). The CLI and the API's jobs both take ``plan_traces`` to ``simulate_plan``; the API
+checks a start with ``check_simulation`` first, so a refused one answers at once rather than as a failed job."""
+
+from pathlib import Path
+
+from sqlmodel import Session
+
+from emuplan.simulate.astra_sim import check_binary
+from emuplan.store.plans import get_plan, plan_document
+from emuplan.store.workload_export import chakra_bundle, chakra_refusal
+from emuplan.workload.chakra.schedule import ExportError
+from emuplan.workload.document import PlanDocument
+
+
+def check_simulation(session: Session, plan_id: int, binary: Path | None) -> Path:
+    """The binary to run, once the plan and its traces are known to do: ``PlanNotFound``, ``SimulatorUnavailable``
+    or ``ExportError`` (the field first) before anything starts."""
+    plan = get_plan(session, plan_id)
+    binary = check_binary(binary)
+    if (refusal := chakra_refusal(session, plan)) is not None:
+        raise ExportError(refusal)
+    return binary
+
+
+def plan_traces(
+    session: Session, plan_id: int, gpu: str, utilisation: float, allow_files: bool = False
+) -> tuple[PlanDocument, dict[str, bytes]]:
+    """The plan's document and its Chakra bundle with a trace for every rank, as a simulator needs."""
+    document = plan_document(get_plan(session, plan_id))
+    every_rank = f"0-{document.inputs.gpus - 1}"
+    return document, chakra_bundle(session, plan_id, gpu, utilisation, every_rank, allow_files=allow_files)

@@ -1,0 +1,99 @@
+"""A saved plan's "Simulate with ASTRA-sim" section: with the shared build it runs the plan and shows each rank's
+simulated step beside the planned communication, at desktop and phone widths; without the setting it says how to
+install ASTRA-sim; a plan without Chakra traces says why it cannot be simulated."""
+
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+from browser_support import DESKTOP, PHONE, PageWatch, screenshot
+from playwright.sync_api import Page, expect
+
+from astra_sim_binary import requires_astra_sim
+from emuplan.settings import Settings
+from live_server import LiveServer, start_server, stop_server
+from paths import ASTRA_SIM
+
+HYBRID = {"model": "fashion-mnist-mlp", "strategy": "hybrid", "mode": "framework", "tp": 2, "pp": 2, "dp": 2,
+          "gpus_per_host": 4, "hosts": 2, "name": "seed hybrid"}  # fmt: skip
+
+
+@pytest.fixture
+def astra_server(database_url: str) -> Iterator[LiveServer]:
+    live = start_server(Settings(database_url=database_url, demo=False, astra_sim=ASTRA_SIM))
+    yield live
+    stop_server(live)
+
+
+def save_plan(server: LiveServer, body: dict) -> int:
+    response = httpx2.post(f"{server.url}/api/plans", json=body, timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def no_horizontal_scroll(page: Page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@requires_astra_sim
+def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
+    astra_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    plan_id = save_plan(astra_server, HYBRID)
+    page.goto(f"{astra_server.url}/plans/{plan_id}")
+    section = page.locator("#simulate")
+    expect(section.locator("h2")).to_have_text("Simulate with ASTRA-sim")
+    section.locator("#simulate-start").click()
+    expect(page.locator("#simulate-status")).to_contain_text("Simulated ", timeout=60_000)
+    expect(page.locator("#simulate-network")).to_have_text(
+        "Network: 4 × 2 NPUs as rings, links 12.5 GB/s and 5,000 ns."
+    )
+    expect(page.locator("#simulate-summary")).to_have_text(
+        "Simulated step 635.9 µs (ranks 0-1, 4-5): compute 13.0 µs, exposed communication 622.9 µs."
+    )
+    ranks = page.locator("#simulate-ranks table")
+    expect(ranks.locator("thead th")).to_have_text(
+        ["ranks", "step (µs)", "compute (µs)", "exposed comm (µs)", "exposed (% of step)"]
+    )
+    expect(ranks.locator("tbody tr").nth(0).locator("td")).to_have_text(["0-1, 4-5", "635.9", "13.0", "622.9", "98.0"])
+    expect(ranks.locator("tbody tr").nth(1).locator("td")).to_have_text(["2-3, 6-7", "585.6", "13.0", "572.6", "97.8"])
+    planned = page.locator("#simulate-planned table")
+    expect(planned.locator("thead th")).to_have_text(["dimension", "collectives per step", "ideal time (µs)"])
+    expect(planned.locator("tbody tr td:first-child")).to_have_text(["tp", "pp", "dp", "all"])
+    expect(planned.locator("tbody tr").nth(3).locator("td")).to_have_text(["all", "7", "590.8"])
+    expect(page.locator("#simulate-start")).to_be_enabled()
+    section.scroll_into_view_if_needed()
+    assert no_horizontal_scroll(page)
+    screenshot(page, "plan-simulate-desktop")
+    page.set_viewport_size(PHONE)
+    section.scroll_into_view_if_needed()
+    assert no_horizontal_scroll(page)
+    screenshot(page, "plan-simulate-phone")
+
+    # A reload shows the plan's last simulation without running it again.
+    page.set_viewport_size(DESKTOP)
+    page.reload()
+    expect(page.locator("#simulate-summary")).to_contain_text("Simulated step 635.9 µs")
+    watch.assert_clean()
+
+
+def test_without_astra_sim_the_section_says_how_to_install_it(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    plan_id = save_plan(live_server, HYBRID)
+    page.goto(f"{live_server.url}/plans/{plan_id}")
+    note = page.locator("#simulate-install")
+    expect(note).to_contain_text("ASTRA-sim is not set up on this server.")
+    expect(note).to_contain_text('"Simulating a plan with ASTRA-sim"')
+    expect(note).to_contain_text("EMUPLAN_ASTRA_SIM")
+    expect(page.locator("#simulate-start")).to_have_count(0)
+    assert no_horizontal_scroll(page)
+    screenshot(page, "plan-simulate-install-desktop")
+    page.set_viewport_size(PHONE)
+    assert no_horizontal_scroll(page)
+    screenshot(page, "plan-simulate-install-phone")
+
+    tutorial_id = save_plan(live_server, {"model": "fashion-mnist-mlp", "strategy": "data"})
+    page.goto(f"{live_server.url}/plans/{tutorial_id}")
+    expect(page.locator("#simulate-refused")).to_contain_text("this plan has none (mode: a Chakra trace follows")
+    watch.assert_clean()
