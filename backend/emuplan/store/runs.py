@@ -58,7 +58,7 @@ from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.platforms import platform_exists, platform_named
+from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import NotFound
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
@@ -617,15 +617,6 @@ def _judged(
         {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
     )
     return analysis, verdict.as_dict()
-
-
-def refresh_verdict(session: Session, run: Run) -> None:
-    """Store the run's verdict (``run.verdict``: what lists show) as its page judges it: its platform, its
-    ranks from the file, else its linked plan. Called whenever one of those or its statistics change."""
-    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
-    ranks = (plan.inputs.get("gpus") if plan is not None else None) or run.ranks  # as resolve_assumptions
-    platform = platform_named(session, run.platform) if run.platform else None
-    run.verdict = judge_summary(run.summary, run.kind, ranks=ranks, hosts=run.hosts, platform=platform).status
 
 
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
