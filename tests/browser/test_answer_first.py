@@ -100,3 +100,35 @@ def test_a_size_sweep_leads_with_its_peak_and_average_busbw(
     screenshot(page, f"answer-sweep-{label(viewport)}")
     watch.assert_clean()
     page.close()
+
+
+@VIEWPORTS
+def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_above_it_on_a_phone(
+    live_server: LiveServer, browser: Browser, viewport: dict
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(live_server.url + "/plan")
+    page.select_option("#model", "fashion-mnist-mlp")
+    tutorial = page.locator("#mode-tutorial")
+    expect(tutorial.locator(".data-sizes")).to_have_text(["[971048]"], timeout=30000)
+    expect(tutorial.locator(".trial-count")).to_have_text("8")
+    result = ["#mode-tutorial .trial-count", "#mode-tutorial .data-sizes", "#mode-framework .trial-count"]
+    if viewport is PHONE:
+        result = result[:2]  # the framework card follows the tutorial one, above the form
+    assert_in_first_viewport(page, viewport, result, f"plan-result-{label(viewport)}")
+    results, inputs = box_of(page, "#plan-results"), box_of(page, "#plan-inputs")
+    if viewport is DESKTOP:
+        assert results["x"] >= inputs["x"] + inputs["width"] and results["y"] < viewport["height"] / 4
+    else:
+        assert bottom(results) <= inputs["y"]
+    # The result follows the fields, and stays in view beside them while the form scrolls.
+    page.fill("#epochs", "2")
+    expect(tutorial.locator(".trial-count")).to_have_text("16")
+    if viewport is DESKTOP:
+        page.locator("#group-network, fieldset.option-group").last.scroll_into_view_if_needed()
+        assert_in_first_viewport(page, viewport, ["#mode-tutorial .trial-count"], "plan-result-scrolled-desktop")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"plan-result-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
