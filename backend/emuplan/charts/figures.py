@@ -83,8 +83,9 @@ def _axis(title: str | None, **options) -> dict:
     return {**_AXIS_STYLE, **({"title": {"text": title}} if title else {}), **options}
 
 
-# A title line fits a chart a third of a 1280 px page wide; run names are often longer than that.
-TITLE_LINE_CHARS = 44
+# A title says what the chart shows (the page names the run); a line of it fits a phone's chart (~340 px at
+# Plotly's 17 px title font), so no title needs shrinking in the browser.
+TITLE_LINE_CHARS = 32
 
 
 def _title_lines(title: str) -> list[str]:
@@ -595,7 +596,7 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
                          hovertemplate=f"iteration %{{x}}: %{{y:.4g}} {unit}")  # fmt: skip
             traces.append(trace)
-    title = "Completion time per iteration by run"
+    title = "Time per iteration, by run"
     # The plot, the title above it and the x axis title's 60 px below; _figure adds the legend's band.
     height = _top_margin(_title_lines(title)) + plot_px + 60
     return _figure(traces, title, "iteration", None, **panels, height=height)
@@ -618,7 +619,7 @@ def step_cost_figure(runs: list[tuple[str, dict]]) -> dict:
         traces.append({"type": "bar", "x": labels, "y": values, "name": escape(op),
                        "marker": kind_marker(index), "hovertemplate": hover})  # fmt: skip
     figure = _figure(
-        traces, "Communication time per training step (p50)", "run", f"time per step ({unit}, lower is better)",
+        traces, "Comm time per training step, p50", "run", f"time per step ({unit}, lower is better)",
         xaxis=_axis("run", type="category"), barmode="stack", showlegend=True,
     )  # fmt: skip
     if len(traces) == 1:

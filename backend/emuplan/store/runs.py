@@ -699,7 +699,7 @@ def run_figure(
                 + " (nccl-tests -J with -I 1 on several processes, per-flow records, a measured run)"
             )
         unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
-        return charts.straggler_figure(stragglers, kind, title=f"Time per {unit} against the median {unit}")
+        return charts.straggler_figure(stragglers, kind, title=f"Each {unit}'s time ÷ the median's")
     log_x = options.get("log_x", False)
     if kind in (FigureKind.CDF, FigureKind.DELAY) and run.kind == "size-sweep":
         # One value (or a few) per size: a CDF step or a delay point at iteration 0 says nothing a sweep does not.
