@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
-from emuplan.workload.sources import PYTORCH_SUFFIX, UnknownModelError, resolve_model
+from emuplan.workload.sources import PYTORCH_SUFFIX, STORED_MODEL_PREFIX, resolve_model
 
 # The database layer, the sandbox and PyTorch sources are imported where they are used: `emuplan plan`
 # of a preset never opens the database nor runs the sandbox.
@@ -21,31 +21,8 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from emuplan.sandbox.runner import SandboxPolicy
-    from emuplan.store.models import ModelDefinition, Plan
+    from emuplan.store.models import Plan
     from emuplan.workload.pytorch_source import PytorchSourceOptions
-
-STORED_MODEL_PREFIX = "model:"
-
-
-def stored_model_spec(model_definition_id: int) -> str:
-    return f"{STORED_MODEL_PREFIX}{model_definition_id}"
-
-
-def _stored_definition(session: "Session | None", spec: str) -> "ModelDefinition":
-    from emuplan.store.models import ModelDefinition
-
-    raw_id = spec.removeprefix(STORED_MODEL_PREFIX)
-    definition = session.get(ModelDefinition, int(raw_id)) if session is not None and raw_id.isdigit() else None
-    if definition is None:
-        raise UnknownModelError(f"model: no uploaded model definition {spec!r}")
-    return definition
-
-
-def inventory_for_spec(session: "Session | None", spec: str) -> ModelInventory:
-    """A preset's or an uploaded model definition's (``model:<id>``) inventory; never a file."""
-    if spec.startswith(STORED_MODEL_PREFIX):
-        return ModelInventory.model_validate(_stored_definition(session, spec).inventory)
-    return resolve_model(spec, allow_files=False)
 
 
 def plan_request(
@@ -64,7 +41,9 @@ def plan_request(
     # The PyTorch source to capture from, when there is one: (text, file name, options).
     source: tuple[str, str, PytorchSourceOptions] | None = None
     if spec.startswith(STORED_MODEL_PREFIX):
-        definition = _stored_definition(session, spec)
+        from emuplan.store.model_definitions import stored_definition
+
+        definition = stored_definition(session, spec)
         inventory, model_definition_id = ModelInventory.model_validate(definition.inventory), definition.id
         if definition.source_kind == "pytorch" and definition.content is not None:
             from emuplan.workload import pytorch_source

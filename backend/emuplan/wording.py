@@ -55,11 +55,31 @@ def as_printed(value: float | None, printed: str | None = None, key: str = "busb
 
 
 def time_in(value_us: float | None, unit: str = "µs") -> str:
-    """A computed time in ``unit`` (µs, ms or s), with thousands separators: '1,806.7', '1.81'."""
+    """A computed time in ``unit`` (µs, ms or s), with thousands separators: '1,806.7', '1.81'; a difference
+    that rounds to nothing is '0.00', never '-0.00'."""
     if value_us is None:
         return MISSING
     per_unit = {"µs": 1.0, "ms": 1e3, "s": 1e6}[unit]
-    return f"{value_us / per_unit:,.{TIME_DECIMALS[unit]}f}"
+    text = f"{value_us / per_unit:,.{TIME_DECIMALS[unit]}f}"
+    return text.removeprefix("-") if text.strip("-0.,") == "" else text
+
+
+def time_unit(typical_us: float) -> tuple[str, float]:
+    """(unit, µs per unit) for times around ``typical_us``: µs below 1 ms, ms below 1 s, else s."""
+    if typical_us >= 1e6:
+        return "s", 1e6
+    if typical_us >= 1e3:
+        return "ms", 1e3
+    return "µs", 1.0
+
+
+def time_with_unit(value_us: float | None) -> str:
+    """A time in its own unit, for a figure far from the unit of the times around it (an α-β ideal time of
+    146.5 µs beside p50s in ms): '146.5 µs', '1.81 ms'."""
+    if value_us is None:
+        return MISSING
+    unit, _ = time_unit(abs(value_us))
+    return f"{time_in(value_us, unit)} {unit}"
 
 
 def gbps(value: float | None) -> str:

@@ -64,13 +64,20 @@ export function fitPanelTitles(container, figure) {
 // horizontal legend does (plotly.js components/legend/draw.js): an entry is its text and 40 px (symbol and
 // gaps); ungrouped entries wrap at the plot area's width, each as wide as the widest once they take more
 // than a row; grouped ones stack per group, and the groups wrap side by side.
+// What Plotly does itself (plotly.js 4.1, legend draw.js): a legend with yref "container" reserves the margin
+// from where it is anchored to the figure's edge. Anchored at the bottom (y 0), that is its own height at this
+// width, rows counted by Plotly; but the figure's height stays what the layout says, so the rows come out of
+// the plot area (a phone's eight rows took 150 of its 420 px), and the widened margin draws the figure a
+// second time. Plotly never grows a figure to its legend: only this (and the pinned height below) does, in one
+// draw. Titles need nothing of ours: they name the chart, not a run, in lines a phone's chart holds
+// (figures.py, TITLE_LINE_CHARS).
 const LEGEND_ITEM_GAP_PX = 5;
 const LEGEND_SYMBOL_PX = 30 + 2 * LEGEND_ITEM_GAP_PX;
 const LEGEND_PAD_PX = 2 * LEGEND_ITEM_GAP_PX;
 
-// Legend entries, tick labels and titles are in Plotly's default font (the figures set none); the names
-// come escaped (the server's html.escape), the widths are of the text Plotly shows. Each distinct text and
-// size is measured once a page.
+// Legend entries and tick labels are in Plotly's default font (the figures set none); the names come escaped
+// (the server's html.escape), the widths are of the text Plotly shows. Each distinct text is measured once a
+// page.
 const PLOTLY_FONT_PX = 12;
 const PLOTLY_FONT_FAMILY = '"Open Sans", verdana, arial, sans-serif';
 const LEGEND_ROW_PX = Math.max(PLOTLY_FONT_PX * 1.3, 16) + 3; // Plotly's entry height: one line, 19 px
@@ -80,15 +87,14 @@ const ESCAPED = { "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;
 const measuredPx = new Map();
 let measuringContext;
 
-function textPx(markup, fontPx = PLOTLY_FONT_PX) {
-  const key = `${fontPx} ${markup}`;
-  if (!measuredPx.has(key)) {
+function textPx(markup) {
+  if (!measuredPx.has(markup)) {
     measuringContext ??= document.createElement("canvas").getContext("2d");
-    measuringContext.font = `${fontPx}px ${PLOTLY_FONT_FAMILY}`;
+    measuringContext.font = `${PLOTLY_FONT_PX}px ${PLOTLY_FONT_FAMILY}`;
     const text = markup.replace(/&(?:amp|lt|gt|quot|#x27);/g, (entity) => ESCAPED[entity]);
-    measuredPx.set(key, Math.ceil(measuringContext.measureText(text).width) + TEXT_SLACK_PX);
+    measuredPx.set(markup, Math.ceil(measuringContext.measureText(text).width) + TEXT_SLACK_PX);
   }
-  return measuredPx.get(key);
+  return measuredPx.get(markup);
 }
 
 // The height in px Plotly's horizontal legend takes for ``traces`` in a plot area ``maxWidth`` wide.
@@ -143,8 +149,10 @@ function fitLegendBand(container, data, layout) {
 
 // An x axis labelled at given ticks (the sweep chart's powers of two in B/KiB/MiB) keeps every k-th label
 // when the plot is too narrow for all of them side by side: Plotly would tilt them, and the tilted labels
-// widen the margins, which draws the figure a second time (and still crowds a phone's axis). The ticks
-// are evenly spaced (a log axis, powers of two a fixed step apart) across most of the axis.
+// widen the margins, which draws the figure a second time (and still crowds a phone's axis). Plotly's own
+// ticklabelstep does this for automatic ticks only ("no effect when tickmode is array"), and its automatic
+// ticks on a log axis cannot say KiB or MiB. The ticks are evenly spaced (a log axis, powers of two a fixed
+// step apart) across most of the axis.
 const TICK_GAP_PX = 12;
 const TICK_SPAN_SHARE = 0.9; // of the plot's width between the first and last tick, the axis' padding aside
 
@@ -166,22 +174,6 @@ function fitTickLabels(container, layout) {
   }
 }
 
-// A figure's title comes in lines of at most 44 characters (charts/figures.py), which a phone's chart
-// cannot always hold: a long run name in capitals ran past both edges. The title's font shrinks until its
-// widest line fits the chart's width (the line breaks, and so the top margin, stay as they are).
-const TITLE_FONT_PX = PLOTLY_FONT_PX * 1.4; // Plotly's default title size
-const TITLE_SIDE_PAD_PX = 8;
-
-function fitTitle(container, layout) {
-  const title = layout.title;
-  const room = container.clientWidth - 2 * TITLE_SIDE_PAD_PX;
-  if (!title?.text || room <= 0) return;
-  const size = title.font?.size ?? TITLE_FONT_PX;
-  const widest = Math.max(...title.text.split("<br>").map((line) => textPx(line, size)));
-  if (widest <= room) return;
-  layout.title = { ...title, font: { ...title.font, size: Math.floor((10 * size * room) / widest) / 10 } };
-}
-
 export async function drawFigure(container, figure) {
   const filename = container.dataset.filename || "chart";
   // Scattergl needs a WebGL context per chart and browsers cap them: pages with many charts use SVG.
@@ -194,7 +186,6 @@ export async function drawFigure(container, figure) {
   if (container.classList.contains("small") && layout.title) {
     layout.title = { ...layout.title, font: { ...(layout.title.font || {}), size: 12 } };
   }
-  fitTitle(container, layout);
   fitLegendBand(container, data, layout);
   fitTickLabels(container, layout);
   // Plotly's responsive resize takes the height from the container: pin it to the figure's (the slot's

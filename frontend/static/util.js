@@ -51,11 +51,12 @@ export async function fetchJSON(url, options = {}) {
 
 // One formatter per number of digits: toLocaleString with options builds a new Intl.NumberFormat on every
 // call, which was most of the time a comparison's tables took to render.
+// signDisplay "negative": a difference that rounds to nothing is "0.00", not "-0.00" (wording.time_in).
 const formatters = new Map();
 
 function formatter(digits) {
   if (!formatters.has(digits)) {
-    formatters.set(digits, new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }));
+    formatters.set(digits, new Intl.NumberFormat("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, signDisplay: "negative" }));
   }
   return formatters.get(digits);
 }

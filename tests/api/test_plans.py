@@ -132,3 +132,22 @@ def test_an_uploaded_model_definition_is_planned_by_id(client: TestClient, datab
     assert response.status_code == 201
     assert response.json()["model_definition_id"] == definition_id
     assert response.json()["workload"]["model"]["parameter_count"] == 6_738_415_616
+
+
+def test_a_plan_saved_without_a_name_is_named_by_its_parallel_degrees_and_its_notes_by_its_rank_layout(
+    client: TestClient,
+) -> None:
+    body = {"model": "mixtral-8x7b", "strategy": "hybrid", "mode": "framework", "gpus": 32, "tp": 2, "ep": 8}
+    created = client.post("/api/plans", json=body).json()
+    assert created["name"] == "mixtral-8x7b hybrid (framework), TP 2, EP 8"
+    layout = [note for note in created["workload"]["notes"] if note.startswith("Framework mode")]
+    assert layout == [
+        "Framework mode: rank = dp_index × 2 + tp_index (TP innermost, then DP); each KCCB trial covers the group "
+        "holding rank 0."
+    ]
+    seed = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "mode": "framework", "gpus": 4}).json()
+    assert seed["name"] == "fashion-mnist-mlp data (framework)"
+    assert (
+        "Framework mode: rank = dp_index (DP over all 4 ranks); each KCCB trial covers the group holding rank 0."
+        in (seed["workload"]["notes"])
+    )

@@ -64,6 +64,7 @@ def test_size_sweep_page_leads_with_busbw_and_draws_no_one_point_distributions(
     ).to_have_text("338.82")
     # A link typed draws the α-β expected curve and the line rate: 400 Gbit/s is 50 GB/s, and NVLink's busbw
     # read against it makes the page say the assumption, not the run, is off.
+    page.click("#assumptions summary")  # folded under the headline numbers
     page.fill("#link-gbps", "400")
     page.click("#apply-assumptions")
     wait_for_charts(page)

@@ -29,7 +29,9 @@ def test_the_verdict_leads_the_run_page_and_follows_its_platform(
     expect(page.locator("#verdict-status")).to_have_text("pass")
     expect(page.locator("#verdict h2")).to_contain_text("no platform")
     expect(page.locator("#verdict-reasons li")).to_have_text(["note · no platform: % of expected is not judged"])
-    # An editor names the platform it ran on: the page judges it again, on H100 + NDR.
+    # An editor names the platform it ran on (under the verdict's fold): the page judges it again, on H100 + NDR.
+    expect(page.locator("#verdict-rules summary")).to_have_text("Platform: none set · how the verdict is judged")
+    page.click("#verdict-rules summary")
     page.select_option("#platform-choice", "h100-ndr")
     page.click("#platform-submit")
     expect(page.locator("#verdict-status")).to_have_text("degraded")

@@ -89,7 +89,14 @@ def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entr
         "all_gather · size unknown"
     ]
     assert [t["showlegend"] for t in figure["data"]] == [True, True, False, False, True]
-    assert [t["line"]["color"] for t in figure["data"]] == ["#636efa", "#EF553B", "#636efa", "#EF553B", "#00cc96"]
+    # Its colour is its size's (the smallest darkest, unknown grey), its dash its collective's.
+    assert [(t["line"]["color"], t["line"]["dash"]) for t in figure["data"]] == [
+        ("#440154", "solid"),
+        ("#b5de2b", "solid"),
+        ("#440154", "solid"),
+        ("#b5de2b", "solid"),
+        ("#7f7f7f", "dash"),
+    ]
     assert [t["legendgroup"] for t in figure["data"]] == ["group-0", "group-1", "group-0", "group-1", "group-2"]
     # 250 points a series (a two-sample group keeps both), both spikes of the first size still drawn, in ms.
     assert [len(values(t["y"])) for t in figure["data"]] == [250, 250, 250, 250, 2]
@@ -178,19 +185,19 @@ def test_comparison_figures_and_escaping(big_summary):
     # A group has one colour and one legend entry across the panels (the second run's all_gather is its own
     # group); the legend sits below the panels in rows of its own, which the figure's height adds.
     assert [(t["name"], t["line"]["color"], t["legendgroup"], t["showlegend"]) for t in panels["data"]] == [
-        ("all_reduce · 971048 B", "#636efa", "group-0", True),
-        ("all_reduce · 4239400 B", "#EF553B", "group-1", True),
-        ("all_gather · size unknown", "#00cc96", "group-2", True),
+        ("all_reduce · 971048 B", "#440154", "group-0", True),
+        ("all_reduce · 4239400 B", "#b5de2b", "group-1", True),
+        ("all_gather · size unknown", "#7f7f7f", "group-2", True),
     ]
     assert panels["layout"]["legend"] == {"orientation": "h", "yref": "container", "y": 67 / 387,
                                           "yanchor": "top", "tracegroupgap": 0, "maxheight": 67}  # fmt: skip
     assert [panels["layout"]["margin"]["b"], panels["layout"]["height"]] == [60 + 67, 320 + 67]
     again = comparison_small_multiples([runs[0], ("#2 big again", big_summary)])
     assert [(t["legendgroup"], t["line"]["color"], t["showlegend"]) for t in again["data"]] == [
-        ("group-0", "#636efa", True),
-        ("group-1", "#EF553B", True),
-        ("group-0", "#636efa", False),
-        ("group-1", "#EF553B", False),
+        ("group-0", "#440154", True),
+        ("group-1", "#b5de2b", True),
+        ("group-0", "#440154", False),
+        ("group-1", "#b5de2b", False),
     ]
     # The shared y axis is labelled in the first column only; automargin makes room for every tick label, so
     # Plotly need not measure each to hide those past the chart's edge.
@@ -229,15 +236,12 @@ def test_comparison_figures_and_escaping(big_summary):
 
 
 def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summary):
-    short = delay_figure(big_summary, title="run 1: completion time per iteration")
-    assert short["layout"]["title"]["text"] == "run 1: completion time per iteration"
+    short = delay_figure(big_summary, title="Completion time per iteration")
+    assert short["layout"]["title"]["text"] == "Completion time per iteration"
     assert short["layout"]["margin"]["t"] == 58
-    name = "Demo tensor parallel <b>(measured locally: 4 gloo processes, 40 iterations)</b>"
-    long = delay_figure(big_summary, title=f"{name}: completion time per iteration")
-    # Broken at words within 44 characters of the raw text, then escaped line by line.
+    long = delay_figure(big_summary, title="Completion time per <b>iteration</b> of every run compared here")
+    # Broken at words within 32 characters of the raw text (a phone's chart holds a line), then escaped.
     assert long["layout"]["title"]["text"] == (
-        "Demo tensor parallel &lt;b&gt;(measured locally: 4<br>"
-        "gloo processes, 40 iterations)&lt;/b&gt;:<br>"
-        "completion time per iteration"
+        "Completion time per<br>&lt;b&gt;iteration&lt;/b&gt; of every run<br>compared here"
     )
     assert long["layout"]["margin"]["t"] == 36 + 22 * 3

@@ -42,6 +42,7 @@ from emuplan.wording import (
     ratio,
     thousands,
     time_in,
+    time_with_unit,
     to_the_minute,
 )
 from emuplan.workload.collectives import CollectiveOp
@@ -97,6 +98,7 @@ def _environment(templates_dir: Path) -> Environment:
         to_the_minute=to_the_minute,
         as_printed=as_printed,
         time_in=time_in,
+        time_with_unit=time_with_unit,
         gbps=gbps,
         percent=percent,
         ratio=ratio,

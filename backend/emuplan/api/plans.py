@@ -15,7 +15,7 @@ from emuplan.api.deps import (
     WriteSessionDep,
     response_model_of,
 )
-from emuplan.planning import plan_request, stored_model_spec
+from emuplan.planning import plan_request
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
 from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
@@ -24,7 +24,7 @@ from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, G
 from emuplan.workload.document import PlanDocument, PlanRequest
 from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
-from emuplan.workload.sources import resolve_model
+from emuplan.workload.sources import resolve_model, stored_model_spec
 
 router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles())
 presets_router = APIRouter(prefix="/api/presets", tags=["plans"], dependencies=requires_roles())

@@ -17,6 +17,15 @@ from enum import StrEnum
 
 import numpy as np
 
+from emuplan.charts.palette import (
+    ALERT_COLOR,
+    REFERENCE_COLOR,
+    TYPICAL_COLOR,
+    UNKNOWN_SIZE_COLOR,
+    group_styles,
+    kind_marker,
+    run_style,
+)
 from emuplan.results.analysis import file_or_ours, page_time_unit, time_unit
 from emuplan.results.stats import PERCENTILES, delay_series
 
@@ -60,8 +69,6 @@ def _time_unit(summaries: list[dict]) -> tuple[str, float]:
 
 
 PANEL_GAP = 0.05
-# plotly's default colour sequence; a curve and its percentile markers share one colour.
-COLORS = ("#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 # Axes drawn the way plotly_white draws them, without shipping (and validating) a whole template with
 # every figure: the template was most of a figure's build time and ~10 KB of its JSON. automargin makes room
 # for every tick label, so none can run past the chart's edge: Plotly's default check for that
@@ -76,8 +83,9 @@ def _axis(title: str | None, **options) -> dict:
     return {**_AXIS_STYLE, **({"title": {"text": title}} if title else {}), **options}
 
 
-# A title line fits a chart a third of a 1280 px page wide; run names are often longer than that.
-TITLE_LINE_CHARS = 44
+# A title says what the chart shows (the page names the run); a line of it fits a phone's chart (~340 px at
+# Plotly's 17 px title font), so no title needs shrinking in the browser.
+TITLE_LINE_CHARS = 32
 
 
 def _title_lines(title: str) -> list[str]:
@@ -188,7 +196,7 @@ SPARSE_POINTS = 50
 
 def _curve(
     x: list, y: list, name: str, *, x_scale: float = 1.0, y_scale: float = 1.0, shape: str = "hv",
-    legendgroup: str | None = None, color: str | None = None, y_limit: float | None = None,
+    legendgroup: str | None = None, color: str | None = None, dash: str = "solid", y_limit: float | None = None,
 ) -> dict:  # fmt: skip
     """A line trace; with ``y_limit``, every point above it is drawn at it (``_clipped_marks`` labels them)."""
     y_values = np.asarray(y, dtype=np.float32) * np.float32(y_scale)
@@ -198,7 +206,7 @@ def _curve(
         x=typed_array(np.asarray(x, dtype=np.float32) * np.float32(x_scale)),
         y=typed_array(y_values),
         mode="lines" if len(x) > SPARSE_POINTS else "lines+markers",
-        line={"shape": shape, **({"color": color} if color else {})},
+        line={"shape": shape, "dash": dash, **({"color": color} if color else {})},
         name=_legend_name(name),
         **({"legendgroup": legendgroup} if legendgroup else {}),
     )
@@ -223,16 +231,19 @@ def _percentile_markers(stats: dict, name: str, scale: float, unit: str, legendg
 
 
 def cdf_figure(summary: dict, *, title: str = "Completion-time CDF", log_x: bool = False) -> dict:
-    """One ECDF curve per (collective, size, variant) with p50/p90/p99/p99.9 and max marked."""
+    """One ECDF curve per (collective, size, variant) with p50/p90/p99/p99.9 and max marked, in its size's colour
+    (``palette.group_styles``)."""
     unit, scale = _time_unit([summary])
+    styles = group_styles(summary["groups"])
     traces = []
     for index, (group, grid) in enumerate(zip(summary["groups"], summary["ecdf"], strict=True)):
-        color, legendgroup = COLORS[index % len(COLORS)], f"group-{index}"
-        traces.append(_curve(grid["x"], grid["p"], group["label"], x_scale=scale, legendgroup=legendgroup, color=color))
-        traces.append(_percentile_markers(group, group["label"], scale, unit, legendgroup, color))
+        style, legendgroup = styles[group["label"]], f"group-{index}"
+        traces.append(_curve(grid["x"], grid["p"], group["label"], x_scale=scale, legendgroup=legendgroup, **style))
+        traces.append(_percentile_markers(group, group["label"], scale, unit, legendgroup, style["color"]))
     if "flows" in summary:
         flows = summary["flows"]
-        traces.append(_curve(flows["ecdf"]["x"], flows["ecdf"]["p"], "flow completion (per flow)", x_scale=scale))
+        traces.append(_curve(flows["ecdf"]["x"], flows["ecdf"]["p"], "flow completion (per flow)", x_scale=scale,
+                             color=UNKNOWN_SIZE_COLOR, dash="dot"))  # fmt: skip
     return _figure(
         traces, title, f"completion time ({unit})", "fraction of completions ≤ x", log_x=log_x,
         yaxis=_axis("fraction of completions ≤ x", range=[0, 1.02]),
@@ -255,13 +266,14 @@ def delay_figure(
     labelled with its time."""
     unit, scale = _time_unit([summary])
     groups = list(zip(summary["groups"], summary["delay"], strict=True))
+    styles = group_styles(summary["groups"])
     y_title = f"completion time ({unit})"
     if per_size and len(groups) > 1:
         # Each size keeps its own y range: a spike in one panel must not flatten the others.
         panels, suffixes = _panels([group["label"] for group, _ in groups], 1, "iteration", unit, log_x=False,
                                    share_y=False)  # fmt: skip
         traces = [
-            _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear")
+            _curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear", **styles[group["label"]])
             | {"xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
             for (group, series), suffix in zip(groups, suffixes, strict=True)
         ]
@@ -275,8 +287,8 @@ def delay_figure(
         yaxis["title"] = {"text": f"{y_title}, axis ends at {CLIP_HEADROOM:g} × {limit_name}"}
         low = min(group["min_us"] for group, _ in groups) * scale
         yaxis["range"] = [float(np.log10(max(low, 1e-9))), float(np.log10(top))] if log_y else [0, top]
-    traces = [_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear", y_limit=top)
-              for group, series in groups]  # fmt: skip
+    traces = [_curve(series["x"], series["y"], group["label"], y_scale=scale, shape="linear", y_limit=top,
+                     **styles[group["label"]]) for group, series in groups]  # fmt: skip
     if clip:
         # Only groups with trials past the axis' end: an empty trace has no legend entry, but would take a
         # row of the legend's band.
@@ -334,7 +346,7 @@ def _clipped_marks(series: dict, limit: float, scale: float, unit: str, name: st
         mode="markers+text",
         text=[f"{y[i]:.4g} {unit}" for i in above],
         textposition="bottom center",
-        marker={"symbol": "triangle-up", "size": 9, "color": "#d62728"},
+        marker={"symbol": "triangle-up", "size": 9, "color": ALERT_COLOR},
         name=_legend_name(f"{name} (value shown)"),
         hovertemplate=f"iteration %{{x}}: %{{text}}<extra>{escape(name)}</extra>",
     )
@@ -358,7 +370,7 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
     expected busbw (dashed) for the page's assumptions, and the line-rate ceiling."""
     traces, sizes = [], []
     for index, entry in enumerate(sweep["collectives"]):
-        color = COLORS[index % len(COLORS)]
+        color = run_style(index)["color"]  # one run: its collectives take the run colours
         for table in entry["tables"]:
             rows = table["rows"]
             x = [row["size_bytes"] for row in rows]
@@ -380,16 +392,13 @@ def sweep_figure(sweep: dict, *, title: str = "Bandwidth vs data size") -> dict:
     ceiling = sweep["ceiling_gbps"]
     if sizes and ceiling is not None:
         traces.append(_scatter(x=[min(sizes), max(sizes)], y=[ceiling, ceiling], mode="lines",
-                                 name=f"line rate {ceiling:.4g} GB/s", line={"color": "#444", "width": 1}))  # fmt: skip
+                               name=f"line rate {ceiling:.4g} GB/s",
+                               line={"color": REFERENCE_COLOR, "width": 1}))  # fmt: skip
     ticks = _size_ticks(sizes) if sizes else {}
     return _figure(
         traces, title, "data size (bytes, log 2 scale)", "bandwidth (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes, log 2 scale)", type="log", **ticks),
     )  # fmt: skip
-
-
-SLOWEST_COLOR = "#EF553B"
-TYPICAL_COLOR = "#636efa"
 
 
 def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
@@ -411,7 +420,7 @@ def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
         type="bar",
         x=names,
         y=[entry["over_median"] for entry in entries],
-        marker={"color": [SLOWEST_COLOR if entry["name"] == slowest else TYPICAL_COLOR for entry in entries]},
+        marker={"color": [ALERT_COLOR if entry["name"] == slowest else TYPICAL_COLOR for entry in entries]},
         hovertext=hover,
         hoverinfo="text+y",
         name=f"× the median {kind}",
@@ -428,16 +437,17 @@ def straggler_figure(stragglers: dict, by: FigureKind, *, title: str) -> dict:
         yaxis=_axis(f"time ÷ the median {kind}'s (lower is better)", range=[bottom, top + 0.08 * (top - bottom)]),
         # The median at 1×, across the whole plot whatever the number of bars.
         shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                 "line": {"color": "#444", "width": 1, "dash": "dash"}}],
+                 "line": {"color": REFERENCE_COLOR, "width": 1, "dash": "dash"}}],
     )  # fmt: skip
 
 
-def comparison_sweep_figure(runs: list[tuple[str, dict]]) -> dict:
+def comparison_sweep_figure(runs: list[tuple[str, dict]], places: list[int] | None = None) -> dict:
     """Size sweeps compared: each run's busbw (as the file printed it, else ours) against size, overlaid,
-    one colour per run, in-place dash-dotted."""
+    in its run's colour (``places``: each run's place among the page's runs, else their order), in-place
+    dash-dotted."""
     traces, sizes = [], []
-    for index, (name, summary) in enumerate(runs):
-        color = COLORS[index % len(COLORS)]
+    for index, (name, summary) in zip(places or range(len(runs)), runs, strict=True):
+        color = run_style(index)["color"]
         series: dict[tuple[str, str], list[dict]] = {}
         for group in summary["groups"]:
             series.setdefault((group["collective"], group["variant"]), []).append(group)
@@ -467,31 +477,36 @@ def bandwidth_figure(summary: dict, *, title: str = "Bandwidth vs data size") ->
         if group.get("size_bytes") is not None and group.get("algbw_gbps") is not None:
             series.setdefault((group["collective"], group["variant"]), []).append(group)
     traces = []
+    collectives = list(dict.fromkeys(collective for collective, _ in series))
     for (collective, variant), groups in series.items():
         groups.sort(key=lambda g: g["size_bytes"])
         sizes = [g["size_bytes"] for g in groups]
         name = " ".join(part for part in (collective, variant) if part)
+        color = run_style(collectives.index(collective))["color"]  # one run: its collectives take the run colours
         traces.append(_scatter(x=sizes, y=[g["algbw_gbps"] for g in groups], mode="lines+markers",
-                                 name=_legend_name(f"{name} algbw"), line={"dash": "dot"}))  # fmt: skip
+                                 name=_legend_name(f"{name} algbw"), line={"color": color, "dash": "dot"}))  # fmt: skip
         if any(g.get("busbw_gbps") is not None for g in groups):
             traces.append(_scatter(x=sizes, y=[g.get("busbw_gbps") for g in groups], mode="lines+markers",
-                                     name=_legend_name(f"{name} busbw")))  # fmt: skip
+                                     name=_legend_name(f"{name} busbw"), line={"color": color}))  # fmt: skip
     return _figure(
         traces, title, "data size (bytes)", "bandwidth (GB/s, 1 GB = 1e9 B)",
         xaxis=_axis("data size (bytes)", type="log", exponentformat="SI"),
     )  # fmt: skip
 
 
-def comparison_cdf_figure(runs: list[tuple[str, dict]], *, log_x: bool = False) -> dict:
+def comparison_cdf_figure(
+    runs: list[tuple[str, dict]], *, log_x: bool = False, places: list[int] | None = None
+) -> dict:
     """Overlaid CDFs: each run's completion times (all groups together) as one curve (its body thinned to
-    ~``OVERLAY_POINTS``, the tail from p99 on whole)."""
+    ~``OVERLAY_POINTS``, the tail from p99 on whole) in its run's colour (``places`` as in
+    ``comparison_sweep_figure``)."""
     unit, scale = _time_unit([summary for _, summary in runs])
     traces = []
-    for index, (name, summary) in enumerate(runs):
+    for index, (name, summary) in zip(places or range(len(runs)), runs, strict=True):
         x, p = _thinned_body(summary["overall_ecdf"], OVERLAY_POINTS)
-        color, legendgroup = COLORS[index % len(COLORS)], f"run-{index}"
-        traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, color=color))
-        traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, color))
+        style, legendgroup = run_style(index), f"run-{index}"
+        traces.append(_curve(x, p, name, x_scale=scale, legendgroup=legendgroup, **style))
+        traces.append(_percentile_markers(summary["overall"], name, scale, unit, legendgroup, style["color"]))
     # One legend entry per run: the percentile markers stay out of the legend.
     return _figure(
         traces, "Completion-time CDF by run", f"completion time ({unit})", "fraction ≤ x", log_x=log_x,
@@ -526,12 +541,13 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
     columns = min(3, len(runs))
     x_title = f"completion time ({unit})"
     panels, suffixes = _panels([name for name, _ in runs], columns, x_title, "fraction ≤ x", log_x=log_x, share_y=True)
+    styles = group_styles(group for _, summary in runs for group in summary["groups"])
     group_index: dict[str, int] = {}
     traces = []
     for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, grid in zip(summary["groups"], summary["ecdf"], strict=True):
             x, p = _thinned_body(grid)
-            style, first = _group_style(group_index, group["label"])
+            style, first = _group_style(group_index, styles, group["label"])
             trace = _curve(x, p, group["label"], x_scale=scale, **style)
             # The legend and the hover name the group (the trace's name); the panel's title names the run.
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first)
@@ -540,13 +556,13 @@ def comparison_small_multiples(runs: list[tuple[str, dict]], *, log_x: bool = Fa
     return _figure(traces, "CDF per run", x_title, None, log_x=log_x, **panels, height=320 * rows)
 
 
-def _group_style(group_index: dict[str, int], label: str) -> tuple[dict, bool]:
-    """A group's colour and legend group, the same in every panel of a comparison (numbered in order of first
-    appearance in ``group_index``), and whether this is its first trace, the one that carries its legend
-    entry."""
+def _group_style(group_index: dict[str, int], styles: dict[str, dict], label: str) -> tuple[dict, bool]:
+    """A group's line (``styles``: its size's colour, its collective's dash) and legend group, the same in every
+    panel of a comparison (numbered in order of first appearance in ``group_index``), and whether this is its
+    first trace, the one that carries its legend entry."""
     first = label not in group_index
     index = group_index.setdefault(label, len(group_index))
-    return {"legendgroup": f"group-{index}", "color": COLORS[index % len(COLORS)]}, first
+    return {"legendgroup": f"group-{index}", **styles[label]}, first
 
 
 # The compare page's delay panels: each run's series thinned to this many points (MinMaxLTTB again, so every
@@ -568,18 +584,19 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     panels, suffixes = _panels([name for name, _ in runs], 1, "iteration", f"completion time ({unit})",
                                log_x=False, share_y=False, share_x=False,
                                row_gap=DELAY_PANEL_GAP_PX / plot_px)  # fmt: skip
-    group_index: dict[str, int] = {}  # label → its colour and legend group, in order of first appearance
+    styles = group_styles(group for _, summary in runs for group in summary["groups"])
+    group_index: dict[str, int] = {}  # label → its legend group, in order of first appearance
     traces = []
     for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, series in zip(summary["groups"], summary["delay"], strict=True):
-            style, first = _group_style(group_index, group["label"])
+            style, first = _group_style(group_index, styles, group["label"])
             thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS)
             trace = _curve(thinned["x"], thinned["y"], group["label"], y_scale=scale, shape="linear", **style)
             # The hover names the group (the trace's name); the panel's title names the run.
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
                          hovertemplate=f"iteration %{{x}}: %{{y:.4g}} {unit}")  # fmt: skip
             traces.append(trace)
-    title = "Completion time per iteration by run"
+    title = "Time per iteration, by run"
     # The plot, the title above it and the x axis title's 60 px below; _figure adds the legend's band.
     height = _top_margin(_title_lines(title)) + plot_px + 60
     return _figure(traces, title, "iteration", None, **panels, height=height)
@@ -587,7 +604,8 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
 
 def step_cost_figure(runs: list[tuple[str, dict]]) -> dict:
     """Each run's communication time per training step at p50 (``results.step_cost``), stacked by
-    collective kind: one bar per run that has a step cost, one colour per kind across the bars."""
+    collective kind: one bar per run that has a step cost, one grey and pattern per kind across the bars (the
+    runs' colours mean runs on the same page)."""
     typical = max((cost["step"]["p50_us"] or 0.0 for _, cost in runs), default=0.0)
     unit, us_per_unit = time_unit(typical)
     kinds = list(dict.fromkeys(op for _, cost in runs for op in cost["by_op"]))
@@ -599,9 +617,9 @@ def step_cost_figure(runs: list[tuple[str, dict]]) -> dict:
         ]
         hover = f"%{{x}}<br>{escape(op)}: %{{y:.4g}} {unit} per step<extra></extra>"
         traces.append({"type": "bar", "x": labels, "y": values, "name": escape(op),
-                       "marker": {"color": COLORS[index % len(COLORS)]}, "hovertemplate": hover})  # fmt: skip
+                       "marker": kind_marker(index), "hovertemplate": hover})  # fmt: skip
     figure = _figure(
-        traces, "Communication time per training step (p50)", "run", f"time per step ({unit}, lower is better)",
+        traces, "Comm time per training step, p50", "run", f"time per step ({unit}, lower is better)",
         xaxis=_axis("run", type="category"), barmode="stack", showlegend=True,
     )  # fmt: skip
     if len(traces) == 1:

@@ -2,11 +2,13 @@
 it marked (``results.trend`` judged them; nothing is computed here)."""
 
 from emuplan.charts.figures import _axis, _figure, _scatter
+from emuplan.charts.palette import ALERT_COLOR, RUN_COLORS
 from emuplan.results.trend import figure_label
 
-BAND_COLOR = "rgba(99, 110, 250, 0.18)"
-VALUE_COLOR = "#636efa"
-MARKS = {"regression": ("#d62728", "x", "regression"), "improvement": ("#2ca02c", "triangle-up", "improvement")}
+# The series is one run's figure after another: the first run colour, its noise band a shade of it.
+VALUE_COLOR = RUN_COLORS[0]
+BAND_COLOR = "rgba(46, 145, 229, 0.18)"
+MARKS = {"regression": (ALERT_COLOR, "x", "regression"), "improvement": ("#2ca02c", "triangle-up", "improvement")}
 
 
 def trend_figure(name: str, entries: list[dict], *, title: str) -> dict:

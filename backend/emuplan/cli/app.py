@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from emuplan.cli.failure import fail  # the commands import it from here, with the app
+
 if TYPE_CHECKING:
     from sqlmodel import Session
 
@@ -72,12 +74,6 @@ def main(
 def remote_server() -> "RemoteServer | None":
     """The server given by --server / EMUPLAN_SERVER, or None: work on the local database."""
     return _remote
-
-
-def fail(message: str) -> None:
-    """Every command's way out on bad input or a refused request: the message on stderr, exit status 2."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def open_database() -> "Database":

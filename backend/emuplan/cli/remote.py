@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from emuplan.cli.app import fail
+from emuplan.cli.failure import fail
 
 # Reading an answer may wait for the server to parse a large upload or plan an uploaded model.
 CONNECT_TIMEOUT_S = 10.0

@@ -1,9 +1,30 @@
 """``emuplan serve``: run the dashboard with uvicorn."""
 
+import errno
+import socket
+
 import typer
 
 from emuplan.cli.app import app, fail, open_database
 from emuplan.wording import plural
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``serve`` cannot listen on ``host``:``port`` (another server has it), or None. Bound as uvicorn
+    binds (SO_REUSEADDR: a port a stopped server left in TIME_WAIT is free), then let go at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            return (
+                f"port {port} on {host} is in use (another server answers there); "
+                "choose another with --port or EMUPLAN_PORT"
+            )
+    return None
 
 
 def sign_in_notice(auth: str) -> str:
@@ -47,6 +68,9 @@ def serve(
     refusal = open_listener_refusal(settings, host)
     if refusal is not None:
         fail(refusal)
+    # Checked before anything is printed: the URL would otherwise name another server, then uvicorn die.
+    if taken := port_taken(host, port):
+        fail(taken)
     shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     # Migrated once here, before any worker starts, so that several workers never race to migrate.
     database = open_database()

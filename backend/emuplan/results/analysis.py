@@ -18,7 +18,7 @@ from typing import Literal
 
 from emuplan.results.expected import Fabric, FabricError, Level, expected_collective, group_expectation
 from emuplan.results.stats import NetworkModel, group_rates
-from emuplan.wording import percent
+from emuplan.wording import percent, time_unit
 from emuplan.workload.collectives import normalise_op_name
 from emuplan.workload.document import PlanDocument
 
@@ -90,15 +90,6 @@ def resolve_assumptions(
 def page_time_unit(summaries: list[dict]) -> tuple[str, float]:
     """The one time unit of a page showing these runs: from the largest of their typical (p50) times."""
     return time_unit(max((summary["overall"]["p50_us"] for summary in summaries), default=0.0))
-
-
-def time_unit(typical_us: float) -> tuple[str, float]:
-    """(unit, µs per unit) for times around ``typical_us``: µs below 1 ms, ms below 1 s, else s."""
-    if typical_us >= 1e6:
-        return "s", 1e6
-    if typical_us >= 1e3:
-        return "ms", 1e3
-    return "µs", 1.0
 
 
 # The most samples any (collective, data size, variant) of a size sweep has. nccl-tests prints one line per

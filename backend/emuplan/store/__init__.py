@@ -2,8 +2,8 @@
 migration on start, and one query module per stored kind (its not-found error a ``rows.NotFound``).
 
 Stored plans are read back only as ``PlanDocument`` (``plans.plan_document``). May import the domain
-packages (``workload``, ``results``, ``charts``, ``measure``, ``sandbox``) and ``settings``, and ``planning`` for a
-plan's model (``workload_export``); never FastAPI, ``api`` or ``cli``.
+packages (``workload``, ``results``, ``charts``, ``measure``, ``sandbox``) and ``settings``; never ``planning``
+(which builds on the store), FastAPI, ``api`` or ``cli`` (``tests/unit/test_module_imports.py``).
 """
 
 # Registers the listener that keeps each run's series figures beside its summary (store.trend): whatever

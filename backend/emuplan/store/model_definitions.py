@@ -16,10 +16,27 @@ from emuplan.store.rows import NotFound, get_row, newest_columns
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import read_model_file
 from emuplan.workload.pytorch_source import PytorchSourceOptions
+from emuplan.workload.sources import STORED_MODEL_PREFIX, UnknownModelError, resolve_model
 
 
 class ModelDefinitionNotFound(NotFound):
     pass
+
+
+def stored_definition(session: Session | None, spec: str) -> ModelDefinition:
+    """The uploaded model definition a plan names as ``model:<id>``."""
+    raw_id = spec.removeprefix(STORED_MODEL_PREFIX)
+    definition = session.get(ModelDefinition, int(raw_id)) if session is not None and raw_id.isdigit() else None
+    if definition is None:
+        raise UnknownModelError(f"model: no uploaded model definition {spec!r}")
+    return definition
+
+
+def inventory_for_spec(session: Session | None, spec: str) -> ModelInventory:
+    """A preset's or an uploaded model definition's (``model:<id>``) inventory; never a file."""
+    if spec.startswith(STORED_MODEL_PREFIX):
+        return ModelInventory.model_validate(stored_definition(session, spec).inventory)
+    return resolve_model(spec, allow_files=False)
 
 
 def create_model_definition(

@@ -17,6 +17,15 @@ class PlanNotFound(NotFound):
     pass
 
 
+def default_plan_name(document: PlanDocument) -> str:
+    """What a plan saved without a name is called: its model, strategy and mode, and each parallel degree
+    above 1 that the strategy leaves open ("mixtral-8x7b hybrid (framework), TP 2, EP 8")."""
+    inputs = document.inputs
+    degrees = [f"{label} {degree}" for label, degree in (("TP", inputs.tp), ("PP", inputs.pp), ("EP", inputs.ep))
+               if degree > 1]  # fmt: skip
+    return ", ".join([f"{document.model.name} {document.strategy.value} ({document.mode.value})", *degrees])
+
+
 def save_document(
     session: Session,
     document: PlanDocument,
@@ -31,7 +40,7 @@ def save_document(
     if platform is not None and not platform_exists(session, platform):
         raise ValueError(f"platform: no platform named {platform!r} (GET /api/platforms lists them)")
     plan = Plan(
-        name=name or f"{document.model.name} {document.strategy.value} ({document.mode.value})",
+        name=name or default_plan_name(document),
         model_name=document.model.name,
         model_definition_id=model_definition_id,
         strategy=document.strategy.value,

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
 
+from emuplan.results.verdict import judge_summary
 from emuplan.store.models import Plan, Run, StoredPlatform, utc_now
 from emuplan.store.rows import NotFound
 from emuplan.wording import plural
@@ -194,11 +195,17 @@ def update_platform(session: Session, name: str, values: dict) -> PlatformEntry:
     return get_platform(session, platform.name)
 
 
-def _judge_runs_again(session: Session, name: str | None, run_ids: list[int] | None = None) -> None:
-    """The stored verdicts of the runs that name ``name`` (or of ``run_ids``) after their profile changed.
-    ``store.runs`` reads profiles from here, so it is imported where a profile's edit reaches the runs."""
-    from emuplan.store.runs import refresh_verdict
+def refresh_verdict(session: Session, run: Run) -> None:
+    """Store the run's verdict (``run.verdict``: what lists show) as its page judges it: its platform, its
+    ranks from the file, else its linked plan. Called whenever one of those or its statistics change."""
+    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
+    ranks = (plan.inputs.get("gpus") if plan is not None else None) or run.ranks  # as resolve_assumptions
+    platform = platform_named(session, run.platform) if run.platform else None
+    run.verdict = judge_summary(run.summary, run.kind, ranks=ranks, hosts=run.hosts, platform=platform).status
 
+
+def _judge_runs_again(session: Session, name: str | None, run_ids: list[int] | None = None) -> None:
+    """The stored verdicts of the runs that name ``name`` (or of ``run_ids``) after their profile changed."""
     query = (
         select(Run).where(col(Run.id).in_(run_ids)) if run_ids is not None else select(Run).where(Run.platform == name)
     )

@@ -58,7 +58,7 @@ from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.platforms import platform_exists, platform_named
+from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import NotFound
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
@@ -619,15 +619,6 @@ def _judged(
     return analysis, verdict.as_dict()
 
 
-def refresh_verdict(session: Session, run: Run) -> None:
-    """Store the run's verdict (``run.verdict``: what lists show) as its page judges it: its platform, its
-    ranks from the file, else its linked plan. Called whenever one of those or its statistics change."""
-    plan = session.get(Plan, run.plan_id) if run.plan_id is not None else None
-    ranks = (plan.inputs.get("gpus") if plan is not None else None) or run.ranks  # as resolve_assumptions
-    platform = platform_named(session, run.platform) if run.platform else None
-    run.verdict = judge_summary(run.summary, run.kind, ranks=ranks, hosts=run.hosts, platform=platform).status
-
-
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
     """A run's verdict under its own assumptions and platform (what its page shows first), and per collective
     the best % of expected it reached at the large sizes (``Thresholds.large_size_bytes`` up, else its
@@ -690,7 +681,7 @@ def run_figure(
     session: Session, run: Run, kind: FigureKind | str, choice: AssumptionChoice, settings: Settings, **options
 ) -> dict:
     """One of the ``FigureKind`` figures of a run: curves from ``run_curves``, the rest from the statistics."""
-    title = run.name
+    # Titles say what the chart is: the page names the run, and a download is named after it (run-<id>-<kind>).
     if kind == FigureKind.SWEEP:
         statistics = run_statistics(session, run, choice, settings)
         if statistics["kind"] != "size-sweep":
@@ -698,7 +689,7 @@ def run_figure(
                 f"figure: 'sweep' needs a size sweep (at most {SWEEP_MAX_SAMPLES} samples per data size); "
                 "this run is a distribution"
             )
-        return charts.sweep_figure(statistics["sweep"], title=f"{title}: bandwidth vs data size")
+        return charts.sweep_figure(statistics["sweep"], title="Bus bandwidth vs data size")
     if kind in (FigureKind.RANKS, FigureKind.HOSTS):
         stragglers = summary_with_curves(session, run).get("stragglers")
         if not stragglers or (kind == FigureKind.HOSTS and not stragglers["hosts"]):
@@ -708,7 +699,7 @@ def run_figure(
                 + " (nccl-tests -J with -I 1 on several processes, per-flow records, a measured run)"
             )
         unit = stragglers["unit"] if kind == FigureKind.RANKS else "host"
-        return charts.straggler_figure(stragglers, kind, title=f"{title}: time per {unit} against the median {unit}")
+        return charts.straggler_figure(stragglers, kind, title=f"Each {unit}'s time ÷ the median's")
     log_x = options.get("log_x", False)
     if kind in (FigureKind.CDF, FigureKind.DELAY) and run.kind == "size-sweep":
         # One value (or a few) per size: a CDF step or a delay point at iteration 0 says nothing a sweep does not.
@@ -717,17 +708,17 @@ def run_figure(
             "this run is a size sweep: see 'sweep'"
         )
     if kind == FigureKind.CDF:
-        return charts.cdf_figure(summary_with_curves(session, run), title=f"{title}: completion-time CDF", log_x=log_x)
+        return charts.cdf_figure(summary_with_curves(session, run), title="Completion-time CDF", log_x=log_x)
     if kind == FigureKind.DELAY:
         return charts.delay_figure(
             summary_with_curves(session, run),
-            title=f"{title}: completion time per iteration",
+            title="Completion time per iteration",
             per_size=run.strategy == "pipeline",
             log_y=options.get("log_y", False),
             clip=options.get("clip", False),
         )
     if kind == FigureKind.BANDWIDTH:
-        return charts.bandwidth_figure(run.summary, title=f"{title}: bandwidth vs data size")
+        return charts.bandwidth_figure(run.summary, title="Bandwidth vs data size")
     raise ValueError(f"figure: {kind!r} is not one of {', '.join(FigureKind)}")
 
 
@@ -788,12 +779,15 @@ def compare_stored_runs(
     comparison["time_unit"], comparison["us_per_unit"] = page_time_unit([r.summary for r in stored])
     # Each run in its own kind's figures: a sweep's one value per size is a point of a busbw curve, never a
     # CDF step or a delay series at iteration 0.
-    sweeps = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "size-sweep"]
-    distributions = [(f"#{r.id} {r.name}", with_curves[r.id]) for r in stored if r.kind == "distribution"]
-    figures = {"sweeps": charts.comparison_sweep_figure(sweeps)} if sweeps else {}
+    # A run wears one colour in every chart of the page: its place among the compared runs.
+    sweep_places = [place for place, r in enumerate(stored) if r.kind == "size-sweep"]
+    distribution_places = [place for place, r in enumerate(stored) if r.kind == "distribution"]
+    sweeps = [(f"#{stored[i].id} {stored[i].name}", with_curves[stored[i].id]) for i in sweep_places]
+    distributions = [(f"#{stored[i].id} {stored[i].name}", with_curves[stored[i].id]) for i in distribution_places]
+    figures = {"sweeps": charts.comparison_sweep_figure(sweeps, sweep_places)} if sweeps else {}
     if distributions:
         figures |= {
-            "cdf": charts.comparison_cdf_figure(distributions, log_x=log_x),
+            "cdf": charts.comparison_cdf_figure(distributions, log_x=log_x, places=distribution_places),
             "small_multiples": charts.comparison_small_multiples(distributions, log_x=log_x),
             "delays": charts.comparison_delay_figure(distributions),
         }

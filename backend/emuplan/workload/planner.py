@@ -417,6 +417,21 @@ def _framework_collectives(
     return sorted(items, key=lambda item: _PHASE_ORDER[item.phase])
 
 
+def rank_layout(inputs: NormalisedInputs) -> str:
+    """How a rank's number follows from its place in each parallel dimension, naming only the dimensions
+    over more than one rank: "rank = dp_index × 8 + tp_index (TP innermost, then DP)"."""
+    # Innermost first: (name, degree, ranks one step of it spans).
+    dimensions = [("TP", inputs.tp, 1), ("PP", inputs.pp, inputs.tp), ("DP", inputs.dp, inputs.pp * inputs.tp)]
+    used = [(name, stride) for name, degree, stride in dimensions if degree > 1]
+    if not used:
+        return "one rank"
+    terms = [f"{name.lower()}_index" + (f" × {stride}" if stride > 1 else "") for name, stride in reversed(used)]
+    if len(used) == 1:
+        return f"rank = {terms[0]} ({used[0][0]} over all {inputs.gpus} ranks)"
+    order = [f"{used[0][0]} innermost", *(name for name, _ in used[1:])]
+    return f"rank = {' + '.join(terms)} ({', then '.join(order)})"
+
+
 def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> list[str]:
     rounding = "floor" if inputs.drop_last else "ceil"
     notes = [
@@ -443,10 +458,7 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         if inputs.strategy is Strategy.PIPELINE:
             notes.append("Pipeline: one all-reduce per layer's gradients, last layer first (backward order).")
     else:
-        notes.append(
-            f"Framework mode: rank = dp_index·{inputs.pp * inputs.tp} + pp_index·{inputs.tp} + tp_index "
-            "(TP innermost, then PP, then DP); each KCCB trial covers the group holding rank 0."
-        )
+        notes.append(f"Framework mode: {rank_layout(inputs)}; each KCCB trial covers the group holding rank 0.")
         shape = inventory.transformer
         if shape is not None and shape.experts is not None:
             notes += expert_parallel_notes(shape, inputs)

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     from emuplan.workload.pytorch_source import PytorchSourceOptions
 
 
+# A model definition uploaded to the server, named in a plan's inputs as "model:<id>"
+# (``store.model_definitions.stored_definition`` reads it back).
+STORED_MODEL_PREFIX = "model:"
+
+
+def stored_model_spec(model_definition_id: int) -> str:
+    return f"{STORED_MODEL_PREFIX}{model_definition_id}"
+
+
 class UnknownModelError(ValueError):
     """Neither a preset nor a file of a supported kind."""
 

@@ -1,0 +1,134 @@
+"""Pages that lead with the answer, in Chromium at 1280×800 and 390×844: a run page's verdict and headline
+numbers (and a linked plan's step cost) inside the first viewport, the assumptions folded under them, the
+charts after; the plan page's KCCB sizes and trial count beside its form on a desktop, above it on a phone."""
+
+import json
+
+import httpx2
+import pytest
+from browser_support import ARTIFACTS, DESKTOP, PHONE, PageWatch, screenshot
+from playwright.sync_api import Browser, Page, expect
+from test_step_cost_pages import demo_server, wait_for_charts  # noqa: F401 (demo_server: a fixture)
+
+from live_server import LiveServer
+from paths import NCCL_TESTS
+
+H100_LOG = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+
+
+def label(viewport: dict) -> str:
+    return "desktop" if viewport is DESKTOP else "phone"
+
+
+def box_of(page: Page, selector: str) -> dict:
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    return box
+
+
+def bottom(box: dict) -> float:
+    return box["y"] + box["height"]
+
+
+def record(name: str, positions: dict) -> None:
+    """The measured boxes beside the screenshots (tests/browser/artifacts), for the review."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"{name}.json").write_text(json.dumps(positions, indent=1))
+
+
+def assert_in_first_viewport(page: Page, viewport: dict, selectors: list[str], name: str) -> None:
+    positions = {selector: box_of(page, selector) for selector in selectors}
+    record(name, positions)
+    page.screenshot(path=str(ARTIFACTS / f"{name}-first-screen.png"))  # what a reader sees before scrolling
+    for selector, box in positions.items():
+        assert box["y"] >= 0 and bottom(box) <= viewport["height"], (selector, box)
+        assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], (selector, box)
+
+
+@VIEWPORTS
+def test_a_distribution_with_its_plan_leads_with_p50_p99_busbw_and_the_step_cost(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/runs/1")
+    wait_for_charts(page)
+    row = page.locator("#headline-table tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text(["all_reduce · 971048 B", "14.00", "19.19", "0.10", "—"])
+    expect(page.locator("#step-cost-headline strong")).to_have_text("14.00 ms at p50")
+    headline = ["#verdict-status", "#headline-table td[data-key=p50]", "#headline-table td[data-key=p99]",
+                "#headline-table td[data-key=busbw]", "#headline-table td[data-key=pct-of-expected]",
+                "#step-cost-headline strong"]  # fmt: skip
+    assert_in_first_viewport(page, viewport, headline, f"answer-distribution-{label(viewport)}")
+    # The assumptions fold under the numbers; the charts follow the answer.
+    expect(page.locator("#assumptions")).not_to_have_attribute("open", "")
+    expect(page.locator("#link-gbps")).to_be_hidden()
+    assert box_of(page, "#assumptions")["y"] > bottom(box_of(page, "#step-cost-headline"))
+    assert box_of(page, "#cdf-chart")["y"] > bottom(box_of(page, "#verdict"))
+    # A chart's title says what it is; the page's heading names the run.
+    expect(page.locator("#cdf-chart .gtitle")).to_have_text("Completion-time CDF")
+    expect(page.locator("#delay-chart .gtitle")).to_have_text("Completion time per iteration")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"answer-distribution-{label(viewport)}")
+    page.click("#assumptions summary")
+    expect(page.locator("#link-gbps")).to_be_visible()
+    watch.assert_clean()
+    page.close()
+
+
+@VIEWPORTS
+def test_a_size_sweep_leads_with_its_peak_and_average_busbw(
+    live_server: LiveServer, browser: Browser, viewport: dict
+) -> None:
+    answer = httpx2.post(f"{live_server.url}/api/runs", files={"file": (H100_LOG.name, H100_LOG.read_bytes())})
+    run_id = answer.json()["id"]
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    wait_for_charts(page)
+    expect(page.locator("#sweep-headline .peak")).to_have_text("338.82 GB/s at 8,589,934,592 B (out-of-place)")
+    expect(page.locator("#sweep-headline .average")).to_have_text("70.74 GB/s over 62 cells")
+    headline = ["#verdict-status", "#sweep-headline .peak strong", "#sweep-headline .average strong"]
+    assert_in_first_viewport(page, viewport, headline, f"answer-sweep-{label(viewport)}")
+    assert box_of(page, "#sweep-chart")["y"] > bottom(box_of(page, "#verdict"))
+    expect(page.locator("#sweep-chart .gtitle")).to_have_text("Bus bandwidth vs data size")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"answer-sweep-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+
+
+@VIEWPORTS
+def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_above_it_on_a_phone(
+    live_server: LiveServer, browser: Browser, viewport: dict
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(live_server.url + "/plan")
+    page.select_option("#model", "fashion-mnist-mlp")
+    tutorial = page.locator("#mode-tutorial")
+    expect(tutorial.locator(".data-sizes")).to_have_text(["[971048]"], timeout=30000)
+    expect(tutorial.locator(".trial-count")).to_have_text("8")
+    result = ["#mode-tutorial .trial-count", "#mode-tutorial .data-sizes", "#mode-framework .trial-count"]
+    if viewport is PHONE:
+        result = result[:2]  # the framework card follows the tutorial one, above the form
+    assert_in_first_viewport(page, viewport, result, f"plan-result-{label(viewport)}")
+    results, inputs = box_of(page, "#plan-results"), box_of(page, "#plan-inputs")
+    if viewport is DESKTOP:
+        assert results["x"] >= inputs["x"] + inputs["width"] and results["y"] < viewport["height"] / 4
+    else:
+        assert bottom(results) <= inputs["y"]
+    # The result follows the fields, and stays in view beside them while the form scrolls.
+    page.fill("#epochs", "2")
+    expect(tutorial.locator(".trial-count")).to_have_text("16")
+    if viewport is DESKTOP:
+        page.locator("#group-network, fieldset.option-group").last.scroll_into_view_if_needed()
+        assert_in_first_viewport(page, viewport, ["#mode-tutorial .trial-count"], "plan-result-scrolled-desktop")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"plan-result-{label(viewport)}")
+    watch.assert_clean()
+    page.close()

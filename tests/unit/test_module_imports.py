@@ -1,0 +1,130 @@
+"""The package's imports go one way: no module imports one that imports it back (not even inside a function),
+and no layer imports a layer built on it. Read from the sources (every ``import`` statement, at the top, in a
+function or under ``TYPE_CHECKING``), so nothing is imported to check it."""
+
+import ast
+from pathlib import Path
+
+import emuplan
+
+PACKAGE = Path(emuplan.__file__).parent
+# Each layer may import the ones before it, never one after it.
+LAYERS = (
+    ("emuplan.workload", "emuplan.results", "emuplan.charts", "emuplan.sandbox", "emuplan.measure"),
+    ("emuplan.store",),
+    ("emuplan.planning",),
+    ("emuplan.api", "emuplan.cli", "emuplan.demo", "emuplan.main"),
+)
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``name`` imports anywhere in its source (``from a import b``: ``a.b`` when
+    that is a module, else ``a``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])]
+                )
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    for number, prefixes in enumerate(LAYERS):
+        if any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes):
+            return number
+    return None
+
+
+def test_cycles_finds_a_circle_and_nothing_else():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_graph_sees_imports_inside_functions():
+    graph = import_graph()
+    # cli.app imports cli.remote only inside its callback; store.workload_export reads stored models.
+    assert "emuplan.cli.remote" in graph["emuplan.cli.app"]
+    assert "emuplan.store.model_definitions" in graph["emuplan.store.workload_export"]
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    assert cycles(import_graph()) == []
+
+
+def test_no_layer_imports_one_built_on_it():
+    upward = sorted(
+        (module, imported)
+        for module, imports in import_graph().items()
+        for imported in imports
+        if layer_of(module) is not None and layer_of(imported) is not None and layer_of(imported) > layer_of(module)
+    )
+    assert upward == []
