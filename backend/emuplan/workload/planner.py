@@ -245,6 +245,9 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         vocab_parallel_loss=request.vocab_parallel_loss,
         capacity_factor=request.capacity_factor,
         hot_expert_factor=request.hot_expert_factor,
+        megatron_core=request.megatron_core,
+        grad_reduce_in_bf16=request.grad_reduce_in_bf16,
+        find_unused_parameters=request.find_unused_parameters,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
         grad_dtype=_dtype("grad_dtype", request.grad_dtype or param_dtype),
@@ -469,9 +472,10 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
     return notes
 
 
-def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
+def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int | tuple[int, int]]:
     """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP; an EP
-    group is consecutive DP replicas, an expert-data-parallel group every ep-th one."""
+    group is consecutive DP replicas, an expert-data-parallel group every ep-th one; TP×EP is the EP group's
+    replicas' TP groups, tp consecutive ranks each."""
     replica = inputs.tp * inputs.pp
     return {
         ParallelDim.TP: 1,
@@ -479,6 +483,7 @@ def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
         ParallelDim.DP: replica,
         ParallelDim.EP: replica,
         ParallelDim.EDP: replica * inputs.ep,
+        ParallelDim.TP_EP: (inputs.tp, replica),
     }
 
 

@@ -12,6 +12,7 @@ another's result lists it in ``data_deps``. A collective nobody waits for overla
 """
 
 import re
+import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
 from math import prod
@@ -25,9 +26,10 @@ from emuplan.workload.planner import boundary_bytes, framework_stages, local_uni
 from emuplan.workload.strategies.common import numel_bytes
 from emuplan.workload.strategies.data_parallel import ddp_buckets
 from emuplan.workload.strategies.expert_parallel import (
-    expert_parallel_collectives,
     is_expert_parameter,
+    routing_metadata,
     split_expert_units,
+    token_all_to_alls,
 )
 from emuplan.workload.strategies.pipeline_parallel import Stage
 from emuplan.workload.strategies.tensor_parallel import (
@@ -277,7 +279,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         before, after = _gathers_first(_per_block(items, Phase.FORWARD, 1))
         blocks.append(_Block("embeddings", embeddings, 0, forward_before=before, forward_after=after))
     attention_scores = 4 * tokens * inputs.seq_len * shape.hidden_size // inputs.tp
-    dispatch, combine = _expert_all_to_alls(shape, inputs)
+    exchange = _expert_exchange(shape, inputs)
     for unit in (unit for unit in local if not unit.is_root):
         items = tp_items(layers=1, has_embedding=False, has_head=False)
         forward_before, forward_after = _gathers_first(_per_block(items, Phase.FORWARD, 2))
@@ -286,11 +288,11 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
             ("attention", [p for p in unit.parameters if "attn" in p.name]),
             ("mlp", [p for p in unit.parameters if "attn" not in p.name]),
         ):
-            if part == "mlp" and dispatch and any(is_expert_parameter(p) for p in members):
+            if part == "mlp" and exchange and any(is_expert_parameter(p) for p in members):
                 # Tokens go to their experts' ranks before the experts run and come back after; backward
                 # mirrors it: the combine's gradient first, the dispatch's after the experts' backward.
-                forward_before, forward_after = [dispatch[0]], [combine[0]]
-                backward_before, backward_after = [combine[1]], [dispatch[1]]
+                forward_before, forward_after = exchange.dispatch_forward, exchange.combine_forward
+                backward_before, backward_after = exchange.combine_backward, exchange.dispatch_backward
             blocks.append(
                 _Block(
                     f"{unit.name} {part}",
@@ -328,19 +330,33 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
     return blocks
 
 
-def _expert_all_to_alls(
-    shape: TransformerShape, inputs: NormalisedInputs
-) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
-    """(dispatch, combine), each [forward, backward], of one MoE layer and micro-batch; none without EP."""
+class _ExpertExchange(typing.NamedTuple):
+    """One MoE layer's collectives for one micro-batch, around its experts: the dispatch's forward starts with
+    the token counts' all-gather and sends the routing probabilities after the tokens (Megatron-core 0.12 on);
+    its backward sends their gradients in the same order."""
+
+    dispatch_forward: list[PlannedCollective]
+    combine_forward: list[PlannedCollective]
+    combine_backward: list[PlannedCollective]
+    dispatch_backward: list[PlannedCollective]
+
+
+def _expert_exchange(shape: TransformerShape, inputs: NormalisedInputs) -> _ExpertExchange | None:
+    """None without EP."""
     if inputs.ep == 1 or shape.experts is None:
-        return [], []
-    forward, backward = expert_parallel_collectives(shape, inputs.model_copy(update={"micro_batches": 1}), 1)
-    return (
-        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token dispatch{suffix}"})
-         for item, suffix in ((forward, ""), (backward, " gradient"))],
-        [item.model_copy(update={"count_per_step": 1, "label": f"MoE token combine{suffix}"})
-         for item, suffix in ((forward, ""), (backward, " gradient"))],
-    )  # fmt: skip
+        return None
+    forward, backward = token_all_to_alls(shape, inputs, 1)
+    metadata = routing_metadata(shape, inputs, 1)
+
+    def named(item: PlannedCollective, label: str) -> PlannedCollective:
+        return item.model_copy(update={"label": label})
+
+    return _ExpertExchange(
+        [*metadata.token_counts, named(forward, "MoE token dispatch"), *metadata.probs_forward],
+        [named(forward, "MoE token combine")],
+        [named(backward, "MoE token combine gradient")],
+        [named(backward, "MoE token dispatch gradient"), *metadata.probs_backward],
+    )
 
 
 def _routed_expert_flops(parameters: list[ParameterInfo], tokens: int, shape: TransformerShape, ep: int) -> int:
