@@ -105,9 +105,9 @@ def test_mixtral_hybrid_tp2_pp4_ep8_dp8() -> None:
     attention = next(c for c in document.collectives if c.label.startswith("sequence-parallel input of QKV"))
     assert (attention.bytes_total, attention.count_per_step) == (33_554_432, 1024)
     # Megatron all-reduces the sequence-parallel gradients across TP once per step: the stage's 8 layers' two
-    # norms and router [8, 4096], and the final norm.
+    # norms and router [8, 4096], and the final norm, from fp32 main_grad.
     norms = next(c for c in document.collectives if "layer-norm" in c.label)
-    assert norms.bytes_total == (8 * (2 * 4096 + 8 * 4096) + 4096) * 2
+    assert norms.bytes_total == (8 * (2 * 4096 + 8 * 4096) + 4096) * 4
     ep_trial = next(t for t in document.kccb_list() if t.parallel_dim is ParallelDim.EP)
     assert (ep_trial.data_sizes, ep_trial.hosts, ep_trial.gpus_per_host) == ([33_554_432, 8192], 8, 1)
     # Ranks 0, 1, 8, 9, …, 56, 57: two on each of 8 hosts.
@@ -215,8 +215,8 @@ def test_sequence_parallel_reduces_routers_and_mla_down_projections_across_tp() 
     the sequence."""
     norms = next(c for c in small_deepseek_tp2().collectives if "layer-norm" in c.label)
     # Per layer: 2 norms × 64, q_a_layernorm 24, kv_a_layernorm 16, q_a_proj 24 × 64, kv_a_proj (16 + 4) × 64;
-    # 2 routers 4 × 64; the final norm 64. bf16.
-    assert norms.bytes_total == (3 * (2 * 64 + 24 + 16 + 24 * 64 + 20 * 64) + 2 * 4 * 64 + 64) * 2
+    # 2 routers 4 × 64; the final norm 64. fp32 main_grad.
+    assert norms.bytes_total == (3 * (2 * 64 + 24 + 16 + 24 * 64 + 20 * 64) + 2 * 4 * 64 + 64) * 4
 
 
 def test_mla_under_sequence_parallel_gathers_its_latents() -> None:

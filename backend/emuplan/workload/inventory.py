@@ -139,6 +139,11 @@ class TransformerShape(DeferredModel):
     def attention_head_dim(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
+    @property
+    def learned_position_embeddings(self) -> bool:
+        """Learned absolute position embeddings (GPT-2's wpe); the other families rotate queries and keys."""
+        return self.family == "gpt2"
+
 
 class ModelInventory(DeferredModel):
     name: Name

@@ -42,6 +42,7 @@ from emuplan.workload.strategies.tensor_parallel import (
     dtensor_shard,
     linear_layers,
     megatron_collectives,
+    megatron_main_grad_dtype,
     megatron_shard,
     padded_vocab_size,
     sequence_parallel_parameters,
@@ -351,9 +352,9 @@ def _framework_collectives(
                 expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
                 # MLA families all have experts, so under TP they run sequence parallel, the case it shapes.
                 latent_attention=shape.latent_attention,
-                layer_norm_bytes=numel_bytes(
-                    sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
-                ),
+                layer_norm_numel=sum(p.numel for p in sequence_parallel_parameters(stage_parameters)),
+                main_grad_dtype=megatron_main_grad_dtype(inputs),
+                learned_positions=shape.learned_position_embeddings,
             )
         else:
             layers = linear_layers([p for unit in busiest.units for p in unit.parameters])

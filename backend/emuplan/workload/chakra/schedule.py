@@ -265,6 +265,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         micro_batches=1,
         sequence_parallel=inputs.sequence_parallel,
         vocab_parallel_loss=inputs.vocab_parallel_loss,
+        learned_positions=shape.learned_position_embeddings,
     )
 
     def tp_items(**flags) -> list[PlannedCollective]:
