@@ -175,6 +175,14 @@ class ModelInventory(DeferredModel):
         ordered = [trainable.pop(name) for name in self.gradient_order if name in trainable]
         return ordered + list(reversed(trainable.values()))
 
+    def unused_parameters(self) -> list[ParameterInfo]:
+        """Trainable parameters the recorded backward gave no gradient (not used in forward); [] when the
+        source records no gradient order."""
+        if not self.gradient_order:
+            return []
+        ready = set(self.gradient_order)
+        return [p for p in self.parameters if p.requires_grad and p.name not in ready]
+
     @model_validator(mode="after")
     def _sizes_fit_in_int64(self) -> "ModelInventory":
         if self.parameter_bytes > INT64_MAX:

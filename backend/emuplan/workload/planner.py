@@ -168,6 +168,30 @@ def _check_expert_options(request: PlanRequest, ep: int) -> None:
             )
 
 
+def _check_unused_parameters(inventory: ModelInventory, inputs: NormalisedInputs) -> None:
+    """DDP's find_unused_parameters: where it applies, and the parameters that make DDP need it."""
+    pytorch_ddp = (
+        inputs.mode is Mode.FRAMEWORK
+        and inputs.dp_impl is DataParallelImpl.DDP
+        and inputs.ep == 1
+        and (inventory.transformer is None or inputs.tp == 1)
+    )
+    if inputs.find_unused_parameters and not pytorch_ddp:
+        raise PlanningError(
+            "find_unused_parameters: an option of PyTorch's DistributedDataParallel, which this plan does not use "
+            "(framework mode, dp_impl ddp, without experts or Megatron's tensor parallelism)"
+        )
+    unused = inventory.unused_parameters()
+    if pytorch_ddp and inputs.dp > 1 and unused and not inputs.find_unused_parameters:
+        names = ", ".join(p.name for p in unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
+        raise PlanningError(
+            f"find_unused_parameters: {names} got no gradient in the model's backward, and DDP without "
+            'find_unused_parameters=True fails at the second step ("Expected to have finished reduction in the '
+            "prior iteration before starting a new one … your module has parameters that were not used in "
+            'producing loss"); plan it with find_unused_parameters, as such a model must train'
+        )
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -258,6 +282,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     )
     if ep > 1:
         check_expert_degrees(inventory, inputs)
+    _check_unused_parameters(inventory, inputs)
     return inputs
 
 
@@ -387,7 +412,11 @@ def _framework_collectives(
                 )
             )
     units = local_units(busiest, inputs, shape is not None)
-    gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
+    if inputs.find_unused_parameters:  # DDP keeps the buckets it built in registration order
+        trainable = (p for p in inventory.parameters if p.requires_grad)
+        gradient_position = {p.name: index for index, p in enumerate(trainable)}
+    else:
+        gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
     expert_units: list[Unit] = []
     if inputs.ep > 1:
         units, expert_units = split_expert_units(units)
@@ -403,6 +432,7 @@ def _framework_collectives(
             prefix,
             # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
             inventory.buffers if shape is None or inputs.tp == 1 else [],
+            find_unused_parameters=inputs.find_unused_parameters,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -454,7 +484,13 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         shape = inventory.transformer
         if shape is not None and shape.experts is not None:
             notes += expert_parallel_notes(shape, inputs)
-        if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
+        if inputs.dp > 1 and inputs.find_unused_parameters:
+            notes.append(
+                "DDP with find_unused_parameters=True: it never rebuilds its buckets, so they stay as built at "
+                "construction, filled in registration order (frozen parameters skipped) and launched last-filled "
+                "first; after them it all-reduces its map of the parameters each rank used (int32 each)."
+            )
+        elif inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
                 + (

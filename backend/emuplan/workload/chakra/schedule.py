@@ -482,6 +482,11 @@ def export_refusal(document: PlanDocument, inventory: ModelInventory) -> str | N
         )
     if inputs.dp > 1 and inputs.dp_impl is not DataParallelImpl.DDP:
         return f"dp_impl: the Chakra export schedules DDP data parallelism, not {inputs.dp_impl.value}"
+    if inputs.dp > 1 and inputs.find_unused_parameters:
+        return (
+            "find_unused_parameters: the Chakra export schedules DDP's rebuilt buckets as backward makes them "
+            "ready, not the construction-order buckets find_unused_parameters keeps"
+        )
     shape = inventory.transformer
     if shape is not None and shape.experts is not None and inputs.tp > 1:
         return (
