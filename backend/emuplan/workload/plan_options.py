@@ -150,7 +150,7 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
     ),
     "find_unused_parameters": PlanOption(
         OptionGroup.ADVANCED,
-        "DDP find_unused_parameters",
+        "DDP: find unused parameters",
         "DDP with find_unused_parameters: its buckets are never rebuilt (reverse registration order).",
         default=False,
     ),
