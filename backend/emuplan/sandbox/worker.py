@@ -512,7 +512,8 @@ def _ddp_capture(model_class, request: dict, world_size: int, cap: dict, shape: 
     # torch 2.13 keeps the 1 MiB first bucket only when bucket_cap_mb is left at its default (None);
     # an explicit cap applies to the first bucket too.
     bucket_cap_mb = cap.get("bucket_cap_mb")
-    # With it DDP never rebuilds its buckets and all-reduces its map of the parameters used after them.
+    # find_unused_parameters: DDP then never rebuilds its buckets, and after them all-reduces its map of the
+    # parameters each rank used.
     find_unused = bool(cap.get("find_unused_parameters", False))
     # Gradients as views into the buckets: the same buckets and all-reduces, one copy of the gradients less.
     # No initial sync: its broadcasts (every parameter, 1.4 s of copies for GPT-2) come before the logged
