@@ -313,7 +313,7 @@ def test_an_uploaded_mixtral_config_plans_with_expert_parallelism(client: TestCl
     assert (stored.json()["name"], stored.json()["parameter_count"]) == ("MixtralForCausalLM", 46_702_792_704)
     plan = client.post("/api/plans/preview", json={"model": f"model:{stored.json()['id']}", "ep": 8})
     assert plan.status_code == 200, plan.text
-    assert plan.json()["kccb"][0]["data_sizes"] == [67_108_864]
+    assert plan.json()["kccb"][0]["data_sizes"] == [67_108_864, 16_384]  # the tokens, their routing probabilities
     relabelled = upload(client, "config.json", content.replace(b'"mixtral"', b'"mistral"'))
     assert relabelled.status_code == 400
     assert "describe a mixture of experts, which 'mistral' models do not have" in relabelled.json()["detail"]

@@ -26,7 +26,12 @@ def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
         timeout=30000,
     )  # fmt: skip
     expect(framework.locator("h3").first).to_have_text("ALGO_ALL_TO_ALL_PARALLEL (1)")
+    # The tokens, and since Megatron-core 0.12 their routing probabilities (4096 × 2 rows × 2 bytes).
+    expect(framework.locator(".data-sizes").first).to_have_text("[67108864, 16384]")
+    page.select_option("#megatron_core", "0.11")
     expect(framework.locator(".data-sizes").first).to_have_text("[67108864]")
+    page.select_option("#megatron_core", "0.16")
+    expect(framework.locator(".data-sizes").first).to_have_text("[67108864, 16384]")
     expect(workload.locator(".notes li", has_text="carved from the 8 DP ranks")).to_have_count(1)
     expect(workload.locator(".notes li", has_text="Load imbalance")).to_contain_text("--hot-expert-factor")
     # The seeds have no experts: the tutorial column says so as a note, not an error.

@@ -260,10 +260,16 @@ def test_expert_parallel_every_planned_collective_with_its_size_count_and_group(
     assert Counter(int(attribute(n, "pg_name")) for n in collectives(nodes)) == expected_groups
     # 2 forward + 2 backward all-to-alls of 1 × 4096 × 2 × 4096 × 2 bytes per layer.
     assert expected[(et.ALL_TO_ALL, 67_108_864)] == 4 * 32
+    counts = by_name(
+        nodes, "mb0 fwd model.layers.0 mlp: MoE tokens per expert, to size the all-to-alls (per MoE layer)"
+    )
     dispatch = by_name(nodes, "mb0 fwd model.layers.0 mlp: MoE token dispatch")
+    probabilities = by_name(nodes, "mb0 fwd model.layers.0 mlp: MoE routing probabilities (per MoE layer)")
     experts = by_name(nodes, "mb0 fwd model.layers.0 mlp")
     combine = by_name(nodes, "mb0 fwd model.layers.0 mlp: MoE token combine")
-    assert dispatch.id in experts.data_deps and experts.id in combine.data_deps
+    # Megatron's dispatcher: the counts size the tokens' all-to-all, the probabilities follow the tokens.
+    assert counts.id in dispatch.data_deps and dispatch.id in probabilities.data_deps
+    assert probabilities.id in experts.data_deps and experts.id in combine.data_deps
     # Each rank computes top-2 of 8 experts for its tokens, whichever 4 experts it holds.
     assert attribute(experts, "num_ops") == 2 * 4096 * (8 * 4096 + 2 * 3 * 4096 * 14336)
 

@@ -154,7 +154,7 @@ def test_expert_parallel_mixtral_prints_its_all_to_all_and_names_ep_in_errors() 
     result = run("--model", "mixtral-8x7b", "--ep", "8", "--export", "text")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(
-        "# trial 1: ALGO_ALL_TO_ALL_PARALLEL (1), iterations 100, 1 host x 8 GPUs per host\n67108864\n\n"
+        "# trial 1: ALGO_ALL_TO_ALL_PARALLEL (1), iterations 100, 1 host x 8 GPUs per host\n67108864\n16384\n\n"
     )
     result = run("--model", "mixtral-8x7b", "--ep", "8", "--hot-expert-factor", "2")
     assert "tp 1 pp 1 dp 8 ep 8;" in result.stdout

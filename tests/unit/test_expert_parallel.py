@@ -31,12 +31,19 @@ def test_mixtral_ep8_alone_dispatches_and_combines_each_layer_and_micro_batch() 
     document = plan(ep=8, tp=1, pp=1)
     assert (document.inputs.gpus, document.inputs.dp, document.inputs.ep) == (8, 8, 8)
     assert document.inputs.micro_batches == 128  # 1024 sequences / 8 replicas, micro-batch 1
-    all_to_alls = [(c.op, c.bytes_total, c.bytes_per_rank, c.group_size, c.count_per_step, c.phase.value)
-                   for c in of(document, ParallelDim.EP)]  # fmt: skip
-    # 2 (dispatch, combine) × 32 MoE layers × 128 micro-batches, forward and again backward.
-    assert all_to_alls == [
+    expert_parallel = [(c.op, c.bytes_total, c.bytes_per_rank, c.group_size, c.count_per_step, c.phase.value)
+                       for c in of(document, ParallelDim.EP)]  # fmt: skip
+    # Megatron-core's MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py): per MoE
+    # layer and micro-batch, preprocess() all-gathers the 8 experts' int64 token counts over the TP×EP group
+    # (here EP alone), dispatch_all_to_all() sends the tokens and, since 0.12, their routing probabilities
+    # (4096 × top-2 rows × 2 bytes); combine_all_to_all() sends the tokens back; backward mirrors the
+    # all-to-alls. 2 × 32 MoE layers × 128 micro-batches token all-to-alls each way, 4,096 of each other.
+    assert expert_parallel == [
         (CollectiveOp.ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, 8, 8192, "forward"),
+        (CollectiveOp.ALL_GATHER, 8 * 8 * 8, 8 * 8, 8, 4096, "forward"),
+        (CollectiveOp.ALL_TO_ALL, 16_384, 16_384, 8, 4096, "forward"),
         (CollectiveOp.ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, 8, 8192, "backward"),
+        (CollectiveOp.ALL_TO_ALL, 16_384, 16_384, 8, 4096, "backward"),
     ]
     # Each EP rank holds one expert per layer; dp / ep = 1, so expert gradients are never all-reduced.
     assert of(document, ParallelDim.EDP) == []
@@ -46,10 +53,20 @@ def test_mixtral_ep8_alone_dispatches_and_combines_each_layer_and_micro_batch() 
     assert (trial.algorithm, trial.algorithm_id, trial.data_sizes, trial.iterations) == (
         "ALGO_ALL_TO_ALL_PARALLEL",
         1,
-        [MIXTRAL_ALL_TO_ALL],
+        [MIXTRAL_ALL_TO_ALL, 16_384],
         100,
     )
     assert (trial.hosts, trial.gpus_per_host, trial.parallel_dim, trial.group_size) == (1, 8, ParallelDim.EP, 8)
+
+
+def test_megatron_core_before_0_12_sends_no_routing_probabilities() -> None:
+    """Up to 0.11 the dispatcher applied the probabilities on the token's own rank; the counts were gathered."""
+    document = plan(ep=8, megatron_core="0.11")
+    assert [(c.op, c.bytes_total, c.count_per_step) for c in of(document, ParallelDim.EP)] == [
+        (CollectiveOp.ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, 8192),
+        (CollectiveOp.ALL_GATHER, 512, 4096),
+        (CollectiveOp.ALL_TO_ALL, MIXTRAL_ALL_TO_ALL, 8192),
+    ]
 
 
 def test_mixtral_hybrid_tp2_pp4_ep8_dp8() -> None:
@@ -57,16 +74,30 @@ def test_mixtral_hybrid_tp2_pp4_ep8_dp8() -> None:
     document = plan(strategy="hybrid", tp=2, pp=4, ep=8, dp=8)
     assert (document.inputs.gpus, document.inputs.micro_batches, document.inputs.sequence_parallel) == (64, 128, True)
     all_to_alls = [(c.bytes_total, c.group_size, c.count_per_step, c.phase.value) for c in of(document, ParallelDim.EP)]
-    # 2 × 8 MoE layers in the busiest stage × 128 micro-batches; 1 × 4096 / 2 × 2 × 4096 × 2 bytes.
-    assert all_to_alls == [(33_554_432, 8, 2048, "forward"), (33_554_432, 8, 2048, "backward")]
+    # 2 × 8 MoE layers in the busiest stage × 128 micro-batches; 1 × 4096 / 2 × 2 × 4096 × 2 bytes; the
+    # probabilities once per layer and micro-batch: 2048 × 2 rows × 2 bytes.
+    assert all_to_alls == [
+        (33_554_432, 8, 2048, "forward"),
+        (8192, 8, 1024, "forward"),
+        (33_554_432, 8, 2048, "backward"),
+        (8192, 8, 1024, "backward"),
+    ]
+    # The token counts gather over the EP group's TP groups: 8 experts × 8 bytes from each of 2 × 8 ranks.
+    counts = of(document, ParallelDim.TP_EP)
+    assert [(c.op, c.bytes_total, c.bytes_per_rank, c.group_size, c.count_per_step) for c in counts] == [
+        (CollectiveOp.ALL_GATHER, 1024, 64, 16, 1024)
+    ]
     expert_gathers = [
         (c.op, c.bytes_total, c.count_per_step, c.phase.value)
         for c in of(document, ParallelDim.TP)
         if c.label.endswith("(per MoE layer)")
     ]
+    # dispatch_postprocess() gathers the tokens and their probabilities over TP; backward reduce-scatters both.
     assert expert_gathers == [
+        (CollectiveOp.ALL_GATHER, 16_384, 1024, "forward"),
         (CollectiveOp.ALL_GATHER, MIXTRAL_ALL_TO_ALL, 1024, "forward"),
         (CollectiveOp.REDUCE_SCATTER, MIXTRAL_ALL_TO_ALL, 1024, "forward"),
+        (CollectiveOp.REDUCE_SCATTER, 16_384, 1024, "backward"),
         (CollectiveOp.ALL_GATHER, MIXTRAL_ALL_TO_ALL, 1024, "backward"),
         (CollectiveOp.REDUCE_SCATTER, MIXTRAL_ALL_TO_ALL, 1024, "backward"),
     ]
@@ -74,11 +105,14 @@ def test_mixtral_hybrid_tp2_pp4_ep8_dp8() -> None:
     attention = next(c for c in document.collectives if c.label.startswith("sequence-parallel input of QKV"))
     assert (attention.bytes_total, attention.count_per_step) == (33_554_432, 1024)
     # Megatron all-reduces the sequence-parallel gradients across TP once per step: the stage's 8 layers' two
-    # norms and router [8, 4096], and the final norm.
+    # norms and router [8, 4096], and the final norm, from fp32 main_grad.
     norms = next(c for c in document.collectives if "layer-norm" in c.label)
-    assert norms.bytes_total == (8 * (2 * 4096 + 8 * 4096) + 4096) * 2
+    assert norms.bytes_total == (8 * (2 * 4096 + 8 * 4096) + 4096) * 4
     ep_trial = next(t for t in document.kccb_list() if t.parallel_dim is ParallelDim.EP)
-    assert (ep_trial.data_sizes, ep_trial.hosts, ep_trial.gpus_per_host) == ([33_554_432], 8, 1)
+    assert (ep_trial.data_sizes, ep_trial.hosts, ep_trial.gpus_per_host) == ([33_554_432, 8192], 8, 1)
+    # Ranks 0, 1, 8, 9, …, 56, 57: two on each of 8 hosts.
+    counts_trial = next(t for t in document.kccb_list() if t.parallel_dim is ParallelDim.TP_EP)
+    assert (counts_trial.data_sizes, counts_trial.hosts, counts_trial.gpus_per_host) == ([64], 8, 2)
     assert any("carved from the 8 DP ranks" in note for note in document.notes)
 
 
@@ -95,14 +129,21 @@ def test_expert_gradients_reduce_over_the_expert_data_parallel_group() -> None:
 
 
 def test_capacity_factor_pads_every_expert_to_capacity() -> None:
-    """ceil(1.25 × 4096 tokens × 2 / 8 experts) = 1280 tokens per expert; 8 × 1280 × 4096 × 2 bytes."""
+    """ceil(1.25 × 4096 tokens × 2 / 8 experts) = 1280 tokens per expert; 8 × 1280 × 4096 × 2 bytes, and a
+    probability per padded row. Padded to capacity (drop_and_pad), Megatron gathers no token counts."""
     document = plan(ep=8, capacity_factor=1.25)
-    assert {c.bytes_total for c in of(document, ParallelDim.EP)} == {83_886_080}
+    assert [(c.op, c.bytes_total) for c in of(document, ParallelDim.EP)] == [
+        (CollectiveOp.ALL_TO_ALL, 83_886_080),
+        (CollectiveOp.ALL_TO_ALL, 8 * 1280 * 2),
+        (CollectiveOp.ALL_TO_ALL, 83_886_080),
+        (CollectiveOp.ALL_TO_ALL, 8 * 1280 * 2),
+    ]
 
 
 def test_hot_expert_factor_sizes_the_all_to_all_for_the_busiest_rank() -> None:
     document = plan(ep=8, hot_expert_factor=2.0)
-    assert {c.bytes_total for c in of(document, ParallelDim.EP)} == {2 * MIXTRAL_ALL_TO_ALL}
+    all_to_alls = of(document, ParallelDim.EP)
+    assert {c.bytes_total for c in all_to_alls if c.op is CollectiveOp.ALL_TO_ALL} == {2 * MIXTRAL_ALL_TO_ALL, 32_768}
     assert any(note.startswith("Load imbalance: the busiest EP rank receives hot_expert_factor 2") for note in
                document.notes)  # fmt: skip
 
@@ -113,12 +154,13 @@ def test_kccb_yaml_has_its_own_all_to_all_trial() -> None:
         "name": "mixtral-8x7b data all_to_all ep8",
         "benchmark": {
             "collective_algorithm": "ALGO_ALL_TO_ALL_PARALLEL",
-            "datasize_list": {"size_bytes": [MIXTRAL_ALL_TO_ALL]},
+            "datasize_list": {"size_bytes": [MIXTRAL_ALL_TO_ALL, 16_384]},
             "iterations": 100,
         },
         "infrastructure": {"host": {"count": 1, "generic": {"npu_count": 8}}, "rocev2": {"qps_per_rankpair": 1}},
-        "note": "ep group of 8 ranks; data sizes are the whole buffer; 16384 all_to_all per training step in all "
-        "(MoE token dispatch and combine; each data size is one rank's whole send buffer, as nccl-tests)",
+        "note": "ep group of 8 ranks; data sizes are the whole buffer; 24576 all_to_all per training step in all "
+        "(MoE token dispatch and combine, and the routing probabilities; each data size is one rank's whole send "
+        "buffer, as nccl-tests)",
     }
 
 
@@ -127,7 +169,10 @@ def test_deepseek_v3_plans_58_moe_layers_with_shared_experts() -> None:
     document = plan("deepseek-v3", ep=8, dp=8)
     assert [(c.bytes_total, c.count_per_step) for c in of(document, ParallelDim.EP)] == [
         (469_762_048, 2 * 58 * 128),
+        (256 * 8 * 8, 58 * 128),  # 256 experts' int64 token counts from each of 8 ranks
+        (4096 * 8 * 2, 58 * 128),
         (469_762_048, 2 * 58 * 128),
+        (4096 * 8 * 2, 58 * 128),
     ]
 
 
@@ -170,8 +215,8 @@ def test_sequence_parallel_reduces_routers_and_mla_down_projections_across_tp() 
     the sequence."""
     norms = next(c for c in small_deepseek_tp2().collectives if "layer-norm" in c.label)
     # Per layer: 2 norms × 64, q_a_layernorm 24, kv_a_layernorm 16, q_a_proj 24 × 64, kv_a_proj (16 + 4) × 64;
-    # 2 routers 4 × 64; the final norm 64. bf16.
-    assert norms.bytes_total == (3 * (2 * 64 + 24 + 16 + 24 * 64 + 20 * 64) + 2 * 4 * 64 + 64) * 2
+    # 2 routers 4 × 64; the final norm 64. fp32 main_grad.
+    assert norms.bytes_total == (3 * (2 * 64 + 24 + 16 + 24 * 64 + 20 * 64) + 2 * 4 * 64 + 64) * 4
 
 
 def test_mla_under_sequence_parallel_gathers_its_latents() -> None:

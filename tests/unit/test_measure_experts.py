@@ -5,7 +5,7 @@ from emuplan.measure.launcher import LocalLauncher
 from emuplan.measure.options import MeasurementOptions
 from emuplan.measure.workload import group_size_notes, measurement_steps
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import ParallelDim, PlanRequest
+from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
 
@@ -13,11 +13,12 @@ MIXTRAL_ALL_TO_ALL = 67_108_864  # 1 × 4096 tokens × top-2 × hidden 4096 × 2
 
 
 def expert_parallel_trial_only() -> dict:
-    """The mixtral-8x7b --ep 8 plan, with only its KCCB all-to-all trial (the DP buckets would need GBs)."""
+    """The mixtral-8x7b --ep 8 plan, with only its KCCB all-to-all trial's tokens (the DP buckets would need GBs;
+    the routing probabilities' 16 KiB all-to-all is measured the same way)."""
     request = PlanRequest(model="mixtral-8x7b", mode="framework", ep=8)
     document = plan_workload(request, resolve_model("mixtral-8x7b")).model_dump(mode="json")
-    (trial,) = [trial for trial in document["kccb"] if trial["parallel_dim"] == ParallelDim.EP.value]
-    return {**document, "kccb": trial}
+    (trial,) = [trial for trial in document["kccb"] if trial["collective"] == CollectiveOp.ALL_TO_ALL.value]
+    return {**document, "kccb": {**trial, "data_sizes": [MIXTRAL_ALL_TO_ALL]}}
 
 
 def test_the_all_to_all_trial_hands_each_rank_its_whole_buffer() -> None:

@@ -11,7 +11,9 @@ from ddp_world import ddp_step_collectives
 from emuplan.measure.options import WorkloadSource
 from emuplan.measure.workload import measurement_steps
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy
-from emuplan.workload.document import PlanRequest
+from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.document import PlanningError, PlanRequest
+from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import (
     CaptureSettings,
@@ -23,6 +25,7 @@ from emuplan.workload.pytorch_source import (
     parse_input_shape,
 )
 from emuplan.workload.sources import resolve_model
+from fsdp_world import fsdp2_step_collectives
 from paths import MODELS
 from seed_model import assert_is_the_seed_classifier
 
@@ -379,3 +382,100 @@ def test_a_model_issuing_its_own_collectives_is_captured_on_its_whole_sample():
     expected = [("all_reduce", "forward", 8192), ("all_reduce", "backward", 32 * 32 * 4 + 32 * 4 + 1000 * 32 * 4)]
     assert [(c.op, c.phase, c.bytes) for c in ddp.first_step] == expected
     assert [(c.op, c.phase, c.bytes) for c in ddp.steady_step] == expected
+
+
+# --- FSDP2's mixed precision and DDP's find_unused_parameters, against real runs on a gloo group ----
+
+
+def two_blocks() -> nn.Module:
+    return fixture_class("two_blocks.py", "TwoBlocks")()
+
+
+def two_blocks_input() -> torch.Tensor:
+    return torch.randn(2, 16, 64)
+
+
+def test_fsdp2_with_bf16_parameters_and_fp32_gradients_gathers_in_bf16_and_reduce_scatters_in_fp32():
+    """--param-dtype bfloat16 --grad-dtype float32 is FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16,
+    reduce_dtype=float32): each unit's parameters all-gathered in bf16, its gradients reduce-scattered in fp32,
+    step for step as real FSDP2 on a gloo group of 2 processes issues them."""
+    options = PytorchSourceOptions(model_class="TwoBlocks", input_shape=[16, 64])
+    source = (MODELS / "two_blocks.py").read_text()
+    inventory = inspect_pytorch_source(source, "two_blocks.py", options, LIMITS).inventory
+    request = PlanRequest(
+        model="two_blocks", strategy="data", mode="framework", gpus=2, dp_impl="fsdp2",
+        param_dtype="bfloat16", grad_dtype="float32",
+    )  # fmt: skip
+    document = capture_for_plan(plan_workload(request, inventory), source, "two_blocks.py", options, LIMITS)
+    planned = [(c.op.value, c.phase.value, c.dtype, c.bytes_total) for c in document.collectives]
+    # Each block's up (256 × 64 + 256) and down (64 × 256 + 64) Linear is a unit; the root holds the two norms.
+    up, down, root = 16_640, 16_448, 4 * 64
+    gathered = {"up": ("all_gather", "bfloat16", 2 * up), "down": ("all_gather", "bfloat16", 2 * down)}
+    scattered = {"up": ("reduce_scatter", "float32", 4 * up), "down": ("reduce_scatter", "float32", 4 * down)}
+
+    def entries(phase: str, *items: tuple[str, str, int]) -> list[tuple[str, str, str, int]]:
+        return [(op, phase, dtype, size) for op, dtype, size in items]
+
+    assert planned == [
+        *entries("forward", ("all_gather", "bfloat16", 2 * root), *[gathered["up"], gathered["down"]] * 2),
+        *entries(
+            "backward",
+            gathered["down"], gathered["up"], scattered["down"], gathered["down"], scattered["up"], gathered["up"],
+            scattered["down"], scattered["up"], ("reduce_scatter", "float32", 4 * root),
+        ),
+    ]  # fmt: skip
+    real = fsdp2_step_collectives(two_blocks, two_blocks_input, "bfloat16", "float32")
+    ops = {"_allgather_base_.default": "all_gather", "_reduce_scatter_base_.default": "reduce_scatter"}
+    assert [(ops[op], phase, dtype, size) for op, phase, dtype, size in real] == planned
+
+
+def unused_branch() -> nn.Module:
+    return fixture_class("unused_branch.py", "UnusedBranch")()
+
+
+def unused_branch_input() -> torch.Tensor:
+    return torch.randn(2, 512)
+
+
+@pytest.fixture(scope="module")
+def unused_branch_source() -> tuple[str, PytorchSourceOptions, ModelInventory]:
+    options = PytorchSourceOptions(model_class="UnusedBranch", input_shape=[512])
+    source = (MODELS / "unused_branch.py").read_text()
+    return source, options, inspect_pytorch_source(source, "unused_branch.py", options, LIMITS).inventory
+
+
+@pytest.mark.parametrize(
+    ("bucket_cap_mb", "buckets"), [(None, [1_598_504, 1_048_576]), (1, [23_592, 1_574_912, 1_048_576])]
+)
+def test_find_unused_parameters_keeps_the_buckets_ddp_filled_in_registration_order(
+    unused_branch_source, bucket_cap_mb: float | None, buckets: list[int]
+):
+    """Registered: fc1 (1,048,576 + 2,048 B), unused (1,572,864 + 3,072), fc2 (20,480 + 40). With
+    find_unused_parameters=True DDP never rebuilds the buckets it filled in that order at construction (fc1's
+    weight closes the 1 MiB first one) and launches them last-filled first; after them it all-reduces its map
+    of the 6 parameters used, one int32 each: what the plan lists, the capture records and real DDP on a gloo
+    group of 2 processes sends."""
+    source, options, inventory = unused_branch_source
+    request = PlanRequest(
+        model="unused_branch", strategy="data", mode="framework", gpus=2,
+        find_unused_parameters=True, bucket_cap_mb=bucket_cap_mb,
+    )  # fmt: skip
+    document = capture_for_plan(plan_workload(request, inventory), source, "unused_branch.py", options, LIMITS)
+    planned = [(c.dtype, c.bytes_total) for c in document.collectives if c.op is CollectiveOp.ALL_REDUCE]
+    assert planned == [*(("float32", size) for size in buckets), ("int32", 24)]
+    assert (document.capture_differences, document.kccb_source) == ([], "captured")
+    real = ddp_step_collectives(
+        unused_branch, unused_branch_input, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=True
+    )
+    assert real == {"buckets": buckets, "broadcasts": [], "used_map": [24]}
+
+
+def test_ddp_of_a_model_with_unused_parameters_is_refused_with_ddps_reason_without_the_option(unused_branch_source):
+    """Real DDP without find_unused_parameters stops at the second step; the plan says why instead of
+    listing buckets DDP never sends."""
+    _, _, inventory = unused_branch_source
+    request = PlanRequest(model="unused_branch", strategy="data", mode="framework", gpus=2)
+    with pytest.raises(PlanningError, match=r"^find_unused_parameters: unused.weight, unused.bias got no gradient"):
+        plan_workload(request, inventory)
+    with pytest.raises(Exception, match="Expected to have finished reduction in the prior iteration"):
+        ddp_step_collectives(unused_branch, unused_branch_input)

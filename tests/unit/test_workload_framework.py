@@ -266,19 +266,38 @@ def test_sequence_parallel_backward_gathers_for_embedding_and_lm_head() -> None:
     ]
 
 
+def test_learned_position_embeddings_make_megatron_all_reduce_the_embedding_under_sequence_parallel() -> None:
+    """megatron/core/models/common/embeddings/language_model_embedding.py, LanguageModelEmbedding: with
+    learned absolute positions reduce_scatter_embeddings is False, so the word embedding all-reduces its
+    output, the positions are added to the whole sequence, and scatter_to_sequence_parallel_region splits
+    it locally (no collective forward; its backward all-gathers). GPT-2, one 1024-token sequence, bf16."""
+    gpt2 = framework("gpt2", strategy="tensor", gpus=2, seq_len=1024, batch_size=2, sequence_parallel=True)
+    embedding = [(c.op, c.phase.value, c.bytes_total, c.bytes_per_rank) for c in gpt2.collectives
+                 if "embedding output" in c.label]  # fmt: skip
+    assert embedding == [
+        (CollectiveOp.ALL_REDUCE, "forward", 1_572_864, 1_572_864),
+        (CollectiveOp.ALL_GATHER, "backward", 1_572_864, 786_432),
+    ]
+
+
 def test_sequence_parallel_all_reduces_layer_norm_gradients_once_per_step() -> None:
     """megatron/core/distributed/finalize_model_grads.py, _allreduce_layernorm_grads: with sequence
     parallel, the gradients of every parameter marked sequence_parallel (layer norms, row-parallel
-    biases) are flattened into one all-reduce over the TP group per step."""
-    document = framework("llama-2-7b", strategy="tensor", gpus=8, seq_len=4096, batch_size=8, sequence_parallel=True)
+    biases) are flattened into one all-reduce over the TP group per step. It reduces main_grad, which
+    bf16 training keeps in fp32 (megatron/training/arguments.py turns on
+    accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16)."""
+    options = dict(strategy="tensor", gpus=4, seq_len=4096, batch_size=4, sequence_parallel=True)
+    document = framework("llama-3-8b", **options)
     norms = [c for c in document.collectives if "layer-norm" in c.label]
-    # 32 layers × 2 RMSNorm weights + the final norm, 4096 each, bf16.
-    assert [(c.op, c.phase.value, c.bytes_total, c.count_per_step) for c in norms] == [
-        (CollectiveOp.ALL_REDUCE, "backward", 65 * 4096 * 2, 1)
+    # Llama-3-8B at TP 4: 32 layers × 2 RMSNorm weights + the final norm, 4096 each: 266,240 fp32 gradients.
+    assert [(c.op, c.phase.value, c.bytes_total, c.dtype, c.count_per_step) for c in norms] == [
+        (CollectiveOp.ALL_REDUCE, "backward", 1_064_960, "float32", 1)
     ]
+    in_bf16 = framework("llama-3-8b", **options, grad_reduce_in_bf16=True)
+    assert [(c.bytes_total, c.dtype) for c in in_bf16.collectives if "layer-norm" in c.label] == [(532_480, "bfloat16")]
     gpt2 = framework("gpt2", strategy="tensor", gpus=4, seq_len=1024, batch_size=4, sequence_parallel=True)
-    # GPT-2: ln_1, ln_2 (weight + bias) and the two row-parallel c_proj biases per layer, then ln_f; bf16.
-    assert [c.bytes_total for c in gpt2.collectives if "layer-norm" in c.label] == [(12 * 6 + 2) * 768 * 2]
+    # GPT-2: ln_1, ln_2 (weight + bias) and the two row-parallel c_proj biases per layer, then ln_f; fp32.
+    assert [c.bytes_total for c in gpt2.collectives if "layer-norm" in c.label] == [(12 * 6 + 2) * 768 * 4]
     assert not [c for c in framework("llama-2-7b", strategy="tensor", gpus=8).collectives if "layer-norm" in c.label]
 
 

@@ -166,6 +166,8 @@ CHOICE_TEXT = {
     "zero1": "ZeRO-1",
     "zero2": "ZeRO-2",
     "zero3": "ZeRO-3",
+    "0.11": "0.11 or older",
+    "0.16": "0.12 – 0.16",
 }
 
 

@@ -14,6 +14,7 @@ from emuplan.workload.plan_options import (
     EXPORT_FORMATS,
     PLAN_OPTIONS,
     DataParallelImpl,
+    MegatronCore,
     Mode,
     OptionGroup,
     Strategy,
@@ -174,6 +175,11 @@ def plan(
     activation_dtype: Annotated[str | None, _request_option("activation_dtype")] = None,
     capacity_factor: Annotated[float | None, _request_option("capacity_factor")] = None,
     hot_expert_factor: Annotated[float, _request_option("hot_expert_factor")] = 1.0,
+    megatron_core: Annotated[MegatronCore, _choice_option("megatron_core", MegatronCore)] = MegatronCore.CURRENT,
+    grad_reduce_in_bf16: Annotated[bool, _request_option("grad_reduce_in_bf16", "--grad-reduce-in-bf16")] = False,
+    find_unused_parameters: Annotated[
+        bool, _request_option("find_unused_parameters", "--find-unused-parameters")
+    ] = False,
     # On by default, so the CLI has only the flag that turns it off.
     no_vocab_parallel_loss: Annotated[
         bool,

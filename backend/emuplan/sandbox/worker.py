@@ -512,10 +512,19 @@ def _ddp_capture(model_class, request: dict, world_size: int, cap: dict, shape: 
     # torch 2.13 keeps the 1 MiB first bucket only when bucket_cap_mb is left at its default (None);
     # an explicit cap applies to the first bucket too.
     bucket_cap_mb = cap.get("bucket_cap_mb")
+    # find_unused_parameters: DDP then never rebuilds its buckets, and after them all-reduces its map of the
+    # parameters each rank used.
+    find_unused = bool(cap.get("find_unused_parameters", False))
     # Gradients as views into the buckets: the same buckets and all-reduces, one copy of the gradients less.
     # No initial sync: its broadcasts (every parameter, 1.4 s of copies for GPT-2) come before the logged
     # steps, and the fake process group's ranks hold nothing to synchronise.
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=True, init_sync=False)
+    ddp = DistributedDataParallel(
+        model,
+        bucket_cap_mb=bucket_cap_mb,
+        gradient_as_bucket_view=True,
+        init_sync=False,
+        find_unused_parameters=find_unused,
+    )
     logger = CollectiveLogger(world_size)
     counts = {"steps": 0, "in_forward": 0, "by_ddp_in_backward": 0, "model_forward_start": 0}
     gradient_order = []
@@ -555,6 +564,7 @@ def _ddp_capture(model_class, request: dict, world_size: int, cap: dict, shape: 
     ddp.register_comm_hook(None, record_bucket)
     settings = {
         "bucket_cap_mb": bucket_cap_mb,
+        "find_unused_parameters": find_unused,
         "first_bucket_bytes": ddp._bucket_config.first_bucket_bytes_cap,
         "bucket_bytes": ddp.bucket_bytes_cap,
     }
@@ -567,7 +577,8 @@ def _ddp_capture(model_class, request: dict, world_size: int, cap: dict, shape: 
         raise
     both_steps = captured["first_step"] + captured["steady_step"]
     in_backward = sum(record["phase"] == "backward" for record in both_steps)
-    return DdpCapture(captured, gradient_order, counts["in_forward"] + in_backward - counts["by_ddp_in_backward"])
+    by_ddp = counts["by_ddp_in_backward"] + (DDP_STEPS if find_unused else 0)  # one used-parameter map a step
+    return DdpCapture(captured, gradient_order, counts["in_forward"] + in_backward - by_ddp)
 
 
 def _smallest_training_batch(model) -> int:
@@ -589,9 +600,14 @@ def _fake_tensors():
     return FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
 
 
-def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict, _inventory: dict) -> dict:
+def capture_fsdp2(model_class, request: dict, world_size: int, mesh, cap: dict, _inventory: dict) -> dict:
     import torch.nn as nn
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    # The plan's dtypes as FSDP2's mixed precision: parameters all-gathered in param_dtype, gradients
+    # reduce-scattered in reduce_dtype.
+    dtypes = {"param_dtype": cap.get("param_dtype", "float32"), "reduce_dtype": cap.get("reduce_dtype", "float32")}
+    policy = MixedPrecisionPolicy(**{field: _torch_dtype(name) for field, name in dtypes.items()})
 
     with _fake_tensors():
         model = construct(model_class, request.get("model_kwargs") or {}, request["file_name"])
@@ -602,9 +618,13 @@ def capture_fsdp2(model_class, request: dict, world_size: int, mesh, _cap: dict,
             owners.setdefault(id(parameter), set()).add(name.rsplit(".", 1)[0])
         for module in model.modules():
             if isinstance(module, nn.Linear) and all(len(owners[id(p)]) == 1 for p in module.parameters()):
-                fully_shard(module, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        settings = {"wrapped": "each nn.Linear (unless tied to another module), then the root", "tensors": "fake"}
+                fully_shard(module, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        settings = {
+            "wrapped": "each nn.Linear (unless tied to another module), then the root",
+            "tensors": "fake",
+            **dtypes,
+        }
         return _captured("fsdp2", model, request, world_size, SHAPE_BATCH, settings)
 
 

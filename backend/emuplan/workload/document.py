@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field
 
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 from emuplan.workload.deferred_model import DeferredModel
-from emuplan.workload.plan_options import PLAN_OPTIONS, DataParallelImpl, Mode, OptionGroup, Strategy
+from emuplan.workload.plan_options import PLAN_OPTIONS, DataParallelImpl, MegatronCore, Mode, OptionGroup, Strategy
 
 
 class PlanningError(ValueError):
@@ -31,6 +31,7 @@ class ParallelDim(StrEnum):
     PP = "pp"
     EP = "ep"  # expert parallel: the ranks that share one MoE layer's experts
     EDP = "edp"  # expert data parallel: the ranks holding the same experts (dp / ep of them)
+    TP_EP = "tp_ep"  # an EP group's TP groups together (Megatron's tp_ep_group): tp × ep ranks
 
 
 def _option(name: str):
@@ -80,6 +81,9 @@ class PlanRequest(DeferredModel):
     vocab_parallel_loss: bool = _option("vocab_parallel_loss")
     capacity_factor: float | None = _option("capacity_factor")
     hot_expert_factor: float = _option("hot_expert_factor")
+    megatron_core: MegatronCore = _option("megatron_core")
+    grad_reduce_in_bf16: bool = _option("grad_reduce_in_bf16")
+    find_unused_parameters: bool = _option("find_unused_parameters")
 
     @classmethod
     def option_group(cls, name: str) -> OptionGroup:
@@ -111,6 +115,10 @@ class NormalisedInputs(DeferredModel):
     vocab_parallel_loss: bool
     capacity_factor: float | None = None
     hot_expert_factor: float = 1.0
+    # Plans stored before these options existed validate with their defaults.
+    megatron_core: MegatronCore = MegatronCore.CURRENT
+    grad_reduce_in_bf16: bool = False
+    find_unused_parameters: bool = False
     bucket_cap_mb: float | None
     param_dtype: str
     grad_dtype: str

@@ -139,6 +139,11 @@ class TransformerShape(DeferredModel):
     def attention_head_dim(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
+    @property
+    def learned_position_embeddings(self) -> bool:
+        """Learned absolute position embeddings (GPT-2's wpe); the other families rotate queries and keys."""
+        return self.family == "gpt2"
+
 
 class ModelInventory(DeferredModel):
     name: Name
@@ -169,6 +174,14 @@ class ModelInventory(DeferredModel):
         trainable = {p.name: p for p in self.parameters if p.requires_grad}
         ordered = [trainable.pop(name) for name in self.gradient_order if name in trainable]
         return ordered + list(reversed(trainable.values()))
+
+    def unused_parameters(self) -> list[ParameterInfo]:
+        """Trainable parameters the recorded backward gave no gradient (not used in forward); [] when the
+        source records no gradient order."""
+        if not self.gradient_order:
+            return []
+        ready = set(self.gradient_order)
+        return [p for p in self.parameters if p.requires_grad and p.name not in ready]
 
     @model_validator(mode="after")
     def _sizes_fit_in_int64(self) -> "ModelInventory":

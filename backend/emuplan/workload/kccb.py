@@ -26,16 +26,19 @@ KCCB_ALGORITHMS: dict[CollectiveOp, tuple[str, int]] = {
 }
 
 
-def group_placement(group_size: int, stride: int, gpus_per_host: int) -> tuple[int, int]:
-    """Hosts and GPUs per host spanned by the group holding rank 0 (ranks 0, stride, 2·stride, …)."""
-    hosts = len({(index * stride) // gpus_per_host for index in range(group_size)})
+def group_placement(group_size: int, stride: "int | tuple[int, int]", gpus_per_host: int) -> tuple[int, int]:
+    """Hosts and GPUs per host spanned by the group holding rank 0: ranks 0, stride, 2·stride, …; or, for a
+    stride (run, stride), runs of consecutive ranks starting stride apart (TP groups inside an EP group)."""
+    run, step = (1, stride) if isinstance(stride, int) else stride
+    ranks = ((index // run) * step + index % run for index in range(group_size))
+    hosts = len({rank // gpus_per_host for rank in ranks})
     return hosts, -(-group_size // hosts)
 
 
 def kccb_trials(
     collectives: Iterable[PlannedCollective],
     iterations: int,
-    strides: dict[ParallelDim, int],
+    strides: "dict[ParallelDim, int | tuple[int, int]]",
     gpus_per_host: int,
 ) -> list[KccbTrial]:
     groups: dict[tuple[CollectiveOp, ParallelDim, int], list[PlannedCollective]] = {}
@@ -76,7 +79,10 @@ def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list
     if op is CollectiveOp.SEND_RECV:
         note += "; pipeline point-to-point sends emulated as a broadcast from one stage to the next"
     if op is CollectiveOp.ALL_TO_ALL:
-        note += " (MoE token dispatch and combine; each data size is one rank's whole send buffer, as nccl-tests)"
+        note += (
+            " (MoE token dispatch and combine, and the routing probabilities; each data size is one rank's whole "
+            "send buffer, as nccl-tests)"
+        )
     return note
 
 

@@ -31,6 +31,13 @@ class DataParallelImpl(StrEnum):
     ZERO3 = "zero3"
 
 
+class MegatronCore(StrEnum):
+    """Megatron-core releases whose MoE all-to-all dispatcher sends different collectives."""
+
+    V0_11 = "0.11"  # and older: the routing probabilities stay on the token's own rank
+    CURRENT = "0.16"  # 0.12 onwards (0.16.1 is the current release): the probabilities travel with the tokens
+
+
 class OptionGroup(StrEnum):
     """Where a planning option sits: a fieldset of the plan page and a panel of ``emuplan plan --help``."""
 
@@ -128,6 +135,24 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
         OptionGroup.ADVANCED,
         "Expert capacity factor",
         "Pad each expert's tokens to this × its even share (all-to-all buffers padded). Default: dropless.",
+    ),
+    "megatron_core": PlanOption(
+        OptionGroup.ADVANCED,
+        "Megatron-core version",
+        "Its MoE dispatcher: from 0.12 the routing probabilities get their own all-to-all.",
+        default=MegatronCore.CURRENT,
+    ),
+    "grad_reduce_in_bf16": PlanOption(
+        OptionGroup.ADVANCED,
+        "Megatron grads reduced in bf16",
+        "Megatron --grad-reduce-in-bf16: main_grad reductions in bf16 instead of fp32.",
+        default=False,
+    ),
+    "find_unused_parameters": PlanOption(
+        OptionGroup.ADVANCED,
+        "DDP: find unused parameters",
+        "DDP with find_unused_parameters: its buckets are never rebuilt (reverse registration order).",
+        default=False,
     ),
     "hot_expert_factor": PlanOption(
         OptionGroup.ADVANCED,

@@ -42,6 +42,7 @@ from emuplan.workload.strategies.tensor_parallel import (
     dtensor_shard,
     linear_layers,
     megatron_collectives,
+    megatron_main_grad_dtype,
     megatron_shard,
     padded_vocab_size,
     sequence_parallel_parameters,
@@ -167,6 +168,30 @@ def _check_expert_options(request: PlanRequest, ep: int) -> None:
             )
 
 
+def _check_unused_parameters(inventory: ModelInventory, inputs: NormalisedInputs) -> None:
+    """DDP's find_unused_parameters: where it applies, and the parameters that make DDP need it."""
+    pytorch_ddp = (
+        inputs.mode is Mode.FRAMEWORK
+        and inputs.dp_impl is DataParallelImpl.DDP
+        and inputs.ep == 1
+        and (inventory.transformer is None or inputs.tp == 1)
+    )
+    if inputs.find_unused_parameters and not pytorch_ddp:
+        raise PlanningError(
+            "find_unused_parameters: an option of PyTorch's DistributedDataParallel, which this plan does not use "
+            "(framework mode, dp_impl ddp, without experts or Megatron's tensor parallelism)"
+        )
+    unused = inventory.unused_parameters()
+    if pytorch_ddp and inputs.dp > 1 and unused and not inputs.find_unused_parameters:
+        names = ", ".join(p.name for p in unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
+        raise PlanningError(
+            f"find_unused_parameters: {names} got no gradient in the model's backward, and DDP without "
+            'find_unused_parameters=True fails at the second step ("Expected to have finished reduction in the '
+            "prior iteration before starting a new one … your module has parameters that were not used in "
+            'producing loss"); plan it with find_unused_parameters, as such a model must train'
+        )
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -245,6 +270,9 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         vocab_parallel_loss=request.vocab_parallel_loss,
         capacity_factor=request.capacity_factor,
         hot_expert_factor=request.hot_expert_factor,
+        megatron_core=request.megatron_core,
+        grad_reduce_in_bf16=request.grad_reduce_in_bf16,
+        find_unused_parameters=request.find_unused_parameters,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
         grad_dtype=_dtype("grad_dtype", request.grad_dtype or param_dtype),
@@ -254,6 +282,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     )
     if ep > 1:
         check_expert_degrees(inventory, inputs)
+    _check_unused_parameters(inventory, inputs)
     return inputs
 
 
@@ -348,9 +377,9 @@ def _framework_collectives(
                 expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
                 # MLA families all have experts, so under TP they run sequence parallel, the case it shapes.
                 latent_attention=shape.latent_attention,
-                layer_norm_bytes=numel_bytes(
-                    sum(p.numel for p in sequence_parallel_parameters(stage_parameters)), inputs.grad_dtype
-                ),
+                layer_norm_numel=sum(p.numel for p in sequence_parallel_parameters(stage_parameters)),
+                main_grad_dtype=megatron_main_grad_dtype(inputs),
+                learned_positions=shape.learned_position_embeddings,
             )
         else:
             layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
@@ -383,7 +412,11 @@ def _framework_collectives(
                 )
             )
     units = local_units(busiest, inputs, shape is not None)
-    gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
+    if inputs.find_unused_parameters:  # DDP keeps the buckets it built in registration order
+        trainable = (p for p in inventory.parameters if p.requires_grad)
+        gradient_position = {p.name: index for index, p in enumerate(trainable)}
+    else:
+        gradient_position = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
     expert_units: list[Unit] = []
     if inputs.ep > 1:
         units, expert_units = split_expert_units(units)
@@ -399,6 +432,7 @@ def _framework_collectives(
             prefix,
             # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
             inventory.buffers if shape is None or inputs.tp == 1 else [],
+            find_unused_parameters=inputs.find_unused_parameters,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -462,7 +496,13 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
         shape = inventory.transformer
         if shape is not None and shape.experts is not None:
             notes += expert_parallel_notes(shape, inputs)
-        if inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
+        if inputs.dp > 1 and inputs.find_unused_parameters:
+            notes.append(
+                "DDP with find_unused_parameters=True: it never rebuilds its buckets, so they stay as built at "
+                "construction, filled in registration order (frozen parameters skipped) and launched last-filled "
+                "first; after them it all-reduces its map of the parameters each rank used (int32 each)."
+            )
+        elif inputs.dp > 1 and inputs.dp_impl is DataParallelImpl.DDP:
             notes.append(
                 "DDP buckets as rebuilt after iteration 0, in the order backward completes the gradients "
                 + (
@@ -481,9 +521,10 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
     return notes
 
 
-def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
+def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int | tuple[int, int]]:
     """Rank distance between neighbours of each dimension's group: TP innermost, then PP, then DP; an EP
-    group is consecutive DP replicas, an expert-data-parallel group every ep-th one."""
+    group is consecutive DP replicas, an expert-data-parallel group every ep-th one; TP×EP is the EP group's
+    replicas' TP groups, tp consecutive ranks each."""
     replica = inputs.tp * inputs.pp
     return {
         ParallelDim.TP: 1,
@@ -491,6 +532,7 @@ def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int]:
         ParallelDim.DP: replica,
         ParallelDim.EP: replica,
         ParallelDim.EDP: replica * inputs.ep,
+        ParallelDim.TP_EP: (inputs.tp, replica),
     }
 
 

@@ -47,6 +47,9 @@ class CaptureSettings(DeferredModel):
     batch_size: int = 8192  # the tensor-parallel capture feeds one whole batch; DDP/FSDP2 need no real batch
     bucket_cap_mb: float | None = None  # None: PyTorch's default (first bucket 1 MiB, then 25 MiB)
     sequence_parallel: bool = False
+    find_unused_parameters: bool = False  # DDP's
+    param_dtype: str = "float32"  # FSDP2's MixedPrecisionPolicy: the dtype parameters are all-gathered in
+    reduce_dtype: str = "float32"  # and the one gradients are reduce-scattered in
     strategies: list[str] = Field(default_factory=lambda: ["ddp", "fsdp2", "tensor"])
 
 
@@ -290,6 +293,9 @@ def capture_for_plan(
         batch_size=inputs.micro_batch,
         bucket_cap_mb=inputs.bucket_cap_mb,
         sequence_parallel=inputs.sequence_parallel,
+        find_unused_parameters=inputs.find_unused_parameters,
+        param_dtype=inputs.param_dtype,
+        reduce_dtype=inputs.grad_dtype,
         strategies=[strategy],
     )
     try:

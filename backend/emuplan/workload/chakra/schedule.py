@@ -22,18 +22,20 @@ from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, Plan
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.plan_options import DataParallelImpl, Mode
 from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
-from emuplan.workload.strategies.common import numel_bytes
 from emuplan.workload.strategies.data_parallel import data_parallel_collectives, ddp_buckets
 from emuplan.workload.strategies.expert_parallel import (
-    expert_parallel_collectives,
+    expert_tensor_collectives,
     is_expert_parameter,
+    routing_metadata,
     split_expert_units,
+    token_all_to_alls,
 )
 from emuplan.workload.strategies.pipeline_parallel import Stage
 from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
     linear_layers,
     megatron_collectives,
+    megatron_main_grad_dtype,
     sequence_parallel_parameters,
 )
 
@@ -155,6 +157,8 @@ class TraceSet:
             names[ParallelDim.EP] = _ep_group(role.dp_index, role.stage, role.tp_index, inputs.ep)
             if inputs.dp > inputs.ep:
                 names[ParallelDim.EDP] = _edp_group(role.dp_index % inputs.ep, role.stage, role.tp_index)
+            if inputs.tp > 1:
+                names[ParallelDim.TP_EP] = _tp_ep_group(role.dp_index, role.stage, inputs.ep)
         if role.stage in (0, inputs.pp - 1) and self.groups.has(f"embedding dp{role.dp_index} tp{role.tp_index}"):
             names[ParallelDim.PP] = f"embedding dp{role.dp_index} tp{role.tp_index}"
         return {dim: self.groups.id_of(name) for dim, name in names.items()}
@@ -258,6 +262,11 @@ def _layout_groups(inputs: NormalisedInputs, tied_embedding: bool) -> CommGroups
                     replicas = range(first, first + inputs.ep)
                     groups.add(_ep_group(first, s, t, inputs.ep), [rank_of(inputs, d, s, t) for d in replicas])
         for s in range(inputs.pp):
+            for first in range(0, inputs.dp, inputs.ep) if inputs.tp > 1 else ():
+                replicas = range(first, first + inputs.ep)
+                ranks = [rank_of(inputs, d, s, t) for d in replicas for t in range(inputs.tp)]
+                groups.add(_tp_ep_group(first, s, inputs.ep), ranks)
+        for s in range(inputs.pp):
             for t in range(inputs.tp):
                 for offset in range(inputs.ep if inputs.dp > inputs.ep else 0):
                     replicas = range(offset, inputs.dp, inputs.ep)
@@ -274,6 +283,12 @@ def _ep_group(dp_index: int, stage: int, tp_index: int, ep: int) -> str:
     """The EP group of a replica: ``ep`` consecutive data-parallel indices."""
     first = dp_index - dp_index % ep
     return f"ep dp{first}-{first + ep - 1} stage{stage} tp{tp_index}"
+
+
+def _tp_ep_group(dp_index: int, stage: int, ep: int) -> str:
+    """Megatron's tp_ep_group: the TP groups of an EP group's replicas together (the token counts' gather)."""
+    first = dp_index - dp_index % ep
+    return f"tp-ep dp{first}-{first + ep - 1} stage{stage}"
 
 
 def _edp_group(dp_index_in_ep: int, stage: int, tp_index: int) -> str:
@@ -318,6 +333,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         micro_batches=1,
         sequence_parallel=inputs.sequence_parallel,
         vocab_parallel_loss=inputs.vocab_parallel_loss,
+        learned_positions=shape.learned_position_embeddings,
     )
 
     def tp_items(**flags) -> list[PlannedCollective]:
@@ -392,10 +408,12 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
 
 @dataclass(frozen=True)
 class _Dispatcher:
-    """Megatron's token dispatcher around one MoE layer's experts, per micro-batch: with EP the dispatch
-    all-to-all before the experts and the combine after; with TP (expert-tensor-parallel = tp) the routed
-    tokens all-gathered after the dispatch and the experts' output reduce-scattered before the combine.
-    Backward mirrors it (expert_parallel.py's module docstring)."""
+    """Megatron's token dispatcher around one MoE layer's experts, per micro-batch (``MoEAlltoAllTokenDispatcher``
+    in megatron/core/transformer/moe/token_dispatcher.py): the token counts' all-gather and, with EP, the
+    dispatch all-to-all with the routing probabilities' after it (Megatron-core 0.12 on) before the experts, the
+    combine after; with TP (expert-tensor-parallel = tp) the routed tokens and their probabilities all-gathered
+    after the dispatch and the experts' output reduce-scattered before the combine. Backward mirrors it
+    (expert_parallel.py's module docstring)."""
 
     forward_before: list[PlannedCollective]
     forward_after: list[PlannedCollective]
@@ -407,19 +425,34 @@ def _token_dispatcher(shape: TransformerShape, inputs: NormalisedInputs) -> _Dis
     """None where the experts' tokens stay put (no EP, no TP) or there are no experts."""
     if shape.experts is None or (inputs.ep == 1 and inputs.tp == 1):
         return None
-    items = expert_parallel_collectives(shape, inputs.model_copy(update={"micro_batches": 1}), 1)
 
-    def once(item: PlannedCollective, label: str) -> list[PlannedCollective]:
-        return [item.model_copy(update={"count_per_step": 1, "label": label})]
+    def named(item: PlannedCollective, label: str) -> list[PlannedCollective]:
+        return [item.model_copy(update={"label": label})]
 
-    a2a = [item for item in items if item.op is CollectiveOp.ALL_TO_ALL]  # [forward, backward]
-    etp = [item for item in items if item.op is not CollectiveOp.ALL_TO_ALL]  # AG, RS forward; AG, RS backward
-    dispatch = once(a2a[0], "MoE token dispatch") if a2a else []
-    combine = once(a2a[0], "MoE token combine") if a2a else []
-    combine_grad = once(a2a[1], "MoE token combine gradient") if a2a else []
-    dispatch_grad = once(a2a[1], "MoE token dispatch gradient") if a2a else []
-    gather, scatter, gather_grad, scatter_grad = (once(item, item.label) for item in etp) if etp else ([],) * 4
-    return _Dispatcher(dispatch + gather, scatter + combine, combine_grad + gather_grad, scatter_grad + dispatch_grad)
+    dispatch, combine, combine_grad, dispatch_grad = [], [], [], []
+    if inputs.ep > 1:
+        forward, backward = token_all_to_alls(shape, inputs, 1)
+        dispatch, combine = named(forward, "MoE token dispatch"), named(forward, "MoE token combine")
+        combine_grad = named(backward, "MoE token combine gradient")
+        dispatch_grad = named(backward, "MoE token dispatch gradient")
+    gather, scatter, gather_grad, scatter_grad = [], [], [], []
+    if inputs.tp > 1:
+        gather, scatter, gather_grad, scatter_grad = ([item] for item in expert_tensor_collectives(shape, inputs, 1))
+    metadata = routing_metadata(shape, inputs, 1)
+
+    def over(items: list[PlannedCollective], dim: ParallelDim) -> list[PlannedCollective]:
+        return [item for item in items if item.parallel_dim is dim]
+
+    # dispatch_all_to_all() sends the probabilities after the tokens; dispatch_postprocess() gathers the
+    # tokens over TP, then the probabilities.
+    return _Dispatcher(
+        [*metadata.token_counts, *dispatch, *over(metadata.probs_forward, ParallelDim.EP), *gather,
+         *over(metadata.probs_forward, ParallelDim.TP)],
+        [*scatter, *combine],
+        [*combine_grad, *gather_grad],
+        [*scatter_grad, *over(metadata.probs_backward, ParallelDim.TP), *dispatch_grad,
+         *over(metadata.probs_backward, ParallelDim.EP)],
+    )  # fmt: skip
 
 
 def _routed_expert_flops(parameters: list[ParameterInfo], tokens: int, shape: TransformerShape, ep: int) -> int:
@@ -573,6 +606,11 @@ def export_refusal(document: PlanDocument, inventory: ModelInventory) -> str | N
             "mode: a Chakra trace follows the framework's schedule; this plan uses the tutorial rules "
             "(plan it again with mode framework)"
         )
+    if document.inputs.dp > 1 and document.inputs.find_unused_parameters:
+        return (
+            "find_unused_parameters: the Chakra export schedules DDP's rebuilt buckets as backward makes them "
+            "ready, not the construction-order buckets find_unused_parameters keeps"
+        )
     return None
 
 
@@ -613,7 +651,8 @@ def _data_parallel_traffic(
 
 def _layer_norm_reduction(stage: Stage, inputs: NormalisedInputs, inventory: ModelInventory) -> list[PlannedCollective]:
     """Sequence parallel's once-per-step TP all-reduce of the stage's layer-norm (and row-parallel bias,
-    router) gradients, as the planner sizes it (``megatron_collectives``' ``layer_norm_bytes``)."""
+    router) gradients, as the planner sizes it: ``megatron_collectives``' ``layer_norm_numel`` in ``main_grad``'s
+    dtype."""
     shape = inventory.transformer
     if shape is None or inputs.tp == 1 or not inputs.sequence_parallel:
         return []
@@ -622,7 +661,7 @@ def _layer_norm_reduction(stage: Stage, inputs: NormalisedInputs, inventory: Mod
         hidden=shape.hidden_size, vocab=shape.vocab_size, tokens=inputs.micro_batch * inputs.seq_len, tp=inputs.tp,
         dtype=inputs.activation_dtype, layers=0, micro_batches=1, sequence_parallel=True, has_embedding=False,
         has_head=False, vocab_parallel_loss=inputs.vocab_parallel_loss,
-        layer_norm_bytes=numel_bytes(sum(p.numel for p in marked), inputs.grad_dtype),
+        layer_norm_numel=sum(p.numel for p in marked), main_grad_dtype=megatron_main_grad_dtype(inputs),
     )  # fmt: skip
 
 

@@ -11,6 +11,12 @@ with those limits, i.e. the buckets DDP rebuilds after iteration 0 (iteration 0 
 single bucket). Before every forward DDP also broadcasts all module buffers (BatchNorm statistics,
 rotary frequencies) from rank 0, coalesced per dtype into buffers of at most 250 MiB.
 
+DDP with ``find_unused_parameters=True`` never rebuilds its buckets (``Reducer::should_rebuild_buckets``
+is false for it): it keeps the ones it built at construction, filled in registration order with the same
+limits and launched last-filled first (``DistributedDataParallel._ddp_init_helper`` hands the reducer
+``reversed(bucket_indices)``). After the buckets it all-reduces its map of the parameters each rank used
+(``Reducer::all_reduce_local_used_map``: one int32 per trainable parameter), every step.
+
 FSDP2 (``fully_shard`` per layer and on the root): each unit's parameters are all-gathered before
 its forward, again before its backward (non-root units reshard after forward), and its gradients
 reduce-scattered. Every tensor's dim 0 is padded to a multiple of the group size.
@@ -69,6 +75,16 @@ def ddp_buckets(
     return [[ready_parameters[i] for i in bucket] for bucket in buckets]
 
 
+def ddp_construction_buckets(
+    registered: Sequence[ParameterInfo], grad_dtype: str, bucket_cap_mb: float | None
+) -> list[list[ParameterInfo]]:
+    """The buckets DDP builds at construction, in launch order, from the trainable parameters in registration
+    order: with find_unused_parameters=True they are the steady state."""
+    sizes = [numel_bytes(p.numel, grad_dtype) for p in registered]
+    buckets = bucket_assignment(sizes, ddp_bucket_limits(bucket_cap_mb))
+    return [[registered[i] for i in bucket] for bucket in reversed(buckets)]
+
+
 def buffer_broadcasts(buffers: Sequence[BufferInfo]) -> list[list[BufferInfo]]:
     """The coalesced broadcasts DDP sends before each forward (c10d's ``broadcast_coalesced``): buffers
     grouped by dtype, each group cut at 250 MiB, groups in order of their first buffer."""
@@ -101,6 +117,41 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def _ddp_collectives(
+    buckets: list[list[ParameterInfo]],
+    group_size: int,
+    grad_dtype: str,
+    buffers: Sequence[BufferInfo],
+    label_prefix: str,
+    dim: ParallelDim,
+) -> list[PlannedCollective]:
+    """The buffer broadcasts before forward, then one all-reduce per bucket."""
+    broadcasts = [
+        collective(
+            CollectiveOp.BROADCAST,
+            sum(b.nbytes for b in group),
+            group_size,
+            group[0].dtype,
+            Phase.FORWARD,
+            dim,
+            label_prefix + f"buffers from rank 0 ({len(group)} × {group[0].dtype}: {group[0].name} …)",
+        )
+        for group in buffer_broadcasts(buffers)
+    ]
+    return broadcasts + [
+        collective(
+            CollectiveOp.ALL_REDUCE,
+            sum(numel_bytes(p.numel, grad_dtype) for p in bucket),
+            group_size,
+            grad_dtype,
+            Phase.BACKWARD,
+            dim,
+            label_prefix + _bucket_label(index, bucket),
+        )
+        for index, bucket in enumerate(buckets)
+    ]
+
+
 def data_parallel_collectives(
     impl: DataParallelImpl,
     units: list[Unit],
@@ -112,39 +163,31 @@ def data_parallel_collectives(
     label_prefix: str = "",
     buffers: Sequence[BufferInfo] = (),
     dim: ParallelDim = ParallelDim.DP,
+    find_unused_parameters: bool = False,
 ) -> list[PlannedCollective]:
     """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
     DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts.
-    ``dim``: DP, or EDP for the experts' gradients under expert parallelism."""
+    ``dim``: DP, or EDP for the experts' gradients under expert parallelism. ``find_unused_parameters``:
+    DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order."""
     parameters = sorted(
         (p for unit in units for p in unit.parameters if p.name in gradient_position),
         key=lambda p: gradient_position[p.name],
     )
+    if impl is DataParallelImpl.DDP and find_unused_parameters:
+        buckets = ddp_construction_buckets(parameters, grad_dtype, bucket_cap_mb)
+        used_map = collective(
+            CollectiveOp.ALL_REDUCE,
+            numel_bytes(len(parameters), "int32"),
+            group_size,
+            "int32",
+            Phase.BACKWARD,
+            dim,
+            label_prefix + f"map of the parameters used ({len(parameters)} × int32; find_unused_parameters)",
+        )
+        return [*_ddp_collectives(buckets, group_size, grad_dtype, buffers, label_prefix, dim), used_map]
     if impl is DataParallelImpl.DDP:
-        broadcasts = [
-            collective(
-                CollectiveOp.BROADCAST,
-                sum(b.nbytes for b in group),
-                group_size,
-                group[0].dtype,
-                Phase.FORWARD,
-                dim,
-                label_prefix + f"buffers from rank 0 ({len(group)} × {group[0].dtype}: {group[0].name} …)",
-            )
-            for group in buffer_broadcasts(buffers)
-        ]
-        return broadcasts + [
-            collective(
-                CollectiveOp.ALL_REDUCE,
-                sum(numel_bytes(p.numel, grad_dtype) for p in bucket),
-                group_size,
-                grad_dtype,
-                Phase.BACKWARD,
-                dim,
-                label_prefix + _bucket_label(index, bucket),
-            )
-            for index, bucket in enumerate(ddp_buckets(parameters, grad_dtype, bucket_cap_mb))
-        ]
+        buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
+        return _ddp_collectives(buckets, group_size, grad_dtype, buffers, label_prefix, dim)
     if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2):
         buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
         passes = (

@@ -18,15 +18,22 @@ after the dispatch the TP ranks all-gather the tokens routed to them and reduce-
 output before the combine (megatron/core/transformer/moe/token_dispatcher.py); in backward the
 reduce-scatter and all-gather swap.
 
+Besides the tokens, the dispatcher (``MoEAlltoAllTokenDispatcher``) sends small collectives per MoE layer and
+micro-batch: dropless routing all-gathers every rank's per-expert token counts over the TP×EP group
+(``preprocess``), and since Megatron-core 0.12 the routing probabilities travel with their tokens
+(``dispatch_all_to_all``, and gathered over TP in ``dispatch_postprocess``), forward and backward.
+
 Expert gradients all-reduce over the expert-data-parallel group (the dp / ep ranks holding the same
 experts, ranks ep·tp·pp apart); everything else over the whole data-parallel group.
 """
 
+import typing
 from math import ceil
 
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError
 from emuplan.workload.inventory import ExpertShape, ModelInventory, ParameterInfo, TransformerShape
+from emuplan.workload.plan_options import MegatronCore
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
 
 # The routed experts' tensors (transformers stores each layer's experts as two 3-D tensors).
@@ -99,53 +106,137 @@ def check_expert_degrees(inventory: ModelInventory, inputs: NormalisedInputs) ->
         )
 
 
-def all_to_all_bytes(experts: ExpertShape, hidden: int, inputs: NormalisedInputs) -> int:
-    """One rank's dispatch (or combine) buffer for one MoE layer and micro-batch."""
+def routed_rows(experts: ExpertShape, inputs: NormalisedInputs) -> int:
+    """Rows of one rank's dispatch (or combine) buffer for one MoE layer and micro-batch: one per routed copy
+    of a token, every expert padded to capacity with a capacity factor, the busiest rank's with a hot expert."""
     tokens = -(-inputs.micro_batch * inputs.seq_len // inputs.tp)
     routed = tokens * experts.experts_per_token
     if inputs.capacity_factor is not None:
-        capacity = ceil(inputs.capacity_factor * routed / experts.num_experts)
-        return numel_bytes(experts.num_experts * capacity * hidden, inputs.activation_dtype)
-    return numel_bytes(round(routed * inputs.hot_expert_factor) * hidden, inputs.activation_dtype)
+        return experts.num_experts * ceil(inputs.capacity_factor * routed / experts.num_experts)
+    return round(routed * inputs.hot_expert_factor)
+
+
+def all_to_all_bytes(experts: ExpertShape, hidden: int, inputs: NormalisedInputs) -> int:
+    """One rank's dispatch (or combine) buffer for one MoE layer and micro-batch."""
+    return numel_bytes(routed_rows(experts, inputs) * hidden, inputs.activation_dtype)
+
+
+def token_all_to_alls(shape: TransformerShape, inputs: NormalisedInputs, count: int) -> list[PlannedCollective]:
+    """The tokens' EP all-to-alls, [forward, backward], each run ``count`` times a step."""
+    size = all_to_all_bytes(shape.experts, shape.hidden_size, inputs)
+    return [
+        collective(
+            CollectiveOp.ALL_TO_ALL,
+            size,
+            inputs.ep,
+            inputs.activation_dtype,
+            phase,
+            ParallelDim.EP,
+            f"MoE token {what} (per MoE layer ×2)",
+            count,
+        )
+        for phase, what in (
+            (Phase.FORWARD, "dispatch + combine"),
+            (Phase.BACKWARD, "combine + dispatch gradients"),
+        )
+    ]
+
+
+class RoutingMetadata(typing.NamedTuple):
+    """The dispatcher's small collectives besides the tokens, in megatron/core/transformer/moe/token_dispatcher.py,
+    ``MoEAlltoAllTokenDispatcher``: each run ``count`` times a step."""
+
+    # preprocess(): dropless routing all-gathers num_local_tokens_per_expert (num_experts int64) over the
+    # tp_ep_group (gather_from_sequence_parallel_region) to size the all-to-alls; integers, so no backward.
+    token_counts: list[PlannedCollective]
+    # Since Megatron-core 0.12 the routing probabilities travel with their tokens: dispatch_all_to_all() sends
+    # permuted_probs (one value per routed row, the router's dtype: the input's by default) over the EP group,
+    # and dispatch_postprocess() gathers them over TP; the backward pass mirrors both.
+    probs_forward: list[PlannedCollective]
+    probs_backward: list[PlannedCollective]
+
+
+def routing_metadata(shape: TransformerShape, inputs: NormalisedInputs, count: int) -> RoutingMetadata:
+    experts, dtype = shape.experts, inputs.activation_dtype
+    token_counts = []
+    # With a capacity factor Megatron pads every expert to capacity (drop_and_pad): the counts are known.
+    if inputs.capacity_factor is None:
+        ranks = inputs.tp * inputs.ep
+        dim = (
+            ParallelDim.TP_EP
+            if inputs.tp > 1 and inputs.ep > 1
+            else ParallelDim.EP
+            if inputs.ep > 1
+            else ParallelDim.TP
+        )
+        token_counts.append(
+            collective(
+                CollectiveOp.ALL_GATHER,
+                numel_bytes(experts.num_experts, "int64") * ranks,
+                ranks,
+                "int64",
+                Phase.FORWARD,
+                dim,
+                "MoE tokens per expert, to size the all-to-alls (per MoE layer)",
+                count,
+            )
+        )
+    forward, backward = [], []
+    if inputs.megatron_core is not MegatronCore.V0_11:
+        probs = numel_bytes(routed_rows(experts, inputs), dtype)
+        if inputs.ep > 1:
+            for phase, what, into in (
+                (Phase.FORWARD, "routing probabilities", forward),
+                (Phase.BACKWARD, "routing probabilities' gradient", backward),
+            ):
+                into.append(
+                    collective(
+                        CollectiveOp.ALL_TO_ALL, probs, inputs.ep, dtype, phase, ParallelDim.EP,
+                        f"MoE {what} (per MoE layer)", count,
+                    )
+                )  # fmt: skip
+        if inputs.tp > 1:
+            forward.append(
+                collective(
+                    CollectiveOp.ALL_GATHER, probs * inputs.tp, inputs.tp, dtype, Phase.FORWARD, ParallelDim.TP,
+                    "routing probabilities gathered for the experts (per MoE layer)", count,
+                )
+            )  # fmt: skip
+            backward.append(
+                collective(
+                    CollectiveOp.REDUCE_SCATTER, probs * inputs.tp, inputs.tp, dtype, Phase.BACKWARD, ParallelDim.TP,
+                    "routing probabilities' gradient (per MoE layer)", count,
+                )
+            )  # fmt: skip
+    return RoutingMetadata(token_counts, forward, backward)
+
+
+def expert_tensor_collectives(shape: TransformerShape, inputs: NormalisedInputs, count: int) -> list[PlannedCollective]:
+    """With TP (expert-tensor-parallel size = tp), per MoE layer: the routed tokens all-gathered for the experts
+    and their output reduce-scattered, forward; the mirrors backward. [AG, RS] forward then [AG, RS] backward,
+    each run ``count`` times a step."""
+    gathered = all_to_all_bytes(shape.experts, shape.hidden_size, inputs) * inputs.tp
+    return [
+        collective(op, gathered, inputs.tp, inputs.activation_dtype, phase, ParallelDim.TP, label, count)
+        for op, phase, label in (
+            (CollectiveOp.ALL_GATHER, Phase.FORWARD, "routed tokens gathered for the experts (per MoE layer)"),
+            (CollectiveOp.REDUCE_SCATTER, Phase.FORWARD, "experts' output (per MoE layer)"),
+            (CollectiveOp.ALL_GATHER, Phase.BACKWARD, "experts' output gradient (per MoE layer)"),
+            (CollectiveOp.REDUCE_SCATTER, Phase.BACKWARD, "routed tokens' gradient (per MoE layer)"),
+        )
+    ]
 
 
 def expert_parallel_collectives(
     shape: TransformerShape, inputs: NormalisedInputs, moe_layers: int
 ) -> list[PlannedCollective]:
-    """All-to-alls over EP and, with TP, the expert-tensor-parallel gathers of one stage's ``moe_layers``."""
-    size = all_to_all_bytes(shape.experts, shape.hidden_size, inputs)
-    count = 2 * moe_layers * inputs.micro_batches
-    dtype = inputs.activation_dtype
-    items = []
-    if inputs.ep > 1:
-        items += [
-            collective(
-                CollectiveOp.ALL_TO_ALL,
-                size,
-                inputs.ep,
-                dtype,
-                phase,
-                ParallelDim.EP,
-                f"MoE token {what} (per MoE layer ×2)",
-                count,
-            )
-            for phase, what in (
-                (Phase.FORWARD, "dispatch + combine"),
-                (Phase.BACKWARD, "combine + dispatch gradients"),
-            )
-        ]
+    """All-to-alls over EP and, with TP, the expert-tensor-parallel gathers of one stage's ``moe_layers``, with
+    the dispatcher's routing metadata."""
+    once = moe_layers * inputs.micro_batches
+    items = token_all_to_alls(shape, inputs, 2 * once) if inputs.ep > 1 else []
+    items += [item for part in routing_metadata(shape, inputs, once) for item in part]
     if inputs.tp > 1:
-        gathered = size * inputs.tp
-        once = moe_layers * inputs.micro_batches
-        items += [
-            collective(op, gathered, inputs.tp, dtype, phase, ParallelDim.TP, label, once)
-            for op, phase, label in (
-                (CollectiveOp.ALL_GATHER, Phase.FORWARD, "routed tokens gathered for the experts (per MoE layer)"),
-                (CollectiveOp.REDUCE_SCATTER, Phase.FORWARD, "experts' output (per MoE layer)"),
-                (CollectiveOp.ALL_GATHER, Phase.BACKWARD, "experts' output gradient (per MoE layer)"),
-                (CollectiveOp.REDUCE_SCATTER, Phase.BACKWARD, "routed tokens' gradient (per MoE layer)"),
-            )
-        ]
+        items += expert_tensor_collectives(shape, inputs, once)
     return items
 
 
@@ -185,6 +276,21 @@ def expert_parallel_notes(shape: TransformerShape, inputs: NormalisedInputs) -> 
             f"{experts.num_experts} experts) tokens; each rank's buffer = {size:,} bytes (bytes_total, as "
             "nccl-tests' alltoall counts it)."
         )
+    notes.append(
+        f"Megatron-core {inputs.megatron_core.value}'s all-to-all dispatcher: "
+        + (
+            "pads every expert to capacity, so no token counts are exchanged"
+            if inputs.capacity_factor is not None
+            else f"all-gathers each rank's {experts.num_experts} int64 token counts per expert over its "
+            f"{inputs.tp * inputs.ep} TP×EP ranks before each dispatch"
+        )
+        + (
+            "; the routing probabilities stay on the token's rank (before 0.12)."
+            if inputs.megatron_core is MegatronCore.V0_11
+            else "; the routing probabilities (one per routed token) get their own all-to-all forward and backward "
+            "(0.12 on)."
+        )
+    )
     notes.append(
         f"Load imbalance: the busiest EP rank receives hot_expert_factor {inputs.hot_expert_factor:g} × an even "
         "share; KCCB's all-to-all moves equal buffers, so every buffer is sized for the busiest rank"

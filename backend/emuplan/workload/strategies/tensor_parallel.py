@@ -17,7 +17,11 @@ for the weight gradient, and the gradient reduce-scattered); vocab-parallel cros
 fp32 all-reduces of b·s (max logit, target logit, sum of exponentials). With sequence parallel each
 rank's layer-norm (and row-parallel bias) gradients cover only its part of the sequence, so
 ``finalize_model_grads`` all-reduces them, coalesced, across TP once per step
-(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_layernorm_grads``).
+(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_layernorm_grads``); it reduces each
+parameter's ``main_grad``, which bf16 training keeps in fp32 (Megatron turns on
+``accumulate_allreduce_grads_in_fp32`` unless ``--grad-reduce-in-bf16``). A model with learned absolute
+position embeddings (GPT-2) all-reduces its embedding output even under sequence parallel and splits it
+locally (``LanguageModelEmbedding``).
 
 Megatron pads the vocabulary to a multiple of 128 × tp (``--make-vocab-size-divisible-by``,
 megatron/training/tokenizer/tokenizer.py ``_vocab_size_with_padding``) and splits attention heads
@@ -28,7 +32,7 @@ asserts divisibility), so degrees that do not divide them are refused.
 from collections.abc import Callable
 
 from emuplan.workload.collectives import CollectiveOp
-from emuplan.workload.document import ParallelDim, Phase, PlannedCollective, PlanningError
+from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlannedCollective, PlanningError
 from emuplan.workload.inventory import LatentAttention, ParameterInfo, TransformerShape
 from emuplan.workload.strategies.common import collective, numel_bytes
 
@@ -41,6 +45,12 @@ def padded_vocab_size(vocab: int, tp: int) -> int:
     """The vocabulary Megatron builds its embedding and LM head with: a multiple of 128 × tp."""
     multiple = MAKE_VOCAB_SIZE_DIVISIBLE_BY * tp
     return -(-vocab // multiple) * multiple
+
+
+def megatron_main_grad_dtype(inputs: NormalisedInputs) -> str:
+    """The dtype of Megatron's ``main_grad``: fp32 (``accumulate_allreduce_grads_in_fp32``, which Megatron turns
+    on for bf16 training) unless --grad-reduce-in-bf16 keeps the parameters' dtype."""
+    return inputs.param_dtype if inputs.grad_reduce_in_bf16 else "float32"
 
 
 def check_megatron_degrees(shape: TransformerShape, tp: int) -> None:
@@ -128,13 +138,17 @@ def megatron_collectives(
     has_embedding: bool,
     has_head: bool,
     vocab_parallel_loss: bool,
-    layer_norm_bytes: int = 0,
+    layer_norm_numel: int = 0,
+    main_grad_dtype: str = "float32",
+    learned_positions: bool = False,
     expert_layers: int = 0,
     latent_attention: LatentAttention | None = None,
 ) -> list[PlannedCollective]:
     """Collectives of one pipeline stage holding ``layers`` layers; ``tokens`` = micro-batch × seq;
-    ``vocab`` is the padded vocabulary; ``layer_norm_bytes`` the stage's sequence-parallel gradients
-    (layer norms, row-parallel biases, routers), all-reduced once per step under sequence parallel.
+    ``vocab`` is the padded vocabulary; ``layer_norm_numel`` the stage's sequence-parallel gradients
+    (layer norms, row-parallel biases, routers), all-reduced once per step under sequence parallel from
+    ``main_grad``, in ``main_grad_dtype`` (fp32 unless Megatron's --grad-reduce-in-bf16).
+    ``learned_positions``: the embedding adds learned absolute position embeddings (GPT-2).
     ``expert_layers``: layers whose MLP is routed experts only; their MLP's TP traffic is the token
     dispatcher's (``expert_parallel``), so only their attention counts here. ``latent_attention``: under
     sequence parallel, MLA's column-parallel up-projections gather the compressed query and key/value
@@ -149,13 +163,29 @@ def megatron_collectives(
 
     forward, backward = [], []
     if has_embedding:
-        forward.append(
-            item(RS if sequence_parallel else AR, Phase.FORWARD, "vocab-parallel embedding output", micro_batches)
-        )
-        if sequence_parallel:
-            backward.append(
-                item(AG, Phase.BACKWARD, "embedding output gradient (backward of its reduce-scatter)", micro_batches)
+        if sequence_parallel and learned_positions:
+            # LanguageModelEmbedding (megatron/core/models/common/embeddings/language_model_embedding.py) sets
+            # reduce_scatter_embeddings only without learned absolute positions: with them the word embedding
+            # all-reduces its output, the positions are added whole, and scatter_to_sequence_parallel_region
+            # splits the sum locally (its backward all-gathers).
+            forward.append(
+                item(
+                    AR, Phase.FORWARD, "vocab-parallel embedding output (learned positions added whole)", micro_batches
+                )
             )
+            backward.append(
+                item(AG, Phase.BACKWARD, "embedding output gradient (backward of its local split)", micro_batches)
+            )
+        else:
+            forward.append(
+                item(RS if sequence_parallel else AR, Phase.FORWARD, "vocab-parallel embedding output", micro_batches)
+            )
+            if sequence_parallel:
+                backward.append(
+                    item(
+                        AG, Phase.BACKWARD, "embedding output gradient (backward of its reduce-scatter)", micro_batches
+                    )
+                )
     if layers:
         if sequence_parallel and latent_attention is not None:
             counts = (layers * micro_batches, (layers - expert_layers) * micro_batches, per_layer)
@@ -208,9 +238,16 @@ def megatron_collectives(
                     AG, Phase.FORWARD, "LM head logits gathered", micro_batches, size=numel_bytes(tokens * vocab, dtype)
                 )
             )
-    if sequence_parallel and layer_norm_bytes:
+    if sequence_parallel and layer_norm_numel:
         backward.append(
-            item(AR, Phase.BACKWARD, "sequence-parallel layer-norm gradients (once per step)", 1, size=layer_norm_bytes)
+            item(
+                AR,
+                Phase.BACKWARD,
+                "sequence-parallel layer-norm gradients (once per step)",
+                1,
+                size=numel_bytes(layer_norm_numel, main_grad_dtype),
+                item_dtype=main_grad_dtype,
+            )
         )
     return forward + backward
 

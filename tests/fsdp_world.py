@@ -1,0 +1,81 @@
+"""Real PyTorch FSDP2 on a gloo group of CPU processes: the collectives of one steady-state step.
+
+``fsdp2_step_collectives(build, make_input, param_dtype, reduce_dtype)`` starts 2 processes, applies
+``fully_shard`` to each ``nn.Linear`` and then the root (as the sandbox's capture does) with
+``MixedPrecisionPolicy(param_dtype, reduce_dtype)``, runs two training steps and returns the second's
+c10d collectives in issue order: (op, phase, dtype, bytes), bytes being the whole buffer (the larger of
+an all-gather's or reduce-scatter's two tensors). ``build`` and ``make_input`` must be importable
+module-level functions (the processes are spawned).
+"""
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ports import free_port
+
+STEPS = 2
+
+
+class _Collectives(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "forward"
+        self.records: list[tuple[str, str, str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "c10d":
+            tensors = [t for t in torch.utils._pytree.tree_leaves(args) if isinstance(t, torch.Tensor)]
+            whole = max(t.numel() * t.element_size() for t in tensors)
+            self.records.append((func.__name__, self.phase, str(tensors[0].dtype).removeprefix("torch."), whole))
+        return func(*args, **(kwargs or {}))
+
+
+def _rank(rank: int, port: int, build: Callable, make_input: Callable, dtypes: tuple[str, str], out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        model = build()
+        policy = MixedPrecisionPolicy(param_dtype=getattr(torch, dtypes[0]), reduce_dtype=getattr(torch, dtypes[1]))
+        mesh = init_device_mesh("cpu", (2,))
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                fully_shard(module, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        for _ in range(STEPS):
+            log = _Collectives()
+            with log:
+                output = model(make_input())
+                log.phase = "backward"
+                output.float().sum().backward()
+            model.zero_grad(set_to_none=True)
+        if rank == 0:
+            Path(out).write_text(json.dumps(log.records))
+    finally:
+        dist.destroy_process_group()
+    # As in ddp_world: leave without tearing down, so no gloo worker thread waits for the GIL at exit.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def fsdp2_step_collectives(
+    build: Callable, make_input: Callable, param_dtype: str, reduce_dtype: str
+) -> list[tuple[str, str, str, int]]:
+    with tempfile.TemporaryDirectory() as folder:
+        out = str(Path(folder) / "rank0.json")
+        mp.spawn(_rank, args=(free_port(), build, make_input, (param_dtype, reduce_dtype), out), nprocs=2)
+        return [tuple(record) for record in json.loads(Path(out).read_text())]
