@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from emuplan import __version__
 from emuplan.api import (
@@ -91,6 +92,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeadersMiddleware)
     # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
+    if settings.trusted_proxies:
+        # Outermost, so that everything inside sees the client's address and scheme. `emuplan serve` turns
+        # uvicorn's own proxy headers off (which believe any loopback client): only configured proxies count.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
 
     install_error_responses(app)
     for router in (
