@@ -12,6 +12,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from emuplan import __version__
 from emuplan.api import (
     account,
+    admin,
     compare,
     comparisons,
     health,
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         comparisons.shared_router,
         compare.router,
         models.router,
+        plans.preview_router,
         plans.router,
         plans.presets_router,
         runs.router,
@@ -120,6 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         account.sign_in_router,
         account.page_router,
         account.router,
+        admin.router,
+        admin.page_router,
     ):
         app.include_router(router)
     comparisons.install_share_token_redaction()

@@ -16,10 +16,11 @@ import math
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, or_
 from sqlmodel import Session, col, delete, func, select
 
 from emuplan.roles import Role
@@ -131,6 +132,52 @@ def create_account(session: Session, name: str, role: Role) -> tuple[Account, st
 
 def list_accounts(session: Session) -> list[Account]:
     return list(session.exec(select(Account).order_by(col(Account.name))).all())
+
+
+class ListedAccount(NamedTuple):
+    """An account as an admin sees it in a list (never its password hash)."""
+
+    name: str
+    role: str
+    created_at: datetime
+    sessions: int  # browsers signed in now
+    active_tokens: int
+
+
+def listed_accounts(session: Session) -> list[ListedAccount]:
+    now = utc_now()
+    live_sessions = (
+        select(AccountSession.account_id, func.count().label("sessions"))
+        .where(col(AccountSession.expires_at) > now)
+        .group_by(col(AccountSession.account_id))
+        .subquery()
+    )
+    active_tokens = (
+        select(ApiToken.account_id, func.count().label("tokens"))
+        .where(
+            col(ApiToken.revoked_at).is_(None), or_(col(ApiToken.expires_at).is_(None), col(ApiToken.expires_at) > now)
+        )
+        .group_by(col(ApiToken.account_id))
+        .subquery()
+    )
+    statement = (
+        select(
+            Account.name,
+            Account.role,
+            Account.created_at,
+            func.coalesce(live_sessions.c.sessions, 0),
+            func.coalesce(active_tokens.c.tokens, 0),
+        )
+        .outerjoin(live_sessions, live_sessions.c.account_id == col(Account.id))
+        .outerjoin(active_tokens, active_tokens.c.account_id == col(Account.id))
+        .order_by(col(Account.name))
+    )
+    return [ListedAccount(*row) for row in session.exec(statement).all()]
+
+
+def listed_account(session: Session, name: str) -> ListedAccount:
+    get_account(session, name)
+    return next(account for account in listed_accounts(session) if account.name == name)
 
 
 def _refuse_losing_the_last_admin(session: Session, account: Account, change: str) -> None:
