@@ -361,19 +361,48 @@ def test_the_account_page_makes_a_token_shown_once_and_revokes_it(accounts_serve
     assert httpx2.get(f"{accounts_server.url}/api/account", headers=bearer(token)).status_code == 401
 
 
-def test_changing_the_password_needs_the_current_one(accounts_server: LiveServer, add_account) -> None:
+def test_changing_the_password_needs_the_current_one_and_signs_the_account_out_elsewhere(
+    accounts_server: LiveServer, add_account
+) -> None:
     password = add_account("vi", Role.viewer)
     viewer = signed_in_client(accounts_server, "vi", password)
+    elsewhere = signed_in_client(accounts_server, "vi", password)
+    token = viewer.post("/api/account/tokens", json={"label": "cli"}).json()["token"]
     wrong = viewer.post("/account/password", data={"current_password": "nope", "new_password": "a-new-long-password"})
     assert wrong.status_code == 422
     assert "current password: that is not your password" in wrong.text
     changed = viewer.post(
         "/account/password", data={"current_password": password, "new_password": "a-new-long-password"}
     )
-    assert "Password changed: use the new one from now on." in changed.text
+    assert (
+        "Password changed: use the new one from now on. 1 session elsewhere ended and 1 API token revoked."
+        in changed.text
+    )
+    # This browser stays signed in; the other one and the token are out.
+    assert viewer.get("/api/account").status_code == 200
+    assert elsewhere.get("/api/account").status_code == 401
+    assert httpx2.get(f"{accounts_server.url}/api/account", headers=bearer(token)).status_code == 401
     signed_in_client(accounts_server, "vi", "a-new-long-password").close()
     old = post_sign_in(accounts_server, {"name": "vi", "password": password})
     assert old.status_code == 401
+
+
+def test_guessing_the_current_password_is_held_off_like_a_sign_in(
+    accounts_server: LiveServer, add_account, database: Database
+) -> None:
+    password = add_account("vi", Role.viewer)
+    viewer = signed_in_client(accounts_server, "vi", password)
+    # A stolen session guessing the password: each wrong one is a failed sign-in at the account.
+    for _ in range(store.FREE_FAILURES_PER_ACCOUNT_FROM_AN_ADDRESS):
+        guess = viewer.post("/account/password", data={"current_password": "guess", "new_password": "x" * 12})
+        assert guess.status_code == 422
+    record_failures(database, "vi", "127.0.0.1", 5)
+    held_off = viewer.post("/account/password", data={"current_password": password, "new_password": "x" * 12})
+    assert held_off.status_code == 429
+    assert 1 <= int(held_off.headers["retry-after"]) <= 16
+    assert "Too many failed sign-ins at this account from your address: 8 in 15 minutes." in held_off.text
+    with database.read_session() as session:
+        assert store.check_password(store.password_hash_of(session, "vi"), password)
 
 
 def test_refusals_log_no_password_token_or_cookie(
