@@ -93,9 +93,10 @@ def _client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-async def password_is_right(request: Request, name: str, password: str) -> bool:
-    """Checks ``password`` for the account ``name`` from the request's address. Raises ``SignInRateLimited``
-    (before any Argon2) while the address must wait; a wrong password is recorded as a failure."""
+async def matched_hash(request: Request, name: str, password: str) -> str | None:
+    """The stored hash ``password`` matches for the account ``name``, or None (recorded as a failure from the
+    request's address). Raises ``SignInRateLimited`` (before any Argon2) while the address must wait. The
+    caller's write checks the hash is still the account's: a password changed meanwhile opens nothing."""
     database = request.app.state.database
     address = _client_address(request)
 
@@ -114,7 +115,7 @@ async def password_is_right(request: Request, name: str, password: str) -> bool:
         matches = await checks.run(failed_before, store.check_password, password_hash, password)
         if not matches:
             await run_in_threadpool(record_failure)
-    return matches
+    return password_hash if matches else None
 
 
 @sign_in_router.get("/sign-in", response_class=HTMLResponse)
@@ -132,18 +133,19 @@ async def sign_in(
     settings = request.app.state.settings
     address = _client_address(request)
 
-    def start_session() -> str:
+    def start_session(checked_hash: str) -> str:
         with request.app.state.database.writing() as session:
             account = store.find_account(session, name)
-            if account is None:  # removed while its password was being checked
+            if account is None or account.password_hash != checked_hash:  # removed or changed meanwhile
                 raise store.SignInRefused("Wrong name or password.")
             store.forget_failures(session, name, address)
             return store.start_session(session, account, timedelta(days=settings.session_days))
 
     try:
-        if not await password_is_right(request, name, password):
+        checked_hash = await matched_hash(request, name, password)
+        if checked_hash is None:
             raise store.SignInRefused("Wrong name or password.")
-        secret = await run_in_threadpool(start_session)
+        secret = await run_in_threadpool(start_session, checked_hash)
     except (store.SignInRefused, store.SignInRateLimited) as error:
         logger.warning("sign-in refused for account %r from %s: %s", name, address, type(error).__name__)
         failure = error_response(error)
@@ -267,7 +269,7 @@ async def change_password_form(
             return _account_page(request, session, **outcome)
 
     try:
-        if not await password_is_right(request, who.name, current_password):
+        if await matched_hash(request, who.name, current_password) is None:
             raise WrongCurrentPassword("current password: that is not your password")
         password_hash = await password_checks(request).run(False, store.hash_password, new_password)
         signed_out = await run_in_threadpool(store_hash, password_hash)
