@@ -21,7 +21,10 @@ class LiveServer:
 
 def start_server(settings: Settings) -> LiveServer:
     port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="info", lifespan="on")
+    # As `emuplan serve` runs it: forwarded headers count only from EMUPLAN_TRUSTED_PROXIES, which the app handles.
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="info", lifespan="on", proxy_headers=False
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

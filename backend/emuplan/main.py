@@ -7,10 +7,12 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.middleware.gzip import GZipMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from emuplan import __version__
 from emuplan.api import (
     account,
+    admin,
     compare,
     comparisons,
     health,
@@ -92,6 +94,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeadersMiddleware)
     # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
+    if settings.trusted_proxies:
+        # Outermost, so that everything inside sees the client's address and scheme. `emuplan serve` turns
+        # uvicorn's own proxy headers off (which believe any loopback client): only configured proxies count.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
 
     install_error_responses(app)
     for router in (
@@ -101,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         comparisons.shared_router,
         compare.router,
         models.router,
+        plans.preview_router,
         plans.router,
         plans.presets_router,
         runs.router,
@@ -118,6 +125,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         account.sign_in_router,
         account.page_router,
         account.router,
+        admin.router,
+        admin.page_router,
     ):
         app.include_router(router)
     comparisons.install_share_token_redaction()

@@ -74,6 +74,17 @@ class Settings(BaseSettings):
         "everyone who reaches the port may do everything. Refused unless this is true.",
     )
     session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
+    password_change_signs_out: bool = Field(
+        default=True,
+        description="A password change (on /account, or an admin's reset) ends the account's other sessions and "
+        "revokes its API tokens: whoever knew the old password is out everywhere.",
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Addresses or networks of the reverse proxies in front of the server, comma-separated "
+        "(e.g. 127.0.0.1,10.0.0.0/8). Only a request from one of them has its X-Forwarded-For (the client "
+        "address sign-in limits count) and X-Forwarded-Proto believed. Default: none, every client is itself.",
+    )
     demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
     # Uploads stream to a temporary file and are parsed from there, so memory does not grow with this limit
     # (it grows with the parsed table): 1 GiB takes a 10M-row per-iteration CSV (~600 MB) with room to spare.
@@ -108,10 +119,20 @@ class Settings(BaseSettings):
     frontend_dir: Path = Field(default=FRONTEND_DIR, description="Templates and static files.")
     migrations_dir: Path = Field(default=MIGRATIONS_DIR, description="Alembic scripts.")
 
-    @field_validator("allowed_hosts", mode="before")
+    @field_validator("allowed_hosts", "trusted_proxies", mode="before")
     @classmethod
     def _split_names(cls, value: object) -> object:
         return [name.strip() for name in value.split(",") if name.strip()] if isinstance(value, str) else value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
+        return value
 
     @model_validator(mode="after")
     def _default_names(self) -> "Settings":

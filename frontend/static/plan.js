@@ -188,6 +188,7 @@ fillInitial();
 form.addEventListener("input", debounce(preview, 150));
 FIELD.model.addEventListener("change", clearDefaults);
 form.addEventListener("submit", (event) => event.preventDefault());
-document.getElementById("save-plan").addEventListener("click", save);
-document.getElementById("model-form").addEventListener("submit", uploadModel);
+// Saving and uploading are on the page for the roles that may do them only (a viewer previews).
+document.getElementById("save-plan")?.addEventListener("click", save);
+document.getElementById("model-form")?.addEventListener("submit", uploadModel);
 preview();

@@ -21,6 +21,8 @@ from emuplan.store.models import AccountSession, Run, SignInFailure
 from live_server import LiveServer, start_server, stop_server
 from sql_capture import sent_queries
 
+pytestmark = pytest.mark.both_databases
+
 SIGN_IN_FIRST = (
     "Sign in first: this server lets only its accounts in. Open /sign-in in a browser; scripts and the CLI "
     "send an API token as 'Authorization: Bearer TOKEN'."
@@ -75,6 +77,11 @@ def signed_in_client(server: LiveServer, name: str, password: str) -> httpx2.Cli
     return client
 
 
+def from_address(address: str) -> httpx2.HTTPTransport:
+    """A client whose connections come from ``address`` (any of 127.0.0.0/8 reaches the loopback server)."""
+    return httpx2.HTTPTransport(local_address=address)
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -125,21 +132,49 @@ def test_sign_in_sets_an_httponly_lax_session_cookie_and_sign_out_ends_it_on_the
     assert (replay.status_code, replay.json()) == (401, {"detail": SIGN_IN_FIRST})
 
 
+@pytest.fixture
+def behind_proxy(database_url: str) -> Iterator[LiveServer]:
+    """Sign-in on, behind a reverse proxy on this machine (EMUPLAN_TRUSTED_PROXIES=127.0.0.1)."""
+    live = start_server(Settings(database_url=database_url, demo=False, auth="accounts", trusted_proxies="127.0.0.1"))
+    yield live
+    stop_server(live)
+
+
 def test_the_session_cookie_is_httponly_samesite_lax_and_secure_only_over_https(
-    accounts_server: LiveServer, add_account
+    accounts_server: LiveServer, behind_proxy: LiveServer, add_account
 ) -> None:
     password = add_account("ada", Role.viewer)
     response = post_sign_in(accounts_server, {"name": "ada", "password": password})
     attributes = [part.strip() for part in response.headers["set-cookie"].split(";")]
     assert attributes[0].startswith("emuplan_session=") and len(attributes[0]) == len("emuplan_session=") + 43
     assert sorted(attributes[1:]) == ["HttpOnly", "Max-Age=1209600", "Path=/", "SameSite=lax"]
-    # Behind a TLS proxy the scheme is https: the cookie is then Secure too.
-    https = post_sign_in(
-        accounts_server,
-        {"name": "ada", "password": password},
-        headers={"X-Forwarded-Proto": "https"},
-    )
-    assert "Secure" in [part.strip() for part in https.headers["set-cookie"].split(";")]
+    https = {"X-Forwarded-Proto": "https"}
+    # Behind a configured TLS proxy the scheme is https: the cookie is then Secure too.
+    secure = post_sign_in(behind_proxy, {"name": "ada", "password": password}, headers=https)
+    assert "Secure" in [part.strip() for part in secure.headers["set-cookie"].split(";")]
+    # From a client that is no configured proxy the header is a claim like any other: not believed.
+    claimed = post_sign_in(accounts_server, {"name": "ada", "password": password}, headers=https)
+    assert "Secure" not in [part.strip() for part in claimed.headers["set-cookie"].split(";")]
+
+
+def failure_addresses(database: Database) -> list[str]:
+    with database.read_session() as session:
+        return list(session.exec(select(SignInFailure.address).order_by(SignInFailure.id)).all())
+
+
+def test_x_forwarded_for_counts_only_from_a_configured_proxy(
+    accounts_server: LiveServer, behind_proxy: LiveServer, database: Database
+) -> None:
+    forwarded = {"X-Forwarded-For": "203.0.113.9, 198.51.100.7"}
+    guess = {"name": "ada", "password": "guess"}
+    assert post_sign_in(accounts_server, guess, headers=forwarded).status_code == 401
+    # Through the proxy: the address the proxy saw connect (the last one it appended), not what the client wrote.
+    assert post_sign_in(behind_proxy, guess, headers=forwarded).status_code == 401
+    assert failure_addresses(database) == ["127.0.0.1", "198.51.100.7"]
+    # A proxy that is not configured is a client like any other, whatever it forwards.
+    with httpx2.Client(transport=from_address("127.0.0.2"), timeout=SIGN_IN_TIMEOUT_S) as other:
+        assert other.post(f"{behind_proxy.url}/sign-in", data=guess, headers=forwarded).status_code == 401
+    assert failure_addresses(database) == ["127.0.0.1", "198.51.100.7", "127.0.0.2"]
 
 
 def test_a_wrong_password_or_name_is_refused_alike_and_counted(
@@ -155,38 +190,47 @@ def test_a_wrong_password_or_name_is_refused_alike_and_counted(
     assert count(database, SignInFailure) == 2
 
 
-def test_failed_sign_ins_are_rate_limited_per_account_even_with_the_right_password(
+def record_failures(database: Database, name: str, address: str, times: int) -> None:
+    """Failed sign-ins as the server records them, without waiting out the delays they cause."""
+    for _ in range(times):
+        with database.writing() as session:
+            store.record_failure(session, name, address)
+
+
+def test_an_address_that_failed_at_an_account_waits_while_the_owner_elsewhere_signs_in_at_once(
     accounts_server: LiveServer, add_account, database: Database
 ) -> None:
     password = add_account("ada", Role.editor)
-    other_password = add_account("bob", Role.editor)
-    first_failure = time.monotonic()
-    for _ in range(store.MAX_FAILURES_PER_ACCOUNT):
-        assert post_sign_in(accounts_server, {"name": "ada", "password": "guess"}).status_code == 401
+    # Ten failures at the account put it under attack: an address that failed there has no free tries, so
+    # after its tenth failure it waits 1, 2, 4 … 512 s.
+    record_failures(database, "ada", "127.0.0.1", store.ACCOUNT_UNDER_ATTACK)
     held_off = post_sign_in(accounts_server, {"name": "ada", "password": password})
     assert held_off.status_code == 429
     assert "set-cookie" not in held_off.headers
+    wait = int(held_off.headers["retry-after"])
+    assert 500 <= wait <= 512
     assert (
-        f"Too many failed sign-ins for this account: {store.MAX_FAILURES_PER_ACCOUNT} in 15 minutes." in held_off.text
+        "Too many failed sign-ins at this account from your address: 10 in 15 minutes. "
+        f"Try again in {wait} s." in held_off.text
     )
-    # Until the first failure is 15 minutes old.
-    since_first = time.monotonic() - first_failure
-    assert 900 - since_first - 1 <= int(held_off.headers["retry-after"]) <= 901
-    # Another account from the same address still signs in.
-    signed_in_client(accounts_server, "bob", other_password).close()
+    # The owner, from an address that has not failed, is not locked out by them: no lock anyone can trigger.
+    with httpx2.Client(transport=from_address("127.0.0.2"), timeout=SIGN_IN_TIMEOUT_S) as owner:
+        response = owner.post(f"{accounts_server.url}/sign-in", data={"name": "ada", "password": password})
+    assert response.status_code == 303
     assert count(database, AccountSession) == 1
+    # The guesses at the account still count after the owner signed in.
+    assert post_sign_in(accounts_server, {"name": "ada", "password": password}).status_code == 429
 
 
-def test_failed_sign_ins_are_rate_limited_per_address(accounts_server: LiveServer, add_account) -> None:
-    password = add_account("ada", Role.editor)
-    for attempt in range(store.MAX_FAILURES_PER_ADDRESS):
-        guess = {"name": f"guess-{attempt}", "password": "guess"}
-        assert post_sign_in(accounts_server, guess).status_code == 401
-    held_off = post_sign_in(accounts_server, {"name": "ada", "password": password})
+def test_a_held_off_address_costs_no_password_check_and_writes_nothing(
+    accounts_server: LiveServer, add_account, database: Database
+) -> None:
+    add_account("ada", Role.editor)
+    record_failures(database, "someone", "127.0.0.1", store.FREE_FAILURES_PER_ADDRESS + 5)
+    held_off = post_sign_in(accounts_server, {"name": "ada", "password": "guess"})
     assert held_off.status_code == 429
-    assert (
-        f"Too many failed sign-ins for your address: {store.MAX_FAILURES_PER_ADDRESS} in 15 minutes." in held_off.text
-    )
+    assert "Too many failed sign-ins from your address: 15 in 15 minutes." in held_off.text
+    assert count(database, SignInFailure) == store.FREE_FAILURES_PER_ADDRESS + 5
 
 
 def test_a_viewer_reads_but_uploading_planning_or_deleting_is_403_naming_the_role(
@@ -317,19 +361,48 @@ def test_the_account_page_makes_a_token_shown_once_and_revokes_it(accounts_serve
     assert httpx2.get(f"{accounts_server.url}/api/account", headers=bearer(token)).status_code == 401
 
 
-def test_changing_the_password_needs_the_current_one(accounts_server: LiveServer, add_account) -> None:
+def test_changing_the_password_needs_the_current_one_and_signs_the_account_out_elsewhere(
+    accounts_server: LiveServer, add_account
+) -> None:
     password = add_account("vi", Role.viewer)
     viewer = signed_in_client(accounts_server, "vi", password)
+    elsewhere = signed_in_client(accounts_server, "vi", password)
+    token = viewer.post("/api/account/tokens", json={"label": "cli"}).json()["token"]
     wrong = viewer.post("/account/password", data={"current_password": "nope", "new_password": "a-new-long-password"})
     assert wrong.status_code == 422
     assert "current password: that is not your password" in wrong.text
     changed = viewer.post(
         "/account/password", data={"current_password": password, "new_password": "a-new-long-password"}
     )
-    assert "Password changed: use the new one from now on." in changed.text
+    assert (
+        "Password changed: use the new one from now on. 1 session elsewhere ended and 1 API token revoked."
+        in changed.text
+    )
+    # This browser stays signed in; the other one and the token are out.
+    assert viewer.get("/api/account").status_code == 200
+    assert elsewhere.get("/api/account").status_code == 401
+    assert httpx2.get(f"{accounts_server.url}/api/account", headers=bearer(token)).status_code == 401
     signed_in_client(accounts_server, "vi", "a-new-long-password").close()
     old = post_sign_in(accounts_server, {"name": "vi", "password": password})
     assert old.status_code == 401
+
+
+def test_guessing_the_current_password_is_held_off_like_a_sign_in(
+    accounts_server: LiveServer, add_account, database: Database
+) -> None:
+    password = add_account("vi", Role.viewer)
+    viewer = signed_in_client(accounts_server, "vi", password)
+    # A stolen session guessing the password: each wrong one is a failed sign-in at the account.
+    for _ in range(store.FREE_FAILURES_PER_ACCOUNT_FROM_AN_ADDRESS):
+        guess = viewer.post("/account/password", data={"current_password": "guess", "new_password": "x" * 12})
+        assert guess.status_code == 422
+    record_failures(database, "vi", "127.0.0.1", 5)
+    held_off = viewer.post("/account/password", data={"current_password": password, "new_password": "x" * 12})
+    assert held_off.status_code == 429
+    assert 1 <= int(held_off.headers["retry-after"]) <= 16
+    assert "Too many failed sign-ins at this account from your address: 8 in 15 minutes." in held_off.text
+    with database.read_session() as session:
+        assert store.check_password(store.password_hash_of(session, "vi"), password)
 
 
 def test_refusals_log_no_password_token_or_cookie(
@@ -415,14 +488,17 @@ def test_telling_who_sent_a_request_reads_only_the_accounts_name_role_and_the_cr
 
 
 def test_two_servers_on_one_database_count_the_same_failures(
-    accounts_server: LiveServer, add_account, database_url: str
+    accounts_server: LiveServer, add_account, database_url: str, database: Database
 ) -> None:
     password = add_account("ada", Role.editor)
     second = start_server(Settings(database_url=database_url, demo=False, auth="accounts"))
     try:
-        for attempt in range(store.MAX_FAILURES_PER_ACCOUNT):
+        for attempt in range(store.FREE_FAILURES_PER_ACCOUNT_FROM_AN_ADDRESS):
             server = (accounts_server, second)[attempt % 2]
             assert post_sign_in(server, {"name": "ada", "password": "guess"}).status_code == 401
+        assert count(database, SignInFailure) == store.FREE_FAILURES_PER_ACCOUNT_FROM_AN_ADDRESS
+        # Past the free ones, each failure holds the address off: seen by both servers.
+        record_failures(database, "ada", "127.0.0.1", 5)
         for server in (accounts_server, second):
             held_off = post_sign_in(server, {"name": "ada", "password": password})
             assert held_off.status_code == 429

@@ -89,9 +89,9 @@ def test_a_viewer_sees_the_runs_without_an_upload_form(
         "Uploading result files needs the editor role; your account has the viewer role."
     )
     expect(page.locator("#upload-form")).to_have_count(0)
-    # Planning needs the editor role too: no Plan link to a page whose previews would be refused.
+    # The planner previews for a viewer too (saving is left out of it: test_roles_pages.py).
     expect(page.locator("nav[aria-label=main] a")).to_have_text(
-        ["Home", "Runs", "Compare", "Trend", "Platforms", "API"]
+        ["Home", "Plan", "Runs", "Compare", "Trend", "Platforms", "API"]
     )
     screenshot(page, "runs-viewer-desktop")
     page.set_viewport_size(PHONE)

@@ -3,8 +3,10 @@
 With ``EMUPLAN_AUTH=none`` (the default) everyone may do everything. With ``accounts`` the request
 must come from a live session cookie or an active ``Authorization: Bearer`` token, and its account's
 role must reach what the method needs: reads (GET, HEAD) the viewer role, writes the editor role, and
-deletes whatever the router says (deleting a run: admin). A signed-out API request gets 401, a
-signed-out page request is sent to the sign-in page, a role too low gets 403 naming the role needed.
+deletes whatever the router says (deleting a run: admin); a router may ask more for reads too (the
+accounts of /admin: admin) or less for writes (a plan preview computes and stores nothing: viewer). A
+signed-out API request gets 401, a signed-out page request is sent to the sign-in page, a role too low
+gets 403 naming the role needed.
 
 Cross-site writes riding on the cookie are refused before this, by ``api/request_guard.py``, and the
 cookie is ``SameSite=Lax`` besides.
@@ -65,19 +67,22 @@ def _not_signed_in_message(request: Request) -> str:
 
 class RoleRequired:
     """Router dependency: the role each method needs (``delete`` may be set higher, e.g. admin for runs;
-    ``write`` lower, e.g. for one's own API tokens).
+    ``write`` lower, e.g. for one's own API tokens; ``read`` higher, e.g. admin for the list of accounts).
 
     ``page``: a signed-out browser is redirected to the sign-in page (and back) instead of getting 401.
     """
 
-    def __init__(self, *, write: Role = Role.editor, delete: Role = Role.editor, page: bool = False):
+    def __init__(
+        self, *, read: Role = Role.viewer, write: Role = Role.editor, delete: Role = Role.editor, page: bool = False
+    ):
+        self.read = read
         self.write = write
         self.delete = delete
         self.page = page
 
     def needed(self, method: str) -> Role:
         if method in READ_METHODS:
-            return Role.viewer
+            return self.read
         return self.delete if method == "DELETE" else self.write
 
     def __call__(self, request: Request) -> None:
@@ -97,6 +102,8 @@ class RoleRequired:
             )
 
 
-def requires_roles(*, write: Role = Role.editor, delete: Role = Role.editor, page: bool = False) -> list:
+def requires_roles(
+    *, read: Role = Role.viewer, write: Role = Role.editor, delete: Role = Role.editor, page: bool = False
+) -> list:
     """``dependencies=`` for an ``APIRouter``: every route of the router is checked by ``RoleRequired``."""
-    return [Depends(RoleRequired(write=write, delete=delete, page=page))]
+    return [Depends(RoleRequired(read=read, write=write, delete=delete, page=page))]

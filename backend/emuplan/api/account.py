@@ -2,7 +2,11 @@
 
 The sign-in and account pages are plain HTML forms (no script): the browser posts them to this
 server, so ``api/request_guard.py`` sees ``Sec-Fetch-Site: same-origin`` and lets them through.
-Accounts themselves are made and removed by an admin with ``emuplan users`` on the server.
+Accounts themselves are made and removed by an admin on /admin (``api/admin.py``) or with ``emuplan users``.
+
+A password is checked in three steps, none of which holds the database's write lock while Argon2 runs:
+a read (is this address held off? the stored hash), the check itself (``api/password_checks.py``), and a
+short write of the outcome.
 """
 
 import logging
@@ -12,20 +16,27 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from emuplan.api.access import SESSION_COOKIE, accounts_on, requires_roles, signed_in
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
-from emuplan.api.errors import error_response
+from emuplan.api.errors import ErrorResponse, error_response
 from emuplan.api.pages import render
+from emuplan.api.password_checks import password_checks
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
 from emuplan.store.rows import NotFound
+from emuplan.wording import plural
 
 logger = logging.getLogger("emuplan.account")
 
 
 class SignInOff(NotFound):
     """Accounts are off (``EMUPLAN_AUTH=none``): there is nothing to sign in to."""
+
+
+class WrongCurrentPassword(ValueError):
+    """The password change's current password is wrong: counted as a failed sign-in (HTTP 422)."""
 
 
 def require_accounts_on(request: Request) -> None:
@@ -78,7 +89,33 @@ def _local_path(target: str | None) -> str:
 
 
 def _client_address(request: Request) -> str:
+    """The peer's address; a configured proxy's X-Forwarded-For has replaced it already (main.py)."""
     return request.client.host if request.client else "unknown"
+
+
+async def matched_hash(request: Request, name: str, password: str) -> str | None:
+    """The stored hash ``password`` matches for the account ``name``, or None (recorded as a failure from the
+    request's address). Raises ``SignInRateLimited`` (before any Argon2) while the address must wait. The
+    caller's write checks the hash is still the account's: a password changed meanwhile opens nothing."""
+    database = request.app.state.database
+    address = _client_address(request)
+
+    def stored_hash() -> tuple[bool, str | None]:
+        with database.read_session() as session:
+            failed_before = store.refuse_if_held_off(session, name, address) > 0
+            return failed_before, store.password_hash_of(session, name)
+
+    def record_failure() -> None:
+        with database.writing() as session:
+            store.record_failure(session, name, address)
+
+    checks = password_checks(request)
+    with checks.one_at_a_time(address):
+        failed_before, password_hash = await run_in_threadpool(stored_hash)
+        matches = await checks.run(failed_before, store.check_password, password_hash, password)
+        if not matches:
+            await run_in_threadpool(record_failure)
+    return password_hash if matches else None
 
 
 @sign_in_router.get("/sign-in", response_class=HTMLResponse)
@@ -87,28 +124,28 @@ def sign_in_page(request: Request, next: str = "/") -> HTMLResponse:
 
 
 @sign_in_router.post("/sign-in", response_class=HTMLResponse)
-def sign_in(
+async def sign_in(
     request: Request,
     name: Annotated[str, Form(max_length=store.MAX_NAME_LENGTH)],
     password: Annotated[str, Form(max_length=1024)],
     next: Annotated[str, Form(max_length=2048)] = "/",
 ) -> Response:
-    database = request.app.state.database
     settings = request.app.state.settings
     address = _client_address(request)
+
+    def start_session(checked_hash: str) -> str:
+        with request.app.state.database.writing() as session:
+            account = store.find_account(session, name)
+            if account is None or account.password_hash != checked_hash:  # removed or changed meanwhile
+                raise store.SignInRefused("Wrong name or password.")
+            store.forget_failures(session, name, address)
+            return store.start_session(session, account, timedelta(days=settings.session_days))
+
     try:
-        with database.writing() as session:
-            try:
-                account = store.check_password(session, name, password, address)
-            except store.SignInRefused:
-                # Counted even though the sign-in fails: this transaction commits the failure.
-                store.record_failure(session, name, address)
-                refused = True
-            else:
-                secret = store.start_session(session, account, timedelta(days=settings.session_days))
-                refused = False
-        if refused:
+        checked_hash = await matched_hash(request, name, password)
+        if checked_hash is None:
             raise store.SignInRefused("Wrong name or password.")
+        secret = await run_in_threadpool(start_session, checked_hash)
     except (store.SignInRefused, store.SignInRateLimited) as error:
         logger.warning("sign-in refused for account %r from %s: %s", name, address, type(error).__name__)
         failure = error_response(error)
@@ -121,7 +158,7 @@ def sign_in(
             name=name,
             error=failure.detail,
         )
-    logger.info("account %r signed in from %s", account.name, address)
+    logger.info("account %r signed in from %s", name, address)
     response = RedirectResponse(_local_path(next), status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
@@ -150,7 +187,7 @@ def _account_page(
     request: Request,
     session,
     created: tuple[str, str] | None = None,
-    error: str | None = None,
+    failure: ErrorResponse | None = None,
     notice: str | None = None,
 ) -> HTMLResponse:
     who = signed_in(request)
@@ -158,14 +195,14 @@ def _account_page(
     return render(
         request,
         "account.html",
-        status_code=200 if error is None else 422,
-        headers={"Cache-Control": "no-store"},
+        status_code=200 if failure is None else failure.status_code,
+        headers={"Cache-Control": "no-store", **(failure.headers if failure else {})},
         nav="account",
         who=who,
         role_duties=ROLE_DUTIES[who.role],
         tokens=tokens,
         created=created,
-        error=error,
+        error=failure.detail if failure else None,
         notice=notice,
     )
 
@@ -188,7 +225,7 @@ def create_token_form(
         _, secret = store.create_api_token(session, signed_in(request).account_id, label, days)
     except ValueError as error:
         session.rollback()
-        return _account_page(request, session, error=str(error))
+        return _account_page(request, session, failure=error_response(error))
     session.commit()
     return _account_page(request, session, created=(label.strip(), secret))
 
@@ -200,20 +237,46 @@ def revoke_token_form(token_id: DatabaseInt, request: Request, session: WriteSes
     return RedirectResponse("/account", status_code=303)
 
 
+def signed_out_notice(signed_out: store.SignedOut, elsewhere: str) -> str:
+    if signed_out == store.SignedOut(0, 0):
+        return ""
+    return (
+        f" {plural(signed_out.sessions, 'session')} {elsewhere} ended and "
+        f"{plural(signed_out.tokens, 'API token')} revoked."
+    )
+
+
 @page_router.post("/account/password", response_class=HTMLResponse)
-def change_password_form(
+async def change_password_form(
     request: Request,
-    session: WriteSessionDep,
     current_password: Annotated[str, Form(max_length=1024)],
     new_password: Annotated[str, Form(max_length=1024)],
 ) -> HTMLResponse:
+    """The current password is checked like a sign-in (held off after failures, which count as failed
+    sign-ins): a stolen session cannot guess its way to the password."""
+    who = signed_in(request)
+    database = request.app.state.database
+    sign_out = request.app.state.settings.password_change_signs_out
+    keep = request.cookies.get(SESSION_COOKIE) if who.via == "session" else None
+
+    def store_hash(password_hash: str) -> store.SignedOut:
+        with database.writing() as session:
+            account = store.get_account(session, who.name)
+            return store.set_password(session, account, password_hash, sign_out, keep_session=keep)
+
+    def page(**outcome) -> HTMLResponse:
+        with database.read_session() as session:
+            return _account_page(request, session, **outcome)
+
     try:
-        store.change_password(session, signed_in(request).account_id, current_password, new_password)
-    except ValueError as error:
-        session.rollback()
-        return _account_page(request, session, error=str(error))
-    session.commit()
-    return _account_page(request, session, notice="Password changed: use the new one from now on.")
+        if await matched_hash(request, who.name, current_password) is None:
+            raise WrongCurrentPassword("current password: that is not your password")
+        password_hash = await password_checks(request).run(False, store.hash_password, new_password)
+        signed_out = await run_in_threadpool(store_hash, password_hash)
+    except (ValueError, store.SignInRateLimited) as error:
+        return await run_in_threadpool(page, failure=error_response(error))
+    notice = "Password changed: use the new one from now on." + signed_out_notice(signed_out, "elsewhere")
+    return await run_in_threadpool(page, notice=notice)
 
 
 @router.get("", response_model=AccountPublic)

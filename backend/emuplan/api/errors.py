@@ -20,7 +20,7 @@ from emuplan.measure.workload import MeasurementError
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.simulate.astra_sim import SimulatorUnavailable
-from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
+from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
@@ -36,6 +36,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     NotFound: 404,
     DuplicateRun: 409,
     AccountExists: 409,
+    LastAdmin: 409,
     PlatformExists: 409,
     BuiltinPlatform: 409,
     MeasurementBusy: 409,

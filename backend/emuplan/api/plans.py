@@ -16,6 +16,7 @@ from emuplan.api.deps import (
     response_model_of,
 )
 from emuplan.planning import plan_request
+from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
 from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
@@ -27,6 +28,8 @@ from emuplan.workload.presets import PRESETS
 from emuplan.workload.sources import resolve_model, stored_model_spec
 
 router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles())
+# A preview computes and stores nothing: a read, open to viewers (a POST only because the request is a body).
+preview_router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles(write=Role.viewer))
 presets_router = APIRouter(prefix="/api/presets", tags=["plans"], dependencies=requires_roles())
 
 EXPORT_MEDIA_TYPES = {"yaml": "application/yaml", "json": "application/json", "text": "text/plain; charset=utf-8"}
@@ -76,7 +79,7 @@ def _public(plan) -> PlanPublic:
     return PlanPublic(**plan.model_dump(exclude={"workload"}), workload=store.plan_document(plan))
 
 
-@router.post("/preview")
+@preview_router.post("/preview")
 def preview_plan(request: PlanRequest, session: ReadSessionDep, settings: SettingsDep) -> PlanDocument:
     """The plan document for these inputs, computed and returned without storing anything."""
     return plan_request(request, session, SandboxPolicy.from_settings(settings))[0]

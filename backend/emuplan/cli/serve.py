@@ -79,7 +79,10 @@ def serve(
     database.dispose()
     typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
     typer.echo(sign_in_notice(settings.auth))
+    # Forwarded headers are believed from EMUPLAN_TRUSTED_PROXIES only (by the app), not from uvicorn's default
+    # of any loopback client: a local process could otherwise sign in as any address.
+    options = {"host": host, "port": port, "log_level": "info", "proxy_headers": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(settings), **options)
     else:  # each worker process builds its own app from the same EMUPLAN_* settings
-        uvicorn.run("emuplan.main:create_app", factory=True, workers=workers, host=host, port=port, log_level="info")
+        uvicorn.run("emuplan.main:create_app", factory=True, workers=workers, **options)

@@ -1,6 +1,8 @@
-"""``emuplan users``: accounts for ``EMUPLAN_AUTH=accounts``, managed on the server's own database.
+"""``emuplan users``: accounts for ``EMUPLAN_AUTH=accounts``, managed on the server's own database (an
+admin does the same on the /admin page).
 
 Passwords and tokens are printed once and never stored in the clear: hand them over and forget them.
+The last admin can be neither demoted nor removed.
 """
 
 from typing import Annotated
@@ -9,10 +11,11 @@ import typer
 
 from emuplan.cli.app import app, in_store
 from emuplan.roles import ROLE_DUTIES, Role
+from emuplan.wording import plural
 
 users_app = typer.Typer(
-    help="Accounts for EMUPLAN_AUTH=accounts: add, list, change role, remove, make API tokens.\n\n"
-    + "\n\n".join(f"{role}: may {duties}." for role, duties in ROLE_DUTIES.items()),
+    help="Accounts for EMUPLAN_AUTH=accounts: add, list, change role, reset a password, remove, make API "
+    "tokens.\n\n" + "\n\n".join(f"{role}: may {duties}." for role, duties in ROLE_DUTIES.items()),
     no_args_is_help=True,
 )
 app.add_typer(users_app, name="users")
@@ -36,27 +39,16 @@ def add_user(
 def list_users() -> None:
     """Every account with its role and how many active API tokens it has."""
     from emuplan.store import accounts as store
-    from emuplan.store.credentials import credential_state
 
-    def rows(session) -> list[tuple[str, str, int, str]]:
-        return [
-            (
-                account.name,
-                account.role,
-                sum(credential_state(t) == "active" for t in store.list_api_tokens(session, account.id)),
-                account.created_at.strftime("%Y-%m-%d"),
-            )
-            for account in store.list_accounts(session)
-        ]
-
-    listed = in_store(rows)
+    listed = in_store(store.listed_accounts)
     if not listed:
         typer.echo("no accounts yet: emuplan users add NAME --role admin")
         return
-    width = max(len("name"), *(len(name) for name, *_ in listed))
+    width = max(len("name"), *(len(account.name) for account in listed))
     typer.echo(f"{'name':<{width}}  {'role':<6}  {'tokens':>6}  added")
-    for name, role, tokens, added in listed:
-        typer.echo(f"{name:<{width}}  {role:<6}  {tokens:>6}  {added}")
+    for account in listed:
+        added = account.created_at.strftime("%Y-%m-%d")
+        typer.echo(f"{account.name:<{width}}  {account.role:<6}  {account.active_tokens:>6}  {added}")
 
 
 @users_app.command("role")
@@ -69,6 +61,19 @@ def change_role(
 
     in_store(lambda session: store.set_role(session, name, role), write=True)
     typer.echo(f"account {name!r} is now {role}")
+
+
+@users_app.command("password")
+def reset_password(name: Annotated[str, typer.Argument(help="Account name.")]) -> None:
+    """Give an account a new random password and print it (shown once). With EMUPLAN_PASSWORD_CHANGE_SIGNS_OUT
+    (the default) its browsers are signed out and its API tokens revoked."""
+    from emuplan.settings import get_settings
+    from emuplan.store import accounts as store
+
+    sign_out = get_settings().password_change_signs_out
+    password, signed_out = in_store(lambda session: store.reset_password(session, name, sign_out), write=True)
+    ended = f"; {plural(signed_out.sessions, 'session')} ended, {plural(signed_out.tokens, 'API token')} revoked"
+    typer.echo(f"new password for {name!r}, shown once: {password}{ended if sign_out else ''}")
 
 
 @users_app.command("remove")
