@@ -17,6 +17,7 @@ from emuplan.api.access import SESSION_COOKIE, accounts_on, requires_roles, sign
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
 from emuplan.store.rows import NotFound
@@ -41,7 +42,10 @@ page_router = APIRouter(
     include_in_schema=False, dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE, page=True)]
 )
 router = APIRouter(
-    prefix="/api/account", tags=["account"], dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE)]
+    prefix="/api/account",
+    tags=["account"],
+    dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE)],
+    responses=errors(400, *SIGNED_IN, 404, 422),
 )
 
 
