@@ -134,3 +134,22 @@ def test_bad_requests_are_refused_before_anything_starts(client: TestClient) -> 
     assert client.get("/api/measurements/nope").status_code == 404
     assert client.delete("/api/measurements/nope").status_code == 404
     assert client.get("/api/measurements").json() == []
+
+
+def test_a_measurement_past_its_bounds_is_refused_with_the_reason(client: TestClient) -> None:
+    plan_id = create_seed_plan(client)
+    response = client.post(
+        f"/api/plans/{plan_id}/measure", json={"iterations": 100_001, "warmup": 10_001, "timeout_s": 3601}
+    )
+    assert response.status_code == 422
+    assert {error["loc"][-1] for error in response.json()["detail"]} == {"iterations", "warmup", "timeout_s"}
+    # GPT-2's 498 MB gradient all-reduce on 64 local ranks: the workers themselves, not only their buffers.
+    gpt2 = client.post("/api/plans", json={"model": "gpt2", "strategy": "data", "gpus": 64}).json()["id"]
+    response = client.post(f"/api/plans/{gpt2}/measure", json={"world_size": 64, "backend": "gloo"})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith("64 local processes would need about ")
+    assert (
+        "MiB per rank: the worker itself, its buffers and gloo's copy of the largest), more than half the "
+        in (response.json()["detail"])
+    )
+    assert client.get("/api/measurements").json() == []

@@ -104,3 +104,32 @@ def test_the_largest_int64_ids_are_looked_up_on_every_database(client: TestClien
     csv = b"iteration,size,collective,time_ms\n0,1024,all_reduce,1.5\n"
     upload = client.post("/api/runs", files={"file": ("r.csv", csv)}, data={"plan_id": str(LARGEST)})
     assert (upload.status_code, upload.json()) == (422, {"detail": f"plan_id: no plan with id {LARGEST}"})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "maximum"),
+    [
+        ("epochs", 2**60, 2**20),
+        ("dataset_size", 2**62, 2**40),
+        ("batch_size", 2**63, 2**30),
+        ("link_gbps", 1e308, 10**6),
+    ],
+)
+def test_plan_numbers_that_would_overflow_the_database_are_422_naming_the_field(
+    live_server: LiveServer, field: str, value: float, maximum: int
+) -> None:
+    """epochs = 2^60 was stored as 2^63 trials (500 OverflowError) and previewed as 7.4e19 trials."""
+    for path in ("/api/plans/preview", "/api/plans"):
+        response = httpx2.post(live_server.url + path, json={"model": "fashion-mnist-mlp", field: value})
+        assert response.status_code == 422, response.text
+        problem = response.json()["detail"][0]
+        assert (problem["loc"], problem["msg"]) == (["body", field], f"Input should be less than or equal to {maximum}")
+    assert httpx2.get(live_server.url + "/api/plans").json() == []
+
+
+def test_the_largest_plan_numbers_are_planned_and_stored(client: TestClient) -> None:
+    """Every bound at once stays within int64: 2^40 samples in batches of 2^30, 2^20 epochs."""
+    body = {"model": "gpt2", "dataset_size": 2**40, "batch_size": 2**30, "epochs": 2**20, "gpus": 64}
+    response = client.post("/api/plans", json=body)
+    assert response.status_code == 201, response.text
+    assert response.json()["trials"] == 2**30

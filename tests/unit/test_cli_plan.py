@@ -89,6 +89,8 @@ def test_errors_exit_2_naming_the_option() -> None:
     result = run("--model", "fashion-mnist-mlp", "--batch-size", "0")
     assert result.exit_code == 2
     assert result.stderr == "error: --batch-size: must be at least 1, got 0\n"
+    result = run("--model", "fashion-mnist-mlp", "--epochs", str(2**60))  # 2^63 trials would overflow the database
+    assert (result.exit_code, result.stderr) == (2, "error: --epochs: Input should be less than or equal to 1048576\n")
     result = run("--model", "nope")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --model: unknown model 'nope'")

@@ -101,7 +101,23 @@ def test_unknown_plan_and_bad_options_are_refused(cli_env: str, seed_plan_id: in
     result = runner.invoke(app, ["measure", str(seed_plan_id), "--backend", "mpi"])
     assert (result.exit_code, result.stderr.strip()) == (2, "error: --backend: 'mpi' is not one of gloo, nccl, auto")
     result = runner.invoke(app, ["measure", str(seed_plan_id), "--iterations", "0"])
-    assert (result.exit_code, result.stderr.strip()) == (2, "error: iterations must be at least 1, got 0")
+    assert (result.exit_code, result.stderr.strip()) == (2, "error: iterations must be between 1 and 100000, got 0")
+    assert stored_runs(cli_env) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--iterations", "100001"], "iterations must be between 1 and 100000, got 100001"),
+        (["--warmup", "10001"], "warm-up iterations must be between 0 and 10000, got 10001"),
+        (["--timeout", "3601"], "timeout must be positive and at most 3600 s, got 3601 s"),
+    ],
+)  # fmt: skip
+def test_a_measurement_past_its_bounds_exits_2_before_any_process_starts(
+    cli_env: str, seed_plan_id: int, option: list[str], message: str
+) -> None:
+    result = runner.invoke(app, ["measure", str(seed_plan_id), "--world-size", "2", *option])
+    assert (result.exit_code, result.stderr.strip()) == (2, f"error: {message}")
     assert stored_runs(cli_env) == []
 
 

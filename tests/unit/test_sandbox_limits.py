@@ -115,6 +115,77 @@ def test_the_seccomp_filter_refuses_processes_namespaces_and_memory_outside_the_
     assert error.message == f"model.py, line {line}: running the module failed: {REFUSED}"
 
 
+def syscall_number(name: str) -> int:
+    import pyseccomp
+
+    return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+
+
+# Each calls the kernel directly (as model code can through ctypes) and, if the call was let through,
+# says what it got: an io_uring (whose IORING_OP_SOCKET makes the sockets socket() may not), a key left
+# in the kernel's keyrings after the run.
+OFF_THE_LIST = {
+    "io_uring_setup": "params = ctypes.create_string_buffer(120)\nresult = libc.syscall({number}, 8, params)",
+    "io_uring_enter": "result = libc.syscall({number}, 0, 1, 0, 0, None, 0)",
+    "io_uring_register": "result = libc.syscall({number}, 0, 0, None, 0)",
+    "add_key": "result = libc.syscall({number}, b'user', b'planted', b'secret', 6, -3)",  # the session keyring
+    "request_key": "result = libc.syscall({number}, b'user', b'planted', None, -3)",
+    "keyctl": "result = libc.syscall({number}, 0, -3, 0)",  # KEYCTL_GET_KEYRING_ID of the session keyring
+}
+
+
+@pytest.mark.parametrize("call", list(OFF_THE_LIST))
+def test_a_system_call_off_the_allow_list_ends_the_model_process(call: str):
+    source = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        + OFF_THE_LIST[call].format(number=syscall_number(call))
+        + "\nraise ValueError(('let through', result, ctypes.get_errno()))"
+    )
+    error = model_failure(source)
+    assert error.kind == "forbidden_syscall", error.message
+    assert error.message == (
+        "the model made a system call outside the sandbox's allow list (such as io_uring, kernel keyrings, "
+        "mounts, tracing or another architecture's calls), and the sandbox ended its process"
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # x32 getpid from the main thread while another thread sleeps: killing only the calling thread
+        # left the process running until the wall-clock limit.
+        "import ctypes, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "ctypes.CDLL(None).syscall(0x40000000 | 39)\nraise ValueError('still running')",
+        # io_uring_setup from a thread while the main thread sleeps.
+        "import ctypes, threading, time\n"
+        "threading.Thread(target=ctypes.CDLL(None).syscall, args=({io_uring_setup}, 8, "
+        "ctypes.create_string_buffer(120))).start()\ntime.sleep(60)",
+    ],
+    ids=["x32 call", "io_uring from a thread"],
+)
+def test_a_violation_by_any_thread_kills_the_whole_process_at_once(source: str):
+    if "0x40000000" in source and os.uname().machine != "x86_64":
+        pytest.skip("the x32 ABI exists only on x86_64")
+    started = time.monotonic()
+    error = model_failure(
+        source.format(io_uring_setup=syscall_number("io_uring_setup")), SandboxPolicy(timeout_s=20, uid=250_005)
+    )
+    assert error.kind == "forbidden_syscall", error.message
+    assert time.monotonic() - started < 15
+    assert processes_of(250_005) == []
+
+
+def test_an_answer_past_the_cap_is_refused_even_when_the_writer_rewinds():
+    """63 MiB written to the answer descriptor, then its offset (shared with the server's file) moved back to
+    0: the server reads from the start up to the cap, whatever the offset says."""
+    source = (
+        'import os\nos.write(3, b\'{"ok": false, "error": {"kind": "planted", "message": "\' '
+        "+ bytes(63 << 20).replace(b'\\0', b'a') + b'\"}}')\nos.lseek(3, 0, os.SEEK_SET)\nos._exit(0)"
+    )
+    error = model_failure(source)
+    assert (error.kind, error.message) == ("bad_answer", "the sandbox answered with more than 33554432 bytes")
+
+
 def test_unshare_cannot_make_a_nested_user_namespace():
     """``unshare -Ur`` replaces the worker (a new process would be refused), and fails."""
     error = model_failure("import os\nos.execv('/usr/bin/unshare', ['unshare', '-Ur', 'id'])")
@@ -235,3 +306,29 @@ def test_a_machine_whose_libseccomp_cannot_be_loaded_refuses_source_runs_as_unav
         "sandbox's system-call filter, and it could not be loaded ("
     ), output
     assert output.rstrip().endswith("or have the operator install libseccomp2"), output
+
+
+TMP_VENV_SERVER = """
+import json, sys
+from emuplan.sandbox.runner import SandboxPolicy, run_in_sandbox
+answer = run_in_sandbox(json.loads(sys.argv[1]), SandboxPolicy(timeout_s=60))
+print(sys.prefix, [parameter["name"] for parameter in answer["inventory"]["parameters"]])
+"""
+
+
+def test_a_server_whose_virtual_environment_lives_under_tmp_runs_models(tmp_path: Path):
+    """The server's own venv bind-mounted under this test's directory in /tmp (a private mount namespace,
+    so nothing is copied) and the server started from there: the sandbox's fresh /tmp must not hide it."""
+    assert Path("/tmp") in tmp_path.resolve().parents
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    executable = venv / Path(sys.executable).relative_to(sys.prefix)
+    request = request_for("seed_classifier.py", "Classifier", (1, 28, 28))
+    server = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(Path(sys.prefix).resolve()), str(venv),
+              str(executable), "-c", TMP_VENV_SERVER, json.dumps(request)]  # fmt: skip
+    backend = Path(runner.__file__).parents[2]
+    answer = subprocess.run(
+        server, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(backend)}
+    )
+    assert answer.stdout == f"{venv} ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias', 'fc3.weight', " \
+        "'fc3.bias', 'fc4.weight', 'fc4.bias']\n", answer.stderr[-2000:]  # fmt: skip

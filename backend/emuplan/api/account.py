@@ -23,6 +23,7 @@ from emuplan.api.deps import DatabaseInt, ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import ErrorResponse, error_response
 from emuplan.api.pages import render
 from emuplan.api.password_checks import password_checks
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
 from emuplan.store.rows import NotFound
@@ -52,7 +53,10 @@ page_router = APIRouter(
     include_in_schema=False, dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE, page=True)]
 )
 router = APIRouter(
-    prefix="/api/account", tags=["account"], dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE)]
+    prefix="/api/account",
+    tags=["account"],
+    dependencies=[Depends(require_accounts_on), *requires_roles(**ANY_ROLE)],
+    responses=errors(400, *SIGNED_IN, 404, 422),
 )
 
 

@@ -18,6 +18,7 @@ from emuplan.api.account import require_accounts_on, signed_out_notice
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import ErrorResponse, error_response
 from emuplan.api.pages import render
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
 
@@ -26,6 +27,7 @@ router = APIRouter(
     prefix="/api/admin/accounts",
     tags=["accounts"],
     dependencies=[Depends(require_accounts_on), *requires_roles(**ADMIN_ONLY)],
+    responses=errors(400, *SIGNED_IN, 404, 409, 422),
 )
 page_router = APIRouter(
     include_in_schema=False, dependencies=[Depends(require_accounts_on), *requires_roles(**ADMIN_ONLY, page=True)]

@@ -14,14 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 
-router = APIRouter(prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles())
-shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"])
+router = APIRouter(
+    prefix="/api/comparisons",
+    tags=["comparisons"],
+    dependencies=requires_roles(),
+    responses=errors(400, *SIGNED_IN, 404, 422),
+)
+shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"], responses=errors(404, 410, 422))
 
 # Share pages are opened by people outside the team; their URL must not travel in a Referer header.
 SHARE_REFERRER_POLICY = "no-referrer"

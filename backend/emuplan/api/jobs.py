@@ -22,7 +22,10 @@ from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled
 from emuplan.measure.options import (
     BACKENDS,
     DEFAULT_BACKEND,
+    MAX_ITERATIONS,
     MAX_LOCAL_WORLD_SIZE,
+    MAX_TIMEOUT_S,
+    MAX_WARMUP,
     MeasurementOptions,
     TimingScheduling,
     WorkloadSource,
@@ -49,13 +52,21 @@ class MeasureRequest(BaseModel):
     backend: Literal[BACKENDS] = Field(
         default=DEFAULT_BACKEND, description="auto: nccl when CUDA is available, else gloo."
     )
-    iterations: int | None = Field(default=None, ge=1, description="Measured iterations. Default: the plan's trials.")
+    iterations: int | None = Field(
+        default=None, ge=1, le=MAX_ITERATIONS, description="Measured iterations. Default: the plan's trials."
+    )
     warmup: int = Field(
-        default=MeasurementOptions.warmup, ge=0, description="Warm-up iterations, run first and not stored."
+        default=MeasurementOptions.warmup,
+        ge=0,
+        le=MAX_WARMUP,
+        description="Warm-up iterations, run first and not stored.",
     )
     workload: WorkloadSource = Field(default=WorkloadSource.KCCB, description="kccb data sizes or every collective.")
     timeout_s: float = Field(
-        default=MeasurementOptions.timeout_s, gt=0, le=3600, description="A hung measurement is killed after this."
+        default=MeasurementOptions.timeout_s,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        description="A hung measurement is killed after this.",
     )
     scheduling: TimingScheduling = Field(
         default=TimingScheduling.REALTIME,

@@ -12,9 +12,16 @@ from fastapi import APIRouter, Request, Response
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt
 from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of, public
+from emuplan.api.responses import SIGNED_IN, errors
 
-router = APIRouter(prefix="/api/measurements", tags=["measurements"], dependencies=requires_roles())
-plan_router = APIRouter(prefix="/api/plans", tags=["measurements"], dependencies=requires_roles())
+# A job of another server host is 404 only once it is gone; a second start on a busy host is 409.
+MEASUREMENT_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422)
+router = APIRouter(
+    prefix="/api/measurements", tags=["measurements"], dependencies=requires_roles(), responses=MEASUREMENT_ERRORS
+)
+plan_router = APIRouter(
+    prefix="/api/plans", tags=["measurements"], dependencies=requires_roles(), responses=MEASUREMENT_ERRORS
+)
 
 
 @plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)

@@ -20,6 +20,7 @@ from emuplan.api.deps import (
     WriteSessionDep,
     response_model_of,
 )
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import model_definitions as store
 from emuplan.store.models import ModelDefinition
@@ -27,7 +28,12 @@ from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import check_model_file_name
 from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOptions, options_from_text
 
-router = APIRouter(prefix="/api/models", tags=["models"], dependencies=requires_roles())
+router = APIRouter(
+    prefix="/api/models",
+    tags=["models"],
+    dependencies=requires_roles(),
+    responses=errors(400, *SIGNED_IN, 404, 413, 415, 422, 503),
+)
 
 
 ModelDefinitionSummary = response_model_of(store.ListedModelDefinition, "ModelDefinitionSummary")

@@ -15,6 +15,7 @@ from emuplan.api.deps import (
     WriteSessionDep,
     response_model_of,
 )
+from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.planning import plan_request
 from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
@@ -27,10 +28,15 @@ from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
 from emuplan.workload.sources import resolve_model, stored_model_spec
 
-router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles())
+PLAN_ERRORS = errors(400, *SIGNED_IN, 404, 422, 503)
+router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles(), responses=PLAN_ERRORS)
 # A preview computes and stores nothing: a read, open to viewers (a POST only because the request is a body).
-preview_router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles(write=Role.viewer))
-presets_router = APIRouter(prefix="/api/presets", tags=["plans"], dependencies=requires_roles())
+preview_router = APIRouter(
+    prefix="/api/plans", tags=["plans"], dependencies=requires_roles(write=Role.viewer), responses=PLAN_ERRORS
+)
+presets_router = APIRouter(
+    prefix="/api/presets", tags=["plans"], dependencies=requires_roles(), responses=errors(*SIGNED_IN)
+)
 
 EXPORT_MEDIA_TYPES = {"yaml": "application/yaml", "json": "application/json", "text": "text/plain; charset=utf-8"}
 EXPORT_SUFFIXES = {"yaml": "yaml", "json": "json", "text": "txt"}
@@ -113,7 +119,7 @@ def get_plan(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanPublic:
     return _public(store.get_plan(session, plan_id))
 
 
-@router.get("/{plan_id}/kccb")
+@router.get("/{plan_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
 def export_plan_kccb(
     plan_id: DatabaseInt,
     session: ReadSessionDep,
@@ -130,7 +136,7 @@ def export_plan_kccb(
     )
 
 
-@router.get("/{plan_id}/workload")
+@router.get("/{plan_id}/workload", responses=download("application/zip"))
 def export_plan_workload(
     plan_id: DatabaseInt,
     session: ReadSessionDep,

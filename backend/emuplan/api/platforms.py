@@ -13,10 +13,16 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.store import platforms as store
 from emuplan.workload.platforms import Platform
 
-router = APIRouter(prefix="/api/platforms", tags=["platforms"], dependencies=requires_roles())
+router = APIRouter(
+    prefix="/api/platforms",
+    tags=["platforms"],
+    dependencies=requires_roles(),
+    responses=errors(400, *SIGNED_IN, 404, 409, 422),
+)
 page_router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
+from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
 from emuplan.charts import FigureKind
@@ -28,7 +29,12 @@ from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
 
 # Deleting a run removes it from every comparison and share link: an admin's decision.
-router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=requires_roles(delete=Role.admin))
+router = APIRouter(
+    prefix="/api/runs",
+    tags=["runs"],
+    dependencies=requires_roles(delete=Role.admin),
+    responses=errors(400, *SIGNED_IN, 404, 409, 413, 415, 422),
+)
 
 
 def parse_tags(text: str | None) -> list[str]:
@@ -370,7 +376,7 @@ def run_figure(
     return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
-@router.get("/{run_id}/samples.csv")
+@router.get("/{run_id}/samples.csv", responses=download("text/csv"))
 def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = store.get_run(session, run_id)
     return Response(
@@ -380,7 +386,7 @@ def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     )
 
 
-@router.get("/{run_id}/samples.parquet")
+@router.get("/{run_id}/samples.parquet", responses=download("application/vnd.apache.parquet"))
 def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
     run = store.get_run(session, run_id)
     return Response(

@@ -11,12 +11,18 @@ from fastapi import APIRouter, Query, Request, Response
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, SettingsDep
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.simulation_jobs import SimulateRequest, SimulationJobPublic, public, simulation_jobs_of
 from emuplan.simulate.astra_sim import Simulation
 from emuplan.store import simulation_jobs as job_store
 
-router = APIRouter(prefix="/api/simulations", tags=["simulations"], dependencies=requires_roles())
-plan_router = APIRouter(prefix="/api/plans", tags=["simulations"], dependencies=requires_roles())
+SIMULATION_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422, 503)
+router = APIRouter(
+    prefix="/api/simulations", tags=["simulations"], dependencies=requires_roles(), responses=SIMULATION_ERRORS
+)
+plan_router = APIRouter(
+    prefix="/api/plans", tags=["simulations"], dependencies=requires_roles(), responses=SIMULATION_ERRORS
+)
 
 
 class SimulationNotFinished(Exception):

@@ -12,12 +12,15 @@ from emuplan.api.access import RoleRequired, requires_roles
 from emuplan.api.deps import INT64_MAX, ReadSessionDep, SettingsDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
+from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.charts.trend import trend_figure
 from emuplan.results.trend import figure_label
 from emuplan.store import trend as store
 from emuplan.wording import change
 
-router = APIRouter(prefix="/api/trend", tags=["trend"], dependencies=requires_roles())
+router = APIRouter(
+    prefix="/api/trend", tags=["trend"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)
+)
 page_router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 metrics_router = APIRouter(include_in_schema=False)
 

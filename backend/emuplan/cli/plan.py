@@ -265,6 +265,11 @@ def plan(
         if server is None:
             document, _ = plan_request(request, sandbox=sandbox, allow_files=True, pytorch_options=pytorch_options)
     except ValueError as error:
+        from pydantic import ValidationError
+
+        if isinstance(error, ValidationError):  # a bound of PlanRequest's: name the field, as the planner does
+            problem = error.errors(include_url=False)[0]
+            error = ValueError(f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}")
         typer.echo(f"error: {in_cli_words(str(error))}", err=True)
         raise typer.Exit(2) from None
     plan_id = None

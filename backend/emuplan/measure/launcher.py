@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emuplan.measure.options import BACKENDS, MAX_LOCAL_WORLD_SIZE, MeasurementOptions
+from emuplan.measure.options import (
+    BACKENDS,
+    MAX_ITERATIONS,
+    MAX_LOCAL_WORLD_SIZE,
+    MAX_TIMED_CALLS,
+    MAX_TIMEOUT_S,
+    MAX_WARMUP,
+    MeasurementOptions,
+)
 from emuplan.measure.workload import (
     MeasuredCollective,
     MeasurementError,
@@ -31,8 +39,20 @@ from emuplan.measure.workload import (
     planned_trials,
 )
 
-# Share of the machine's available memory the workers' buffers may take together.
+# Share of the machine's available memory the workers may take together.
 MEMORY_SHARE = 0.5
+# What a local gloo worker holds, measured (peak RssAnon and RssFile sampled from /proc while real
+# workers ran; torch 2.13 CPU, tests/unit/test_measure_limits.py checks it still holds): 149 MiB of its
+# own once torch is imported and the group joined, and 155 MiB of torch's libraries, which all ranks
+# share. On top: the two byte buffers, and gloo's scratch copy of up to one whole buffer (all-gather of
+# 256 MiB: 768 MiB over the base, for 512 MiB of buffers).
+WORKER_PRIVATE_BYTES = 160 * 2**20
+SHARED_LIBRARY_BYTES = 160 * 2**20
+# Per timed call and rank: its start and end stamps (16 B) and their pickled copy for the gather, on
+# every rank; rank 0 also holds every rank's as NumPy arrays, Python lists and JSON text (measured: 3000
+# × 100 calls on 2 ranks added 15 MiB to rank 1 and 37 MiB to rank 0).
+STAMP_BYTES_PER_CALL = 64
+RECORD_BYTES_PER_CALL = 128
 STDERR_TAIL_LINES = 8
 
 
@@ -60,27 +80,61 @@ def _available_memory_bytes() -> int | None:
     return None
 
 
-def check_options(document: dict[str, Any], options: MeasurementOptions) -> list[MeasuredCollective]:
-    """Everything that can be refused before a process starts; returns the steps to run."""
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What a local measurement is expected to hold at its peak, in bytes."""
+
+    per_rank: int  # one worker's own memory: its base, buffers, gloo's scratch and its timing stamps
+    total: int  # every rank's, rank 0's record of everyone's stamps, and the libraries they share once
+
+
+def estimated_memory(steps: list[MeasuredCollective], world_size: int, timed_calls: int) -> MemoryEstimate:
+    """The peak memory of ``world_size`` local workers running ``steps``, ``timed_calls`` calls per rank."""
+    largest = max(step.bytes_total for step in steps)
+    buffers = largest + max(step.output_bytes for step in steps)
+    per_rank = WORKER_PRIVATE_BYTES + buffers + largest + timed_calls * STAMP_BYTES_PER_CALL
+    record = world_size * timed_calls * RECORD_BYTES_PER_CALL
+    return MemoryEstimate(per_rank=per_rank, total=world_size * per_rank + record + SHARED_LIBRARY_BYTES)
+
+
+def _check_bounds(options: MeasurementOptions) -> None:
     if not 1 <= options.world_size <= MAX_LOCAL_WORLD_SIZE:
         raise MeasurementError(f"world size must be between 1 and {MAX_LOCAL_WORLD_SIZE}, got {options.world_size}")
     if options.backend not in BACKENDS:
         raise MeasurementError(f"backend must be one of {', '.join(BACKENDS)}, got {options.backend!r}")
-    if options.iterations is not None and options.iterations < 1:
-        raise MeasurementError(f"iterations must be at least 1, got {options.iterations}")
-    if options.warmup < 0:
-        raise MeasurementError(f"warm-up iterations must be 0 or more, got {options.warmup}")
-    if options.timeout_s <= 0:
-        raise MeasurementError(f"timeout must be positive, got {options.timeout_s} s")
+    if options.iterations is not None and not 1 <= options.iterations <= MAX_ITERATIONS:
+        raise MeasurementError(f"iterations must be between 1 and {MAX_ITERATIONS}, got {options.iterations}")
+    if not 0 <= options.warmup <= MAX_WARMUP:
+        raise MeasurementError(f"warm-up iterations must be between 0 and {MAX_WARMUP}, got {options.warmup}")
+    if not 0 < options.timeout_s <= MAX_TIMEOUT_S:
+        raise MeasurementError(f"timeout must be positive and at most {MAX_TIMEOUT_S:g} s, got {options.timeout_s:g} s")
+
+
+def check_options(document: dict[str, Any], options: MeasurementOptions) -> list[MeasuredCollective]:
+    """Everything that can be refused before a process starts; returns the steps to run."""
+    _check_bounds(options)
     steps = measurement_steps(document, options.world_size, options.workload)
-    planned_trials(document)
-    buffer_bytes = max(step.bytes_total for step in steps) + max(step.output_bytes for step in steps)
-    available = _available_memory_bytes()
-    if available is not None and buffer_bytes * options.world_size > available * MEMORY_SHARE:
+    trials = planned_trials(document)
+    if options.iterations is None and trials > MAX_ITERATIONS:
         raise MeasurementError(
-            f"the largest collective needs {buffer_bytes * options.world_size / 2**30:.1f} GiB of buffers over "
-            f"{options.world_size} local processes, more than half the {available / 2**30:.1f} GiB available; "
-            f"measure this plan on a cluster with --torchrun"
+            f"the plan has {trials} trials, more than the {MAX_ITERATIONS} iterations a measurement may run; "
+            "choose fewer iterations"
+        )
+    timed_calls = (options.warmup + (options.iterations or trials)) * len(steps)
+    if timed_calls > MAX_TIMED_CALLS:
+        raise MeasurementError(
+            f"{options.warmup + (options.iterations or trials)} iterations of {len(steps)} collectives are "
+            f"{timed_calls} timed calls per rank, more than the {MAX_TIMED_CALLS} a measurement may make; "
+            "choose fewer iterations or warm-up iterations"
+        )
+    estimate = estimated_memory(steps, options.world_size, timed_calls)
+    available = _available_memory_bytes()
+    if available is not None and estimate.total > available * MEMORY_SHARE:
+        raise MeasurementError(
+            f"{options.world_size} local processes would need about {estimate.total / 2**30:.1f} GiB "
+            f"({estimate.per_rank / 2**20:.0f} MiB per rank: the worker itself, its buffers and gloo's copy of "
+            f"the largest), more than half the {available / 2**30:.1f} GiB available; use fewer processes, or "
+            "measure this plan on a cluster with --torchrun"
         )
     return steps
 

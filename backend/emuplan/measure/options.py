@@ -26,6 +26,13 @@ BACKENDS = ("gloo", "nccl", "auto")
 DEFAULT_BACKEND = "auto"
 # Local processes, one rank each, on this one machine.
 MAX_LOCAL_WORLD_SIZE = 64
+# Bounds on the work one measurement may ask for: measured iterations (the plan's trials too, when no
+# --iterations is given), warm-up iterations, timed collective calls per rank (each is a barrier and a
+# collective: about 1.7 ms on two loaded CPU gloo ranks), and seconds.
+MAX_ITERATIONS = 100_000
+MAX_WARMUP = 10_000
+MAX_TIMED_CALLS = 10_000_000
+MAX_TIMEOUT_S = 3600.0
 # torchrun's --rdzv-endpoint until the user names the node that hosts rank 0's rendezvous.
 DEFAULT_RENDEZVOUS = "HEAD_NODE:29500"
 

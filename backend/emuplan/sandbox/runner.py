@@ -1,19 +1,19 @@
 """Runs uploaded PyTorch source in a short-lived bubblewrap sandbox and reads back its JSON answer.
 
 The sandboxed process sees only a read-only system (/usr), the Python installation and the virtual
-environment, the worker script, a fresh /proc and /dev, and two small size-capped tmpfs mounts, /tmp
-and /dev/shm; everything else, the sandbox's own root included, is read-only. It has no network (its
-own empty network namespace), its own user, PID, IPC, UTS and cgroup namespaces, may create no
-further user namespace, and has no capabilities: an empty bounding set. bwrap itself runs
-unprivileged: started as root, the server first drops to an unprivileged uid picked at random per run
-from a range no account uses, so nothing on the host belongs to it. Limits are set inside the
-sandbox's user namespace, where the kernel counts processes per namespace, so each run has its own
-process budget whichever uid the server runs as. CPU time, address space, file size, open files and
-processes are capped with rlimits; the seccomp filter of ``syscall_filter`` keeps the model one
-process holding no memory outside its address space, so the address-space limit and the tmpfs sizes
-cap all the memory it can hold. A wall-clock timeout kills the whole process group, and
-``--die-with-parent`` takes the sandbox down with it. The request goes in on stdin and the answer comes
-back on stdout, both as JSON: nothing is ever unpickled.
+environment, the worker script, a fresh /proc and /dev, and two small size-capped tmpfs mounts, /tmp and
+/dev/shm; everything else, the sandbox's own root included, is read-only. It has no network (its own
+empty network namespace), its own user, PID, IPC, UTS and cgroup namespaces, may create no further user
+namespace, and has no capabilities: an empty bounding set. bwrap itself runs unprivileged: started as
+root, the server first drops to an unprivileged uid picked at random per run from a range no account
+uses, so nothing on the host belongs to it. Limits are set inside the sandbox's user namespace, where
+the kernel counts processes per namespace, so each run has its own process budget whichever uid the
+server runs as. CPU time, address space, file size, open files and processes are capped with rlimits;
+the seccomp filter of ``syscall_filter``, an allow list, keeps the model one process holding no memory
+outside its address space, so the address-space limit and the tmpfs sizes cap all the memory it can
+hold, and ends the whole process at any call off the list. A wall-clock timeout kills the whole process
+group, and ``--die-with-parent`` takes the sandbox down with it. The request goes in on stdin and the
+answer comes back on stdout, both as JSON: nothing is ever unpickled.
 """
 
 import json
@@ -126,6 +126,17 @@ def _read_only_directories() -> list[Path]:
     return directories
 
 
+def sandbox_python() -> str:
+    """The interpreter as the sandbox reaches it: inside the virtual environment's real directory, which
+    is what the sandbox binds, since a venv reached through a symlink (a worktree's ``.venv``) is not
+    there under its linked name, and Python finds its venv from the path it is started by."""
+    executable = Path(sys.executable)
+    try:
+        return str(Path(sys.prefix).resolve() / executable.relative_to(sys.prefix))
+    except ValueError:  # not inside the prefix: an interpreter of the system itself
+        return str(executable.resolve())
+
+
 def _parents_with_permissions(path: Path, created: set[Path]) -> list[str]:
     """bwrap makes missing parents mode 0700; the sandbox's unprivileged uid needs to walk through them."""
     arguments = []
@@ -176,18 +187,19 @@ def bwrap_command(policy: SandboxPolicy, seccomp_fd: int) -> list[str]:
         "--symlink", "usr/bin", "/bin",
         "--symlink", "usr/lib", "/lib",
         "--symlink", "usr/lib64", "/lib64",
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/dev/shm",
+        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/tmp",
     ]
-    created: set[Path] = set()
+    # Bound after the tmpfs mounts, so that a virtual environment under /tmp is not hidden by the fresh one.
+    created = {Path("/tmp")}
     for directory in _read_only_directories():
         command += _parents_with_permissions(directory, created)
         command += ["--ro-bind", str(directory), str(directory)]
     command += [
         "--perms", "0755", "--dir", "/sandbox",
         "--ro-bind", str(WORKER), SANDBOX_WORKER,
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/dev/shm",
-        "--size", tmpfs_bytes, "--perms", "1777", "--tmpfs", "/tmp",
         # Run unprivileged, bwrap builds / and /dev as tmpfs mounts the model's uid owns: read-only,
         # they hold nothing.
         "--remount-ro", "/dev",
@@ -202,7 +214,7 @@ def bwrap_command(policy: SandboxPolicy, seccomp_fd: int) -> list[str]:
     # fmt: on
     # The limits are set inside the sandbox: in a user namespace the kernel counts processes per
     # namespace, so the server user's own processes do not use up the sandbox's budget.
-    return command + switch_user + _rlimit_arguments(policy) + [sys.executable, "-I", "-B", SANDBOX_WORKER]
+    return command + switch_user + _rlimit_arguments(policy) + [sandbox_python(), "-I", "-B", SANDBOX_WORKER]
 
 
 def unsandboxed_command() -> list[str]:
@@ -242,6 +254,12 @@ def _limit_message(signal_number: int, policy: SandboxPolicy, stderr: str) -> Sa
         return SandboxError("cpu_limit", f"the model used more than {policy.cpu_seconds} s of CPU time")
     if signal_number == signal.SIGXFSZ:
         return SandboxError("file_limit", f"the model wrote a file larger than {policy.max_file_mb} MB")
+    if signal_number == signal.SIGSYS:
+        return SandboxError(
+            "forbidden_syscall",
+            "the model made a system call outside the sandbox's allow list (such as io_uring, kernel keyrings, "
+            "mounts, tracing or another architecture's calls), and the sandbox ended its process",
+        )
     detail = f": {stderr.splitlines()[-1]}" if stderr else ""
     return SandboxError(
         "killed",
@@ -305,10 +323,11 @@ def _run(command: list[str], request: dict, policy: SandboxPolicy, seccomp_fd: i
         stopped_by = _stopped_by_signal(returncode)
         if stopped_by is not None:
             raise _limit_message(stopped_by, policy, _tail(stderr))
-        if stdout.tell() > MAX_ANSWER_BYTES:
+        # Read from the start and never past the cap: the file's offset is shared with the sandboxed
+        # process, which can move it (63 MiB written, then lseek to 0, passed a check of the offset).
+        raw = os.pread(stdout.fileno(), MAX_ANSWER_BYTES + 1, 0)
+        if len(raw) > MAX_ANSWER_BYTES:
             raise SandboxError("bad_answer", f"the sandbox answered with more than {MAX_ANSWER_BYTES} bytes")
-        stdout.seek(0)
-        raw = stdout.read()
         try:
             answer = json_input.loads(raw)
         except ValueError:

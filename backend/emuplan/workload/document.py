@@ -39,6 +39,7 @@ def _option(name: str):
     option = PLAN_OPTIONS[name]
     return Field(
         default=option.default,
+        le=option.maximum,
         title=option.title,
         description=option.description,
         json_schema_extra={"group": option.group},

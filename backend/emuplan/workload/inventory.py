@@ -7,7 +7,7 @@ collectives. Nothing here holds tensor data: shapes and dtypes only.
 """
 
 from math import prod
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -34,7 +34,9 @@ INT64_MAX = 2**63 - 1
 # Inventories also come back from the model sandbox, where model code can write them: every number
 # and name is bounded so that a forged one is refused here rather than failing somewhere later.
 Dimension = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Count = Annotated[int, Field(ge=1, le=INT64_MAX)]  # heads, layers, widths, vocabulary: zero means nothing
 Name = Annotated[str, Field(max_length=1000)]
+Dtype = Literal[tuple(DTYPE_BYTES)]
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -49,7 +51,7 @@ class ParameterInfo(DeferredModel):
 
     name: Name
     shape: list[Dimension] = Field(max_length=64)
-    dtype: Name = "float32"
+    dtype: Dtype = "float32"
     requires_grad: bool = True  # False: frozen, no gradient, so no data-parallel gradient traffic
 
     @property
@@ -67,7 +69,7 @@ class BufferInfo(DeferredModel):
 
     name: Name
     shape: list[Dimension] = Field(max_length=64)
-    dtype: Name = "float32"
+    dtype: Dtype = "float32"
 
     @property
     def nbytes(self) -> int:
@@ -80,7 +82,7 @@ class ActivationInfo(DeferredModel):
     module: Name
     module_type: Name = ""
     shape: list[Dimension] = Field(max_length=64)
-    dtype: Name = "float32"
+    dtype: Dtype = "float32"
 
     def nbytes(self, batch: int = 1) -> int:
         return batch * prod(self.shape) * dtype_bytes(self.dtype)
@@ -90,44 +92,44 @@ class SampleSpec(DeferredModel):
     """One training sample as the model's forward sees it, and its label."""
 
     shape: list[Dimension] = Field(max_length=64)
-    dtype: Name = "float32"
+    dtype: Dtype = "float32"
     label_shape: list[Dimension] = Field(default_factory=list, max_length=64)
-    label_dtype: Name = "int64"
+    label_dtype: Dtype = "int64"
 
 
 class ExpertShape(DeferredModel):
     """A mixture-of-experts feed-forward block: routed experts, shared experts, and the layers that have one."""
 
-    num_experts: int  # routed experts per MoE layer
-    experts_per_token: int  # top-k: experts each token is routed to
-    intermediate_size: int  # one routed expert's
-    shared_intermediate_size: int = 0  # the shared expert MLP's (0: none)
-    layers: list[int]  # indices of the layers whose MLP is a mixture of experts
+    num_experts: Count  # routed experts per MoE layer
+    experts_per_token: Count  # top-k: experts each token is routed to
+    intermediate_size: Count  # one routed expert's
+    shared_intermediate_size: Dimension = 0  # the shared expert MLP's (0: none)
+    layers: list[Dimension]  # indices of the layers whose MLP is a mixture of experts
 
 
 class LatentAttention(DeferredModel):
     """DeepSeek's multi-head latent attention (MLA): queries and keys/values through low-rank projections."""
 
-    q_lora_rank: int | None  # None: a plain q_proj
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
+    q_lora_rank: Count | None  # None: a plain q_proj
+    kv_lora_rank: Count
+    qk_nope_head_dim: Count
+    qk_rope_head_dim: Count
+    v_head_dim: Count
 
 
 class TransformerShape(DeferredModel):
     """The numbers that decide a decoder-only transformer's parallel traffic."""
 
     family: str  # a model_type of hf_config.FAMILIES
-    hidden_size: int
-    num_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    intermediate_size: int
-    vocab_size: int
-    max_position_embeddings: int
+    hidden_size: Count
+    num_layers: Count
+    num_attention_heads: Count
+    num_key_value_heads: Count
+    intermediate_size: Count
+    vocab_size: Count
+    max_position_embeddings: Count
     tie_word_embeddings: bool
-    head_dim: int | None = None  # None: hidden_size / num_attention_heads
+    head_dim: Count | None = None  # None: hidden_size / num_attention_heads
     qkv_bias: bool = False
     output_bias: bool = False  # attention output projection
     mlp_bias: bool = False
@@ -143,6 +145,19 @@ class TransformerShape(DeferredModel):
     def learned_position_embeddings(self) -> bool:
         """Learned absolute position embeddings (GPT-2's wpe); the other families rotate queries and keys."""
         return self.family == "gpt2"
+
+    @model_validator(mode="after")
+    def _experts_fit_the_model(self) -> "TransformerShape":
+        if self.experts is None:
+            return self
+        if self.experts.experts_per_token > self.experts.num_experts:
+            raise ValueError(
+                f"{self.experts.experts_per_token} experts per token, more than the {self.experts.num_experts} experts"
+            )
+        beyond = [layer for layer in self.experts.layers if layer >= self.num_layers]
+        if beyond:
+            raise ValueError(f"expert layer {beyond[0]} is beyond the model's {self.num_layers} layers")
+        return self
 
 
 class ModelInventory(DeferredModel):

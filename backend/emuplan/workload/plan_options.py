@@ -6,7 +6,7 @@ options: one description for the CLI, the API and the plan page. Standard librar
 CLI's start-up (``--help`` lists every option) goes without pydantic.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -58,6 +58,7 @@ class PlanOption:
     title: str
     description: str
     default: Any = None
+    maximum: float | None = None  # the largest value accepted (see MAXIMA)
 
 
 PLAN_OPTIONS: dict[str, PlanOption] = {
@@ -161,6 +162,31 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
         default=1.0,
     ),
 }
+
+# Far beyond any real training run, and small enough that every product the planner forms from them
+# (trials = dataset_size / batch_size × epochs, counts per step, byte counts) fits the database's int64.
+MAXIMA: dict[str, float] = {
+    "dataset_size": 2**40,
+    "batch_size": 2**30,
+    "epochs": 2**20,
+    "seq_len": 2**24,
+    "gpus": 2**20,
+    "hosts": 2**20,
+    "gpus_per_host": 2**10,
+    "tp": 2**20,
+    "pp": 2**20,
+    "dp": 2**20,
+    "ep": 2**20,
+    "micro_batch": 2**30,
+    "micro_batches": 2**20,
+    "link_gbps": 1e6,
+    "latency_us": 1e9,
+    "bucket_cap_mb": 2**20,
+    "capacity_factor": 1e3,
+    "hot_expert_factor": 2**20,
+}
+for _name, _maximum in MAXIMA.items():
+    PLAN_OPTIONS[_name] = replace(PLAN_OPTIONS[_name], maximum=_maximum)
 
 # What ``kccb.export_kccb`` writes.
 EXPORT_FORMATS = ("yaml", "json", "text")

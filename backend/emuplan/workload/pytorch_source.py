@@ -13,14 +13,14 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from emuplan import json_input
 from emuplan.sandbox.runner import SandboxError, SandboxPolicy, run_in_sandbox
 from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.deferred_model import DeferredModel
 from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
-from emuplan.workload.inventory import DTYPE_BYTES, Dimension, ModelInventory, Name
+from emuplan.workload.inventory import DTYPE_BYTES, Dimension, Dtype, ModelInventory, Name
 from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.plan_options import Mode
 from emuplan.workload.planner import framework_strides
@@ -68,8 +68,14 @@ class CapturedCollective(DeferredModel):
     phase: Literal["forward", "backward"]  # when in the training step it was issued
     bytes: Dimension
     per_rank_bytes: Dimension
-    dtype: Name
+    dtype: Dtype
     torch_op: Name
+
+    @model_validator(mode="after")
+    def _piece_within_the_whole(self) -> "CapturedCollective":
+        if self.per_rank_bytes > self.bytes:
+            raise ValueError(f"per_rank_bytes {self.per_rank_bytes} is more than the whole buffer's {self.bytes}")
+        return self
 
 
 class CapturedStrategy(DeferredModel):
@@ -104,6 +110,11 @@ def validated_answer(answer: dict, name: str, capture: "CaptureSettings | None")
         result = PytorchSourceResult.model_validate(answer)
     except ValidationError as error:
         raise SandboxError("bad_answer", f"the sandbox's answer is not valid: {_first_problem(error)}") from None
+    # The worker reads parameters and activations; a transformer's numbers come only from a config.json.
+    if result.inventory.transformer is not None:
+        raise SandboxError(
+            "bad_answer", "the sandbox's answer holds a transformer shape, which the sandbox never reports"
+        )
     if (result.inventory.name, result.inventory.source_kind) != (name, "pytorch"):
         raise SandboxError("bad_answer", "the sandbox's answer describes another model than the one asked for")
     expected = [(strategy, capture.world_size) for strategy in capture.strategies] if capture else []

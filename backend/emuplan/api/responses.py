@@ -1,0 +1,63 @@
+"""What the routes answer besides their success, for OpenAPI: ``responses=`` of routers and routes.
+
+Every error goes through ``api/errors.py`` as ``{"detail": message}``, except FastAPI's own request
+validation (422 with a list of problems); a 422 is either. Downloads document their content types.
+"""
+
+from typing import Any
+
+from pydantic import BaseModel
+
+ERROR_DESCRIPTIONS = {
+    400: "The body or an uploaded file cannot be read (malformed JSON; the message says what and where).",
+    401: "Not signed in (when accounts are on).",
+    403: "Signed in without the role this needs.",
+    404: "No such item, or accounts are off.",
+    409: "Conflicts with what is stored (a duplicate, a name taken, a job already running).",
+    410: "The share link has expired or was revoked.",
+    413: "The upload or its decompressed content is larger than the server accepts.",
+    415: "A file kind the server does not read.",
+    422: "A field that cannot be used as given.",
+    503: "Busy or unavailable; Retry-After says when to try again.",
+}
+
+
+class ErrorMessage(BaseModel):
+    detail: str
+
+
+class FieldProblem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class FieldProblems(BaseModel):
+    """FastAPI's request validation: one entry per field that failed."""
+
+    detail: list[FieldProblem]
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers ``statuses`` as ``responses=`` documents them."""
+    return {
+        status: {
+            "model": ErrorMessage | FieldProblems if status == 422 else ErrorMessage,
+            "description": ERROR_DESCRIPTIONS[status],
+        }
+        for status in statuses
+    }
+
+
+def download(*media_types: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """A success answered as a file of one of ``media_types`` (text or binary, not JSON)."""
+    return {
+        status: {
+            "description": "The file, as an attachment.",
+            "content": {media_type: {"schema": {"type": "string"}} for media_type in media_types},
+        }
+    }
+
+
+# Every router that needs a role answers 401 and 403 when accounts are on.
+SIGNED_IN = (401, 403)
