@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.measure.workload import MeasurementError
+from emuplan.results.budget import ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
@@ -44,6 +45,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     ModelFileError: 400,
     SandboxUnavailable: 503,
     SandboxBusy: 503,
+    ImportsBusy: 503,
     # Fields that cannot be planned, measured or stored as given.
     MeasurementError: 422,
     ValueError: 422,
@@ -72,6 +74,8 @@ def error_response(error: Exception) -> ErrorResponse:
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.
         return ErrorResponse(status, str(error), headers={"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(error, ImportsBusy):
+        return ErrorResponse(status, str(error), headers={"Retry-After": str(error.retry_after_s)})
     if isinstance(error, NotSignedIn):
         return ErrorResponse(status, str(error), headers={"WWW-Authenticate": "Bearer"})
     if isinstance(error, SignInRateLimited):

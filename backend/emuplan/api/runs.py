@@ -17,8 +17,9 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
-from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
+from emuplan.api.uploads import SpooledUpload, admitted_import, spooled_multipart_upload
 from emuplan.charts import FigureKind
+from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import FORMATS
 from emuplan.results.export import samples_csv_bytes
 from emuplan.results.headers import parse_column_map
@@ -272,19 +273,22 @@ async def upload_run(
     database: DatabaseDep,
     after_answer: BackgroundTasks,
 ) -> dict:
-    async with spooled_multipart_upload(request) as upload:
-        try:
-            form = UploadForm.model_validate(upload.fields)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
-            raise HTTPException(status_code=422, detail=problems) from None
-        answer = await run_in_threadpool(_import_upload, session, settings, upload, form)
+    with admitted_import(request, settings) as budget:
+        async with spooled_multipart_upload(request) as upload:
+            try:
+                form = UploadForm.model_validate(upload.fields)
+            except ValidationError as error:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
+                )
+                raise HTTPException(status_code=422, detail=problems) from None
+            answer = await run_in_threadpool(_import_upload, session, upload, form, budget)
     # The run's tables went to the WAL; copying them into the database file waits until the answer is out.
     after_answer.add_task(database.checkpoint)
     return answer
 
 
-def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -> dict:
+def _import_upload(session, upload: SpooledUpload, form: UploadForm, budget: ImportBudget) -> dict:
     try:
         run = store.import_result_file(
             session,
@@ -297,9 +301,9 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
             fmt=form.format,
             column_map=parse_column_map(form.column_map),
             collective=form.collective,
-            max_decompressed_bytes=settings.max_decompressed_bytes,
             content_sha256=upload.sha256,
             platform=form.platform,
+            budget=budget,
         )
         session.commit()
         return store.run_public(run)

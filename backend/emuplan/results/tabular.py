@@ -179,15 +179,6 @@ def _line_with_field_count(source: bytes | memoryview | Path, delimiter: str, co
     return "a line"
 
 
-def read_feather(data: bytes | memoryview, file_name: str) -> pa.Table:
-    import pyarrow.feather as feather
-
-    try:
-        return feather.read_table(pa.BufferReader(data))
-    except (pa.ArrowInvalid, OSError) as error:
-        raise ResultFileError(f"{file_name}: not a readable Feather/Arrow file ({error})") from error
-
-
 def detect_table_format(table: pa.Table, column_map: dict[str, str] | None) -> str | None:
     mapped = headers.map_columns(table.column_names, column_map)
     if "src" in mapped and "dst" in mapped and ("end" in mapped or "duration" in mapped):
