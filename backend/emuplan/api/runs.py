@@ -7,10 +7,12 @@ already imported → 409 with ``existing_run_id``.
 """
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from emuplan.api.access import requires_roles
@@ -21,10 +23,11 @@ from emuplan.api.uploads import SpooledUpload, admitted_import, spooled_multipar
 from emuplan.charts import FigureKind
 from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import FORMATS
-from emuplan.results.export import samples_csv_bytes
+from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.store import runs as store
+from emuplan.store.table_files import open_stored_table, stored_table_pieces
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
 
@@ -374,21 +377,28 @@ def run_figure(
     return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
+def _samples_csv(session, run_id: int) -> Iterator[bytes]:
+    with open_stored_table(session, run_id) as parquet:
+        yield from samples_csv_pieces(parquet)
+
+
 @router.get("/{run_id}/samples.csv")
-def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
+def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
+    """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
     run = store.get_run(session, run_id)
-    return Response(
-        samples_csv_bytes(store.load_samples(session, run.id)),
+    return StreamingResponse(
+        _samples_csv(session, run.id),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.csv"'},
     )
 
 
 @router.get("/{run_id}/samples.parquet")
-def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
+def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
+    """The stored Parquet, read from the database a piece at a time while it is sent."""
     run = store.get_run(session, run_id)
-    return Response(
-        store.samples_parquet(session, run.id),
+    return StreamingResponse(
+        stored_table_pieces(session, run.id),
         media_type="application/vnd.apache.parquet",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.parquet"'},
     )
