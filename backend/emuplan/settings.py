@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     max_decompressed_bytes: int = Field(
         default=2 * 1024 * 1024 * 1024,
         gt=0,
-        description="Cap on what one import decompresses: gzip, Arrow IPC/Feather's LZ4/ZSTD buffers.",
+        description="Cap on what one import decompresses: gzip, Arrow IPC/Feather's LZ4/ZSTD buffers, Parquet pages.",
     )
     # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
     max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")

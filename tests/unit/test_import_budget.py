@@ -1,7 +1,8 @@
-"""One memory budget for every import: Arrow IPC/Feather batches charged from their metadata before any
-is decompressed, rows capped, and one pool shared by the imports in flight."""
+"""One memory budget for every import: Arrow IPC/Feather batches and Parquet column chunks charged from
+their metadata before any is decompressed, rows capped, and one pool shared by the imports in flight."""
 
 import gzip
+import io
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
@@ -188,3 +190,36 @@ def test_an_import_larger_than_the_whole_pool_is_too_large_not_busy() -> None:
         "(EMUPLAN_IMPORT_MEMORY_BYTES)"
     )
     assert POOL.reserved == 0
+
+
+def parquet_of(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def test_a_runs_own_parquet_download_imports_as_the_samples_it_holds() -> None:
+    csv = b"iteration,size,time_us,label,collective\n0,8,1.5,warm,all_reduce\n1,8,2.5,,all_reduce\n"
+    samples = parse_result_file(csv, "r.csv").samples
+    with limits() as budget:
+        parsed = parse_result_file(parquet_of(samples), "run-1-samples.parquet", budget=budget)
+        assert parsed.samples.equals(samples)
+        assert budget.rows == 2
+
+
+def test_a_parquet_bomb_is_refused_from_its_footer_before_any_page_is_read() -> None:
+    # 2 M zero doubles: 16 MB decoded, ~2 KB stored.
+    data = parquet_of(pa.table({"time_ms": np.zeros(2_000_000)}))
+    assert len(data) < 20_000
+    with (
+        limits(max_decompressed_bytes=10_000_000) as budget,
+        pytest.raises(ResultFileTooLarge, match=r"^zeros.parquet: decompresses to more than 10000000 bytes"),
+    ):
+        parse_result_file(data, "zeros.parquet", budget=budget)
+    assert budget.decompressed_bytes == 0  # refused on the footer's figures
+    with limits(max_rows=1_999_999) as budget, pytest.raises(ResultFileTooLarge, match="more than 1999999 rows"):
+        parse_result_file(data, "zeros.parquet", budget=budget)
+    with limits() as budget:
+        assert parse_result_file(data, "zeros.parquet", budget=budget).samples.num_rows == 2_000_000
+        # The doubles as the footer declares them, then the validity bitmap Arrow reads with them, as it came.
+        assert budget.decompressed_bytes == 16_000_000 + 2_000_000 // 8

@@ -92,7 +92,7 @@ UPLOAD_OPENAPI = {
                         "file": {
                             "type": "string",
                             "format": "binary",
-                            "description": "CSV (.csv.gz), Feather, nccl-tests log or -J JSON, ns-3 fct.txt.",
+                            "description": "CSV (.csv.gz), Feather, Parquet, nccl-tests log or -J JSON, ns-3 fct.txt.",
                         },
                         **UploadForm.model_json_schema()["properties"],
                     },

@@ -1,6 +1,6 @@
 """``parse_result_file``: bytes of any supported result file → one canonical ``ParsedResult``.
 
-Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, JSON, text), detect the
+Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, Parquet, JSON, text), detect the
 format from the content (unless the caller names it), then hand over to that format's parser.
 """
 
@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from emuplan.results import arrow_ipc, nccl_tests, tabular
+from emuplan.results import arrow_ipc, nccl_tests, parquet_input, tabular
 from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import (
     FORMATS,
@@ -122,11 +122,14 @@ def parse_result_file(
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = arrow_ipc.read_arrow_ipc(source, head, file_name, budget)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+    if head.startswith(parquet_input.MAGIC):
+        table = parquet_input.read_parquet(source, file_name, budget)
+        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
     if head.startswith(UTF16_BOMS):
         raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
         raise ResultFileError(
-            f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
+            f"{file_name}: binary content that is not gzip, Feather or Parquet: not a result file this tool reads"
         )
     # The text becomes a table (or a log's lines) of about its size.
     budget.holds(source.stat().st_size if isinstance(source, Path) else len(source), file_name)
