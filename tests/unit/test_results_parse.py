@@ -536,10 +536,14 @@ def test_gzip_from_an_open_file_is_read_a_chunk_at_a_time(tmp_path):
     assert len(first) > GUNZIP_CHUNK_BYTES
     path = tmp_path / "two-members.gz"
     path.write_bytes(first + gzip.compress(content[3 * GUNZIP_CHUNK_BYTES :]))
-    with path.open("rb") as file:
-        assert bytes(gunzip_capped(file, "two-members.gz", capped(4 * GUNZIP_CHUNK_BYTES))) == content
-    with path.open("rb") as file, pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"):
-        gunzip_capped(file, "two-members.gz", capped(4 * GUNZIP_CHUNK_BYTES - 1))
+    with path.open("rb") as file, capped(4 * GUNZIP_CHUNK_BYTES) as budget:
+        assert bytes(gunzip_capped(file, "two-members.gz", budget)) == content
+    with (
+        path.open("rb") as file,
+        capped(4 * GUNZIP_CHUNK_BYTES - 1) as budget,
+        pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"),
+    ):
+        gunzip_capped(file, "two-members.gz", budget)
 
 
 def per_iteration_csv(rows: int) -> bytes:
