@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
     max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")
     import_memory_bytes: int = Field(
-        default=4 * 1024 * 1024 * 1024,
+        default=3 * 1024 * 1024 * 1024,
         gt=0,
         description="Memory all imports in flight may hold together; an upload beyond it gets 503 with Retry-After.",
     )

@@ -23,7 +23,9 @@ from emuplan.results.canonical import ResultFileTooLarge
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 DEFAULT_MAX_ROWS = 20_000_000
-DEFAULT_POOL_BYTES = 4 * 1024**3
+# Less than two imports at the decompressed cap: two 3 GB gzip bombs at once took the server from 0.24 to
+# 4.24 GB without the pool, to 3.28 GB with this one (both turned away with 503 once it was full).
+DEFAULT_POOL_BYTES = 3 * 1024**3
 # What one row costs an import beyond the bytes it was read from: the samples table, the statistics' sorted
 # copies. The audit's 25 M-row Feather took the server from 0.16 to 2.08 GB: 77 bytes a row.
 ROW_BYTES = 80
