@@ -223,3 +223,15 @@ def test_a_parquet_bomb_is_refused_from_its_footer_before_any_page_is_read() -> 
         assert parse_result_file(data, "zeros.parquet", budget=budget).samples.num_rows == 2_000_000
         # The doubles as the footer declares them, then the validity bitmap Arrow reads with them, as it came.
         assert budget.decompressed_bytes == 16_000_000 + 2_000_000 // 8
+
+
+def test_a_json_report_is_charged_what_its_python_objects_can_take_before_it_is_parsed() -> None:
+    # An array of empty objects takes 25 bytes of Python objects a byte: 2 MB of gzip made 1.5 GB.
+    report = b'{"runs": [' + b"{}," * 1_000_000 + b"{}]}"
+    with limits(pool_bytes=20_000_000) as budget, pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(gzip.compress(report), "report.json.gz", budget=budget)
+    assert str(refused.value) == (
+        "report.json.gz: importing it takes more than the 20000000 bytes of memory all imports share "
+        "(EMUPLAN_IMPORT_MEMORY_BYTES)"
+    )
+    assert budget.held_bytes == len(report) * (1 + 1 + 25)  # its content, its text, then the objects it refused

@@ -8,7 +8,8 @@ An import's readers charge its ``ImportBudget`` as they go, before they allocate
 - rows count against ``max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413 past it): an import builds its samples
   table and statistics per row whatever the file's width, so a 6.6 KB Feather of 25 M zeros cost the
   server 1.9 GB (``ROW_BYTES`` each);
-- other memory the import builds (a CSV's table, about the size of its text) counts only in the pool.
+- other memory the import builds (a CSV's table, about the size of its text; a JSON report's Python
+  objects, up to ``JSON_BYTES_PER_BYTE`` times its text) counts only in the pool.
 
 The pool (EMUPLAN_IMPORT_MEMORY_BYTES) is one process-wide counter of what the imports in flight hold:
 an import that does not fit beside the others is refused with ``ImportsBusy`` (503 with Retry-After, as a
@@ -29,6 +30,8 @@ DEFAULT_POOL_BYTES = 3 * 1024**3
 # What one row costs an import beyond the bytes it was read from: the samples table, the statistics' sorted
 # copies. The audit's 25 M-row Feather took the server from 0.16 to 2.08 GB: 77 bytes a row.
 ROW_BYTES = 80
+# What Python's objects for a JSON document take at most, per byte of it: an array of empty objects, 25.
+JSON_BYTES_PER_BYTE = 26
 RETRY_AFTER_S = 10
 
 

@@ -11,7 +11,12 @@ from typing import BinaryIO
 import pyarrow as pa
 
 from emuplan.results import arrow_ipc, nccl_tests, parquet_input, tabular
-from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
+from emuplan.results.budget import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    JSON_BYTES_PER_BYTE,
+    ImportBudget,
+    ImportLimits,
+)
 from emuplan.results.canonical import (
     FORMATS,
     KAI_SUMMARY,
@@ -132,12 +137,14 @@ def parse_result_file(
             f"{file_name}: binary content that is not gzip, Feather or Parquet: not a result file this tool reads"
         )
     # The text becomes a table (or a log's lines) of about its size.
-    budget.holds(source.stat().st_size if isinstance(source, Path) else len(source), file_name)
+    text_bytes = source.stat().st_size if isinstance(source, Path) else len(source)
+    budget.holds(text_bytes, file_name)
     text_head = head.decode("utf-8", errors="replace")
     stripped = text_head.lstrip()
     if not stripped:
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
     if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
+        budget.holds(text_bytes * (JSON_BYTES_PER_BYTE - 1), file_name)
         document = nccl_tests.load_json(bytes(tabular.content_of(source)), file_name)
         return nccl_tests.parse_nccl_tests_json(document, file_name, collective)
     if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
