@@ -92,6 +92,14 @@ def test_a_csv_is_charged_its_text_and_its_rows() -> None:
         parse_result_file(csv, "r.csv", budget=budget)
 
 
+def test_an_ns3_fct_file_counts_its_flows_as_rows() -> None:
+    fct = b"".join(b"0b000101 0b000201 10000 100 %d 2000000000 %d 12000\n" % (4096 + i, 15000 + i) for i in range(100))
+    with limits(max_rows=99) as budget, pytest.raises(ResultFileTooLarge, match="^fct.txt: more than 99 rows"):
+        parse_result_file(fct, "fct.txt", budget=budget)
+    with limits(max_rows=100) as budget:
+        assert parse_result_file(fct, "fct.txt", budget=budget).flows.num_rows == 100
+
+
 def test_a_footer_pointing_outside_the_file_is_a_bad_file() -> None:
     data = bytearray(arrow_ipc(zeros(10), 1))
     # The footer's length, just before the closing magic, says it is longer than the file.

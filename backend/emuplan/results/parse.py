@@ -152,7 +152,7 @@ def parse_result_file(
         if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
             return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
     if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
-        return tabular.parse_ns3_fct(tabular.content_of(source), file_name)
+        return tabular.parse_ns3_fct(tabular.content_of(source), file_name, budget)
     if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
         # A log with lines before the preamble (e.g. the mpirun command line).
         return nccl_tests.parse_nccl_tests_stdout(_text_of(source), file_name, collective)

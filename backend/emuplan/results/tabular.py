@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from emuplan.results import headers
+from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import (
     INT64_LIMIT,
     KAI_SUMMARY,
@@ -508,7 +509,7 @@ def looks_like_ns3_fct(text: str) -> bool:
     )
 
 
-def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
+def parse_ns3_fct(data: bytes | memoryview, file_name: str, budget: ImportBudget) -> ParsedResult:
     bad_rows: list[str] = []
 
     def on_invalid_row(row) -> str:
@@ -529,6 +530,7 @@ def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
         )
     except pa.ArrowInvalid as error:
         raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
+    budget.count_rows(table.num_rows, file_name)
     flows = flows_table(
         fct_us=table["fct_ns"].to_numpy() / 1e3,
         src=table["sip"],
