@@ -2,8 +2,9 @@
 
 Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
-past the decompressed-size cap) naming file, row and column; bad form fields → 422; an identical file
-already imported → 409 with ``existing_run_id``.
+past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
+in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
+``existing_run_id``. Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
