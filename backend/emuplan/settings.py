@@ -92,7 +92,16 @@ class Settings(BaseSettings):
         default=1024 * 1024 * 1024, description="Largest upload accepted, counted while streaming."
     )
     max_decompressed_bytes: int = Field(
-        default=2 * 1024 * 1024 * 1024, description="Cap on the decompressed size of a gzip upload."
+        default=2 * 1024 * 1024 * 1024,
+        gt=0,
+        description="Cap on what one import decompresses: gzip, Arrow IPC/Feather's LZ4/ZSTD buffers, Parquet pages.",
+    )
+    # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
+    max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")
+    import_memory_bytes: int = Field(
+        default=3 * 1024 * 1024 * 1024,
+        gt=0,
+        description="Memory all imports in flight may hold together; an upload beyond it gets 503 with Retry-After.",
     )
     sandbox_allow_unsandboxed: bool = Field(
         default=False,

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise, tabular
+from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
 from emuplan.results.headers import role_of
 from emuplan.results.parse import GUNZIP_CHUNK_BYTES, gunzip_capped
@@ -22,6 +23,10 @@ from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 def read(path: Path) -> bytes:
     return path.read_bytes()
+
+
+def capped(max_decompressed_bytes: int) -> ImportBudget:
+    return ImportBudget(ImportLimits(max_decompressed_bytes=max_decompressed_bytes))
 
 
 def test_modern_nccl_tests_log_16_ranks_on_2_hosts():
@@ -403,6 +408,7 @@ def test_several_tests_in_one_log_keep_their_own_collective_and_skip_nccl_debug_
 MEMORY_PROBE = """
 import resource, sys, zlib
 from emuplan.results.canonical import ResultFileTooLarge
+from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.parse import gunzip_capped
 
 content_mib, cap_mib = int(sys.argv[1]), int(sys.argv[2])
@@ -412,7 +418,7 @@ data = b"".join(pieces) + compressor.flush()
 del pieces
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
-    content = gunzip_capped(data, "zeros.csv.gz", cap_mib * 2**20)
+    content = gunzip_capped(data, "zeros.csv.gz", ImportBudget(ImportLimits(max_decompressed_bytes=cap_mib * 2**20)))
     outcome = len(content)
 except ResultFileTooLarge:
     outcome = "refused"
@@ -530,10 +536,14 @@ def test_gzip_from_an_open_file_is_read_a_chunk_at_a_time(tmp_path):
     assert len(first) > GUNZIP_CHUNK_BYTES
     path = tmp_path / "two-members.gz"
     path.write_bytes(first + gzip.compress(content[3 * GUNZIP_CHUNK_BYTES :]))
-    with path.open("rb") as file:
-        assert bytes(gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES)) == content
-    with path.open("rb") as file, pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"):
-        gunzip_capped(file, "two-members.gz", 4 * GUNZIP_CHUNK_BYTES - 1)
+    with path.open("rb") as file, capped(4 * GUNZIP_CHUNK_BYTES) as budget:
+        assert bytes(gunzip_capped(file, "two-members.gz", budget)) == content
+    with (
+        path.open("rb") as file,
+        capped(4 * GUNZIP_CHUNK_BYTES - 1) as budget,
+        pytest.raises(ResultFileTooLarge, match="decompresses to more than 4194303 bytes"),
+    ):
+        gunzip_capped(file, "two-members.gz", budget)
 
 
 def per_iteration_csv(rows: int) -> bytes:

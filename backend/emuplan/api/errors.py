@@ -17,6 +17,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.simulate import SimulationNotFinished
 from emuplan.api.simulation_jobs import SimulationBusy
 from emuplan.measure.workload import MeasurementError
+from emuplan.results.budget import ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.simulate.astra_sim import SimulatorUnavailable
@@ -51,6 +52,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     SandboxUnavailable: 503,
     SandboxBusy: 503,
     SimulatorUnavailable: 503,
+    ImportsBusy: 503,
     # Fields that cannot be planned, measured or stored as given.
     MeasurementError: 422,
     ValueError: 422,
@@ -79,6 +81,8 @@ def error_response(error: Exception) -> ErrorResponse:
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.
         return ErrorResponse(status, str(error), headers={"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(error, ImportsBusy):
+        return ErrorResponse(status, str(error), headers={"Retry-After": str(error.retry_after_s)})
     if isinstance(error, NotSignedIn):
         return ErrorResponse(status, str(error), headers={"WWW-Authenticate": "Bearer"})
     if isinstance(error, SignInRateLimited):

@@ -2,15 +2,18 @@
 
 Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
-past the decompressed-size cap) naming file, row and column; bad form fields → 422; an identical file
-already imported → 409 with ``existing_run_id``.
+past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
+in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
+``existing_run_id``. Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from emuplan.api.access import requires_roles
@@ -18,13 +21,15 @@ from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsD
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
-from emuplan.api.uploads import SpooledUpload, spooled_multipart_upload
+from emuplan.api.uploads import SpooledUpload, admitted_import, spooled_multipart_upload
 from emuplan.charts import FigureKind
+from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import FORMATS
-from emuplan.results.export import samples_csv_bytes
+from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.store import runs as store
+from emuplan.store.table_files import open_stored_table, stored_table_pieces
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
 
@@ -94,7 +99,7 @@ UPLOAD_OPENAPI = {
                         "file": {
                             "type": "string",
                             "format": "binary",
-                            "description": "CSV (.csv.gz), Feather, nccl-tests log or -J JSON, ns-3 fct.txt.",
+                            "description": "CSV (.csv.gz), Feather, Parquet, nccl-tests log or -J JSON, ns-3 fct.txt.",
                         },
                         **UploadForm.model_json_schema()["properties"],
                     },
@@ -278,19 +283,22 @@ async def upload_run(
     database: DatabaseDep,
     after_answer: BackgroundTasks,
 ) -> dict:
-    async with spooled_multipart_upload(request) as upload:
-        try:
-            form = UploadForm.model_validate(upload.fields)
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False))
-            raise HTTPException(status_code=422, detail=problems) from None
-        answer = await run_in_threadpool(_import_upload, session, settings, upload, form)
+    with admitted_import(request, settings) as budget:
+        async with spooled_multipart_upload(request) as upload:
+            try:
+                form = UploadForm.model_validate(upload.fields)
+            except ValidationError as error:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
+                )
+                raise HTTPException(status_code=422, detail=problems) from None
+            answer = await run_in_threadpool(_import_upload, session, upload, form, budget)
     # The run's tables went to the WAL; copying them into the database file waits until the answer is out.
     after_answer.add_task(database.checkpoint)
     return answer
 
 
-def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -> dict:
+def _import_upload(session, upload: SpooledUpload, form: UploadForm, budget: ImportBudget) -> dict:
     try:
         run = store.import_result_file(
             session,
@@ -303,9 +311,9 @@ def _import_upload(session, settings, upload: SpooledUpload, form: UploadForm) -
             fmt=form.format,
             column_map=parse_column_map(form.column_map),
             collective=form.collective,
-            max_decompressed_bytes=settings.max_decompressed_bytes,
             content_sha256=upload.sha256,
             platform=form.platform,
+            budget=budget,
         )
         session.commit()
         return store.run_public(run)
@@ -376,21 +384,28 @@ def run_figure(
     return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
+def _samples_csv(session, run_id: int) -> Iterator[bytes]:
+    with open_stored_table(session, run_id) as parquet:
+        yield from samples_csv_pieces(parquet)
+
+
 @router.get("/{run_id}/samples.csv", responses=download("text/csv"))
-def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
+def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
+    """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
     run = store.get_run(session, run_id)
-    return Response(
-        samples_csv_bytes(store.load_samples(session, run.id)),
+    return StreamingResponse(
+        _samples_csv(session, run.id),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.csv"'},
     )
 
 
 @router.get("/{run_id}/samples.parquet", responses=download("application/vnd.apache.parquet"))
-def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> Response:
+def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
+    """The stored Parquet, read from the database a piece at a time while it is sent."""
     run = store.get_run(session, run_id)
-    return Response(
-        store.samples_parquet(session, run.id),
+    return StreamingResponse(
+        stored_table_pieces(session, run.id),
         media_type="application/vnd.apache.parquet",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.parquet"'},
     )

@@ -9,9 +9,9 @@ import asyncio
 import hashlib
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -21,6 +21,8 @@ from fastapi.responses import JSONResponse
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from emuplan.results.budget import ImportBudget, ImportLimits
 
 
 def _too_large_message(limit: int) -> str:
@@ -186,3 +188,15 @@ async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> t
     if file_name is None:
         raise HTTPException(status_code=422, detail="file: the upload has no part named 'file'")
     return file_name, hasher.hexdigest(), fields
+
+
+@contextmanager
+def admitted_import(request: Request, settings) -> Iterator[ImportBudget]:
+    """The import's memory account (``results.budget``), admitted before the body is read: it reserves the
+    declared body size in the pool every import shares (a CSV becomes a table about its size), so that an
+    upload that cannot fit beside the imports in flight is refused at once (503 with Retry-After) instead
+    of after spooling. Released when the import has answered, whatever the outcome."""
+    declared = request.headers.get("content-length", "")
+    with ImportBudget(ImportLimits.from_settings(settings)) as budget:
+        budget.admit(int(declared) if declared.isdigit() else 0)
+        yield budget

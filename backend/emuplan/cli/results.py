@@ -105,24 +105,26 @@ def _import_file(
     session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform
 ) -> tuple[dict, dict]:
     """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
+    from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    run = store.import_result_file(
-        session,
-        file,
-        file.name,
-        name=name,
-        plan_id=plan,
-        strategy=strategy,
-        tags=tags or (),
-        fmt=fmt,
-        column_map=parse_column_map(column_map),
-        collective=collective,
-        max_decompressed_bytes=get_settings().max_decompressed_bytes,
-        platform=platform,
-    )
+    with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
+        run = store.import_result_file(
+            session,
+            file,
+            file.name,
+            name=name,
+            plan_id=plan,
+            strategy=strategy,
+            tags=tags or (),
+            fmt=fmt,
+            column_map=parse_column_map(column_map),
+            collective=collective,
+            platform=platform,
+            budget=budget,
+        )
     statistics = (
         store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
         if run.kind == "size-sweep"

@@ -1,6 +1,6 @@
 """``parse_result_file``: bytes of any supported result file → one canonical ``ParsedResult``.
 
-Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, JSON, text), detect the
+Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, Parquet, JSON, text), detect the
 format from the content (unless the caller names it), then hand over to that format's parser.
 """
 
@@ -10,7 +10,13 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from emuplan.results import nccl_tests, tabular
+from emuplan.results import arrow_ipc, nccl_tests, parquet_input, tabular
+from emuplan.results.budget import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    JSON_BYTES_PER_BYTE,
+    ImportBudget,
+    ImportLimits,
+)
 from emuplan.results.canonical import (
     FORMATS,
     KAI_SUMMARY,
@@ -21,22 +27,22 @@ from emuplan.results.canonical import (
     PER_ITERATION,
     ParsedResult,
     ResultFileError,
-    ResultFileTooLarge,
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
-DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 GUNZIP_CHUNK_BYTES = 1024**2
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, max_bytes: int) -> memoryview:
-    """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, refusing as soon as it passes
-    ``max_bytes``: a gzip bomb costs the cap and a few chunks of memory, never its own size, and the
-    content is held once (a list of parts joined at the end needed twice the cap). ``compressed`` may be
-    an open file, read a chunk at a time, so that the compressed upload is never in memory at all."""
+def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, budget: ImportBudget) -> memoryview:
+    """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, each chunk charged to ``budget``
+    before it is kept, refusing as soon as it passes the cap: a gzip bomb costs the cap and a few chunks of
+    memory, never its own size, and the content is held once (a list of parts joined at the end needed
+    twice the cap). ``compressed`` may be an open file, read a chunk at a time, so that the compressed
+    upload is never in memory at all."""
+    max_bytes = budget.limits.max_decompressed_bytes - budget.decompressed_bytes
     if isinstance(compressed, bytes | memoryview):
         pieces = [compressed]
     else:
@@ -51,11 +57,8 @@ def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, max
                 decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
             while True:
                 chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
+                budget.decompressed(len(chunk), file_name)
                 content += chunk
-                if len(content) > max_bytes:
-                    raise ResultFileTooLarge(
-                        f"{file_name}: decompresses to more than {max_bytes} bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
-                    )
                 if decompressor.eof:
                     pending = decompressor.unused_data
                     if not pending:
@@ -91,6 +94,7 @@ def parse_result_file(
     *,
     collective: str | None = None,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    budget: ImportBudget | None = None,
 ) -> ParsedResult:
     """Read any supported result file: its bytes, or the path of a file on disk (an upload spooled there).
 
@@ -99,8 +103,14 @@ def parse_result_file(
     ``FORMATS`` instead of detecting it; ``column_map`` maps roles (``duration``, ``size``, ``iteration``,
     ``collective``, ``start``, ``end``, ``src``, ``dst``, ``qp``, ``label``, …) to header names the aliases
     do not know; ``collective`` names the op when the file does not.
-    Raises ``ResultFileError`` (400) or ``ResultFileTooLarge`` (413) naming file, row and column.
+    ``budget``: the import's memory account (``results.budget``), which the caller releases; without one,
+    the defaults with ``max_decompressed_bytes``, released on return.
+    Raises ``ResultFileError`` (400) or ``ResultFileTooLarge`` (413) naming file, row and column, and
+    ``ImportsBusy`` (503) when the imports in flight leave no room for this one.
     """
+    if budget is None:
+        with ImportBudget(ImportLimits(max_decompressed_bytes=max_decompressed_bytes)) as own:
+            return parse_result_file(source, file_name, fmt, column_map, collective=collective, budget=own)
     if fmt is not None and fmt not in FORMATS:
         raise ResultFileError(f"{file_name}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
     if not _head(source, 1):
@@ -108,26 +118,33 @@ def parse_result_file(
     if _head(source, 2) == GZIP_MAGIC:
         if isinstance(source, Path):
             with source.open("rb") as file:
-                source = gunzip_capped(file, file_name, max_decompressed_bytes)
+                source = gunzip_capped(file, file_name, budget)
         else:
-            source = gunzip_capped(source, file_name, max_decompressed_bytes)
+            source = gunzip_capped(source, file_name, budget)
         if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
     head = _head(source, 65536)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
-        table = tabular.read_feather(tabular.content_of(source), file_name)
+        table = arrow_ipc.read_arrow_ipc(source, head, file_name, budget)
+        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+    if head.startswith(parquet_input.MAGIC):
+        table = parquet_input.read_parquet(source, file_name, budget)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
     if head.startswith(UTF16_BOMS):
         raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
         raise ResultFileError(
-            f"{file_name}: binary content that is not gzip or Feather: not a result file this tool reads"
+            f"{file_name}: binary content that is not gzip, Feather or Parquet: not a result file this tool reads"
         )
+    # The text becomes a table (or a log's lines) of about its size.
+    text_bytes = source.stat().st_size if isinstance(source, Path) else len(source)
+    budget.holds(text_bytes, file_name)
     text_head = head.decode("utf-8", errors="replace")
     stripped = text_head.lstrip()
     if not stripped:
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
     if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
+        budget.holds(text_bytes * (JSON_BYTES_PER_BYTE - 1), file_name)
         document = nccl_tests.load_json(bytes(tabular.content_of(source)), file_name)
         return nccl_tests.parse_nccl_tests_json(document, file_name, collective)
     if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
@@ -135,11 +152,12 @@ def parse_result_file(
         if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
             return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
     if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
-        return tabular.parse_ns3_fct(tabular.content_of(source), file_name)
+        return tabular.parse_ns3_fct(tabular.content_of(source), file_name, budget)
     if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
         # A log with lines before the preamble (e.g. the mpirun command line).
         return nccl_tests.parse_nccl_tests_stdout(_text_of(source), file_name, collective)
     table = tabular.read_csv(source, head, file_name)
+    budget.count_rows(table.num_rows, file_name)
     try:
         parsed = _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
     except pa.ArrowInvalid as error:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from emuplan.results import headers
+from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import (
     INT64_LIMIT,
     KAI_SUMMARY,
@@ -177,15 +178,6 @@ def _line_with_field_count(source: bytes | memoryview | Path, delimiter: str, co
         if number > 1 and len(fields) == count:
             return f"line {number}"
     return "a line"
-
-
-def read_feather(data: bytes | memoryview, file_name: str) -> pa.Table:
-    import pyarrow.feather as feather
-
-    try:
-        return feather.read_table(pa.BufferReader(data))
-    except (pa.ArrowInvalid, OSError) as error:
-        raise ResultFileError(f"{file_name}: not a readable Feather/Arrow file ({error})") from error
 
 
 def detect_table_format(table: pa.Table, column_map: dict[str, str] | None) -> str | None:
@@ -517,7 +509,7 @@ def looks_like_ns3_fct(text: str) -> bool:
     )
 
 
-def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
+def parse_ns3_fct(data: bytes | memoryview, file_name: str, budget: ImportBudget) -> ParsedResult:
     bad_rows: list[str] = []
 
     def on_invalid_row(row) -> str:
@@ -538,6 +530,7 @@ def parse_ns3_fct(data: bytes | memoryview, file_name: str) -> ParsedResult:
         )
     except pa.ArrowInvalid as error:
         raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
+    budget.count_rows(table.num_rows, file_name)
     flows = flows_table(
         fct_us=table["fct_ns"].to_numpy() / 1e3,
         src=table["sip"],

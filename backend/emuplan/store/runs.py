@@ -47,6 +47,7 @@ from emuplan.results.analysis import (
     resolve_assumptions,
     run_kind,
 )
+from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.expected import fabric_of
@@ -334,20 +335,28 @@ def import_result_file(
     fmt: str | None = None,
     column_map: dict[str, str] | None = None,
     collective: str | None = None,
-    max_decompressed_bytes: int,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     content_sha256: str | None = None,
     platform: str | None = None,
+    budget: ImportBudget | None = None,
 ) -> Run:
     """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
     and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
-    digest when the caller already has it (hashed while the upload streamed in).
+    digest when the caller already has it (hashed while the upload streamed in); ``budget``: the import's
+    memory account (``parse_result_file``), which then caps instead of ``max_decompressed_bytes``.
 
     Hashing and parsing touch no table, so the write transaction starts only after them."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # hashlib releases the GIL: hashes while Arrow parses
         digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
         parsed = parse_result_file(
-            source, file_name, fmt, column_map, collective=collective, max_decompressed_bytes=max_decompressed_bytes
+            source,
+            file_name,
+            fmt,
+            column_map,
+            collective=collective,
+            max_decompressed_bytes=max_decompressed_bytes,
+            budget=budget,
         )
         digest = content_sha256 if digest is None else digest.result()
     existing = find_duplicate(session, digest)

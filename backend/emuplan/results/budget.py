@@ -1,0 +1,153 @@
+"""What an import may hold in memory: a cap per import, and one pool every import in flight shares.
+
+An import's readers charge its ``ImportBudget`` as they go, before they allocate what they charge:
+
+- bytes a container decompresses (gzip's output a chunk at a time; the buffers of an Arrow IPC/Feather
+  file with LZ4/ZSTD body compression, from each batch's metadata before any is decompressed) count
+  against ``max_decompressed_bytes`` (EMUPLAN_MAX_DECOMPRESSED_BYTES, 413 past it);
+- rows count against ``max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413 past it): an import builds its samples
+  table and statistics per row whatever the file's width, so a 6.6 KB Feather of 25 M zeros cost the
+  server 1.9 GB (``ROW_BYTES`` each);
+- other memory the import builds (a CSV's table, about the size of its text; a JSON report's Python
+  objects, up to ``JSON_BYTES_PER_BYTE`` times its text) counts only in the pool.
+
+The pool (EMUPLAN_IMPORT_MEMORY_BYTES) is one process-wide counter of what the imports in flight hold:
+an import that does not fit beside the others is refused with ``ImportsBusy`` (503 with Retry-After, as a
+model upload is when every sandbox slot is taken) instead of taking the server's memory with it; one that
+would not fit even alone is too large (413). Nothing waits: a waiting import would hold a server thread.
+"""
+
+import threading
+from dataclasses import dataclass
+
+from emuplan.results.canonical import ResultFileTooLarge
+
+DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
+DEFAULT_MAX_ROWS = 20_000_000
+# Less than two imports at the decompressed cap: two 3 GB gzip bombs at once took the server from 0.24 to
+# 4.24 GB without the pool, to 3.28 GB with this one (both turned away with 503 once it was full).
+DEFAULT_POOL_BYTES = 3 * 1024**3
+# What one row costs an import beyond the bytes it was read from: the samples table, the statistics' sorted
+# copies. The audit's 25 M-row Feather took the server from 0.16 to 2.08 GB: 77 bytes a row.
+ROW_BYTES = 80
+# What Python's objects for a JSON document take at most, per byte of it: an array of empty objects, 25.
+JSON_BYTES_PER_BYTE = 26
+RETRY_AFTER_S = 10
+
+
+class ImportsBusy(ValueError):
+    """The imports in flight hold the pool: try again after ``retry_after_s`` (HTTP 503 with Retry-After)."""
+
+    def __init__(self, message: str, retry_after_s: int = RETRY_AFTER_S):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class ImportLimits:
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_rows: int = DEFAULT_MAX_ROWS
+    pool_bytes: int = DEFAULT_POOL_BYTES
+
+    @classmethod
+    def from_settings(cls, settings) -> "ImportLimits":
+        return cls(
+            max_decompressed_bytes=settings.max_decompressed_bytes,
+            max_rows=settings.max_import_rows,
+            pool_bytes=settings.import_memory_bytes,
+        )
+
+
+class _Pool:
+    """The bytes every import in flight holds, in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reserved = 0
+
+    def reserve(self, nbytes: int, capacity: int) -> bool:
+        with self._lock:
+            if self.reserved + nbytes > capacity:
+                return False
+            self.reserved += nbytes
+            return True
+
+    def release(self, nbytes: int) -> None:
+        with self._lock:
+            self.reserved -= nbytes
+
+
+POOL = _Pool()
+
+
+class ImportBudget:
+    """One import's account: what it decompressed, its rows and what it holds in all, reserved in ``POOL``
+    until ``release`` (a context manager: released on exit, whether the import succeeded or not).
+
+    ``admit(floor)`` reserves what the import will hold at least (the upload's declared size) before its
+    body is read, so that a burst is turned away at once; the charges that follow reserve more only once
+    they pass it."""
+
+    def __init__(self, limits: ImportLimits = ImportLimits()):
+        self.limits = limits
+        self.decompressed_bytes = 0
+        self.rows = 0
+        self.held_bytes = 0
+        self._floor = 0
+        self._reserved = 0
+
+    def __enter__(self) -> "ImportBudget":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+    def admit(self, floor: int, what: str = "this upload") -> None:
+        self._floor = max(self._floor, floor)
+        self._reserve_up_to(max(self.held_bytes, self._floor), what)
+
+    def decompressed(self, nbytes: int, file_name: str) -> None:
+        """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap."""
+        if self.decompressed_bytes + nbytes > self.limits.max_decompressed_bytes:
+            raise ResultFileTooLarge(
+                f"{file_name}: decompresses to more than {self.limits.max_decompressed_bytes} bytes "
+                "(EMUPLAN_MAX_DECOMPRESSED_BYTES)"
+            )
+        self.decompressed_bytes += nbytes
+        self.holds(nbytes, file_name)
+
+    def count_rows(self, rows: int, file_name: str) -> None:
+        """``rows`` more rows, before the import builds anything from them; 413 past the per-import cap."""
+        if self.rows + rows > self.limits.max_rows:
+            raise ResultFileTooLarge(
+                f"{file_name}: more than {self.limits.max_rows} rows (EMUPLAN_MAX_IMPORT_ROWS); an import holds "
+                f"about {ROW_BYTES} bytes a row"
+            )
+        self.rows += rows
+        self.holds(rows * ROW_BYTES, file_name)
+
+    def holds(self, nbytes: int, file_name: str) -> None:
+        """``nbytes`` more memory the import builds, reserved in the pool."""
+        self.held_bytes += nbytes
+        self._reserve_up_to(max(self.held_bytes, self._floor), file_name)
+
+    def _reserve_up_to(self, total: int, what: str) -> None:
+        more = total - self._reserved
+        if more <= 0:
+            return
+        capacity = self.limits.pool_bytes
+        if total > capacity:
+            raise ResultFileTooLarge(
+                f"{what}: importing it takes more than the {capacity} bytes of memory all imports share "
+                "(EMUPLAN_IMPORT_MEMORY_BYTES)"
+            )
+        if not POOL.reserve(more, capacity):
+            raise ImportsBusy(
+                f"{what}: the imports in progress hold the {capacity} bytes of memory all imports share "
+                f"(EMUPLAN_IMPORT_MEMORY_BYTES); try again in {RETRY_AFTER_S} s"
+            )
+        self._reserved = total
+
+    def release(self) -> None:
+        POOL.release(self._reserved)
+        self._reserved = 0

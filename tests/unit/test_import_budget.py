@@ -1,0 +1,246 @@
+"""One memory budget for every import: Arrow IPC/Feather batches and Parquet column chunks charged from
+their metadata before any is decompressed, rows capped, and one pool shared by the imports in flight."""
+
+import gzip
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
+from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
+from emuplan.results.parse import gunzip_capped
+
+
+def arrow_ipc(batch: pa.RecordBatch, count: int, *, stream: bool = False, compression: str | None = "zstd") -> bytes:
+    """``count`` copies of ``batch`` as an Arrow IPC file (Feather V2) or stream, each batch compressed."""
+    sink = pa.BufferOutputStream()
+    opener = ipc.new_stream if stream else ipc.new_file
+    with opener(sink, batch.schema, options=ipc.IpcWriteOptions(compression=compression)) as writer:
+        for _ in range(count):
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def zeros(rows: int, column: str = "time_ms") -> pa.RecordBatch:
+    return pa.record_batch([pa.array(np.zeros(rows))], names=[column])
+
+
+def limits(**caps: int) -> ImportBudget:
+    return ImportBudget(ImportLimits(**caps))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_a_compressed_feather_within_the_caps_is_read_and_charged_what_it_decompresses_to(stream: bool) -> None:
+    batch = pa.record_batch(
+        [pa.array(np.arange(1000) * 0.5), pa.array(["all_reduce"] * 1000).dictionary_encode()],
+        names=["time_ms", "collective"],
+    )
+    data = arrow_ipc(batch, 3, stream=stream)
+    with limits() as budget:
+        parsed = parse_result_file(data, "run.feather", budget=budget)
+        assert parsed.samples["duration_us"].to_pylist() == [v * 500.0 for v in range(1000)] * 3
+        assert budget.rows == 3000
+        # Three batches of 8,000 bytes of doubles and 4,000 of int32 indices, and one dictionary.
+        assert budget.decompressed_bytes == 3 * (8000 + 4000) + 8 + len("all_reduce")
+    assert POOL.reserved == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_batches_past_the_decompressed_cap_are_refused_before_any_is_decompressed(stream: bool) -> None:
+    # 20 batches of 100,000 zero doubles: 16 MB, ~2 KB compressed. The cap lets 5 batches through.
+    data = arrow_ipc(zeros(100_000), 20, stream=stream)
+    assert len(data) < 20_000
+    allocated = pa.total_allocated_bytes()
+    with (
+        limits(max_decompressed_bytes=5 * 800_000) as budget,
+        pytest.raises(ResultFileTooLarge, match=r"^bomb.feather: decompresses to more than 4000000 bytes"),
+    ):
+        parse_result_file(data, "bomb.feather", budget=budget)
+    assert budget.decompressed_bytes == 5 * 800_000
+    assert pa.total_allocated_bytes() == allocated  # nothing was decompressed
+
+
+def test_rows_past_the_row_cap_are_refused_naming_the_setting() -> None:
+    data = arrow_ipc(zeros(1000), 2)
+    with limits(max_rows=1999) as budget, pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(data, "rows.feather", budget=budget)
+    assert str(refused.value) == (
+        f"rows.feather: more than 1999 rows (EMUPLAN_MAX_IMPORT_ROWS); an import holds about {ROW_BYTES} bytes a row"
+    )
+    with limits(max_rows=2000) as budget:
+        assert parse_result_file(data, "rows.feather", budget=budget).samples.num_rows == 2000
+
+
+def test_a_csv_is_charged_its_text_and_its_rows() -> None:
+    csv = b"iteration,size,time_ms\n" + b"".join(b"%d,8,1.0\n" % i for i in range(1000))
+    with limits() as budget:
+        parse_result_file(gzip.compress(csv), "r.csv.gz", budget=budget)
+        assert (budget.decompressed_bytes, budget.rows) == (len(csv), 1000)
+        assert budget.held_bytes == 2 * len(csv) + 1000 * ROW_BYTES  # the content, its table, the rows
+    with limits(max_rows=999) as budget, pytest.raises(ResultFileTooLarge, match="r.csv: more than 999 rows"):
+        parse_result_file(csv, "r.csv", budget=budget)
+
+
+def test_an_ns3_fct_file_counts_its_flows_as_rows() -> None:
+    fct = b"".join(b"0b000101 0b000201 10000 100 %d 2000000000 %d 12000\n" % (4096 + i, 15000 + i) for i in range(100))
+    with limits(max_rows=99) as budget, pytest.raises(ResultFileTooLarge, match="^fct.txt: more than 99 rows"):
+        parse_result_file(fct, "fct.txt", budget=budget)
+    with limits(max_rows=100) as budget:
+        assert parse_result_file(fct, "fct.txt", budget=budget).flows.num_rows == 100
+
+
+def test_a_footer_pointing_outside_the_file_is_a_bad_file() -> None:
+    data = bytearray(arrow_ipc(zeros(10), 1))
+    # The footer's length, just before the closing magic, says it is longer than the file.
+    data[-10:-6] = (len(data) * 2).to_bytes(4, "little")
+    with pytest.raises(ResultFileError, match=r"^f.feather: not a readable Feather/Arrow file"):
+        parse_result_file(bytes(data), "f.feather")
+
+
+AUDIT_BOMB = """
+import resource, sys, time
+from pathlib import Path
+from emuplan.results import ResultFileTooLarge, parse_result_file
+
+path = Path(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+try:
+    outcome = parse_result_file(path, path.name).samples.num_rows
+except ResultFileTooLarge as error:
+    outcome = str(error)
+seconds = time.perf_counter() - start
+print(outcome)
+print(seconds, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+"""
+
+
+def test_the_audits_feather_bomb_is_refused_at_once_in_bounded_memory(tmp_path: Path) -> None:
+    """95 KB of zstd holding 15 batches of 25,000,000 zero doubles (3 GB) took the server to 23 GB."""
+    path = tmp_path / "bomb.feather"
+    path.write_bytes(arrow_ipc(zeros(25_000_000), 15))
+    assert 90_000 < path.stat().st_size < 100_000
+    result = subprocess.run(
+        [sys.executable, "-c", AUDIT_BOMB, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    outcome, figures = result.stdout.strip().split("\n")
+    seconds, growth_mib = map(float, figures.split())
+    assert outcome.startswith("bomb.feather: more than 20000000 rows (EMUPLAN_MAX_IMPORT_ROWS)")
+    # Measured: 0.4 ms and 0 MiB (the metadata of the first batch is all that is read).
+    assert seconds < 1.0
+    assert growth_mib < 20
+
+
+def test_gzip_imports_in_flight_share_one_pool() -> None:
+    """Two gzip bombs at once took the server to 4.65 GB, each under its own cap: the second one is now
+    turned away (503) while the first holds the pool, and the pool is whole again once both are done."""
+    content = b"0" * 3_000_000
+    compressed = gzip.compress(content)
+    shared = dict(max_decompressed_bytes=10_000_000, pool_bytes=4_000_000)
+    read_end, write_end = os.pipe()
+    first_outcome: dict[str, object] = {}
+
+    def first_import() -> None:
+        # Unbuffered: each read returns what the pipe holds instead of waiting for a whole chunk.
+        with os.fdopen(read_end, "rb", buffering=0) as piped, limits(**shared) as budget:
+            first_outcome["content"] = len(gunzip_capped(piped, "first.csv.gz", budget))
+
+    first = threading.Thread(target=first_import)
+    first.start()
+    half = len(compressed) // 2
+    writer = os.fdopen(write_end, "wb")
+    writer.write(compressed[:half])
+    writer.flush()
+    held = len(zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(compressed[:half]))
+    assert held > 1_000_000
+    deadline = time.monotonic() + 10
+    while POOL.reserved < held and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert POOL.reserved == held
+    with limits(**shared) as budget, pytest.raises(ImportsBusy) as busy:
+        gunzip_capped(compressed, "second.csv.gz", budget)
+    assert str(busy.value) == (
+        "second.csv.gz: the imports in progress hold the 4000000 bytes of memory all imports share "
+        "(EMUPLAN_IMPORT_MEMORY_BYTES); try again in 10 s"
+    )
+    assert busy.value.retry_after_s == 10
+    assert POOL.reserved == held  # the refused import let go of what it had
+    writer.write(compressed[half:])
+    writer.close()
+    first.join()
+    assert first_outcome == {"content": 3_000_000}
+    assert POOL.reserved == 0
+    # Alone, the second one fits.
+    with limits(**shared) as budget:
+        assert len(gunzip_capped(compressed, "second.csv.gz", budget)) == 3_000_000
+
+
+def test_an_import_larger_than_the_whole_pool_is_too_large_not_busy() -> None:
+    with limits(pool_bytes=1_000_000) as budget, pytest.raises(ResultFileTooLarge) as refused:
+        gunzip_capped(gzip.compress(b"0" * 3_000_000), "big.csv.gz", budget)
+    assert str(refused.value) == (
+        "big.csv.gz: importing it takes more than the 1000000 bytes of memory all imports share "
+        "(EMUPLAN_IMPORT_MEMORY_BYTES)"
+    )
+    assert POOL.reserved == 0
+
+
+def parquet_of(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def test_a_runs_own_parquet_download_imports_as_the_samples_it_holds() -> None:
+    csv = b"iteration,size,time_us,label,collective\n0,8,1.5,warm,all_reduce\n1,8,2.5,,all_reduce\n"
+    samples = parse_result_file(csv, "r.csv").samples
+    with limits() as budget:
+        parsed = parse_result_file(parquet_of(samples), "run-1-samples.parquet", budget=budget)
+        assert parsed.samples.equals(samples)
+        assert budget.rows == 2
+
+
+def test_a_parquet_bomb_is_refused_from_its_footer_before_any_page_is_read() -> None:
+    # 2 M zero doubles: 16 MB decoded, ~2 KB stored.
+    data = parquet_of(pa.table({"time_ms": np.zeros(2_000_000)}))
+    assert len(data) < 20_000
+    with (
+        limits(max_decompressed_bytes=10_000_000) as budget,
+        pytest.raises(ResultFileTooLarge, match=r"^zeros.parquet: decompresses to more than 10000000 bytes"),
+    ):
+        parse_result_file(data, "zeros.parquet", budget=budget)
+    assert budget.decompressed_bytes == 0  # refused on the footer's figures
+    with limits(max_rows=1_999_999) as budget, pytest.raises(ResultFileTooLarge, match="more than 1999999 rows"):
+        parse_result_file(data, "zeros.parquet", budget=budget)
+    with limits() as budget:
+        assert parse_result_file(data, "zeros.parquet", budget=budget).samples.num_rows == 2_000_000
+        # The doubles as the footer declares them, then the validity bitmap Arrow reads with them, as it came.
+        assert budget.decompressed_bytes == 16_000_000 + 2_000_000 // 8
+
+
+def test_a_json_report_is_charged_what_its_python_objects_can_take_before_it_is_parsed() -> None:
+    # An array of empty objects takes 25 bytes of Python objects a byte: 57 KB of gzip (60 MB of JSON) parsed
+    # into 1.38 GB.
+    report = b'{"runs": [' + b"{}," * 1_000_000 + b"{}]}"
+    with limits(pool_bytes=20_000_000) as budget, pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(gzip.compress(report), "report.json.gz", budget=budget)
+    assert str(refused.value) == (
+        "report.json.gz: importing it takes more than the 20000000 bytes of memory all imports share "
+        "(EMUPLAN_IMPORT_MEMORY_BYTES)"
+    )
+    assert budget.held_bytes == len(report) * (1 + 1 + 25)  # its content, its text, then the objects it refused
