@@ -4,6 +4,7 @@ import base64
 import gzip
 import hashlib
 import io
+import json
 import tempfile
 
 import numpy as np
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlmodel import select
 
+from emuplan.charts.palette import ALERT_COLOR, TYPICAL_COLOR
 from emuplan.settings import Settings
 from emuplan.store import runs as runs_store
 from emuplan.store.db import Database
@@ -323,8 +325,12 @@ def test_chart_text_from_users_is_escaped(client):
     )
     run = upload(client, "x.csv", data, name="<b>run</b>").json()
     figure = client.get(f"/api/runs/{run['id']}/figures/cdf").text
-    assert "<img" not in figure and "<b>" not in figure
-    assert "&lt;img src=x onerror=alert(1)&gt;" in figure and "&lt;b&gt;run&lt;/b&gt;" in figure
+    assert "<img" not in figure and "&lt;img src=x onerror=alert(1)&gt;" in figure
+    # A run's own charts no longer repeat its name; a comparison's legends name every run.
+    other = upload(client, "y.csv", data + b"5,8,2,<img src=x onerror=alert(1)>\n", name="other").json()
+    compared = client.get("/api/compare", params={"runs": f"{run['id']},{other['id']}"}).json()
+    figures = json.dumps(compared["figures"])
+    assert "<b>" not in figures and "&lt;b&gt;run&lt;/b&gt;" in figures
 
 
 def test_uploaded_bytes_arrive_unchanged(client):
@@ -406,7 +412,8 @@ def test_compare_of_sweeps_overlays_busbw_curves_and_unrelated_runs_get_a_notice
     assert mixed["ks_tests"] == []
     assert set(mixed["figures"]) == {"sweeps", "cdf", "small_multiples", "delays"}
     assert [a["text"] for a in mixed["figures"]["delays"]["layout"]["annotations"]] == [f"#{per_iteration} g.csv"]
-    assert {trace["legendgroup"] for trace in mixed["figures"]["sweeps"]["data"]} == {"run-0"}
+    # The sweep keeps the colour of its place on the page (the second run), as in every other chart.
+    assert {trace["legendgroup"] for trace in mixed["figures"]["sweeps"]["data"]} == {"run-1"}
     assert mixed["sweep"]["reference_run_id"] == h100_id
 
 
@@ -434,7 +441,7 @@ def test_a_file_timing_every_rank_gets_straggler_stats_figures_and_page(client, 
     bars = ranks["data"][0]
     assert bars["x"] == ["0", "1", "2", "3"]
     assert bars["y"] == pytest.approx([8800 / 8840, 8800 / 8840, 8880 / 8840, 10320 / 8840], rel=1e-12)
-    assert bars["marker"]["color"] == ["#636efa", "#636efa", "#636efa", "#EF553B"]
+    assert bars["marker"]["color"] == [TYPICAL_COLOR, TYPICAL_COLOR, TYPICAL_COLOR, ALERT_COLOR]  # the slowest named
     hosts = client.get(f"/api/runs/{run['id']}/figures/hosts").json()
     assert hosts["data"][0]["x"] == ["gpu-a", "gpu-b"]
 
