@@ -20,6 +20,7 @@ from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailabl
 from emuplan.store.accounts import AccountExists, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
+from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
@@ -36,6 +37,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     PlatformExists: 409,
     BuiltinPlatform: 409,
     MeasurementBusy: 409,
+    PlanInUse: 409,
     ShareLinkGone: 410,
     ResultFileTooLarge: 413,
     UnsupportedModelFile: 415,
