@@ -40,7 +40,7 @@ from emuplan.wording import (
     percent,
     plural,
     ratio,
-    size_label,
+    size_range,
     thousands,
     time_in,
     to_the_minute,
@@ -81,12 +81,9 @@ def _tag_badges(tags: tuple[str, ...]) -> Markup:
     return Markup("".join([f'<span class="badge">{escape(tag)}</span> ' for tag in tags]))
 
 
-def size_range(run: run_store.RunHeader | Run) -> str:
-    """A run's data sizes as the list shows them: "8 B – 8 GiB", one size alone, "—" without sizes."""
-    low, high = run.size_min_bytes, run.size_max_bytes
-    if low is None or high is None:
-        return "—"
-    return size_label(low) if low == high else f"{size_label(low)} – {size_label(high)}"
+def run_sizes(run: run_store.RunHeader | Run) -> str:
+    """A run's data sizes as the list shows them (``wording.size_range``)."""
+    return size_range(run.size_min_bytes, run.size_max_bytes)
 
 
 def origins(runs: list[run_store.RunHeader | Run]) -> set[str]:
@@ -113,7 +110,7 @@ def _environment(templates_dir: Path) -> Environment:
         origin_badge=origin_badge,
         tag_badges=tag_badges,
         origins=origins,
-        size_range=size_range,
+        run_sizes=run_sizes,
     )
     # What a comparison page says of its thinned charts is the number the figures were built with.
     environment.globals.update(

@@ -4,7 +4,17 @@ Glue like ``api/``: planning through ``emuplan.planning``, storage through ``sto
 package; reaches ``api/`` only through ``main.create_app`` (``emuplan serve``).
 """
 
-from emuplan.cli import measure, plan, platforms, results, serve, trend, users, workload  # noqa: F401  (registers commands)
+from emuplan.cli import (  # noqa: F401  (registers commands)
+    manage,
+    measure,
+    plan,
+    platforms,
+    results,
+    serve,
+    trend,
+    users,
+    workload,
+)
 from emuplan.cli.app import app
 
 __all__ = ["app"]
