@@ -9,10 +9,10 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from emuplan.api.access import RoleRequired, requires_roles
+from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
@@ -21,7 +21,10 @@ from emuplan.roles import Role
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 
-router = APIRouter(prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles())
+# Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
+# link (DELETE …/shares/{id}, on ``share_links_router``) stays the editor's, who shares: the link is kept, revoked.
+router = APIRouter(prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles(delete=Role.admin))
+share_links_router = APIRouter(prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles())
 shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"])
 
 # Share pages are opened by people outside the team; their URL must not travel in a Referer header.
@@ -237,13 +240,7 @@ def preview_comparison_deletion(comparison_id: DatabaseInt, session: ReadSession
     return store.comparison_deletion(session, comparison_id)
 
 
-# Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
-# link (DELETE …/shares/{id}) stays the editor's, who shares: the link is kept, marked revoked.
-@router.delete(
-    "/{comparison_id}",
-    response_model=ComparisonDeletion,
-    dependencies=[Depends(RoleRequired(delete=Role.admin))],
-)
+@router.delete("/{comparison_id}", response_model=ComparisonDeletion)
 def delete_comparison(comparison_id: DatabaseInt, session: WriteSessionDep) -> dict:
     """Delete the saved comparison and its share links; its runs stay."""
     consequences = store.delete_comparison(session, comparison_id)
@@ -251,13 +248,13 @@ def delete_comparison(comparison_id: DatabaseInt, session: WriteSessionDep) -> d
     return consequences
 
 
-@router.get("/{comparison_id}/shares", response_model=list[SharePublic])
+@share_links_router.get("/{comparison_id}/shares", response_model=list[SharePublic])
 def list_shares(comparison_id: DatabaseInt, session: ReadSessionDep) -> list[dict]:
     store.get_comparison(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
-@router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
+@share_links_router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
 def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
     store.get_comparison(session, comparison_id)
     link, token = store.create_share_link(session, comparison_id, body.expires_in_days, body.label)
@@ -267,7 +264,7 @@ def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSe
     return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
 
 
-@router.patch("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@share_links_router.patch("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
 def change_share(
     comparison_id: DatabaseInt, share_id: DatabaseInt, changes: ShareChanges, session: WriteSessionDep
 ) -> dict:
@@ -277,7 +274,7 @@ def change_share(
     return store.share_link_document(link)
 
 
-@router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@share_links_router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
 def revoke_share(comparison_id: DatabaseInt, share_id: DatabaseInt, session: WriteSessionDep) -> dict:
     link = store.revoke_share_link(session, comparison_id, share_id)
     session.commit()

@@ -264,8 +264,8 @@ def _comparison_consequences(account: dict) -> str:
     if not account["share_links"]:
         return "It has no share link; its runs stay."
     return (
-        f"Its {plural(account['share_links'], 'share link')} ({account['active_share_links']} active) are deleted "
-        "with it; its runs stay."
+        f"It has {plural(account['share_links'], 'share link')} ({account['active_share_links']} active): they are "
+        "deleted with it; its runs stay."
     )
 
 
