@@ -12,6 +12,7 @@ from live_server import LiveServer
 
 pytestmark = pytest.mark.both_databases
 
+NEEDS_ADMIN = "This needs the admin role (read, plan, upload, measure, share and delete runs, plans and comparisons)"
 RUN_CSV = b"iteration,size,collective,time_ms\n" + b"".join(b"%d,1024,all_reduce,%d.5\n" % (i, i + 1) for i in range(5))
 
 
@@ -49,8 +50,7 @@ def test_the_role_matrix_of_managing(accounts_server: LiveServer, database: Data
         assert viewer.get(f"{path}/deletion").status_code == 200
         for refused in (viewer.delete(path), editor.delete(path)):
             assert refused.status_code == 403, path
-            assert refused.json()["detail"].startswith("This needs the admin role (read, plan, upload, measure, share and "
-                                                       "delete runs, plans and comparisons)")  # fmt: skip
+            assert refused.json()["detail"].startswith(NEEDS_ADMIN)
         assert editor.get(path).status_code == 200  # still there
     assert viewer.delete(f"/api/comparisons/{comparison_id}/shares/{share_id}").status_code == 403
     assert editor.delete(f"/api/comparisons/{comparison_id}/shares/{share_id}").json()["state"] == "revoked"
