@@ -17,7 +17,7 @@ from emuplan.settings import Settings
 from emuplan.store import runs
 from emuplan.store.db import Database, alembic_config, migrate
 from emuplan.store.models import CachedSummary, Run, RunTag
-from old_schema import RUN, old_run
+from old_schema import RUN, RUN_0016, old_run
 from paths import RESULTS
 
 pytestmark = pytest.mark.both_databases
@@ -53,8 +53,8 @@ def test_the_statistics_leave_the_run_row_and_tags_become_rows_and_both_come_bac
         )
         connection.execute(RUN.insert().values(**old_run("untagged", id=7, summary={})))
     migrate(url)
-    # platform from 0012 on, kind and peak_busbw_gbps from 0013, verdict from 0015
-    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps", "verdict"}
+    # platform from 0012 on, kind and peak_busbw_gbps from 0013, verdict from 0015, the list's and managing's 0016
+    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps", "verdict"} | RUN_0016
     with engine.begin() as connection:
         assert connection.execute(sa.select(RUN_SUMMARY).order_by(RUN_SUMMARY.c.run_id)).all() == [
             (4, statistics),
