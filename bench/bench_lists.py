@@ -74,6 +74,11 @@ def copy_runs(url: str, count: int) -> None:
                         "FROM run WHERE id = 1"
                     )
                 )
+                connection.execute(
+                    text("INSERT INTO run_collective (run_id, collective) SELECT :copy, collective FROM run_collective "
+                         "WHERE run_id = 1"),
+                    {"copy": copy},
+                )  # fmt: skip
                 for table in ("run_summary", "run_curves"):
                     connection.execute(
                         text(

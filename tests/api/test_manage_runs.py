@@ -80,6 +80,10 @@ def test_the_list_sorts_by_name_headline_ranks_and_size_with_runs_lacking_the_fi
     assert ids(client, sort="ranks") == [1, 2, 3]  # 16, 12, none
     assert ids(client, sort="size") == [1, 2, 3]  # 10 GiB, 8 GiB, 785 KiB
     assert ids(client, sort="p50", limit=1, offset=1) == [3]
+    # Pages that reach past the runs with the figure go on with those without it.
+    assert ids(client, sort="busbw", limit=2, offset=1) == [2, 3]
+    assert ids(client, sort="busbw", limit=1, offset=2) == [3]
+    assert ids(client, sort="busbw", limit=1, offset=3) == []
     assert ids(client, sort="p50", collective="all_reduce") == [3, 1]
     assert client.get("/api/runs", params={"sort": "colour"}).status_code == 422
 

@@ -242,6 +242,17 @@ class RunFact(SQLModel, table=True):
     folded_value: str = Field(sa_column=Column(String, nullable=False))
 
 
+class RunCollective(SQLModel, table=True):
+    """One collective of a run (``run.collectives`` keeps them in order, for display): what the list's collective
+    filter looks up through ``ix_run_collective`` (migration 0016)."""
+
+    __tablename__ = "run_collective"
+    __table_args__ = (Index("ix_run_collective", "collective", "run_id"),)
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    collective: str = Field(sa_column=Column(String, primary_key=True))
+
+
 class RunTrendFigures(SQLModel, table=True):
     """What a series reads of a run (``store.trend.figures_of``: per collective its peak and average busbw and
     busbw per size, 0.6 KB of JSON for a 31-size sweep), written with its summary: a series page reads these,

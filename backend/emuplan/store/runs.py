@@ -22,7 +22,6 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 
 import hashlib
 import io
-import json
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
@@ -32,7 +31,7 @@ from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import String, cast, delete, func
+from sqlalchemy import delete, exists, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -62,6 +61,7 @@ from emuplan.store.models import (
     Comparison,
     Plan,
     Run,
+    RunCollective,
     RunCurves,
     RunFact,
     RunTable,
@@ -228,10 +228,10 @@ def save_run(
         facts=facts,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
-    _set_listed_figures(run, summary)
     refresh_verdict(session, run)
     session.add(run)
     session.flush()
+    _set_listed_figures(session, run, summary)
     session.add(RunCurves(run_id=run.id, summary=summary))
     _store_folded(session, run.id, tags, facts)
     for kind, table in tables.items():
@@ -319,7 +319,7 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -
     # Two collectives relabelled as one may give a size more values: the kind and headline follow.
     run.kind = run_kind(summary["groups"])
     run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
-    _set_listed_figures(run, summary)
+    _set_listed_figures(session, run, summary)
     refresh_verdict(session, run)
     run.cached_summary.summary = strip_curves(summary)
     session.get(RunCurves, run_id).summary = summary
@@ -385,9 +385,12 @@ def checked_tags(tags: Iterable[str]) -> list[str]:
     return sorted({tag.strip() for tag in tags if tag.strip()})
 
 
-def _set_listed_figures(run: Run, summary: dict) -> None:
-    """What the list shows of the statistics beside the headline: the collectives and the range of sizes."""
+def _set_listed_figures(session: Session, run: Run, summary: dict) -> None:
+    """What the list shows of the statistics beside the headline: the collectives (and their rows in
+    ``run_collective``, which the list's filter reads) and the range of sizes. ``run`` has its id."""
     run.collectives = collectives_in(summary)
+    session.exec(delete(RunCollective).where(RunCollective.run_id == run.id))
+    session.add_all(RunCollective(run_id=run.id, collective=name) for name in run.collectives)
     sizes = [group["size_bytes"] for group in summary["groups"] if group.get("size_bytes") is not None]
     run.size_min_bytes, run.size_max_bytes = min(sizes, default=None), max(sizes, default=None)
 
@@ -503,8 +506,10 @@ def _filtered(query, filters: RunFilters):
     if filters.tag:
         query = query.join(RunTag, col(RunTag.run_id) == Run.id).where(RunTag.folded_tag == filters.tag.casefold())
     if filters.collective:
-        # The JSON list as text holds each name in quotes: '"reduce"' is not found in '["all_reduce"]'.
-        query = query.where(cast(Run.collectives, String).contains(json.dumps(filters.collective), autoescape=True))
+        # Checked per run through run_collective's primary key while an index of run is walked.
+        query = query.where(
+            exists().where(col(RunCollective.run_id) == Run.id, col(RunCollective.collective) == filters.collective)
+        )
     for column, value in ((Run.platform, filters.platform), (Run.verdict, filters.verdict), (Run.kind, filters.kind)):
         if value:
             query = query.where(column == value)
@@ -611,21 +616,38 @@ SORT_COLUMNS = {
 
 def _matching_ids(filters: RunFilters):
     """The ids of the runs the filters match (a query) and the column that orders them newest first."""
-    if filters.tag and filters.given().keys() == {"tag"}:
-        # A tag alone is answered by its index: joined to ``run``, each match would also look up its run row.
+    given = filters.given().keys()
+    # A tag or a collective alone is answered by its index: joined to ``run``, each match would also look up its
+    # run row (counting 10,000 matches would read 10,000 rows).
+    if given == {"tag"}:
         return select(RunTag.run_id).where(RunTag.folded_tag == filters.tag.casefold()), col(RunTag.run_id)
+    if given == {"collective"}:
+        matching = select(RunCollective.run_id).where(RunCollective.collective == filters.collective)
+        return matching, col(RunCollective.run_id)
     # With a tag, its index entries are walked in id order (the same ids: they are joined on it).
     return _filtered(select(Run.id), filters), col(RunTag.run_id if filters.tag else Run.id)
 
 
-def _sorted_page(filters: RunFilters, sort: str, limit: int | None, offset: int):
-    """A page of ids in a sort other than newest first."""
-    ids = _filtered(select(Run.id), filters)
+def _sorted_ids(session: Session, filters: RunFilters, sort: str, limit: int | None, offset: int) -> list[int]:
+    """A page of ids in a sort other than newest first: the runs with the figure in its index's order, then the
+    runs without it. Asked apart, each part walks the (column, id) index in its own order on both databases
+    (SQLite puts NULL first in an index, PostgreSQL last: one ORDER BY … NULLS LAST would sort every run)."""
+    matching = _filtered(select(Run.id), filters)
     if sort == "oldest":
-        return ids.order_by(col(Run.id).asc()).offset(offset).limit(limit)
+        return list(session.exec(matching.order_by(col(Run.id).asc()).offset(offset).limit(limit)))
     column, downwards = SORT_COLUMNS[sort]
-    order = (col(column).desc(), col(Run.id).desc()) if downwards else (col(column).asc(), col(Run.id).asc())
-    return ids.order_by(order[0].nulls_last(), order[1]).offset(offset).limit(limit)
+    direction = (lambda c: col(c).desc()) if downwards else (lambda c: col(c).asc())
+    with_figure = matching.where(col(column).is_not(None))
+    known = list(session.exec(with_figure.order_by(direction(column), direction(Run.id)).offset(offset).limit(limit)))
+    if limit is not None and len(known) == limit:
+        return known
+    # The page reaches past the runs with the figure: how many there are, to skip into the runs without it.
+    counted = (
+        offset + len(known) if known else session.exec(select(func.count()).select_from(with_figure.subquery())).one()
+    )
+    without = matching.where(col(column).is_(None)).order_by(direction(Run.id))
+    rest = without.offset(max(0, offset - counted)).limit(None if limit is None else limit - len(known))
+    return known + list(session.exec(rest))
 
 
 def check_sort(sort: str) -> None:
@@ -650,9 +672,9 @@ def list_runs(
     entries it skips one by one, so page 200 of 10,000 runs steps over 0 of them, not 9,950."""
     check_sort(sort)
     if sort != "newest":
-        page = _sorted_page(filters, sort, limit, offset)
+        page = _sorted_ids(session, filters, sort, limit, offset)
         rows = {row[0]: ListedRun(*row) for row in session.exec(select(*LIST_COLUMNS).where(col(Run.id).in_(page)))}
-        return [rows[run_id] for run_id in session.exec(page) if run_id in rows]
+        return [rows[run_id] for run_id in page]
     ids, id_column = _matching_ids(filters)
     # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
     if limit is not None and total is not None and total - offset - limit < offset:
@@ -734,7 +756,7 @@ def delete_run(session: Session, run_id: int) -> dict:
     consequences = run_deletion(session, run_id)
     run = get_run(session, run_id)
     # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
-    for table in (RunTable, RunCurves, RunTag, RunFact, RunTrendFigures):
+    for table in (RunTable, RunCurves, RunTag, RunFact, RunCollective, RunTrendFigures):
         session.exec(delete(table).where(table.run_id == run_id))
     session.delete(run)
     session.flush()
