@@ -138,3 +138,30 @@ def test_a_run_is_edited_and_deleted_and_a_plan_deleted_from_their_pages(
     assert page.locator("#runs-table tbody a").first.inner_text() == V100_BROADCAST.name
     assert httpx2.get(f"{live_server.url}/api/runs/{run_id}", timeout=30).status_code == 404
     watch.assert_clean()
+
+
+def test_a_share_link_is_labelled_and_a_comparison_deleted_with_its_links(
+    live_server: LiveServer, page: Page, watch: PageWatch
+) -> None:
+    run_ids = [upload(live_server, A100), upload(live_server, V100_BROADCAST)]
+    comparison = httpx2.post(
+        f"{live_server.url}/api/comparisons", json={"name": "A vs V", "run_ids": run_ids}, timeout=60
+    ).json()
+    page.goto(f"{live_server.url}/comparisons/{comparison['id']}")
+    page.fill("#share-label", "vendor review")
+    page.click("#share-create")
+    expect(page.locator("#share-table input.share-label")).to_have_value("vendor review")
+    page.fill("#share-table input.share-label", "team review")
+    page.press("#share-table input.share-label", "Enter")
+    shares = f"{live_server.url}/api/comparisons/{comparison['id']}/shares"
+    page.wait_for_function("url => fetch(url).then(r => r.json()).then(s => s[0].label === 'team review')", arg=shares)
+    page.click("#delete-open")
+    expect(page.locator("#delete-consequences")).to_have_text(
+        f"Comparison #{comparison['id']} has 1 share link (1 active): they are deleted with it and stop opening it. "
+        "Its runs stay. This cannot be undone."
+    )
+    page.click("#delete-yes")
+    page.wait_for_url(f"{live_server.url}/compare")
+    assert httpx2.get(shares, timeout=30).status_code == 404
+    assert [run["id"] for run in httpx2.get(f"{live_server.url}/api/runs", timeout=30).json()] == run_ids[::-1]
+    watch.assert_clean()
