@@ -44,6 +44,13 @@ def test_the_role_matrix_of_managing(accounts_server: LiveServer, database: Data
         refused = viewer.patch(path, json=body)
         assert refused.status_code == 403 and refused.json()["detail"].startswith("This needs the editor role"), path
         assert editor.patch(path, json=body).status_code == 200, path
+    # Each page offers only what the role may do: editors the edit form, admins the delete button too.
+    for path in (f"/runs/{run_id}", f"/plans/{plan_id}", f"/comparisons/{comparison_id}"):
+        offered = [
+            [control in client.get(path).text for control in ('id="manage-form"', 'id="delete-open"')]
+            for client in (viewer, editor, admin)
+        ]
+        assert offered == [[False, False], [True, False], [True, True]], path
     # Every reader sees what a delete would do; only an admin does it.
     deletions = [f"/api/runs/{run_id}", f"/api/plans/{plan_id}", f"/api/comparisons/{comparison_id}"]
     for path in deletions:
