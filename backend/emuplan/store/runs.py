@@ -659,7 +659,7 @@ def list_runs(
     session: Session,
     filters: RunFilters = RunFilters(),
     *,
-    sort: str = "newest",
+    sort: RunSort = "newest",
     limit: int | None = None,
     offset: int = 0,
     total: int | None = None,
