@@ -115,3 +115,43 @@ def test_comparisons_list_edit_and_delete_with_their_share_links(cli_env, client
     assert "It has 1 share link (1 active): they are deleted with it; its runs stay." in deleted.output
     assert deleted.output.endswith(f"deleted comparison {comparison_id}\n")
     assert invoke("comparisons", "--json").output.strip() == "[]"
+
+
+def test_the_managing_commands_work_the_same_against_a_server_by_the_roles_it_allows(
+    accounts_server, database, cli_env, tmp_path
+) -> None:
+    from emuplan.roles import Role
+    from emuplan.store import accounts
+
+    def token(name: str, role: Role) -> str:
+        with database.writing() as session:
+            account, _ = accounts.create_account(session, name, role)
+            return accounts.create_api_token(session, account.id, "cli", None)[1]
+
+    def remote(secret: str, *args: str, input: str | None = None):
+        env = {"EMUPLAN_SERVER": None, "EMUPLAN_TOKEN": None}
+        return runner.invoke(app, ["--server", accounts_server.url, "--token", secret, *args], env=env, input=input)
+
+    editor, admin = token("ed", Role.editor), token("ad", Role.admin)
+    broken = tmp_path / "broken.txt"
+    broken.write_text("not a result\n")
+    a100 = SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"
+    copy = tmp_path / "copy.txt"
+    shutil.copy(a100, copy)
+    many = remote(editor, "import", str(a100), str(broken), str(copy), str(a100), "--fact", "nic=ConnectX-6")
+    lines = many.output.splitlines()
+    assert lines[0] == f"{a100}: stored as run #1"
+    assert lines[1].startswith(f"{broken}: refused: broken.txt: ") and lines[1].endswith(
+        f"(HTTP 400 from {accounts_server.url})"
+    )
+    assert lines[2] == f"{copy}: duplicate of run #1 (not imported again)"  # a100 given twice is imported once
+    assert (lines[3], many.exit_code) == ("3 files: 1 stored, 1 duplicate, 1 refused", 2)
+    edited = remote(editor, "runs", "edit", "1", "--fact", "nccl=2.17.1", "--json")
+    assert json.loads(edited.output)["facts"] == {"nic": "ConnectX-6", "nccl": "2.17.1"}
+    assert [r["id"] for r in json.loads(remote(editor, "runs", "--fact", "NCCL=2.17.1", "--json").output)] == [1]
+    refused = remote(editor, "runs", "delete", "1", "--yes")
+    assert refused.exit_code == 2 and "This needs the admin role" in refused.output
+    deleted = remote(admin, "runs", "delete", "1", input="y\n")
+    assert "It is in no saved comparison. Delete run 1?" in deleted.output
+    assert deleted.output.endswith("deleted run 1\n")
+    assert json.loads(remote(editor, "runs", "--json").output) == []
