@@ -104,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         static_files.router,
         health.router,
         comparisons.router,
+        comparisons.share_links_router,
         comparisons.shared_router,
         compare.router,
         models.router,

@@ -9,8 +9,8 @@ from enum import StrEnum
 
 class Role(StrEnum):
     viewer = "viewer"  # reads runs, plans, comparisons and figures
-    editor = "editor"  # also plans, uploads, measures and shares
-    admin = "admin"  # also deletes runs; manages accounts (/admin, emuplan users)
+    editor = "editor"  # also plans, uploads, measures and shares; renames, tags, annotates and links
+    admin = "admin"  # also deletes runs, plans and comparisons; manages accounts (/admin, emuplan users)
 
     @property
     def rank(self) -> int:
@@ -24,5 +24,5 @@ class Role(StrEnum):
 ROLE_DUTIES = {
     Role.viewer: "read runs, plans and comparisons",
     Role.editor: "read, plan, upload, measure and share",
-    Role.admin: "read, plan, upload, measure, share, delete runs and manage accounts",
+    Role.admin: "read, plan, upload, measure, share, delete runs, plans and comparisons and manage accounts",
 }

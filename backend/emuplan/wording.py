@@ -124,3 +124,18 @@ def size_label(size_bytes: int) -> str:
         if size_bytes >= 1 << shift:
             return f"{size_bytes / (1 << shift):g} {unit}"
     return f"{size_bytes} B"
+
+
+def size_range(low: int | None, high: int | None) -> str:
+    """A run's data sizes as lists show them, each to 3 significant figures: "8 B – 2 GiB", one size alone
+    ("10 GiB"), "—" without sizes."""
+    if low is None or high is None:
+        return "—"
+
+    def short(size_bytes: int) -> str:
+        for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+            if size_bytes >= 1 << shift:
+                return f"{size_bytes / (1 << shift):.3g} {unit}"
+        return f"{size_bytes} B"
+
+    return short(low) if low == high else f"{short(low)} – {short(high)}"

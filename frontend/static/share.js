@@ -1,4 +1,4 @@
-// "Save and share" on /compare, and the share links of a saved comparison (create, list, revoke).
+// "Save and share" on /compare, and the share links of a saved comparison (create, label, list, revoke).
 // A new link's token is shown once: the server keeps only its hash.
 import { copyButton, el, fetchJSON, showMessage } from "./util.js";
 
@@ -12,7 +12,26 @@ function showError(message) {
 }
 
 function expiryBody() {
-  return expiry.value ? { expires_in_days: Number(expiry.value) } : {};
+  const label = document.getElementById("share-label");
+  return {
+    ...(expiry.value ? { expires_in_days: Number(expiry.value) } : {}),
+    ...(label && label.value.trim() ? { label: label.value.trim() } : {}),
+  };
+}
+
+// A link's label is edited in its row: whom or what it is for (the token is never shown again).
+function labelInput(comparisonId, share) {
+  return el("input", {
+    type: "text", class: "share-label", maxlength: 200, value: share.label, "aria-label": `label of link #${share.id}`,
+    onchange: async (event) => {
+      try {
+        await fetchJSON(`/api/comparisons/${comparisonId}/shares/${share.id}`, { method: "PATCH", json: { label: event.target.value } });
+        showError("");
+      } catch (error) {
+        showError(error.message);
+      }
+    },
+  });
 }
 
 function showLink(share, comparisonId) {
@@ -33,6 +52,7 @@ async function refreshList(comparisonId) {
   if (!shares.length) { list.replaceChildren(el("p", { class: "empty", text: "No share links yet." })); return; }
   const rows = shares.map((share) => el("tr", { "data-share-id": share.id }, [
     el("td", { class: "num", text: `#${share.id}` }),
+    el("td", {}, labelInput(comparisonId, share)),
     el("td", {}, el("span", { class: `badge share-${share.state}`, text: share.state })),
     el("td", { text: when(share.created_at) }),
     el("td", { text: when(share.expires_at) }),
@@ -42,7 +62,7 @@ async function refreshList(comparisonId) {
       : ""),
   ]));
   list.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "share-table" }, [
-    el("thead", {}, el("tr", {}, ["Link", "State", "Created", "Expires", "Revoked", ""].map((text) => el("th", { text })))),
+    el("thead", {}, el("tr", {}, ["Link", "For", "State", "Created", "Expires", "Revoked", ""].map((text) => el("th", { text })))),
     el("tbody", {}, rows),
   ])));
 }

@@ -6,6 +6,7 @@ from contextlib import closing
 
 import sqlalchemy as sa
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 from typer.testing import CliRunner
 
@@ -15,7 +16,7 @@ from old_schema import RUN, old_run
 from paths import SHARED_NCCL
 
 runner = CliRunner()
-HEAD = "0015"
+HEAD = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 V100_LOG = SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"
 
 

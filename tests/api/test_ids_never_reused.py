@@ -47,7 +47,10 @@ def test_the_migration_keeps_every_row_and_continues_after_the_highest_id(empty_
     with engine.begin() as connection:
         if connection.dialect.name == "sqlite":
             connection.exec_driver_sql("PRAGMA foreign_keys=ON")
-        assert connection.execute(sa.select(RUN.c.id, RUN.c.name)).all() == [(1, "old run"), (2, "newest run")]
+        assert connection.execute(sa.select(RUN.c.id, RUN.c.name).order_by(RUN.c.id)).all() == [
+            (1, "old run"),
+            (2, "newest run"),
+        ]
         connection.execute(RUN.delete().where(RUN.c.id == second))
         assert connection.execute(sa.select(RUN_TABLE.c.run_id, RUN_TABLE.c.kind)).all() == [(1, "samples")]
         connection.execute(RUN.delete().where(RUN.c.id == first))

@@ -17,7 +17,7 @@ from emuplan.settings import Settings
 from emuplan.store import runs
 from emuplan.store.db import Database, alembic_config, migrate
 from emuplan.store.models import CachedSummary, Run, RunTag
-from old_schema import RUN, old_run
+from old_schema import RUN, RUN_0017, old_run
 from paths import RESULTS
 
 pytestmark = pytest.mark.both_databases
@@ -53,8 +53,8 @@ def test_the_statistics_leave_the_run_row_and_tags_become_rows_and_both_come_bac
         )
         connection.execute(RUN.insert().values(**old_run("untagged", id=7, summary={})))
     migrate(url)
-    # platform from 0012 on, kind and peak_busbw_gbps from 0013, verdict from 0015
-    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps", "verdict"}
+    # platform from 0012 on, kind and peak_busbw_gbps from 0013, verdict from 0015, the list's and managing's 0017
+    assert run_columns(url) == NARROW_RUN_COLUMNS | {"platform", "kind", "peak_busbw_gbps", "verdict"} | RUN_0017
     with engine.begin() as connection:
         assert connection.execute(sa.select(RUN_SUMMARY).order_by(RUN_SUMMARY.c.run_id)).all() == [
             (4, statistics),
@@ -96,11 +96,11 @@ def test_tags_match_in_any_case_unicode_too_and_leave_with_their_run(database: D
         tagged = runs.save_run(session, parsed, name="tagged", tags=["ÜBER", "über ", "Straße"])
         other = runs.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,2\n", "s.csv"), name="other")
     with database.read_session() as session:
-        assert [(r.name, r.tags, r.p50_us, r.p99_us) for r in runs.list_runs(session, tag="über")] == [
+        assert [(r.name, r.tags, r.p50_us, r.p99_us) for r in runs.list_runs(session, runs.RunFilters(tag="über"))] == [
             ("tagged", ["Straße", "ÜBER", "über"], 1000.0, 3000.0)
         ]
-        assert runs.count_runs(session, tag="STRASSE") == 1
-        assert runs.count_runs(session, tag="strasse", strategy="data") == 0
+        assert runs.count_runs(session, runs.RunFilters(tag="STRASSE")) == 1
+        assert runs.count_runs(session, runs.RunFilters(tag="strasse", strategy="data")) == 0
         assert session.exec(sa.select(RunTag.folded_tag).order_by(RunTag.folded_tag)).scalars().all() == [
             "strasse",
             "über",
@@ -110,4 +110,4 @@ def test_tags_match_in_any_case_unicode_too_and_leave_with_their_run(database: D
     with database.read_session() as session:
         assert session.exec(sa.select(RunTag)).all() == []
         assert session.exec(sa.select(CachedSummary.run_id)).scalars().all() == [other.id]
-        assert runs.count_runs(session, tag="über") == 0
+        assert runs.count_runs(session, runs.RunFilters(tag="über")) == 0

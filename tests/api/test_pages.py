@@ -160,7 +160,7 @@ def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> Non
         session.get(Run, run.id).created_at = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
         session.add(Comparison(name="c", run_ids=[run.id], created_at=datetime(2026, 11, 22, 8, 30, tzinfo=UTC)))
     runs_page = client.get("/runs").text
-    assert "<th>Imported (UTC)</th>" in runs_page
+    assert '<th><a href="/runs?sort=oldest">Imported (UTC)</a></th>' in runs_page
     assert '<td data-label="Imported (UTC)">2026-11-21 10:05</td>' in runs_page
     home = client.get("/").text
     assert "<th>Saved (UTC)</th>" in home and "<td>2026-11-22 08:30</td>" in home

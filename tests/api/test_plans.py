@@ -26,7 +26,8 @@ def plan_count(database: Database) -> int:
 def test_the_plan_list_reads_and_answers_only_each_plans_summary(client: TestClient, database: Database) -> None:
     first = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "name": "first"}).json()
     second = client.post("/api/plans", json={"model": "gpt2", "strategy": "tensor", "tp": 2}).json()
-    summary = ("id", "name", "model_name", "model_definition_id", "strategy", "mode", "trials", "created_at")
+    summary = ("id", "name", "model_name", "model_definition_id", "strategy", "mode", "trials", "platform", "tags",
+               "created_at")  # fmt: skip
     assert client.get("/api/plans", params={"limit": 1, "offset": 1}).json() == [
         {field: first[field] for field in summary}
     ]

@@ -110,7 +110,7 @@ def test_relabelling_refuses_bad_values_naming_the_field(client):
         ({"collectives": {"all_reduce": "broadcast"}}, 422,
          f"collectives: run {run_id} has no collective 'all_reduce'; it has unknown"),
         ({"collectives": {}}, 422, "collectives: give at least one 'old name': 'new name' pair"),
-        ({"name": "x"}, 422, None),
+        ({"size": "x"}, 422, None),
     ]:  # fmt: skip
         response = client.patch(f"/api/runs/{run_id}", json=body)
         assert response.status_code == status, response.text

@@ -90,7 +90,9 @@ def test_the_list_shows_each_run_without_its_statistics_and_the_run_document_wit
         {
             "id": run["id"], "name": "A100 all-reduce", "plan_id": None, "strategy": "data", "tags": ["nightly"],
             "source_format": "nccl-tests", "kind": "size-sweep", "origin": "imported", "origin_detail": "",
-            "platform": None, "sample_count": 2, "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
+            "platform": None, "sample_count": 2, "ranks": 16, "hosts": 2, "collectives": ["all_reduce"],
+            "size_min_bytes": 10737418240, "size_max_bytes": 10737418240, "facts": {},
+            "created_at": run["created_at"], "p50_us": 90330.0, "p99_us": 91945.0,
             "peak_busbw_gbps": 222.88, "verdict": "pass",
         }
     ]  # fmt: skip

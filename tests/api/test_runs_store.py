@@ -103,8 +103,8 @@ def test_list_filters_and_delete(database):
         )
     with database.read_session() as session:
         assert [r.name for r in runs.list_runs(session)] == ["tp", "dp"]
-        assert [r.name for r in runs.list_runs(session, strategy="data")] == ["dp"]
-        assert [r.name for r in runs.list_runs(session, tag="fabric-a")] == ["dp"]
+        assert [r.name for r in runs.list_runs(session, runs.RunFilters(strategy="data"))] == ["dp"]
+        assert [r.name for r in runs.list_runs(session, runs.RunFilters(tag="fabric-a"))] == ["dp"]
     with database.writing() as session:
         runs.delete_run(session, data_run.id)
     with database.read_session() as session:
@@ -131,11 +131,11 @@ def test_list_pages_newest_first_and_counts_what_the_filters_match(database):
         assert [r.name for r in runs.list_runs(session, limit=2, offset=2)] == ["run 2", "run 1"]
         assert [r.name for r in runs.list_runs(session, limit=2, offset=4)] == ["run 0"]
         assert runs.count_runs(session) == 5
-        assert [r.name for r in runs.list_runs(session, tag="fabric-a")] == ["run 3", "run 0"]
-        assert runs.count_runs(session, tag="fabric-a") == 2
+        assert [r.name for r in runs.list_runs(session, runs.RunFilters(tag="fabric-a"))] == ["run 3", "run 0"]
+        assert runs.count_runs(session, runs.RunFilters(tag="fabric-a")) == 2
         # A tag is matched whole, its LIKE wildcards as plain characters.
-        assert [r.name for r in runs.list_runs(session, tag="fabric_b")] == ["run 1"]
-        assert runs.list_runs(session, tag="fabric") == []
-        assert runs.list_runs(session, tag="fabric%") == []
-        assert [r.name for r in runs.list_runs(session, tag="50%")] == ["run 2"]
-        assert runs.count_runs(session, strategy="data", tag="fabric-a") == 1
+        assert [r.name for r in runs.list_runs(session, runs.RunFilters(tag="fabric_b"))] == ["run 1"]
+        assert runs.list_runs(session, runs.RunFilters(tag="fabric")) == []
+        assert runs.list_runs(session, runs.RunFilters(tag="fabric%")) == []
+        assert [r.name for r in runs.list_runs(session, runs.RunFilters(tag="50%"))] == ["run 2"]
+        assert runs.count_runs(session, runs.RunFilters(strategy="data", tag="fabric-a")) == 1

@@ -1,6 +1,7 @@
 """Nothing is lost across versions: a database holding data at every earlier schema revision upgrades to
 the newest with every row and value it held, and with what later revisions derive from them (summaries
-moved to their own tables, run kinds, p50/p99, verdicts) exactly as the newest version writes them.
+moved to their own tables, run kinds, p50/p99, verdicts, the list's collectives and sizes) exactly as the
+newest version writes them.
 
 The data at an earlier revision is the demo content (plans, runs, a comparison and its share link), an
 account with a session and a token, a failed sign-in and a platform profile, written by this version and
@@ -29,8 +30,10 @@ from emuplan.workload.platforms import BUILTIN_PLATFORMS
 pytestmark = pytest.mark.both_databases
 
 # Columns and tables a later revision computes from what the earlier one holds.
-DERIVED_RUN_COLUMNS = ("kind", "peak_busbw_gbps", "p50_us", "p99_us", "verdict")
-DERIVED_TABLES = ("run_summary", "run_curves", "run_tag")
+DERIVED_RUN_COLUMNS = (
+    "kind", "peak_busbw_gbps", "p50_us", "p99_us", "verdict", "collectives", "size_min_bytes", "size_max_bytes",
+)  # fmt: skip
+DERIVED_TABLES = ("run_summary", "run_curves", "run_tag", "run_collective")
 
 
 def snapshot(database_url: str) -> dict[str, dict[tuple, dict]]:

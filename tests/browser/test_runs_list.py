@@ -12,14 +12,13 @@ LONG_TAG = "a-rather-long-tag-name-for-wrapping"
 # The labels of a run's cells as a phone shows them (its empty Plan cell left out).
 PHONE_LABELS = [
     "Name",
-    "Strategy",
-    "Tags",
-    "Format",
-    "Origin",
-    "Samples",
+    "Collective",
+    "Sizes",
+    "Ranks × hosts",
     "Headline",
     "Verdict",
     "Platform",
+    "Tags",
     "Imported (UTC)",
 ]
 
@@ -50,8 +49,8 @@ def test_a_tag_filtered_runs_list_fits_a_desktop_and_a_phone(live_server: LiveSe
     page.goto(f"{live_server.url}/runs?tag=NIGHTLY")
     headers = page.locator("#runs-table thead th").all_inner_texts()
     assert headers == [
-        "", "Name", "Strategy", "Plan", "Tags", "Format", "Origin", "Samples", "Headline", "Verdict", "Platform",
-        "Imported (UTC)",
+        "", "Name", "Collective", "Sizes", "Ranks × hosts", "Headline\nby p50 · busbw", "Verdict", "Platform",
+        "Tags", "Plan", "Imported (UTC)",
     ]  # fmt: skip
     # Two samples of one size: a size sweep, headlined by its peak busbw (none: no collective, no ranks).
     assert page.locator("#runs-table td.headline").all_inner_texts() == ["peak busbw —", "peak busbw —"]

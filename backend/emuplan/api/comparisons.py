@@ -18,14 +18,21 @@ from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
+from emuplan.roles import Role
 from emuplan.store import comparisons as store
 from emuplan.store import runs as runs_store
 
+# Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
+# link (DELETE …/shares/{id}, on ``share_links_router``) stays the editor's, who shares: the link is kept, revoked.
+COMPARISON_ERRORS = errors(400, *SIGNED_IN, 404, 422)
 router = APIRouter(
     prefix="/api/comparisons",
     tags=["comparisons"],
-    dependencies=requires_roles(),
-    responses=errors(400, *SIGNED_IN, 404, 422),
+    dependencies=requires_roles(delete=Role.admin),
+    responses=COMPARISON_ERRORS,
+)
+share_links_router = APIRouter(
+    prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles(), responses=COMPARISON_ERRORS
 )
 shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"], responses=errors(404, 410, 422))
 
@@ -67,16 +74,43 @@ class ComparisonPublic(BaseModel):
     run_ids: list[int]
     baseline_run_id: int | None
     options: dict
+    tags: list[str]
+    note: str
     created_at: datetime
+
+
+class ComparisonChanges(BaseModel):
+    """``PATCH /api/comparisons/{id}``: rename, retag or annotate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
+    note: str | None = Field(default=None, max_length=4000, description="Free text; '' clears it.")
+
+
+class ComparisonDeletion(BaseModel):
+    comparison_id: int
+    name: str
+    share_links: int = Field(description="Its share links, deleted with it (they answer 404 from then on).")
+    active_share_links: int = Field(description="Of those, the ones that still opened it.")
 
 
 class ShareCreate(BaseModel):
     expires_in_days: float | None = Field(default=None, description="Omit for a link that never expires.")
+    label: str = Field(default="", max_length=200, description="Whom or what it is for.")
+
+
+class ShareChanges(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(max_length=200, description="Whom or what it is for.")
 
 
 class SharePublic(BaseModel):
     id: int
     comparison_id: int
+    label: str
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
@@ -198,23 +232,58 @@ def get_comparison(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.comparison_document(store.get_comparison(session, comparison_id))
 
 
-@router.get("/{comparison_id}/shares", response_model=list[SharePublic])
+@router.patch("/{comparison_id}", response_model=ComparisonPublic)
+def change_comparison(comparison_id: DatabaseInt, changes: ComparisonChanges, session: WriteSessionDep) -> dict:
+    if not changes.model_fields_set:
+        raise ValueError("changes: give at least one of name, tags, note")
+    comparison = store.update_comparison(
+        session, comparison_id, name=changes.name, tags=changes.tags, note=changes.note
+    )
+    session.commit()
+    return store.comparison_document(comparison)
+
+
+@router.get("/{comparison_id}/deletion", response_model=ComparisonDeletion)
+def preview_comparison_deletion(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
+    """What ``DELETE /api/comparisons/{id}`` would do besides (its page's confirmation says it)."""
+    return store.comparison_deletion(session, comparison_id)
+
+
+@router.delete("/{comparison_id}", response_model=ComparisonDeletion)
+def delete_comparison(comparison_id: DatabaseInt, session: WriteSessionDep) -> dict:
+    """Delete the saved comparison and its share links; its runs stay."""
+    consequences = store.delete_comparison(session, comparison_id)
+    session.commit()
+    return consequences
+
+
+@share_links_router.get("/{comparison_id}/shares", response_model=list[SharePublic])
 def list_shares(comparison_id: DatabaseInt, session: ReadSessionDep) -> list[dict]:
     store.get_comparison(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
-@router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
+@share_links_router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
 def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
     store.get_comparison(session, comparison_id)
-    link, token = store.create_share_link(session, comparison_id, body.expires_in_days)
+    link, token = store.create_share_link(session, comparison_id, body.expires_in_days, body.label)
     session.commit()
     # The token is a credential: keep it out of caches.
     response.headers["Cache-Control"] = "no-store"
     return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
 
 
-@router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@share_links_router.patch("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+def change_share(
+    comparison_id: DatabaseInt, share_id: DatabaseInt, changes: ShareChanges, session: WriteSessionDep
+) -> dict:
+    """Name whom or what the link is for; its token and life stay."""
+    link = store.relabel_share_link(session, comparison_id, share_id, changes.label)
+    session.commit()
+    return store.share_link_document(link)
+
+
+@share_links_router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
 def revoke_share(comparison_id: DatabaseInt, share_id: DatabaseInt, session: WriteSessionDep) -> dict:
     link = store.revoke_share_link(session, comparison_id, share_id)
     session.commit()

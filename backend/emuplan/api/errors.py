@@ -24,6 +24,7 @@ from emuplan.simulate.astra_sim import SimulatorUnavailable
 from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
+from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
@@ -43,6 +44,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     MeasurementBusy: 409,
     SimulationBusy: 409,
     SimulationNotFinished: 409,
+    PlanInUse: 409,
     ShareLinkGone: 410,
     ResultFileTooLarge: 413,
     UnsupportedModelFile: 415,

@@ -40,6 +40,7 @@ from emuplan.wording import (
     percent,
     plural,
     ratio,
+    size_range,
     thousands,
     time_in,
     time_with_unit,
@@ -81,6 +82,11 @@ def _tag_badges(tags: tuple[str, ...]) -> Markup:
     return Markup("".join([f'<span class="badge">{escape(tag)}</span> ' for tag in tags]))
 
 
+def run_sizes(run: run_store.RunHeader | Run) -> str:
+    """A run's data sizes as the list shows them (``wording.size_range``)."""
+    return size_range(run.size_min_bytes, run.size_max_bytes)
+
+
 def origins(runs: list[run_store.RunHeader | Run]) -> set[str]:
     """The origins among ``runs``: the notes under a list ask it once, not once a note (Jinja's selectattr)."""
     return {run.origin for run in runs}
@@ -106,6 +112,7 @@ def _environment(templates_dir: Path) -> Environment:
         origin_badge=origin_badge,
         tag_badges=tag_badges,
         origins=origins,
+        run_sizes=run_sizes,
     )
     # What a comparison page says of its thinned charts is the number the figures were built with.
     environment.globals.update(
@@ -250,22 +257,48 @@ def id_or_none(text: str) -> int | None:
     return int(text) if text.isdigit() and int(text) <= INT64_MAX else None
 
 
+# The runs list's filters as the page's query string names them (``q``: a part of the name); ``plan``,
+# ``ranks``, ``hosts`` and ``size`` are numbers, the rest text.
+RUN_LIST_FILTERS = ("q", "collective", "platform", "verdict", "kind", "strategy", "plan", "ranks", "hosts", "size",
+                    "tag", "fact")  # fmt: skip
+NUMBER_FILTERS = {"plan": "plan_id", "ranks": "ranks", "hosts": "hosts", "size": "size"}
+
+
+def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, dict[str, str]]:
+    """The filters and sort of a runs-list URL, and the query that keeps them (what the page's links carry).
+    A value that cannot match (a plan id that is not a number, an unknown sort) is dropped, not refused."""
+    kept = {key: query[key].strip() for key in (*RUN_LIST_FILTERS, "sort") if query.get(key, "").strip()}
+    numbers = {key: id_or_none(kept[key]) for key in NUMBER_FILTERS if key in kept}
+    kept.update({key: str(value) for key, value in numbers.items() if value is not None})
+    for key in [key for key, value in numbers.items() if value is None]:
+        del kept[key]
+    if kept.get("sort") not in run_store.RUN_SORTS or kept.get("sort") == "newest":
+        kept.pop("sort", None)
+    filters = run_store.RunFilters(
+        **{field: numbers[key] for key, field in NUMBER_FILTERS.items() if numbers.get(key) is not None},
+        **{
+            ("text" if key == "q" else key): kept[key]
+            for key in RUN_LIST_FILTERS
+            if key in kept and key not in NUMBER_FILTERS
+        },
+    )
+    return filters, kept.get("sort", "newest"), kept
+
+
 @router.get("/runs", response_class=HTMLResponse)
-def runs_page(
-    request: Request, session: ReadSessionDep, strategy: str = "", plan: str = "", tag: str = "", page: str = "1"
-) -> HTMLResponse:
-    plan_id = id_or_none(plan)
-    filters = {"strategy": strategy or None, "plan_id": plan_id, "tag": tag or None}
-    total = run_store.count_runs(session, **filters)
+def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
+    """Every run, a page at a time: filtered and sorted by what the URL says (so a view can be bookmarked)."""
+    filters, sort, query = run_list_state(dict(request.query_params))
+    total = run_store.count_runs(session, filters)
     pages = max(1, -(-total // run_store.RUNS_PER_PAGE))
     page_number = min(int(page), pages) if page.isdigit() and int(page) >= 1 else 1
     offset = (page_number - 1) * run_store.RUNS_PER_PAGE
-    query = {key: value for key, value in (("strategy", strategy), ("plan", plan_id), ("tag", tag)) if value}
+    listed = run_store.list_runs(session, filters, sort=sort, limit=run_store.RUNS_PER_PAGE, offset=offset, total=total)
     return render(
         request,
         "runs.html",
         nav="runs",
-        runs=run_store.list_runs(session, **filters, limit=run_store.RUNS_PER_PAGE, offset=offset, total=total),
+        runs=listed,
         pager={
             "first": offset + 1,
             "total": total,
@@ -277,7 +310,10 @@ def runs_page(
         strategies=[strategy.value for strategy in Strategy],
         collectives=[op.value for op in CollectiveOp],
         formats=FORMATS,
-        filters={"strategy": strategy, "plan": plan_id, "tag": tag},
+        filters=query,
+        filtered=bool(filters.given()),
+        sort=sort,
+        sort_url=lambda key: "/runs?" + urlencode({**{k: v for k, v in query.items() if k != "sort"}, "sort": key}),
     )
 
 

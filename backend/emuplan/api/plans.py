@@ -4,7 +4,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import (
@@ -20,6 +20,7 @@ from emuplan.planning import plan_request
 from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
+from emuplan.store.plan_deletion import delete_plan, plan_deletion
 from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
 from emuplan.workload.chakra.bundle import zip_stream
 from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
@@ -28,8 +29,11 @@ from emuplan.workload.kccb import export_kccb
 from emuplan.workload.presets import PRESETS
 from emuplan.workload.sources import resolve_model, stored_model_spec
 
-PLAN_ERRORS = errors(400, *SIGNED_IN, 404, 422, 503)
-router = APIRouter(prefix="/api/plans", tags=["plans"], dependencies=requires_roles(), responses=PLAN_ERRORS)
+PLAN_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422, 503)
+# Deleting a plan unlinks its runs: an admin's decision, as deleting a run is.
+router = APIRouter(
+    prefix="/api/plans", tags=["plans"], dependencies=requires_roles(delete=Role.admin), responses=PLAN_ERRORS
+)
 # A preview computes and stores nothing: a read, open to viewers (a POST only because the request is a body).
 preview_router = APIRouter(
     prefix="/api/plans", tags=["plans"], dependencies=requires_roles(write=Role.viewer), responses=PLAN_ERRORS
@@ -69,9 +73,30 @@ PlanSummary = response_model_of(store.ListedPlan, "PlanSummary")
 
 class PlanPublic(PlanSummary):
     platform: str | None = Field(description="The platform profile it is planned for; runs measured from it name it.")
+    note: str
     inputs: dict
     request: dict | None = Field(description="The request as given (fields left at their defaults omitted).")
     workload: PlanDocument
+
+
+class PlanChanges(BaseModel):
+    """``PATCH /api/plans/{id}``: rename, retag or annotate (its inputs never change: plan again for others)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
+    note: str | None = Field(default=None, max_length=4000, description="Free text; '' clears it.")
+
+
+class PlanDeletion(BaseModel):
+    """What deleting a plan does besides removing it."""
+
+    plan_id: int
+    name: str
+    unlinked_run_ids: list[int] = Field(
+        description="The runs linked to it: they are unlinked, their statistics computed again without its network."
+    )
 
 
 class PresetPublic(BaseModel):
@@ -117,6 +142,29 @@ def list_plans(
 @router.get("/{plan_id}")
 def get_plan(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanPublic:
     return _public(store.get_plan(session, plan_id))
+
+
+@router.patch("/{plan_id}")
+def change_plan(plan_id: DatabaseInt, changes: PlanChanges, session: WriteSessionDep) -> PlanPublic:
+    if not changes.model_fields_set:
+        raise ValueError("changes: give at least one of name, tags, note")
+    plan = store.update_plan(session, plan_id, name=changes.name, tags=changes.tags, note=changes.note)
+    session.commit()
+    return _public(plan)
+
+
+@router.get("/{plan_id}/deletion")
+def preview_plan_deletion(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanDeletion:
+    """What ``DELETE /api/plans/{id}`` would do besides removing the plan (its page's confirmation says it)."""
+    return PlanDeletion(**plan_deletion(session, plan_id))
+
+
+@router.delete("/{plan_id}")
+def remove_plan(plan_id: DatabaseInt, session: WriteSessionDep) -> PlanDeletion:
+    """Delete the plan (the admin role) after unlinking its runs; 409 while it is being measured."""
+    consequences = delete_plan(session, plan_id)
+    session.commit()
+    return PlanDeletion(**consequences)
 
 
 @router.get("/{plan_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))

@@ -67,6 +67,9 @@ class UploadForm(BaseModel):
     platform: str | None = Field(
         default=None, max_length=64, description="The platform profile it ran on (GET /api/platforms)."
     )
+    facts: str | None = Field(
+        default=None, max_length=10_000, description="Fabric facts, one 'key = value' a line (topology, NIC, …)."
+    )
 
 
 class RunChanges(BaseModel):
@@ -84,6 +87,20 @@ class RunChanges(BaseModel):
         max_length=64,
         description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
         "expected and verdict follow.",
+    )
+    name: str | None = Field(default=None, max_length=200)
+    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
+    note: str | None = Field(default=None, max_length=store.MAX_NOTE, description="Free text; '' clears it.")
+    facts: dict[str, str] | None = Field(
+        default=None,
+        max_length=store.MAX_FACTS,
+        description='Replace its fabric facts, key → value: {"topology": "rail-optimised", "nic": "ConnectX-7", '
+        '"nccl": "2.21.5"}; {} clears them.',
+    )
+    plan_id: DatabaseInt | None = Field(
+        default=None,
+        description="Link it to this plan; null: unlink. Its statistics are computed again (the plan's network "
+        "gives its ideal times) and its verdict judged again (the plan's GPUs give its rank count).",
     )
 
 
@@ -314,6 +331,7 @@ def _import_upload(session, upload: SpooledUpload, form: UploadForm, budget: Imp
             content_sha256=upload.sha256,
             platform=form.platform,
             budget=budget,
+            facts=store.facts_from_lines((form.facts or "").splitlines()),
         )
         session.commit()
         return store.run_public(run)
@@ -322,24 +340,53 @@ def _import_upload(session, upload: SpooledUpload, form: UploadForm, budget: Imp
         return_freed_memory()
 
 
+def run_filters(
+    strategy: str | None = None,
+    plan: Annotated[DatabaseInt | None, Query(description="Only runs linked to this plan id.")] = None,
+    tag: str | None = None,
+    collective: Annotated[str | None, Query(max_length=64, description="Only runs of this collective.")] = None,
+    platform: Annotated[str | None, Query(max_length=64, description="Only runs on this platform (its name).")] = None,
+    verdict: Annotated[Literal["pass", "degraded", "fail"] | None, Query()] = None,
+    kind: Annotated[Literal["size-sweep", "distribution"] | None, Query()] = None,
+    ranks: Annotated[DatabaseInt | None, Query(description="Only runs of this many ranks.")] = None,
+    hosts: Annotated[DatabaseInt | None, Query(description="Only runs on this many hosts.")] = None,
+    size: Annotated[DatabaseInt | None, Query(description="Only runs whose sizes span this one, bytes.")] = None,
+    fact: Annotated[
+        str | None, Query(max_length=300, description="'key=value' (any case), or a key the run states at all.")
+    ] = None,
+    q: Annotated[str | None, Query(max_length=200, description="A part of the name (any case).")] = None,
+) -> store.RunFilters:
+    return store.RunFilters(
+        strategy=strategy, plan_id=plan, tag=tag, collective=collective, platform=platform, verdict=verdict,
+        kind=kind, ranks=ranks, hosts=hosts, size=size, fact=fact, text=q,
+    )  # fmt: skip
+
+
+RunFiltersDep = Annotated[store.RunFilters, Depends(run_filters)]
+
+
 @router.get("", response_model=list[RunListItem])
 def list_runs(
     session: ReadSessionDep,
     response: Response,
-    strategy: str | None = None,
-    plan: Annotated[DatabaseInt | None, Query(description="Only runs linked to this plan id.")] = None,
-    tag: str | None = None,
-    limit: Annotated[
-        int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page, newest first.")
-    ] = store.RUNS_PER_PAGE,
+    filters: RunFiltersDep,
+    sort: Annotated[
+        Literal[store.RUN_SORTS],
+        Query(
+            description="newest (default), oldest, name, p50 (lowest first), busbw (peak, highest first), "
+            "ranks (most first), size (largest first); runs without the figure last."
+        ),
+    ] = "newest",  # fmt: skip
+    limit: Annotated[int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page.")] = store.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    """One page of runs, newest first; the ``X-Total-Count`` header says how many match in all. Each run's
-    statistics are at ``GET /api/runs/{id}``."""
-    filters = {"strategy": strategy, "plan_id": plan, "tag": tag}
-    total = store.count_runs(session, **filters)
+    """One page of runs in the ``sort`` order; the ``X-Total-Count`` header says how many match in all. Each
+    run's statistics are at ``GET /api/runs/{id}``."""
+    total = store.count_runs(session, filters)
     response.headers["X-Total-Count"] = str(total)
-    return [run.document() for run in store.list_runs(session, **filters, limit=limit, offset=offset, total=total)]
+    return [
+        run.document() for run in store.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
+    ]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
@@ -411,23 +458,51 @@ def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRe
     )
 
 
+class RunDeletion(BaseModel):
+    """What deleting a run does besides removing it."""
+
+    run_id: int
+    comparisons: list[dict[str, Any]] = Field(
+        description="The saved comparisons it is in ({id, name, runs_left}): they show their other runs; one "
+        "left without runs says so, and its share links answer 410."
+    )
+
+
 @router.patch("/{run_id}", response_model=RunPublic)
 def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep) -> dict:
-    """Set the run's collectives or its platform after import (an editor's write): statistics follow. Only
-    the fields given change; ``"platform": null`` clears it."""
-    if not changes.model_fields_set:
-        raise ValueError("changes: give collectives, platform or both")
+    """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
+    platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,
+    ``"plan_id": null`` unlinks its plan."""
+    given = changes.model_fields_set
+    if not given:
+        raise ValueError("changes: give at least one of " + ", ".join(RunChanges.model_fields))
     run = store.get_run(session, run_id)
-    if "platform" in changes.model_fields_set:
+    if "platform" in given:
         run = store.set_run_platform(session, run_id, changes.platform)
     if changes.collectives is not None:
         run = store.relabel_collectives(session, run_id, changes.collectives)
+    edits = store.RunEdits(
+        name=changes.name,
+        tags=changes.tags,
+        note=changes.note,
+        facts=changes.facts,
+        plan_id=(changes.plan_id or 0) if "plan_id" in given else None,
+    )
+    run = store.update_run(session, run_id, edits)
     session.commit()
     return store.run_public(run)
 
 
+@router.get("/{run_id}/deletion", response_model=RunDeletion)
+def run_deletion(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
+    """What ``DELETE /api/runs/{id}`` would do besides removing the run (what the page's confirmation says)."""
+    return store.run_deletion(session, run_id)
+
+
 @router.delete("/{run_id}", status_code=204)
 def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
+    """Delete the run (the admin role): its samples, statistics, tags and facts; comparisons show the rest of
+    their runs (``GET /api/runs/{id}/deletion`` says which)."""
     store.delete_run(session, run_id)
     session.commit()
     return Response(status_code=204)

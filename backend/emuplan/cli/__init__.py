@@ -6,6 +6,7 @@ package; reaches ``api/`` only through ``main.create_app`` (``emuplan serve``).
 
 from emuplan.cli import (  # noqa: F401  (registers commands)
     backup,
+    manage,
     measure,
     plan,
     platforms,

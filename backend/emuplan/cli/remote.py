@@ -44,6 +44,14 @@ class _CountingReader:
         return self.file.fileno()
 
 
+class Refused(Exception):
+    """An error answer, raised instead of exiting when the caller goes on (one file of several refused)."""
+
+    def __init__(self, message: str, answer: Any):
+        super().__init__(message)
+        self.answer = answer
+
+
 @dataclass(frozen=True)
 class RemoteServer:
     url: str
@@ -61,7 +69,7 @@ class RemoteServer:
             timeout=httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
         )
 
-    def _answer(self, send) -> Any:
+    def _answer(self, send, *, raise_refusal: bool = False) -> Any:
         import httpx2
 
         try:
@@ -69,12 +77,17 @@ class RemoteServer:
                 response = send(client)
         except httpx2.HTTPError as error:
             fail(f"cannot reach {self.url}: {error}")
+        if response.status_code == 204:
+            return None
         try:
             answer = response.json()
         except ValueError:
             answer = {"detail": response.text.strip()[:500] or response.reason_phrase}
         if response.status_code >= 400:
-            fail(f"{error_detail(answer)} (HTTP {response.status_code} from {self.url})")
+            message = f"{error_detail(answer)} (HTTP {response.status_code} from {self.url})"
+            if raise_refusal:
+                raise Refused(message, answer)
+            fail(message)
         return answer
 
     def get(self, path: str, params: dict | None = None) -> Any:
@@ -86,6 +99,9 @@ class RemoteServer:
     def patch(self, path: str, body: dict) -> Any:
         return self._answer(lambda client: client.patch(path, json=body))
 
+    def delete(self, path: str) -> Any:
+        return self._answer(lambda client: client.delete(path))
+
     def pages(self, path: str, params: dict, page_size: int) -> Iterator[dict]:
         """Every item of a list the API hands out ``limit`` at a time from ``offset``."""
         offset = 0
@@ -96,8 +112,9 @@ class RemoteServer:
                 return
             offset += page_size
 
-    def upload(self, path: str, file: Path, fields: dict) -> Any:
-        """POST ``file`` as multipart with ``fields``, a progress bar on stderr while the bytes go out."""
+    def upload(self, path: str, file: Path, fields: dict, *, raise_refusal: bool = False) -> Any:
+        """POST ``file`` as multipart with ``fields``, a progress bar on stderr while the bytes go out; an error
+        answer exits, or raises ``Refused`` with ``raise_refusal``."""
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -109,7 +126,8 @@ class RemoteServer:
             task = progress.add_task(file.name, total=file.stat().st_size)
             reader = _CountingReader(stream, lambda sent: progress.advance(task, sent))
             return self._answer(
-                lambda client: client.post(path, files={"file": (file.name, reader)}, data=_without_none(fields))
+                lambda client: client.post(path, files={"file": (file.name, reader)}, data=_without_none(fields)),
+                raise_refusal=raise_refusal,
             )
 
 

@@ -19,6 +19,7 @@ from emuplan.wording import (
     percent,
     plural,
     ratio,
+    size_range,
     time_in,
 )
 from emuplan.workload.collectives import CollectiveOp
@@ -101,17 +102,23 @@ CollectiveOption = Annotated[
 ]
 
 
-def _import_file(
-    session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform
-) -> tuple[dict, dict]:
-    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
+FactOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fact", help="A fabric fact as key=value (topology, nic, switch, firmware, nccl…); repeat for more."
+    ),
+]
+
+
+def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
+    """The stored run (``store.import_result_file`` with the CLI's options), within the settings' import budget."""
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
-        run = store.import_result_file(
+        return store.import_result_file(
             session,
             file,
             file.name,
@@ -124,7 +131,16 @@ def _import_file(
             collective=collective,
             platform=platform,
             budget=budget,
+            facts=store.facts_from_lines(facts or ()),
         )
+
+
+def _imported_with_statistics(session, file: Path, *options) -> tuple[dict, dict | None]:
+    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
+    run = _import_file(session, file, *options)
     statistics = (
         store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
         if run.kind == "size-sweep"
@@ -133,11 +149,90 @@ def _import_file(
     return store.run_public(run), statistics
 
 
+def expand_paths(arguments: list[str]) -> tuple[list[Path], list[dict]]:
+    """The files the arguments name (a path, or a glob pattern the shell left alone: 'logs/*.txt'), each once in
+    the order given, and an outcome for each argument that names none."""
+    import glob
+
+    files: dict[Path, None] = {}
+    unmatched = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_file():
+            files[path] = None
+        elif glob.has_magic(argument):
+            matches = sorted(Path(match) for match in glob.glob(argument, recursive=True) if Path(match).is_file())
+            files.update(dict.fromkeys(matches))
+            if not matches:
+                unmatched.append({"file": argument, "outcome": "refused", "run_id": None, "detail": "no file matches"})
+        else:
+            detail = "a directory: give the files in it, e.g. 'dir/*.txt'" if path.is_dir() else "no such file"
+            unmatched.append({"file": argument, "outcome": "refused", "run_id": None, "detail": detail})
+    return list(files), unmatched
+
+
+def _import_each(files: list[Path], fields: dict, options: tuple) -> list[dict]:
+    """Each file imported on its own (its own transaction or request): one refused never stops the rest. An
+    outcome per file: stored (as run_id), duplicate (of run_id) or refused (detail)."""
+    server = remote_server()
+    outcomes = []
+    if server is not None:
+        from emuplan.cli.remote import Refused
+
+        for file in files:
+            try:
+                document = server.upload("/api/runs", file, fields, raise_refusal=True)
+                outcomes.append({"file": str(file), "outcome": "stored", "run_id": document["id"], "detail": None})
+            except Refused as refused:
+                existing = refused.answer.get("existing_run_id") if isinstance(refused.answer, dict) else None
+                outcome = "duplicate" if existing is not None else "refused"
+                outcomes.append({"file": str(file), "outcome": outcome, "run_id": existing, "detail": str(refused)})
+        return outcomes
+    from emuplan.cli.app import open_database
+    from emuplan.store import runs as store
+
+    database = open_database()
+    try:
+        for file in files:
+            try:
+                with database.writing() as session:
+                    run_id = _import_file(session, file, *options).id
+                outcomes.append({"file": str(file), "outcome": "stored", "run_id": run_id, "detail": None})
+            except store.DuplicateRun as duplicate:
+                outcomes.append(
+                    {
+                        "file": str(file),
+                        "outcome": "duplicate",
+                        "run_id": duplicate.existing_run_id,
+                        "detail": str(duplicate),
+                    }
+                )
+            except (LookupError, ValueError, OSError) as error:
+                outcomes.append({"file": str(file), "outcome": "refused", "run_id": None, "detail": str(error)})
+    finally:
+        database.dispose()
+    return outcomes
+
+
+def outcome_line(outcome: dict) -> str:
+    if outcome["outcome"] == "stored":
+        return f"{outcome['file']}: stored as run #{outcome['run_id']}"
+    if outcome["outcome"] == "duplicate":
+        return f"{outcome['file']}: duplicate of run #{outcome['run_id']} (not imported again)"
+    return f"{outcome['file']}: refused: {outcome['detail']}"
+
+
 @app.command("import")
 def import_run(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Result file to import.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            help="Result files: paths, or glob patterns quoted so that the shell leaves them ('logs/*.txt').",
+            metavar="FILE...",
+        ),
+    ],
     plan: Annotated[int | None, typer.Option("--plan", help="Link to this plan (for % of ideal).")] = None,
-    name: Annotated[str | None, typer.Option(help="Run name (default: the file name).")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: the file name; one file only).")] = None,
     strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Repeat for several tags.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="Skip detection, e.g. nccl-tests, per-iteration.")] = None,
@@ -148,21 +243,47 @@ def import_run(
     platform: Annotated[
         str | None, typer.Option(help="The platform it ran on (emuplan platforms list): expected curve, verdict.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the stored run as JSON.")] = False,
+    fact: FactOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stored run (several: each outcome) as JSON.")
+    ] = False,
 ) -> None:
-    """Import a result file as a run and print its statistics."""
+    """Import result files as runs. One file: its statistics are printed. Several (or a glob): a line per file,
+    stored as #id, duplicate of #id or refused with the reason; a file refused never stops the others, and the
+    exit status is 2 when any file was not stored."""
+    files, unmatched = expand_paths(paths)
+    fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
+    fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
+    fields["facts"] = "\n".join(fact) if fact else None
+    options = (name, plan, strategy, tag, fmt, collective, column_map, platform, fact)
+    if len(files) == 1 and not unmatched and len(paths) == 1:
+        _import_one(files[0], fields, options, as_json)
+        return
+    if name is not None and len(files) + len(unmatched) > 1:
+        fail("--name names one run: with several files each is named by its file name")
+    outcomes = unmatched + _import_each(files, fields, options)
+    if as_json:
+        _echo_json(outcomes)
+    else:
+        for outcome in outcomes:
+            typer.echo(outcome_line(outcome))
+        counts = {kind: sum(o["outcome"] == kind for o in outcomes) for kind in ("stored", "duplicate", "refused")}
+        typer.echo(
+            f"{plural(len(outcomes), 'file')}: " + ", ".join(f"{count} {kind}" for kind, count in counts.items())
+        )
+    if any(outcome["outcome"] != "stored" for outcome in outcomes):
+        raise typer.Exit(2)
+
+
+def _import_one(file: Path, fields: dict, options: tuple, as_json: bool) -> None:
+    """One file, as ``emuplan import`` always printed it: the run and its statistics; refused: exit 2."""
     server = remote_server()
     if server is not None:
-        fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
-        fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
         document = server.upload("/api/runs", file, fields)
         statistics = server.get(f"/api/runs/{document['id']}/stats") if document["kind"] == "size-sweep" else None
     else:
         document, statistics = _with_store(
-            lambda session: _import_file(
-                session, file, name, plan, strategy, tag, fmt, collective, column_map, platform
-            ),
-            write=True,
+            lambda session: _imported_with_statistics(session, file, *options), write=True
         )
     if as_json:
         _echo_json(document)
@@ -230,55 +351,82 @@ def relabel_run(
     typer.echo("\n".join(_statistics_lines(document["summary"])))
 
 
-@app.command("runs")
+runs_app = typer.Typer(
+    help="List stored runs (filters, sort); edit or delete one: emuplan runs edit|delete RUN_ID.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(runs_app, name="runs")
+RUN_SORTS = ("newest", "oldest", "name", "p50", "busbw", "ranks", "size")  # store.runs.RUN_SORTS
+
+
+@runs_app.callback()
 def list_runs(
+    context: typer.Context,
     strategy: Annotated[str | None, typer.Option(help="Only runs of this strategy (any case).")] = None,
     plan: Annotated[int | None, typer.Option("--plan", help="Only runs linked to this plan.")] = None,
     tag: Annotated[str | None, typer.Option(help="Only runs with this tag (any case).")] = None,
+    collective: Annotated[str | None, typer.Option(help="Only runs of this collective.")] = None,
+    platform: Annotated[str | None, typer.Option(help="Only runs on this platform (its name).")] = None,
+    verdict: Annotated[str | None, typer.Option(help="pass | degraded | fail")] = None,
+    kind: Annotated[str | None, typer.Option(help="size-sweep | distribution")] = None,
+    ranks: Annotated[int | None, typer.Option(help="Only runs of this many ranks.")] = None,
+    hosts: Annotated[int | None, typer.Option(help="Only runs on this many hosts.")] = None,
+    size: Annotated[int | None, typer.Option(help="Only runs whose sizes span this one (bytes).")] = None,
+    fact: Annotated[str | None, typer.Option(help="key=value (any case), or a key the run states at all.")] = None,
+    search: Annotated[str | None, typer.Option("--search", help="A part of the name (any case).")] = None,
+    sort: Annotated[str, typer.Option(help=f"One of: {', '.join(RUN_SORTS)}.")] = "newest",
     wide: Annotated[bool, typer.Option("--wide", help="One line per run, however long its name.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List stored runs, newest first: whole names, wrapped to the terminal unless --wide."""
+    """List stored runs (newest first unless --sort): whole names, wrapped to the terminal unless --wide."""
+    if context.invoked_subcommand is not None:
+        return
     from rich.console import Console
     from rich.table import Table
 
+    filters = {"strategy": strategy, "tag": tag, "collective": collective, "platform": platform, "verdict": verdict}
+    filters |= {"kind": kind, "ranks": ranks, "hosts": hosts, "size": size, "fact": fact}
     server = remote_server()
     if server is not None:
-        filters = {"strategy": strategy, "plan": plan, "tag": tag}
-        documents = list(server.pages("/api/runs", filters, page_size=REMOTE_RUNS_PER_REQUEST))
+        query = {**filters, "plan": plan, "q": search, "sort": sort}
+        documents = list(server.pages("/api/runs", query, page_size=REMOTE_RUNS_PER_REQUEST))
     else:
         from emuplan.store import runs as store
 
-        documents = _with_store(
-            lambda session: [
-                run.document() for run in store.list_runs(session, strategy=strategy, plan_id=plan, tag=tag)
-            ]
-        )
+        chosen = store.RunFilters(**filters, plan_id=plan, text=search)
+        documents = _with_store(lambda session: [run.document() for run in store.list_runs(session, chosen, sort=sort)])
     if as_json:
         _echo_json(documents)
         return
+    console = Console(width=sys.maxsize if wide else None, highlight=False)
+    # Platform and tags (in --json always) where the terminal has room beside the name: 80 columns do not.
+    roomy = wide or console.width >= 120
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", justify="right")
     table.add_column("name", overflow="fold", no_wrap=wide, ratio=1)
-    # Origin is in --json; under 80 columns the name keeps the room.
-    for header in ("format", "strategy"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("samples", justify="right", no_wrap=True)
+    table.add_column("collective", no_wrap=True)
+    table.add_column("sizes", justify="right", no_wrap=True)
+    table.add_column("ranks×hosts", justify="right", no_wrap=True)
     # A sweep is headlined by its peak busbw (its p50 would pool one value per size), a distribution by its p50.
     table.add_column("peak busbw | p50", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
+    if roomy:
+        table.add_column("platform", no_wrap=True)
+        table.add_column("tags", overflow="fold")
     for document in documents:
-        table.add_row(
+        cells = [
             str(document["id"]),
             document["name"],
-            document["source_format"],
-            document["strategy"] or "–",
-            f"{document['sample_count']:,}",
+            ", ".join(document["collectives"]) or "–",
+            size_range(document["size_min_bytes"], document["size_max_bytes"]),
+            f"{document['ranks'] or '–'}" + (f"×{document['hosts']}" if document["hosts"] else ""),
             _headline(document),
             document["verdict"] or "–",
-        )
+        ]
+        table.add_row(*cells, *([document["platform"] or "–", ", ".join(document["tags"])] if roomy else []))
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
-    Console(width=sys.maxsize if wide else None, highlight=False).print(table)
+    console.print(table)
 
 
 def _headline(listed: dict) -> str:

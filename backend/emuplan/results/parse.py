@@ -212,7 +212,9 @@ def _parse_columns(table, file_name, fmt, column_map, collective, row_name) -> P
     if fmt is None:
         raise ResultFileError(
             f"{file_name}: unknown format: no completion-time column among {table.column_names} and not an "
-            "nccl-tests log, nccl-tests JSON or ns-3 fct.txt (pass format= or a column mapping)"
+            "nccl-tests log, nccl-tests JSON or ns-3 fct.txt: say which column holds what (the upload form's Column "
+            "mapping, --column-map or column_map=, e.g. duration=wall_ms,size=payload_bytes) or pick its Format "
+            "(--format, format=)"
         )
     if fmt not in (PER_ITERATION, KAI_SUMMARY, PER_FLOW):
         raise ResultFileError(f"{file_name}: format {fmt!r} is not a table with a header row")

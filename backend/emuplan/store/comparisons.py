@@ -8,6 +8,7 @@ stopped working.
 
 from datetime import datetime, timedelta
 
+from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
@@ -97,14 +98,60 @@ def get_comparison(session: Session, comparison_id: int) -> Comparison:
     return get_row(session, Comparison, comparison_id, ComparisonNotFound, "comparison")
 
 
+def update_comparison(
+    session: Session,
+    comparison_id: int,
+    *,
+    name: str | None = None,
+    tags: list[str] | None = None,
+    note: str | None = None,
+) -> Comparison:
+    """Rename, retag or annotate a saved comparison (each None: as it is), in the caller's session (flushed)."""
+    comparison = get_comparison(session, comparison_id)
+    if name is not None:
+        if not name.strip():
+            raise ValueError("name: a comparison needs a name")
+        comparison.name = name.strip()[:200]
+    if tags is not None:
+        comparison.tags = sorted({tag.strip() for tag in tags if tag.strip()})
+    if note is not None:
+        comparison.note = note.strip()
+    session.add(comparison)
+    session.flush()
+    return comparison
+
+
+def comparison_deletion(session: Session, comparison_id: int) -> dict:
+    """What deleting the comparison does besides: its share links stop opening it (they answer 404)."""
+    comparison = get_comparison(session, comparison_id)
+    links = list_share_links(session, comparison_id)
+    active = [link.id for link in links if credential_state(link) == "active"]
+    return {
+        "comparison_id": comparison.id,
+        "name": comparison.name,
+        "share_links": len(links),
+        "active_share_links": len(active),
+    }
+
+
+def delete_comparison(session: Session, comparison_id: int) -> dict:
+    """Delete the comparison and its share links (its runs stay); ``comparison_deletion``'s account."""
+    consequences = comparison_deletion(session, comparison_id)
+    session.exec(delete(ShareLink).where(ShareLink.comparison_id == comparison_id))
+    session.delete(get_comparison(session, comparison_id))
+    session.flush()
+    return consequences
+
+
 def find_comparison_by_name(session: Session, name: str) -> Comparison | None:
     return session.exec(select(Comparison).where(Comparison.name == name)).first()
 
 
 def create_share_link(
-    session: Session, comparison_id: int, expires_in_days: float | None = None
+    session: Session, comparison_id: int, expires_in_days: float | None = None, label: str = ""
 ) -> tuple[ShareLink, str]:
-    """A new link and its token. The token is returned here and nowhere else, ever."""
+    """A new link and its token. The token is returned here and nowhere else, ever. ``label``: whom or what
+    it is for."""
     get_comparison(session, comparison_id)
     expires_at = None
     if expires_in_days is not None:
@@ -112,7 +159,9 @@ def create_share_link(
             raise ValueError(f"expires_in_days: must be between 0 and {MAX_SHARE_DAYS}, got {expires_in_days}")
         expires_at = utc_now() + timedelta(days=expires_in_days)
     token = new_secret()
-    link = ShareLink(comparison_id=comparison_id, token_hash=hash_token(token), expires_at=expires_at)
+    link = ShareLink(
+        comparison_id=comparison_id, token_hash=hash_token(token), expires_at=expires_at, label=_label(label)
+    )
     session.add(link)
     session.flush()
     return link, token
@@ -123,10 +172,33 @@ def list_share_links(session: Session, comparison_id: int) -> list[ShareLink]:
     return list(session.exec(statement).all())
 
 
-def revoke_share_link(session: Session, comparison_id: int, share_id: int) -> ShareLink:
+MAX_LABEL = 200
+
+
+def _label(label: str) -> str:
+    if len(label.strip()) > MAX_LABEL:
+        raise ValueError(f"label: at most {MAX_LABEL} characters")
+    return label.strip()
+
+
+def _share_link(session: Session, comparison_id: int, share_id: int) -> ShareLink:
     link = session.get(ShareLink, share_id)
     if link is None or link.comparison_id != comparison_id:
         raise ShareLinkNotFound(f"comparison {comparison_id} has no share link {share_id}")
+    return link
+
+
+def relabel_share_link(session: Session, comparison_id: int, share_id: int, label: str) -> ShareLink:
+    """Name whom or what a link is for; its token and life stay."""
+    link = _share_link(session, comparison_id, share_id)
+    link.label = _label(label)
+    session.add(link)
+    session.flush()
+    return link
+
+
+def revoke_share_link(session: Session, comparison_id: int, share_id: int) -> ShareLink:
+    link = _share_link(session, comparison_id, share_id)
     revoke(session, link)
     return link
 
@@ -146,6 +218,7 @@ def share_link_document(link: ShareLink) -> dict:
     return {
         "id": link.id,
         "comparison_id": link.comparison_id,
+        "label": link.label,
         "created_at": link.created_at,
         "expires_at": link.expires_at,
         "revoked_at": link.revoked_at,
@@ -160,6 +233,8 @@ def comparison_document(comparison: Comparison) -> dict:
         "run_ids": comparison.run_ids,
         "baseline_run_id": comparison.baseline_run_id,
         "options": comparison.options,
+        "tags": comparison.tags,
+        "note": comparison.note,
         "created_at": comparison.created_at,
     }
 

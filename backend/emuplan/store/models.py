@@ -78,6 +78,17 @@ def _json(default_factory) -> Any:
     return Field(default_factory=default_factory, sa_column=Column(JSON, nullable=False))
 
 
+# Columns added to tables that already had rows (migration 0016): the rows before it get the empty value.
+def _added_json(default_factory, empty: str) -> Any:
+    return Field(
+        default_factory=default_factory, sa_column=Column(JSON, nullable=False, server_default=text(f"'{empty}'"))
+    )
+
+
+def _added_text() -> Any:
+    return Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+
+
 class ModelDefinition(SQLModel, table=True):
     """A model a user uploaded (config.json, safetensors header, ONNX, PyTorch source) or a preset."""
 
@@ -119,6 +130,8 @@ class Plan(SQLModel, table=True):
     workload: dict = _json(dict)
     # The platform's name (a built-in's or a stored profile's): see StoredPlatform.
     platform: str | None = None
+    tags: list = _added_json(list, "[]")
+    note: str = _added_text()
     created_at: datetime = _created_at()
 
 
@@ -136,6 +149,12 @@ class Run(SQLModel, table=True):
         # A platform's series, newest first, with or without a rank count (migration 0013, store.trend).
         Index("ix_run_platform_id", "platform", "id"),
         Index("ix_run_platform_ranks_id", "platform", "ranks", "id"),
+        # The list's sorts other than by id (migration 0016): a sorted page reads its entries, not every row.
+        Index("ix_run_name_id", "name", "id"),
+        Index("ix_run_p50_id", "p50_us", "id"),
+        Index("ix_run_peak_busbw_id", "peak_busbw_gbps", "id"),
+        Index("ix_run_ranks_id", "ranks", "id"),
+        Index("ix_run_size_max_id", "size_max_bytes", "id"),
         NEVER_REUSE_IDS,
     )
 
@@ -168,6 +187,15 @@ class Run(SQLModel, table=True):
     peak_busbw_gbps: float | None = None
     # pass | degraded | fail (results.verdict), stored so lists show it without reading statistics (0015).
     verdict: str | None = None
+    # What the list shows of the statistics beside the headline (0016): the collectives in the order of the
+    # groups and the range of data sizes.
+    collectives: list = _added_json(list, "[]")
+    size_min_bytes: int | None = Field(default=None, sa_type=BigInteger)
+    size_max_bytes: int | None = Field(default=None, sa_type=BigInteger)
+    note: str = _added_text()
+    # Free-form fabric facts, key → value as given (topology, NIC, switch, firmware, NCCL version); case-folded
+    # in ``run_fact`` for the list's filter.
+    facts: dict = _added_json(dict, "{}")
     created_at: datetime = _created_at()
     cached_summary: "CachedSummary" = Relationship(
         sa_relationship_kwargs={"uselist": False, "lazy": "joined", "cascade": "all, delete-orphan"}
@@ -200,6 +228,29 @@ class RunTag(SQLModel, table=True):
 
     run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
     folded_tag: str = Field(sa_column=Column(String, primary_key=True))
+
+
+class RunFact(SQLModel, table=True):
+    """One fabric fact of a run, case-folded: what the list's fact filter looks up through ``ix_run_fact_folded``
+    (``run.facts`` keeps them as given, for display and export)."""
+
+    __tablename__ = "run_fact"
+    __table_args__ = (Index("ix_run_fact_folded", "folded_key", "folded_value", "run_id"),)
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    folded_key: str = Field(sa_column=Column(String, primary_key=True))
+    folded_value: str = Field(sa_column=Column(String, nullable=False))
+
+
+class RunCollective(SQLModel, table=True):
+    """One collective of a run (``run.collectives`` keeps them in order, for display): what the list's collective
+    filter looks up through ``ix_run_collective`` (migration 0016)."""
+
+    __tablename__ = "run_collective"
+    __table_args__ = (Index("ix_run_collective", "collective", "run_id"),)
+
+    run_id: int = Field(sa_column=Column(DatabaseId, ForeignKey("run.id", ondelete="CASCADE"), primary_key=True))
+    collective: str = Field(sa_column=Column(String, primary_key=True))
 
 
 class RunTrendFigures(SQLModel, table=True):
@@ -272,6 +323,8 @@ class Comparison(SQLModel, table=True):
     run_ids: list = _json(list)
     baseline_run_id: int | None = Field(default=None, sa_type=DatabaseId)
     options: dict = _json(dict)
+    tags: list = _added_json(list, "[]")
+    note: str = _added_text()
     created_at: datetime = _created_at()
 
 
@@ -286,6 +339,8 @@ class ShareLink(SQLModel, table=True):
         sa_column=Column(DatabaseId, ForeignKey("comparison.id", ondelete="CASCADE"), nullable=False, index=True)
     )
     token_hash: str = Field(unique=True)
+    # Whom or what it was made for ("vendor review"): the token itself is never shown again.
+    label: str = _added_text()
     created_at: datetime = _created_at()
     expires_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     revoked_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

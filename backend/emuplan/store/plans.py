@@ -73,7 +73,7 @@ class RecentPlan(NamedTuple):
 
 
 class ListedPlan(NamedTuple):
-    """An item of ``GET /api/plans``."""
+    """An item of ``GET /api/plans`` and ``emuplan plans``."""
 
     id: int
     name: str
@@ -82,6 +82,8 @@ class ListedPlan(NamedTuple):
     strategy: str
     mode: str
     trials: int
+    platform: str | None
+    tags: list[str]
     created_at: datetime
 
 
@@ -99,6 +101,25 @@ def recent_plans(session: Session, limit: int) -> list[RecentPlan]:
 
 def get_plan(session: Session, plan_id: int) -> Plan:
     return get_row(session, Plan, plan_id, PlanNotFound, "plan")
+
+
+def update_plan(
+    session: Session, plan_id: int, *, name: str | None = None, tags: list[str] | None = None, note: str | None = None
+) -> Plan:
+    """Rename, retag or annotate a plan (each None: as it is), in the caller's session (flushed). Its inputs and
+    document never change: a plan with other inputs is a new plan ("Edit as a new plan")."""
+    plan = get_plan(session, plan_id)
+    if name is not None:
+        if not name.strip():
+            raise ValueError("name: a plan needs a name")
+        plan.name = name.strip()[:200]
+    if tags is not None:
+        plan.tags = sorted({tag.strip() for tag in tags if tag.strip()})
+    if note is not None:
+        plan.note = note.strip()
+    session.add(plan)
+    session.flush()
+    return plan
 
 
 def plan_document(plan: Plan) -> PlanDocument:

@@ -31,7 +31,7 @@ from typing import Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import delete, func
+from sqlalchemy import delete, exists, func
 from sqlmodel import Session, col, select
 
 from emuplan import charts
@@ -57,7 +57,18 @@ from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figur
 from emuplan.results.step_cost import compare_step_costs, step_cost
 from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
-from emuplan.store.models import CachedSummary, Plan, Run, RunCurves, RunTable, RunTag
+from emuplan.store.models import (
+    CachedSummary,
+    Comparison,
+    Plan,
+    Run,
+    RunCollective,
+    RunCurves,
+    RunFact,
+    RunTable,
+    RunTag,
+    RunTrendFigures,
+)
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import NotFound
@@ -173,9 +184,12 @@ def save_run(
     file_name: str | None = None,
     content_sha256: str | None = None,
     platform: str | None = None,
+    facts: dict[str, str] | None = None,
+    note: str = "",
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed). ``platform``: the
-    name of the platform profile it ran on (``store.platforms``), None when not said."""
+    name of the platform profile it ran on (``store.platforms``), None when not said; ``facts``: its fabric
+    facts (``checked_facts``)."""
     if strategy is not None and strategy not in list(Strategy):
         raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
@@ -183,6 +197,7 @@ def save_run(
     if not name.strip():
         raise RunInputError("name: a run needs a name")
     _check_platform(session, platform)
+    facts = checked_facts(facts or {})
     tables = {
         "samples": parsed.samples,
         **({"flows": parsed.flows} if parsed.flows is not None else {}),
@@ -190,7 +205,7 @@ def save_run(
     }
     summary, encoded = _summarised_and_encoded(parsed, tables, _network_of(session, plan_id), file_name or name)
     kind = run_kind(summary["groups"])
-    tags = sorted({t.strip() for t in tags if t.strip()})
+    tags = checked_tags(tags)
     run = Run(
         name=name.strip(),
         plan_id=plan_id,
@@ -210,13 +225,16 @@ def save_run(
         p50_us=summary["overall"]["p50_us"],
         p99_us=summary["overall"]["p99_us"],
         peak_busbw_gbps=peak_busbw(summary["groups"])[0] if kind == "size-sweep" else None,
+        note=checked_note(note),
+        facts=facts,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
     refresh_verdict(session, run)
     session.add(run)
     session.flush()
+    _set_listed_figures(session, run, summary)
     session.add(RunCurves(run_id=run.id, summary=summary))
-    session.add_all(RunTag(run_id=run.id, folded_tag=folded) for folded in {tag.casefold() for tag in tags})
+    _store_folded(session, run.id, tags, facts)
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
     session.flush()
@@ -247,25 +265,35 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
             raise RunInputError(f"collectives: run {run_id} has no collective {old!r}; it has {', '.join(present)}")
         if new not in list(CollectiveOp):
             raise RunInputError(f"collectives: {new!r} (for {old!r}) is not one of {', '.join(CollectiveOp)}")
+    return _summarised_again(session, run, collectives)
+
+
+def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -> Run:
+    """The run's statistics computed again from its stored samples, as ``save_run`` computes them: after its
+    collectives are relabelled (``collectives``: old name → new) or its plan, whose network gives the ideal
+    times, changed (``collectives`` empty)."""
+    run_id = run.id
     samples = load_samples(session, run_id)
-    relabelled = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
-    samples = samples.set_column(samples.schema.get_field_index("collective"), "collective", relabelled)
-    distinct = relabelled.dictionary.to_pylist()
+    ranks, warnings = run.ranks, list(run.warnings)
+    if collectives:
+        relabelled = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
+        samples = samples.set_column(samples.schema.get_field_index("collective"), "collective", relabelled)
+        distinct = relabelled.dictionary.to_pylist()
+        if ranks is None and run.source_format == NCCL_TESTS and len(distinct) == 1:
+            algbws, busbws = (samples[name].to_numpy(zero_copy_only=False) for name in ("algbw_gbps", "busbw_gbps"))
+            ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
+            if ranks is not None:
+                warnings.append(f"{ranks} ranks inferred from the busbw/algbw factor of {distinct[0]}")
+        relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
+        warnings.append(f"collective set after import: {relabelled_names}")
     curves = summary_with_curves(session, run)
     stragglers = curves.get("stragglers") or {}
-    ranks, warnings = run.ranks, list(run.warnings)
-    if ranks is None and run.source_format == NCCL_TESTS and len(distinct) == 1:
-        algbws, busbws = (samples[name].to_numpy(zero_copy_only=False) for name in ("algbw_gbps", "busbw_gbps"))
-        ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
-        if ranks is not None:
-            warnings.append(f"{ranks} ranks inferred from the busbw/algbw factor of {distinct[0]}")
-    relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
     parsed = ParsedResult(
         samples=samples,
         source_format=run.source_format,
         ranks=ranks,
         hosts=run.hosts,
-        warnings=[*warnings, f"collective set after import: {relabelled_names}"],
+        warnings=warnings,
         flows=load_table(session, run_id, "flows"),
         reported_avg_busbw={
             collectives.get(name, name): busbw for name, busbw in run.summary["reported_avg_busbw_gbps"].items()
@@ -292,6 +320,7 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     # Two collectives relabelled as one may give a size more values: the kind and headline follow.
     run.kind = run_kind(summary["groups"])
     run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
+    _set_listed_figures(session, run, summary)
     refresh_verdict(session, run)
     run.cached_summary.summary = strip_curves(summary)
     session.get(RunCurves, run_id).summary = summary
@@ -305,6 +334,76 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
 def _check_platform(session: Session, platform: str | None) -> None:
     if platform is not None and not platform_exists(session, platform):
         raise RunInputError(f"platform: no platform named {platform!r} (GET /api/platforms lists them)")
+
+
+MAX_FACTS = 40
+MAX_FACT_KEY = 64
+MAX_FACT_VALUE = 200
+MAX_NOTE = 4000
+
+
+def checked_facts(facts: dict[str, str]) -> dict[str, str]:
+    """A run's fabric facts (key → value, e.g. ``{"nic": "ConnectX-7", "nccl": "2.21.5"}``) trimmed, or
+    ``RunInputError`` naming the fact that is wrong. Keys are unique in any case ("NIC" and "nic" are one)."""
+    checked: dict[str, str] = {}
+    for key, value in facts.items():
+        key, value = str(key).strip(), str(value).strip()
+        if not key or len(key) > MAX_FACT_KEY or "=" in key:
+            raise RunInputError(f"facts: {key!r}: a key is 1 to {MAX_FACT_KEY} characters without '='")
+        if not value or len(value) > MAX_FACT_VALUE:
+            raise RunInputError(f"facts: {key}: give a value of 1 to {MAX_FACT_VALUE} characters")
+        if key.casefold() in {known.casefold() for known in checked}:
+            raise RunInputError(f"facts: {key!r} is given twice")
+        checked[key] = value
+    if len(checked) > MAX_FACTS:
+        raise RunInputError(f"facts: at most {MAX_FACTS} facts a run, got {len(checked)}")
+    return checked
+
+
+def facts_from_lines(lines: Iterable[str]) -> dict[str, str]:
+    """``key = value`` lines (the run page's box, ``emuplan runs edit --fact``) as facts; blank lines skipped."""
+    facts: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        key, equals, value = line.partition("=")
+        if not equals:
+            raise RunInputError(f"facts: line {number} ({line.strip()!r}) is not 'key = value'")
+        if key.strip() in facts:
+            raise RunInputError(f"facts: {key.strip()!r} is given twice")
+        facts[key.strip()] = value.strip()
+    return checked_facts(facts)
+
+
+def checked_note(note: str) -> str:
+    if len(note) > MAX_NOTE:
+        raise RunInputError(f"note: at most {MAX_NOTE} characters, got {len(note)}")
+    return note.strip()
+
+
+def checked_tags(tags: Iterable[str]) -> list[str]:
+    """Tags trimmed, empty ones dropped, each once, sorted."""
+    return sorted({tag.strip() for tag in tags if tag.strip()})
+
+
+def _set_listed_figures(session: Session, run: Run, summary: dict) -> None:
+    """What the list shows of the statistics beside the headline: the collectives (and their rows in
+    ``run_collective``, which the list's filter reads) and the range of sizes. ``run`` has its id."""
+    run.collectives = collectives_in(summary)
+    session.exec(delete(RunCollective).where(RunCollective.run_id == run.id))
+    session.add_all(RunCollective(run_id=run.id, collective=name) for name in run.collectives)
+    sizes = [group["size_bytes"] for group in summary["groups"] if group.get("size_bytes") is not None]
+    run.size_min_bytes, run.size_max_bytes = min(sizes, default=None), max(sizes, default=None)
+
+
+def _store_folded(session: Session, run_id: int, tags: list[str], facts: dict[str, str]) -> None:
+    """The case-folded tags and facts the list's filters look up (``run_tag``, ``run_fact``), replacing any."""
+    session.exec(delete(RunTag).where(RunTag.run_id == run_id))
+    session.exec(delete(RunFact).where(RunFact.run_id == run_id))
+    session.add_all(RunTag(run_id=run_id, folded_tag=folded) for folded in {tag.casefold() for tag in tags})
+    session.add_all(
+        RunFact(run_id=run_id, folded_key=key.casefold(), folded_value=value.casefold()) for key, value in facts.items()
+    )
 
 
 def set_run_platform(session: Session, run_id: int, platform: str | None) -> Run:
@@ -339,6 +438,7 @@ def import_result_file(
     content_sha256: str | None = None,
     platform: str | None = None,
     budget: ImportBudget | None = None,
+    facts: dict[str, str] | None = None,
 ) -> Run:
     """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
     and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
@@ -373,6 +473,7 @@ def import_result_file(
         file_name=file_name,
         content_sha256=digest,
         platform=platform,
+        facts=facts,
     )
 
 
@@ -383,14 +484,56 @@ def get_run(session: Session, run_id: int) -> Run:
     return run
 
 
-def _filtered(query, strategy: str | None, plan_id: int | None, tag: str | None):
-    """Strategy and tag match in any case ("Fabric-A" finds "fabric-a")."""
-    if strategy:
-        query = query.where(func.lower(Run.strategy) == strategy.casefold())
-    if plan_id is not None:
-        query = query.where(Run.plan_id == plan_id)
-    if tag:
-        query = query.join(RunTag, col(RunTag.run_id) == Run.id).where(RunTag.folded_tag == tag.casefold())
+@dataclass(frozen=True)
+class RunFilters:
+    """What the runs list (page, ``GET /api/runs``, ``emuplan runs``) filters by; None: any. Text matches in
+    any case ("Fabric-A" finds "fabric-a"); ``fact`` is ``key=value`` or a ``key`` the run states at all;
+    ``size`` a data size in bytes within the run's range; ``text`` a part of the name."""
+
+    strategy: str | None = None
+    plan_id: int | None = None
+    tag: str | None = None
+    collective: str | None = None
+    platform: str | None = None
+    verdict: str | None = None
+    kind: str | None = None
+    ranks: int | None = None
+    hosts: int | None = None
+    size: int | None = None
+    fact: str | None = None
+    text: str | None = None
+
+    def given(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if value not in (None, "")}
+
+
+def _filtered(query, filters: RunFilters):
+    if filters.strategy:
+        query = query.where(func.lower(Run.strategy) == filters.strategy.casefold())
+    if filters.plan_id is not None:
+        query = query.where(Run.plan_id == filters.plan_id)
+    if filters.tag:
+        query = query.join(RunTag, col(RunTag.run_id) == Run.id).where(RunTag.folded_tag == filters.tag.casefold())
+    if filters.collective:
+        # Checked per run through run_collective's primary key while an index of run is walked.
+        query = query.where(
+            exists().where(col(RunCollective.run_id) == Run.id, col(RunCollective.collective) == filters.collective)
+        )
+    for column, value in ((Run.platform, filters.platform), (Run.verdict, filters.verdict), (Run.kind, filters.kind)):
+        if value:
+            query = query.where(column == value)
+    for column, value in ((Run.ranks, filters.ranks), (Run.hosts, filters.hosts)):
+        if value is not None:
+            query = query.where(column == value)
+    if filters.size is not None:
+        query = query.where(col(Run.size_min_bytes) <= filters.size, col(Run.size_max_bytes) >= filters.size)
+    if filters.fact:
+        key, equals, value = filters.fact.partition("=")
+        query = query.join(RunFact, col(RunFact.run_id) == Run.id).where(RunFact.folded_key == key.strip().casefold())
+        if equals:
+            query = query.where(RunFact.folded_value == value.strip().casefold())
+    if filters.text:
+        query = query.where(func.lower(Run.name).contains(filters.text.casefold(), autoescape=True))
     return query
 
 
@@ -417,6 +560,14 @@ class RunHeader:
     origin_detail: str
     platform: str | None
     sample_count: int
+    ranks: int | None
+    hosts: int | None
+    collectives: list[str] = _described("The collectives of its groups, in their order.")
+    size_min_bytes: int | None = _described("Its smallest data size, bytes.")
+    size_max_bytes: int | None = _described("Its largest data size, bytes.")
+    facts: dict[str, str] = _described(
+        "Fabric facts as stated (topology, NIC, switch, firmware, NCCL version…): key → value."
+    )
     created_at: datetime
 
     def document(self) -> dict:
@@ -452,40 +603,88 @@ class PublicRun(RunHeader):
 
     file_name: str | None
     content_sha256: str | None
-    ranks: int | None
-    hosts: int | None
+    note: str
     warnings: list[str]
     summary: dict
 
 
 LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
 
+RunSort = Literal["newest", "oldest", "name", "p50", "busbw", "ranks", "size"]
+RUN_SORTS: tuple[str, ...] = get_args(RunSort)
+# Each sort: its column and whether it runs downwards; ties go by id the same way, so that each reads its
+# (column, id) index (migration 0016). Runs without the figure come last either way.
+SORT_COLUMNS = {
+    "name": (Run.name, False),
+    "p50": (Run.p50_us, False),
+    "busbw": (Run.peak_busbw_gbps, True),
+    "ranks": (Run.ranks, True),
+    "size": (Run.size_max_bytes, True),
+}
 
-def _matching_ids(strategy: str | None, plan_id: int | None, tag: str | None):
+
+def _matching_ids(filters: RunFilters):
     """The ids of the runs the filters match (a query) and the column that orders them newest first."""
-    if tag and not strategy and plan_id is None:
-        # A tag alone is answered by its index: joined to ``run``, each match would also look up its run row.
-        return select(RunTag.run_id).where(RunTag.folded_tag == tag.casefold()), col(RunTag.run_id)
+    given = filters.given().keys()
+    # A tag or a collective alone is answered by its index: joined to ``run``, each match would also look up its
+    # run row (counting 10,000 matches would read 10,000 rows).
+    if given == {"tag"}:
+        return select(RunTag.run_id).where(RunTag.folded_tag == filters.tag.casefold()), col(RunTag.run_id)
+    if given == {"collective"}:
+        matching = select(RunCollective.run_id).where(RunCollective.collective == filters.collective)
+        return matching, col(RunCollective.run_id)
     # With a tag, its index entries are walked in id order (the same ids: they are joined on it).
-    return _filtered(select(Run.id), strategy, plan_id, tag), col(RunTag.run_id if tag else Run.id)
+    return _filtered(select(Run.id), filters), col(RunTag.run_id if filters.tag else Run.id)
+
+
+def _sorted_ids(session: Session, filters: RunFilters, sort: str, limit: int | None, offset: int) -> list[int]:
+    """A page of ids in a sort other than newest first: the runs with the figure in its index's order, then the
+    runs without it. Asked apart, each part walks the (column, id) index in its own order on both databases
+    (SQLite puts NULL first in an index, PostgreSQL last: one ORDER BY … NULLS LAST would sort every run)."""
+    matching = _filtered(select(Run.id), filters)
+    if sort == "oldest":
+        return list(session.exec(matching.order_by(col(Run.id).asc()).offset(offset).limit(limit)))
+    column, downwards = SORT_COLUMNS[sort]
+    direction = (lambda c: col(c).desc()) if downwards else (lambda c: col(c).asc())
+    with_figure = matching.where(col(column).is_not(None))
+    known = list(session.exec(with_figure.order_by(direction(column), direction(Run.id)).offset(offset).limit(limit)))
+    if limit is not None and len(known) == limit:
+        return known
+    # The page reaches past the runs with the figure: how many there are, to skip into the runs without it.
+    counted = (
+        offset + len(known) if known else session.exec(select(func.count()).select_from(with_figure.subquery())).one()
+    )
+    without = matching.where(col(column).is_(None)).order_by(direction(Run.id))
+    rest = without.offset(max(0, offset - counted)).limit(None if limit is None else limit - len(known))
+    return known + list(session.exec(rest))
+
+
+def check_sort(sort: str) -> None:
+    if sort not in RUN_SORTS:
+        raise RunInputError(f"sort: {sort!r} is not one of {', '.join(RUN_SORTS)}")
 
 
 def list_runs(
     session: Session,
+    filters: RunFilters = RunFilters(),
     *,
-    strategy: str | None = None,
-    plan_id: int | None = None,
-    tag: str | None = None,
+    sort: RunSort = "newest",
     limit: int | None = None,
     offset: int = 0,
     total: int | None = None,
 ) -> list[ListedRun]:
-    """Runs newest first, ``limit`` of them from ``offset`` (all when ``limit`` is None).
+    """Runs matching ``filters`` in the ``sort`` order (newest first by default), ``limit`` of them from
+    ``offset`` (all when ``limit`` is None).
 
     ``total`` is how many runs the filters match (``count_runs``), when the caller has counted them: a page
-    in the older half is then read from the oldest end. OFFSET steps over the index entries it skips one by
-    one, so page 200 of 10,000 runs steps over 0 of them, not 9,950."""
-    ids, id_column = _matching_ids(strategy, plan_id, tag)
+    in the older half of a newest-first list is then read from the oldest end. OFFSET steps over the index
+    entries it skips one by one, so page 200 of 10,000 runs steps over 0 of them, not 9,950."""
+    check_sort(sort)
+    if sort != "newest":
+        page = _sorted_ids(session, filters, sort, limit, offset)
+        rows = {row[0]: ListedRun(*row) for row in session.exec(select(*LIST_COLUMNS).where(col(Run.id).in_(page)))}
+        return [rows[run_id] for run_id in page]
+    ids, id_column = _matching_ids(filters)
     # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
     if limit is not None and total is not None and total - offset - limit < offset:
         if offset >= total:
@@ -499,21 +698,78 @@ def list_runs(
     return [ListedRun(*row) for row in session.exec(query)]
 
 
-def count_runs(
-    session: Session, *, strategy: str | None = None, plan_id: int | None = None, tag: str | None = None
-) -> int:
-    ids, _ = _matching_ids(strategy, plan_id, tag)
+def count_runs(session: Session, filters: RunFilters = RunFilters()) -> int:
+    ids, _ = _matching_ids(filters)
     return session.exec(select(func.count()).select_from(ids.subquery())).one()
 
 
-def delete_run(session: Session, run_id: int) -> None:
+@dataclass(frozen=True)
+class RunEdits:
+    """What ``update_run`` changes of a run: each field None stays as it is. ``plan_id`` 0 unlinks the plan."""
+
+    name: str | None = None
+    tags: list[str] | None = None
+    note: str | None = None
+    facts: dict[str, str] | None = None
+    plan_id: int | None = None
+
+
+def update_run(session: Session, run_id: int, changes: RunEdits) -> Run:
+    """Rename, retag, annotate, state its facts, link it to a plan or unlink it (in the caller's session,
+    flushed): linking or unlinking computes its statistics again, since the plan's network gives its ideal
+    times, and judges it again, since the plan's GPUs give its rank count."""
+    run = get_run(session, run_id)
+    if changes.name is not None:
+        if not changes.name.strip():
+            raise RunInputError("name: a run needs a name")
+        run.name = changes.name.strip()[:200]
+    if changes.note is not None:
+        run.note = checked_note(changes.note)
+    if changes.tags is not None or changes.facts is not None:
+        run.tags = checked_tags(changes.tags) if changes.tags is not None else run.tags
+        run.facts = checked_facts(changes.facts) if changes.facts is not None else run.facts
+        _store_folded(session, run.id, run.tags, run.facts)
+    session.add(run)
+    if changes.plan_id is not None:
+        plan_id = changes.plan_id or None
+        if plan_id is not None:
+            get_plan(session, plan_id)
+        if plan_id != run.plan_id:
+            run.plan_id = plan_id
+            _summarised_again(session, run, {})
+    session.flush()
+    return run
+
+
+def comparisons_with(session: Session, run_id: int) -> list[Comparison]:
+    """The saved comparisons that show this run (a few rows: each holds its run ids as a JSON list)."""
+    comparisons = session.exec(select(Comparison).order_by(col(Comparison.id))).all()
+    return [comparison for comparison in comparisons if run_id in comparison.run_ids]
+
+
+def run_deletion(session: Session, run_id: int) -> dict:
+    """What deleting the run does besides, for its page's confirmation and the CLI's question: the saved
+    comparisons it is in (they show the rest of their runs; one left without runs says so, and its share
+    links answer 410)."""
+    get_run(session, run_id)
+    return {
+        "run_id": run_id,
+        "comparisons": [
+            {"id": c.id, "name": c.name, "runs_left": len(c.run_ids) - 1} for c in comparisons_with(session, run_id)
+        ],
+    }
+
+
+def delete_run(session: Session, run_id: int) -> dict:
+    """Delete the run with its tables, statistics, tags and facts; returns ``run_deletion``'s account."""
+    consequences = run_deletion(session, run_id)
     run = get_run(session, run_id)
     # A bulk DELETE, not ORM deletes: the foreign key's ON DELETE CASCADE may already remove these rows.
-    session.exec(delete(RunTable).where(RunTable.run_id == run_id))
-    session.exec(delete(RunCurves).where(RunCurves.run_id == run_id))
-    session.exec(delete(RunTag).where(RunTag.run_id == run_id))
+    for table in (RunTable, RunCurves, RunTag, RunFact, RunCollective, RunTrendFigures):
+        session.exec(delete(table).where(table.run_id == run_id))
     session.delete(run)
     session.flush()
+    return consequences
 
 
 def load_table(session: Session, run_id: int, kind: str = "samples") -> pa.Table | None:

@@ -1,0 +1,289 @@
+"""``emuplan runs edit|delete``, ``emuplan plans [edit|delete]``, ``emuplan comparisons [edit|delete]``: the same
+changes as the API's PATCH and DELETE (same store calls locally, the API with --server), by the roles the API
+allows them (with sign-in on a server: editors edit, admins delete). Deleting says first what else changes and
+asks, unless --yes."""
+
+import json
+from typing import Annotated
+
+import typer
+
+from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.cli.results import runs_app
+from emuplan.wording import plural
+
+plans_app = typer.Typer(
+    help="List stored plans (their ids are what export-workload and --plan take); edit or delete one.",
+    invoke_without_command=True,
+)
+app.add_typer(plans_app, name="plans")
+comparisons_app = typer.Typer(help="List saved comparisons; edit or delete one.", invoke_without_command=True)
+app.add_typer(comparisons_app, name="comparisons")
+
+NameOption = Annotated[str | None, typer.Option("--name", help="Its new name.")]
+TagsOption = Annotated[list[str] | None, typer.Option("--tag", help="Its tags (replace them); repeat for several.")]
+NoTagsOption = Annotated[bool, typer.Option("--no-tags", help="Remove every tag.")]
+NoteOption = Annotated[str | None, typer.Option("--note", help="Its note (free text); '' clears it.")]
+YesOption = Annotated[bool, typer.Option("--yes", help="Delete without asking.")]
+JsonOption = Annotated[bool, typer.Option("--json")]
+
+
+def _echo_json(document) -> None:
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def _tags(tags: list[str] | None, no_tags: bool) -> list[str] | None:
+    if tags and no_tags:
+        fail("--tag and --no-tags contradict each other")
+    return [] if no_tags else tags
+
+
+def merged_facts(current: dict[str, str], given: list[str]) -> dict[str, str]:
+    """The run's facts with each ``key=value`` set (another case of the key replaces it) and each ``key=``
+    removed."""
+    facts = dict(current)
+    for text in given:
+        key, equals, value = text.partition("=")
+        if not equals or not key.strip():
+            fail(f"--fact {text!r}: give key=value (key= removes the fact)")
+        facts = {known: stated for known, stated in facts.items() if known.casefold() != key.strip().casefold()}
+        if value.strip():
+            facts[key.strip()] = value.strip()
+    return facts
+
+
+def _changes(**fields) -> dict:
+    """The fields given (None: not given); at least one."""
+    changes = {key: value for key, value in fields.items() if value is not None}
+    if not changes:
+        fail(
+            "nothing to change: give --name, --tag, --no-tags or --note"
+            + (", --fact, --plan or --no-plan" if "facts" in fields else "")
+        )
+    return changes
+
+
+def _confirmed(question: str, yes: bool) -> None:
+    if not yes and not typer.confirm(question, default=False):
+        typer.echo("not deleted")
+        raise typer.Exit(1)
+
+
+@runs_app.command("edit")
+def edit_run(
+    run_id: Annotated[int, typer.Argument(help="Run id.")],
+    name: NameOption = None,
+    tags: TagsOption = None,
+    no_tags: NoTagsOption = False,
+    note: NoteOption = None,
+    fact: Annotated[
+        list[str] | None,
+        typer.Option("--fact", help="Set a fabric fact as key=value (key= removes it); repeat for several."),
+    ] = None,
+    plan: Annotated[
+        int | None, typer.Option("--plan", help="Link it to this plan (statistics computed again).")
+    ] = None,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Unlink its plan.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Rename, retag, annotate a run, state its fabric facts, link it to a plan or unlink it."""
+    if plan is not None and no_plan:
+        fail("--plan and --no-plan contradict each other")
+    server = remote_server()
+    # Unlinking is the one change whose value is None: the API's "plan_id": null, the store's plan_id 0.
+    plan_id = 0 if no_plan else plan
+    fields = {"name": name, "tags": _tags(tags, no_tags), "note": note, "plan_id": plan_id, "facts": None}
+    if server is not None:
+        if fact:
+            fields["facts"] = merged_facts(server.get(f"/api/runs/{run_id}")["facts"], fact)
+        changes = _changes(**fields)
+        document = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
+    else:
+        from emuplan.store import runs as store
+
+        def edit(session) -> dict:
+            if fact:
+                fields["facts"] = merged_facts(store.get_run(session, run_id).facts, fact)
+            changes = _changes(**fields)
+            return store.run_public(store.update_run(session, run_id, store.RunEdits(**changes)))
+
+        document = in_store(edit, write=True)
+    if as_json:
+        _echo_json(document)
+        return
+    facts = ", ".join(f"{key} = {value}" for key, value in document["facts"].items()) or "none"
+    typer.echo(f"run {document['id']}: {document['name']}")
+    typer.echo(f"  tags: {', '.join(document['tags']) or 'none'}; plan: {document['plan_id'] or 'none'}")
+    typer.echo(f"  facts: {facts}")
+    if document["note"]:
+        typer.echo(f"  note: {document['note']}")
+
+
+def _run_consequences(account: dict) -> str:
+    if not account["comparisons"]:
+        return "It is in no saved comparison."
+    listed = ", ".join(f"#{c['id']} {c['name']!r}" for c in account["comparisons"])
+    return f"It is in {plural(len(account['comparisons']), 'saved comparison')} ({listed}): they show their other runs."
+
+
+@runs_app.command("delete")
+def delete_run(run_id: Annotated[int, typer.Argument(help="Run id.")], yes: YesOption = False) -> None:
+    """Delete a run with its samples and statistics (the admin role on a server with sign-in)."""
+    server = remote_server()
+    if server is not None:
+        _confirmed(f"{_run_consequences(server.get(f'/api/runs/{run_id}/deletion'))} Delete run {run_id}?", yes)
+        server.delete(f"/api/runs/{run_id}")
+    else:
+        from emuplan.store import runs as store
+
+        _confirmed(f"{_run_consequences(in_store(lambda s: store.run_deletion(s, run_id)))} Delete run {run_id}?", yes)
+        in_store(lambda session: store.delete_run(session, run_id), write=True)
+    typer.echo(f"deleted run {run_id}")
+
+
+@plans_app.callback()
+def list_plans(context: typer.Context, as_json: JsonOption = False) -> None:
+    """Stored plans, newest first: their ids are what export-workload, import --plan and measure take."""
+    if context.invoked_subcommand is not None:
+        return
+    server = remote_server()
+    if server is not None:
+        documents = list(server.pages("/api/plans", {}, page_size=1000))
+    else:
+        from emuplan.store import plans as store
+
+        documents = in_store(lambda session: [plan._asdict() for plan in store.list_plans(session, limit=100_000)])
+    if as_json:
+        _echo_json(documents)
+        return
+    for plan in documents:
+        tags = f" [{', '.join(plan['tags'])}]" if plan["tags"] else ""
+        platform = f" on {plan['platform']}" if plan["platform"] else ""
+        typer.echo(
+            f"{plan['id']:>5}  {plan['name']} ({plan['strategy']}, {plan['mode']}, "
+            f"{plural(plan['trials'], 'trial')}{platform}){tags}"
+        )
+
+
+def _plan_public(plan) -> dict:
+    return {"id": plan.id, "name": plan.name, "tags": plan.tags, "note": plan.note}
+
+
+@plans_app.command("edit")
+def edit_plan(
+    plan_id: Annotated[int, typer.Argument(help="Plan id.")],
+    name: NameOption = None,
+    tags: TagsOption = None,
+    no_tags: NoTagsOption = False,
+    note: NoteOption = None,
+) -> None:
+    """Rename, retag or annotate a plan (its inputs never change: plan again for others)."""
+    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
+    server = remote_server()
+    if server is not None:
+        document = server.patch(f"/api/plans/{plan_id}", changes)
+    else:
+        from emuplan.store import plans as store
+
+        document = in_store(lambda session: _plan_public(store.update_plan(session, plan_id, **changes)), write=True)
+    typer.echo(f"plan {document['id']}: {document['name']}; tags: {', '.join(document['tags']) or 'none'}")
+
+
+def _plan_consequences(account: dict) -> str:
+    runs = account["unlinked_run_ids"]
+    if not runs:
+        return "No run is linked to it."
+    listed = ", ".join(f"#{run}" for run in runs)
+    return f"{plural(len(runs), 'run is', 'runs are')} linked to it ({listed}): they will be unlinked."
+
+
+@plans_app.command("delete")
+def delete_plan(plan_id: Annotated[int, typer.Argument(help="Plan id.")], yes: YesOption = False) -> None:
+    """Delete a plan; the runs linked to it are unlinked (the admin role on a server with sign-in)."""
+    server = remote_server()
+    if server is not None:
+        _confirmed(f"{_plan_consequences(server.get(f'/api/plans/{plan_id}/deletion'))} Delete plan {plan_id}?", yes)
+        account = server.delete(f"/api/plans/{plan_id}")
+    else:
+        from emuplan.store import plan_deletion
+
+        preview = in_store(lambda session: plan_deletion.plan_deletion(session, plan_id))
+        _confirmed(f"{_plan_consequences(preview)} Delete plan {plan_id}?", yes)
+        account = in_store(lambda session: plan_deletion.delete_plan(session, plan_id), write=True)
+    unlinked = account["unlinked_run_ids"]
+    typer.echo(f"deleted plan {plan_id}" + (f"; unlinked {plural(len(unlinked), 'run')}" if unlinked else ""))
+
+
+@comparisons_app.callback()
+def list_comparisons(context: typer.Context, as_json: JsonOption = False) -> None:
+    """Saved comparisons, newest first."""
+    if context.invoked_subcommand is not None:
+        return
+    server = remote_server()
+    if server is not None:
+        documents = server.get("/api/comparisons")
+    else:
+        from emuplan.store import comparisons as store
+
+        documents = in_store(
+            lambda session: [store.comparison_document(c) for c in store.list_comparisons(session, limit=100_000)]
+        )
+    if as_json:
+        _echo_json(documents)
+        return
+    for comparison in documents:
+        tags = f" [{', '.join(comparison['tags'])}]" if comparison["tags"] else ""
+        runs = ", ".join(f"#{run_id}" for run_id in comparison["run_ids"])
+        typer.echo(f"{comparison['id']:>5}  {comparison['name']} (runs {runs}){tags}")
+
+
+@comparisons_app.command("edit")
+def edit_comparison(
+    comparison_id: Annotated[int, typer.Argument(help="Comparison id.")],
+    name: NameOption = None,
+    tags: TagsOption = None,
+    no_tags: NoTagsOption = False,
+    note: NoteOption = None,
+) -> None:
+    """Rename, retag or annotate a saved comparison."""
+    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
+    server = remote_server()
+    if server is not None:
+        document = server.patch(f"/api/comparisons/{comparison_id}", changes)
+    else:
+        from emuplan.store import comparisons as store
+
+        document = in_store(
+            lambda session: store.comparison_document(store.update_comparison(session, comparison_id, **changes)),
+            write=True,
+        )
+    typer.echo(f"comparison {document['id']}: {document['name']}; tags: {', '.join(document['tags']) or 'none'}")
+
+
+def _comparison_consequences(account: dict) -> str:
+    if not account["share_links"]:
+        return "It has no share link; its runs stay."
+    return (
+        f"It has {plural(account['share_links'], 'share link')} ({account['active_share_links']} active): they are "
+        "deleted with it; its runs stay."
+    )
+
+
+@comparisons_app.command("delete")
+def delete_comparison(
+    comparison_id: Annotated[int, typer.Argument(help="Comparison id.")], yes: YesOption = False
+) -> None:
+    """Delete a saved comparison and its share links (the admin role on a server with sign-in)."""
+    question = f"Delete comparison {comparison_id}?"
+    server = remote_server()
+    if server is not None:
+        preview = server.get(f"/api/comparisons/{comparison_id}/deletion")
+        _confirmed(f"{_comparison_consequences(preview)} {question}", yes)
+        server.delete(f"/api/comparisons/{comparison_id}")
+    else:
+        from emuplan.store import comparisons as store
+
+        preview = in_store(lambda session: store.comparison_deletion(session, comparison_id))
+        _confirmed(f"{_comparison_consequences(preview)} {question}", yes)
+        in_store(lambda session: store.delete_comparison(session, comparison_id), write=True)
+    typer.echo(f"deleted comparison {comparison_id}")

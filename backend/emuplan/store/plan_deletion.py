@@ -1,0 +1,52 @@
+"""Deleting a plan keeps what refers to it consistent: its runs are unlinked (their statistics computed again
+without its network, their verdicts judged again without its GPUs), comparisons that read a run with it read
+the run with its own plan again (``comparisons.saved_plans`` skips a plan that is gone), its finished
+simulations go with it (they describe nothing else), and a plan being measured or simulated is not deleted.
+
+Apart from ``store.plans`` because it changes runs (``store.runs`` reads plans: the other way round would be
+a circle)."""
+
+from sqlmodel import Session, col, delete, select
+
+from emuplan.store import simulation_jobs
+from emuplan.store.measurement_jobs import ACTIVE_STATES
+from emuplan.store.models import MeasurementJobRecord, Run, SimulationJobRecord
+from emuplan.store.plans import get_plan
+from emuplan.store.runs import RunEdits, update_run
+
+
+class PlanInUse(ValueError):
+    """HTTP 409: a measurement or a simulation of the plan is running."""
+
+
+def plan_deletion(session: Session, plan_id: int) -> dict:
+    """What deleting the plan does besides (its page's confirmation, the CLI's question): the runs linked to it,
+    which are unlinked."""
+    plan = get_plan(session, plan_id)
+    linked = session.exec(select(Run.id).where(Run.plan_id == plan_id).order_by(col(Run.id))).all()
+    return {"plan_id": plan.id, "name": plan.name, "unlinked_run_ids": list(linked)}
+
+
+def delete_plan(session: Session, plan_id: int) -> dict:
+    """Delete the plan after unlinking its runs (in the caller's session, flushed); ``plan_deletion``'s account."""
+    consequences = plan_deletion(session, plan_id)
+    measuring = session.exec(
+        select(MeasurementJobRecord.id).where(
+            MeasurementJobRecord.plan_id == plan_id, col(MeasurementJobRecord.state).in_(ACTIVE_STATES)
+        )
+    ).first()
+    if measuring is not None:
+        raise PlanInUse(f"plan {plan_id} is being measured (job {measuring}): cancel the measurement first")
+    simulating = session.exec(
+        select(SimulationJobRecord.id).where(
+            SimulationJobRecord.plan_id == plan_id, col(SimulationJobRecord.state).in_(simulation_jobs.ACTIVE_STATES)
+        )
+    ).first()
+    if simulating is not None:
+        raise PlanInUse(f"plan {plan_id} is being simulated (job {simulating}): cancel the simulation first")
+    session.exec(delete(SimulationJobRecord).where(SimulationJobRecord.plan_id == plan_id))
+    for run_id in consequences["unlinked_run_ids"]:
+        update_run(session, run_id, RunEdits(plan_id=0))
+    session.delete(get_plan(session, plan_id))
+    session.flush()
+    return consequences
