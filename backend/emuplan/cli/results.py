@@ -102,27 +102,40 @@ CollectiveOption = Annotated[
 
 
 def _import_file(
-    session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform
+    session, files: list[Path], name, plan, strategy, tags, fmt, collective, column_map, platform
 ) -> tuple[dict, dict]:
-    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
+    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints).
+    Several files are one training job's records (``store.import_observed_files``)."""
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    run = store.import_result_file(
-        session,
-        file,
-        file.name,
-        name=name,
-        plan_id=plan,
-        strategy=strategy,
-        tags=tags or (),
-        fmt=fmt,
-        column_map=parse_column_map(column_map),
-        collective=collective,
-        max_decompressed_bytes=get_settings().max_decompressed_bytes,
-        platform=platform,
-    )
+    if len(files) > 1:
+        run = store.import_observed_files(
+            session,
+            files,
+            name=name,
+            plan_id=plan,
+            tags=tags or (),
+            fmt=fmt,
+            max_decompressed_bytes=get_settings().max_decompressed_bytes,
+            platform=platform,
+        )
+    else:
+        run = store.import_result_file(
+            session,
+            files[0],
+            files[0].name,
+            name=name,
+            plan_id=plan,
+            strategy=strategy,
+            tags=tags or (),
+            fmt=fmt,
+            column_map=parse_column_map(column_map),
+            collective=collective,
+            max_decompressed_bytes=get_settings().max_decompressed_bytes,
+            platform=platform,
+        )
     statistics = (
         store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
         if run.kind == "size-sweep"
@@ -133,7 +146,15 @@ def _import_file(
 
 @app.command("import")
 def import_run(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Result file to import.")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            help="Result file to import; several: one training job's NCCL Inspector dumps or profiler traces.",
+            show_default=False,
+        ),
+    ],
     plan: Annotated[int | None, typer.Option("--plan", help="Link to this plan (for % of ideal).")] = None,
     name: Annotated[str | None, typer.Option(help="Run name (default: the file name).")] = None,
     strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
@@ -151,6 +172,9 @@ def import_run(
     """Import a result file as a run and print its statistics."""
     server = remote_server()
     if server is not None:
+        if len(files) > 1:
+            fail("a server takes one upload: put the files in one zip or tar")
+        file = files[0]
         fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
         fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
         document = server.upload("/api/runs", file, fields)
@@ -158,7 +182,7 @@ def import_run(
     else:
         document, statistics = _with_store(
             lambda session: _import_file(
-                session, file, name, plan, strategy, tag, fmt, collective, column_map, platform
+                session, files, name, plan, strategy, tag, fmt, collective, column_map, platform
             ),
             write=True,
         )
@@ -388,6 +412,48 @@ def run_stats(
     typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
     if document.get("stragglers"):
         typer.echo("\n".join(_straggler_lines(document["stragglers"])))
+
+
+@app.command("observed")
+def observed_against_plan(
+    run_id: Annotated[int, typer.Argument(help="An observed run's id (NCCL Inspector dump, profiler traces).")],
+    plan: Annotated[
+        int | None, typer.Option("--plan", min=0, help="The plan to hold it against (default: linked).")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps the records span (default: the trace's ProfilerStep marks).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What a training job sent per step against what its plan predicted (GET /api/runs/{id}/observed-vs-plan)."""
+    server = remote_server()
+    if server is not None:
+        document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
+    else:
+        from emuplan.store import runs as store
+
+        document = _with_store(
+            lambda session: store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+        )
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(
+        f"run {document['run_id']} against plan {document['plan_id']} ({document['plan_name']}), "
+        f"per step over {plural(document['steps'], 'step')}: {document['summary']}"
+    )
+    typer.echo(
+        f"  {'status':<14} {'collective':<15} {'group':>5} {'planned B':>14} {'observed B':>14} "
+        f"{'plan/step':>9} {'seen/step':>9}"
+    )
+    for row in document["rows"]:
+        sizes = [
+            f"{row[key]:,}" if row[key] is not None else "—" for key in ("planned_size_bytes", "observed_size_bytes")
+        ]
+        typer.echo(
+            f"  {row['status']:<14} {row['collective']:<15} {row['group_size'] or '?':>5} {sizes[0]:>14} "
+            f"{sizes[1]:>14} {row['planned_per_step']:>9g} {row['observed_per_step']:>9g}"
+        )
 
 
 def _assumptions_line(assumptions: dict) -> str:

@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
-from emuplan.results import nccl_tests, tabular
+from emuplan.results import nccl_tests, observed, tabular
 from emuplan.results.canonical import (
     FORMATS,
     KAI_SUMMARY,
@@ -114,6 +114,9 @@ def parse_result_file(
         if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
     head = _head(source, 65536)
+    if fmt in observed.OBSERVED_FORMATS or (fmt is None and observed.recognises(head)):
+        content = [(file_name, tabular.content_of(source))]
+        return observed.parse_observed(content, fmt, max_decompressed_bytes=max_decompressed_bytes)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = tabular.read_feather(tabular.content_of(source), file_name)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
