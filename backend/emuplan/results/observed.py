@@ -30,6 +30,7 @@ from emuplan.results.canonical import (
     rank_times_table,
     samples_table,
 )
+from emuplan.wording import plural
 
 OBSERVED_FORMATS = (NCCL_INSPECTOR, TORCH_PROFILER)
 ZIP_MAGIC = b"PK\x03\x04"
@@ -196,7 +197,7 @@ def merged(files: list[FileCalls], fmt: str) -> ParsedResult:
     hosts = sorted({r.host for records in ordered for r in records if r.host})
     missing = sum(1 for records in ordered if sizes[records[0].communicator] not in (None, len(records)))
     if missing:
-        warnings.append(f"{missing} calls were not recorded by every rank of their communicator")
+        warnings.append(f"{plural(missing, 'call')} not recorded by every rank of its communicator")
     return ParsedResult(
         samples=samples,
         source_format=fmt,
