@@ -4,44 +4,13 @@ and held against the framework-mode data-parallel plan of the same model: they a
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
 
 from emuplan.results import ResultFileError, parse_result_file
 from emuplan.results.observed import parse_observed
 from emuplan.results.plan_vs_observed import compare_plan_with_observed
-from emuplan.workload.document import PlanRequest
-from emuplan.workload.inventory import SampleSpec
-from emuplan.workload.planner import plan_workload
-from emuplan.workload.torch_module import inventory_from_module
-from profiled_ddp import profiled_ddp_steps
+from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
 
 MAX_BYTES = 1 << 30
-
-
-class ThreeLayers(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = nn.Sequential(
-            nn.Linear(512, 1024), nn.BatchNorm1d(1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-
-def three_layers_input() -> torch.Tensor:
-    return torch.randn(4, 512)
-
-
-def ddp_plan(**options):
-    with torch.device("meta"):
-        model = ThreeLayers().eval()  # batch norm refuses the inventory's one-sample batch in training mode
-    inventory = inventory_from_module(model, "ThreeLayers", "test", SampleSpec(shape=[512], dtype="float32"))
-    request = PlanRequest(
-        model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32", **options
-    )
-    return plan_workload(request, inventory)
 
 
 @pytest.fixture(scope="module")
