@@ -2,6 +2,7 @@
 2-rank job on 2 hosts) read as observed runs: sizes as nccl-tests states them, busbw the plugin's and ours in
 agreement, per-rank times with the slow rank found, archives, and refusals that name the file and line."""
 
+import gzip
 import io
 import tarfile
 import zipfile
@@ -136,4 +137,12 @@ def test_a_dump_without_steps_is_compared_over_the_steps_given() -> None:
     assert comparison["summary"] == (
         "plan predicted 0 % of the bytes per step; all-reduce of 1 MiB where the plan has 948.289 KiB; "
         "0.333333 unexpected all-gathers of 128 KiB"
+    )
+
+
+def test_gzipped_dumps_given_together_read_as_the_files() -> None:
+    gzipped = [(f"{name}.gz", gzip.compress(content)) for name, content in named(JOB)]
+    parsed = parse_observed(gzipped, max_decompressed_bytes=MAX_BYTES)
+    assert (
+        parsed.samples.to_pylist() == parse_observed(named(JOB), max_decompressed_bytes=MAX_BYTES).samples.to_pylist()
     )

@@ -125,10 +125,13 @@ def parse_observed(
 ) -> ParsedResult:
     """The files of one job (archives opened) as one run. All must be of one format: ``fmt`` or detected."""
     from emuplan.results import nccl_inspector, torch_profiler
+    from emuplan.results.parse import GZIP_MAGIC, gunzip_capped
 
     readers = {NCCL_INSPECTOR: nccl_inspector.file_calls, TORCH_PROFILER: torch_profiler.file_calls}
     expanded: list[tuple[str, bytes | memoryview]] = []
     for name, content in files:
+        if bytes(content[:2]) == GZIP_MAGIC:  # a file given on its own (one upload is gunzipped before)
+            content = gunzip_capped(content, name, max_decompressed_bytes)
         if is_archive(bytes(content[:512])):
             expanded.extend(archive_members(content, name, max_decompressed_bytes))
         else:
