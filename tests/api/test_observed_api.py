@@ -31,7 +31,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
 
 
-def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(traces: list[Path], cli_env: str) -> None:
+def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(
+    traces: list[Path], cli_env: str, client: TestClient
+) -> None:
     with Database(cli_env).writing() as session:
         request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
         plan_id = save_document(session, ddp_plan(), request).id
@@ -51,6 +53,10 @@ def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(traces: 
         f"run {run['id']} against plan {plan_id} (ThreeLayers data (framework)), per step over 2 steps: "
         "plan predicted 100 % of the bytes per step"
     )
+    page = client.get(f"/runs/{run['id']}")
+    assert page.status_code == 200
+    assert '<p id="observed-summary"><strong>plan predicted 100 % of the bytes per step</strong></p>' in page.text
+    assert page.text.count('<tr class="observed-matched">') == 4
     again = runner.invoke(app, ["import", *map(str, reversed(traces))])
     assert again.exit_code == 2 and f"already imported as run {run['id']}" in again.output
 

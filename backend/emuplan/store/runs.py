@@ -618,6 +618,18 @@ def observed_against_plan(session: Session, run: Run, plan_id: int | None = None
     return {"run_id": run.id, "plan_id": plan.row.id, "plan_name": plan.row.name, **comparison}
 
 
+def observed_on_page(session: Session, run: Run, plan_id: int | None = None) -> dict | None:
+    """The run page's "observed in training" section: the run's ``observed`` record and its comparison with the
+    chosen or linked plan, or why there is none (``note``); None for a run that was not observed."""
+    observed = run.summary.get("observed")
+    if observed is None:
+        return None
+    try:
+        return {"observed": observed, "comparison": observed_against_plan(session, run, plan_id), "note": None}
+    except ObservedComparisonError as error:
+        return {"observed": observed, "comparison": None, "note": str(error)}
+
+
 def _assumptions_of(
     session: Session, run: Run, choice: AssumptionChoice, settings: Settings, plan: ReadingPlan | None
 ) -> Assumptions:
