@@ -110,3 +110,17 @@ def test_a_run_that_was_not_observed_has_no_plan_comparison(client: TestClient) 
     run_id = client.post("/api/runs", files={"file": ("r.csv", csv)}).json()["id"]
     answer = client.get(f"/api/runs/{run_id}/observed-vs-plan")
     assert answer.status_code == 422 and answer.json()["detail"].startswith(f"run {run_id} is not an observed run")
+
+
+def test_a_collective_set_after_import_is_what_the_plan_comparison_reads(client: TestClient) -> None:
+    run_id = client.post("/api/runs", files={"file": ("dump.zip", _zip(JOB))}).json()["id"]
+    changed = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_gather": "all_to_all"}})
+    assert changed.status_code == 200, changed.text
+    plan = client.post(
+        "/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 2}
+    )
+    compared = client.get(f"/api/runs/{run_id}/observed-vs-plan", params={"plan": plan.json()["id"], "steps": 3})
+    assert [(row["status"], row["collective"]) for row in compared.json()["rows"]] == [
+        ("size differs", "all_reduce"),
+        ("unexpected", "all_to_all"),
+    ]

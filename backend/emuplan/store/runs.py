@@ -287,7 +287,7 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
         rank_times=load_table(session, run_id, "rank_times"),
         rank_unit=stragglers.get("unit", "rank"),
         rank_basis=stragglers.get("basis", ""),
-        observed=run.summary.get("observed"),
+        observed=_relabelled_observed(run.summary.get("observed"), collectives),
     )
     summary, encoded = _summarised_and_encoded(
         parsed, {"samples": samples}, _network_of(session, run.plan_id), run.file_name or run.name
@@ -305,6 +305,17 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
     session.add(run)
     session.flush()
     return run
+
+
+def _relabelled_observed(observed: dict | None, collectives: dict[str, str]) -> dict | None:
+    """An observed run's record with its groups' collectives renamed as the samples are."""
+    if observed is None:
+        return None
+    groups = [
+        {**group, "collective": collectives.get(group["collective"], group["collective"])}
+        for group in observed["groups"]
+    ]
+    return {**observed, "groups": groups}
 
 
 def _check_platform(session: Session, platform: str | None) -> None:
