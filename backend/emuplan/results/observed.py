@@ -127,13 +127,18 @@ def parse_observed(
     from emuplan.results import nccl_inspector, torch_profiler
     from emuplan.results.parse import GZIP_MAGIC, gunzip_capped
 
+    def gunzipped(name: str, content: bytes | memoryview) -> tuple[str, bytes | memoryview]:
+        # Files given together, and an archive's members (one upload is gunzipped before it gets here).
+        if bytes(content[:2]) == GZIP_MAGIC:
+            return name, gunzip_capped(content, name, max_decompressed_bytes)
+        return name, content
+
     readers = {NCCL_INSPECTOR: nccl_inspector.file_calls, TORCH_PROFILER: torch_profiler.file_calls}
     expanded: list[tuple[str, bytes | memoryview]] = []
-    for name, content in files:
-        if bytes(content[:2]) == GZIP_MAGIC:  # a file given on its own (one upload is gunzipped before)
-            content = gunzip_capped(content, name, max_decompressed_bytes)
+    for name, content in (gunzipped(*each) for each in files):
         if is_archive(bytes(content[:512])):
-            expanded.extend(archive_members(content, name, max_decompressed_bytes))
+            members = archive_members(content, name, max_decompressed_bytes)
+            expanded.extend(gunzipped(*member) for member in members)
         else:
             expanded.append((name, content))
     parsed: list[FileCalls] = []
