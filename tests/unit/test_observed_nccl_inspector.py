@@ -146,3 +146,8 @@ def test_gzipped_dumps_given_together_read_as_the_files() -> None:
     assert (
         parsed.samples.to_pylist() == parse_observed(named(JOB), max_decompressed_bytes=MAX_BYTES).samples.to_pylist()
     )
+
+
+def test_one_rank_given_twice_is_refused() -> None:
+    with pytest.raises(ResultFileError, match=r"^copy\.log: line 1: rank 0 recorded this call already in "):
+        parse_observed([*named(JOB), ("copy.log", JOB[0].read_bytes())], max_decompressed_bytes=MAX_BYTES)

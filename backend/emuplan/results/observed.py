@@ -157,21 +157,25 @@ def parse_observed(
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
         parsed.append(readers[fmt](content, name))
-    return merged(parsed, fmt)
+    return _merged(parsed, fmt)
 
 
-def merged(files: list[FileCalls], fmt: str) -> ParsedResult:
+def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
     """One run from the files' calls (see the module's docstring)."""
     warnings = [warning for each in files for warning in each.warnings]
-    by_call: dict[tuple[str, int], list[RankCall]] = defaultdict(list)
+    by_call: dict[tuple[str, tuple], list[RankCall]] = defaultdict(list)
     for each in files:
         for call in each.calls:
             by_call[(call.communicator, call.call_key)].append(call)
-    if not by_call:
-        raise ResultFileError(f"{', '.join(each.file_name for each in files)}: no collective call recorded")
     for records in by_call.values():
-        first = records[0]
+        first, ranks = records[0], {records[0].rank: records[0]}
         for other in records[1:]:
+            if other.rank in ranks:
+                raise ResultFileError(
+                    f"{other.where}: rank {other.rank} recorded this call already in {ranks[other.rank].where} "
+                    "(the same rank's file given twice?)"
+                )
+            ranks[other.rank] = other
             if (other.collective, other.size_bytes) != (first.collective, first.size_bytes):
                 raise ResultFileError(
                     f"{other.where}: call {other.call_key} of communicator {other.communicator or '(unnamed)'} is "
