@@ -151,3 +151,19 @@ def test_gzipped_dumps_given_together_read_as_the_files() -> None:
 def test_one_rank_given_twice_is_refused() -> None:
     with pytest.raises(ResultFileError, match=r"^copy\.log: line 1: rank 0 recorded this call already in "):
         parse_observed([*named(JOB), ("copy.log", JOB[0].read_bytes())], max_decompressed_bytes=MAX_BYTES)
+
+
+def test_a_line_that_is_not_json_is_named_without_calling_it_cut_short() -> None:
+    lines = JOB[0].read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"coll":', b'"coll" ', 1)
+    with pytest.raises(ResultFileError) as refused:
+        parse_observed([("gpu-a.log", b"\n".join(lines))], max_decompressed_bytes=MAX_BYTES)
+    assert str(refused.value) == "gpu-a.log: line 2: not a JSON object: Expecting ':' delimiter"
+
+
+def test_a_size_past_64_bits_is_refused() -> None:
+    huge = (
+        JOB[0].read_bytes().replace(b'"coll_msg_size_bytes":1048576', b'"coll_msg_size_bytes":18446744073709551615', 1)
+    )
+    with pytest.raises(ResultFileError, match=r"^gpu-a\.log: line 1: a size of 18446744073709551615 B does not fit"):
+        parse_observed([("gpu-a.log", huge)], max_decompressed_bytes=MAX_BYTES)

@@ -51,7 +51,8 @@ def _objects(text: str, file_name: str):
             value, end = decoder.raw_decode(text, position)
         except (json.JSONDecodeError, RecursionError) as error:
             message = error.msg if isinstance(error, json.JSONDecodeError) else "nested too deeply"
-            truncated = " (the dump is cut short)" if "Unterminated" in message or "Expecting" in message else ""
+            ended = message.startswith("Unterminated") or getattr(error, "pos", 0) >= len(text.rstrip())
+            truncated = " (the dump is cut short)" if ended else ""
             raise ResultFileError(f"{file_name}: line {line}: not a JSON object: {message}{truncated}") from None
         if not isinstance(value, dict):
             raise ResultFileError(f"{file_name}: line {line}: a JSON {type(value).__name__}, not an Inspector object")

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from emuplan.results.canonical import (
+    INT64_LIMIT,
     NCCL_INSPECTOR,
     TORCH_PROFILER,
     ParsedResult,
@@ -169,6 +170,8 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
             by_call[(call.communicator, call.call_key)].append(call)
     for records in by_call.values():
         first, ranks = records[0], {records[0].rank: records[0]}
+        if first.size_bytes >= INT64_LIMIT:
+            raise ResultFileError(f"{first.where}: a size of {first.size_bytes} B does not fit a 64-bit integer")
         for other in records[1:]:
             if other.rank in ranks:
                 raise ResultFileError(
