@@ -69,6 +69,18 @@ def test_one_file_per_process_is_one_run_with_every_rank_timed() -> None:
         {"id": "0xc0ffee", "size": 2, "ranks": ["0", "1"], "hosts": ["gpu-a", "gpu-b"]}
     ]
     assert parsed.observed["steps"] == []
+    # Per group with the communicator's own size: our busbw at the mean time beside the plugin's mean busbw.
+    assert [
+        (g["calls"], g["mean_us"], g["busbw_gbps"], g["reported_busbw_gbps"]) for g in parsed.observed["groups"]
+    ] == [
+        (
+            3,
+            150.0,
+            pytest.approx(1048576 / 150e-6 / 1e9, rel=1e-12),
+            pytest.approx((10.48576 + 6.990507 + 5.24288) / 3),
+        ),
+        (1, 60.0, pytest.approx(131072 / 60e-6 / 1e9 / 2, rel=1e-12), 1.092267),
+    ]
 
 
 def _zip(paths: list[Path]) -> bytes:

@@ -54,11 +54,22 @@ def test_two_ranks_traces_are_one_observed_run(traces: list[Path]) -> None:
         ("all_reduce", 2109440): (527360, "float"),
     }
     group = {"communicator": "pg 0 (default_pg)", "group_size": 2, "calls": 2, "calls_in_steps": 2}
-    assert parsed.observed == {
+    timing = ("mean_us", "busbw_gbps", "reported_busbw_gbps")
+    assert {
+        **parsed.observed,
+        "groups": [{k: v for k, v in g.items() if k not in timing} for g in parsed.observed["groups"]],
+    } == {
         "steps": [2, 3],
         "communicators": [{"id": "pg 0 (default_pg)", "size": 2, "ranks": ["0", "1"], "hosts": ["vm"]}],
         "groups": [{"collective": op, "size_bytes": size, **group} for op, size in step],
     }
+    # Each group's time is the mean of its calls' (slowest-rank) times; busbw ours, the trace states none.
+    durations = parsed.samples["duration_us"].to_pylist()
+    for index, group in enumerate(parsed.observed["groups"]):
+        assert group["mean_us"] == pytest.approx((durations[index] + durations[index + 4]) / 2, rel=1e-12)
+        factor = 1.0 if group["collective"] == "broadcast" else 2 * (2 - 1) / 2
+        assert group["busbw_gbps"] == pytest.approx(group["size_bytes"] / (group["mean_us"] * 1e3) * factor, rel=1e-12)
+        assert group["reported_busbw_gbps"] is None
 
 
 def test_the_plan_of_the_same_model_is_what_ddp_sent(traces: list[Path]) -> None:

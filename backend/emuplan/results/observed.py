@@ -32,6 +32,7 @@ from emuplan.results.canonical import (
     samples_table,
 )
 from emuplan.wording import plural
+from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
 
 OBSERVED_FORMATS = (NCCL_INSPECTOR, TORCH_PROFILER)
 ZIP_MAGIC = b"PK\x03\x04"
@@ -233,7 +234,9 @@ def _start(call: RankCall) -> float:
 
 def _observed_document(files: list[FileCalls], ordered: list[list[RankCall]], sizes: dict[str, int | None]) -> dict:
     """The communicators, the steps seen, and per (collective, size, communicator) the calls in all and
-    inside those steps (a call counts in a step when its first rank's record falls in it)."""
+    inside those steps (a call counts in a step when its first rank's record falls in it), the mean time of a
+    call, and busbw at that mean with the communicator's own size (the run's statistics need one rank count
+    for the whole run; a job's communicators differ) beside the file's own busbw, averaged like the time."""
     members: dict[str, set[str]] = defaultdict(set)
     hosts: dict[str, set[str]] = defaultdict(set)
     for each in files:
@@ -258,10 +261,26 @@ def _observed_document(files: list[FileCalls], ordered: list[list[RankCall]], si
                 "group_size": sizes[first.communicator],
                 "calls": 0,
                 "calls_in_steps": 0,
+                "times_us": [],
+                "reported_busbw_gbps": [],
             },
         )
         group["calls"] += 1
         group["calls_in_steps"] += any(r.step is not None for r in records)
+        slowest = max(records, key=lambda r: r.duration_us)
+        group["times_us"].append(slowest.duration_us)
+        if slowest.reported_busbw_gbps is not None:
+            group["reported_busbw_gbps"].append(slowest.reported_busbw_gbps)
+    for group in groups.values():
+        mean_us = float(np.mean(group.pop("times_us")))
+        reported = group.pop("reported_busbw_gbps")
+        op = normalise_op_name(group["collective"])
+        ours = op is not None and group["group_size"] and mean_us > 0
+        group["mean_us"] = mean_us
+        group["busbw_gbps"] = (
+            bus_bandwidth_gbps(op, group["size_bytes"], mean_us * 1e-6, group["group_size"]) if ours else None
+        )
+        group["reported_busbw_gbps"] = float(np.mean(reported)) if reported else None
     return {
         "steps": steps,
         "communicators": [
