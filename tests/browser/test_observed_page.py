@@ -33,6 +33,8 @@ def test_an_observed_run_shows_what_it_sent_against_its_plan(
     page.goto(f"{live_server.url}/runs/{run_id}")
     expect(page.locator("#observed-summary")).to_have_text("plan predicted 100 % of the bytes per step")
     expect(page.locator("#observed-communicators tbody td")).to_have_text(["pg 0 (default_pg)", "2", "0, 1", "vm"])
+    expect(page.locator("#observed-groups tbody tr")).to_have_count(4)
+    expect(page.locator("#observed-groups tbody tr").nth(2).locator("td").nth(6)).to_have_text("—")  # gloo states none
     rows = page.locator("#observed-rows tbody tr")
     expect(rows).to_have_count(4)
     expect(rows.nth(1).locator("td")).to_have_text(
