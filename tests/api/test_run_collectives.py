@@ -53,7 +53,7 @@ def test_upload_takes_a_collective_and_a_format_and_names_the_field_it_refuses(c
     for field, value, detail in [
         ("collective", "allreduce", f"collective: Input should be {COLLECTIVES}"),
         ("format", "xml", "format: Input should be 'per-iteration', 'kai-summary', 'per-flow', 'ns3-fct', "
-         "'nccl-tests' or 'nccl-tests-json'"),
+         "'nccl-tests', 'nccl-tests-json', 'nccl-inspector' or 'pytorch-profiler'"),
     ]:  # fmt: skip
         refused = upload(client, "slurm-2.out", A100.read_bytes(), **{field: value})
         assert (refused.status_code, refused.json()["detail"]) == (422, detail)

@@ -19,7 +19,7 @@ import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
 from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
-from emuplan.results.parse import gunzip_capped
+from emuplan.results.gzip_input import gunzip_capped
 
 
 def arrow_ipc(batch: pa.RecordBatch, count: int, *, stream: bool = False, compression: str | None = "zstd") -> bytes:

@@ -348,6 +348,7 @@ def run_page(
         has_bandwidth=has_bandwidth_chart(stats),
         run_collectives=collectives_in(stats),
         collectives=[op.value for op in CollectiveOp],
+        observed=run_store.observed_on_page(session, run, chosen_plan),
     )
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
+from emuplan.api.observed import ObservedAgainstPlan
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledUpload, admitted_import, spooled_multipart_upload
@@ -414,6 +415,18 @@ def run_stats(
     run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
 ) -> dict:
     return store.run_statistics(session, store.get_run(session, run_id), choice, settings, plan_id=plan)
+
+
+@router.get("/{run_id}/observed-vs-plan", response_model=ObservedAgainstPlan)
+def observed_vs_plan(
+    run_id: DatabaseInt,
+    session: ReadSessionDep,
+    plan: PlanQuery = None,
+    steps: Annotated[
+        int | None, Query(ge=1, le=1_000_000_000, description="Steps the records span (default: the trace's own).")
+    ] = None,
+) -> dict:
+    return store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
 
 
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)

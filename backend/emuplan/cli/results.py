@@ -135,12 +135,35 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
         )
 
 
-def _imported_with_statistics(session, file: Path, *options) -> tuple[dict, dict | None]:
-    """The stored run, and its statistics when it is a size sweep (its peak and average are what it prints)."""
+def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
+    """One training job's records (an NCCL Inspector dump per process, a profiler trace per rank) as one observed
+    run (``store.import_observed_files``), within the settings' import budget. The strategy, collective and
+    column mapping are the records' own."""
+    from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    run = _import_file(session, file, *options)
+    with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
+        return store.import_observed_files(
+            session,
+            files,
+            name=name,
+            plan_id=plan,
+            tags=tags or (),
+            fmt=fmt,
+            budget=budget,
+            platform=platform,
+            facts=store.facts_from_lines(facts or ()),
+        )
+
+
+def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict | None]:
+    """The stored run (several files: one job's), and its statistics when it is a size sweep (its peak and
+    average are what it prints)."""
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
+    run = _import_job(session, files, *options) if len(files) > 1 else _import_file(session, files[0], *options)
     statistics = (
         store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
         if run.kind == "size-sweep"
@@ -244,20 +267,30 @@ def import_run(
         str | None, typer.Option(help="The platform it ran on (emuplan platforms list): expected curve, verdict.")
     ] = None,
     fact: FactOption = None,
+    job: Annotated[
+        bool,
+        typer.Option(
+            "--job",
+            help="The files are one training job's records (an NCCL Inspector dump per process, a PyTorch "
+            "profiler trace per rank): one observed run.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stored run (several: each outcome) as JSON.")
     ] = False,
 ) -> None:
-    """Import result files as runs. One file: its statistics are printed. Several (or a glob): a line per file,
-    stored as #id, duplicate of #id or refused with the reason; a file refused never stops the others, and the
-    exit status is 2 when any file was not stored."""
+    """Import result files as runs. One file (or --job): its statistics are printed. Several (or a glob): a line
+    per file, stored as #id, duplicate of #id or refused with the reason; a file refused never stops the others,
+    and the exit status is 2 when any file was not stored."""
     files, unmatched = expand_paths(paths)
     fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
     fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
     fields["facts"] = "\n".join(fact) if fact else None
     options = (name, plan, strategy, tag, fmt, collective, column_map, platform, fact)
-    if len(files) == 1 and not unmatched and len(paths) == 1:
-        _import_one(files[0], fields, options, as_json)
+    if job and unmatched:
+        fail(f"{unmatched[0]['file']}: {unmatched[0]['detail']}")
+    if job or (len(files) == 1 and not unmatched and len(paths) == 1):
+        _import_one(files, fields, options, as_json)
         return
     if name is not None and len(files) + len(unmatched) > 1:
         fail("--name names one run: with several files each is named by its file name")
@@ -275,15 +308,18 @@ def import_run(
         raise typer.Exit(2)
 
 
-def _import_one(file: Path, fields: dict, options: tuple, as_json: bool) -> None:
-    """One file, as ``emuplan import`` always printed it: the run and its statistics; refused: exit 2."""
+def _import_one(files: list[Path], fields: dict, options: tuple, as_json: bool) -> None:
+    """One run (one file, or one job's files), as ``emuplan import`` always printed it: the run and its
+    statistics; refused: exit 2."""
     server = remote_server()
     if server is not None:
-        document = server.upload("/api/runs", file, fields)
+        if len(files) > 1:
+            fail("a server takes one upload per run: put the job's files in one zip or tar")
+        document = server.upload("/api/runs", files[0], fields)
         statistics = server.get(f"/api/runs/{document['id']}/stats") if document["kind"] == "size-sweep" else None
     else:
         document, statistics = _with_store(
-            lambda session: _imported_with_statistics(session, file, *options), write=True
+            lambda session: _imported_with_statistics(session, files, *options), write=True
         )
     if as_json:
         _echo_json(document)
@@ -538,6 +574,48 @@ def run_stats(
     typer.echo("\n".join(_step_cost_lines(document["step_cost"])))
     if document.get("stragglers"):
         typer.echo("\n".join(_straggler_lines(document["stragglers"])))
+
+
+@app.command("observed")
+def observed_against_plan(
+    run_id: Annotated[int, typer.Argument(help="An observed run's id (NCCL Inspector dump, profiler traces).")],
+    plan: Annotated[
+        int | None, typer.Option("--plan", min=0, help="The plan to hold it against (default: linked).")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps the records span (default: the trace's ProfilerStep marks).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What a training job sent per step against what its plan predicted (GET /api/runs/{id}/observed-vs-plan)."""
+    server = remote_server()
+    if server is not None:
+        document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
+    else:
+        from emuplan.store import runs as store
+
+        document = _with_store(
+            lambda session: store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+        )
+    if as_json:
+        _echo_json(document)
+        return
+    typer.echo(
+        f"run {document['run_id']} against plan {document['plan_id']} ({document['plan_name']}), "
+        f"per step over {plural(document['steps'], 'step')}: {document['summary']}"
+    )
+    typer.echo(
+        f"  {'status':<14} {'collective':<15} {'group':>5} {'planned B':>14} {'observed B':>14} "
+        f"{'plan/step':>9} {'seen/step':>9}"
+    )
+    for row in document["rows"]:
+        sizes = [
+            f"{row[key]:,}" if row[key] is not None else "—" for key in ("planned_size_bytes", "observed_size_bytes")
+        ]
+        typer.echo(
+            f"  {row['status']:<14} {row['collective']:<15} {row['group_size'] or '?':>5} {sizes[0]:>14} "
+            f"{sizes[1]:>14} {row['planned_per_step']:>9g} {row['observed_per_step']:>9g}"
+        )
 
 
 def _assumptions_line(assumptions: dict) -> str:

@@ -77,7 +77,9 @@ PER_FLOW = "per-flow"
 NS3_FCT = "ns3-fct"
 NCCL_TESTS = "nccl-tests"
 NCCL_TESTS_JSON = "nccl-tests-json"
-FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS_JSON)
+NCCL_INSPECTOR = "nccl-inspector"
+TORCH_PROFILER = "pytorch-profiler"
+FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS_JSON, NCCL_INSPECTOR, TORCH_PROFILER)
 
 
 # Integer columns are int64: a whole number from a file must stay below this to be stored as written.
@@ -148,6 +150,8 @@ class ParsedResult:
     # and what its time measures, as the run page says it.
     rank_unit: str = "rank"
     rank_basis: str = ""
+    # What a training job sent (NCCL Inspector, PyTorch profiler: ``results.observed``), kept in the summary.
+    observed: dict | None = None
 
 
 def _column(value, arrow_type: pa.DataType, rows: int) -> pa.Array:

@@ -4,13 +4,11 @@ Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, Parq
 format from the content (unless the caller names it), then hand over to that format's parser.
 """
 
-import zlib
 from pathlib import Path
-from typing import BinaryIO
 
 import pyarrow as pa
 
-from emuplan.results import arrow_ipc, nccl_tests, parquet_input, tabular
+from emuplan.results import arrow_ipc, nccl_tests, observed, parquet_input, tabular
 from emuplan.results.budget import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     JSON_BYTES_PER_BYTE,
@@ -28,51 +26,11 @@ from emuplan.results.canonical import (
     ParsedResult,
     ResultFileError,
 )
+from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
 
-GZIP_MAGIC = b"\x1f\x8b"
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
-GUNZIP_CHUNK_BYTES = 1024**2
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
-
-def gunzip_capped(compressed: bytes | memoryview | BinaryIO, file_name: str, budget: ImportBudget) -> memoryview:
-    """Decompress ``GUNZIP_CHUNK_BYTES`` at a time into one growing buffer, each chunk charged to ``budget``
-    before it is kept, refusing as soon as it passes the cap: a gzip bomb costs the cap and a few chunks of
-    memory, never its own size, and the content is held once (a list of parts joined at the end needed
-    twice the cap). ``compressed`` may be an open file, read a chunk at a time, so that the compressed
-    upload is never in memory at all."""
-    max_bytes = budget.limits.max_decompressed_bytes - budget.decompressed_bytes
-    if isinstance(compressed, bytes | memoryview):
-        pieces = [compressed]
-    else:
-        pieces = iter(lambda: compressed.read(GUNZIP_CHUNK_BYTES), b"")
-    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    content = bytearray()
-    try:
-        for piece in pieces:
-            pending = piece
-            if decompressor.eof:
-                # Concatenated gzip members are valid gzip: the next one starts with this piece.
-                decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            while True:
-                chunk = decompressor.decompress(pending, min(GUNZIP_CHUNK_BYTES, max_bytes + 1 - len(content)))
-                budget.decompressed(len(chunk), file_name)
-                content += chunk
-                if decompressor.eof:
-                    pending = decompressor.unused_data
-                    if not pending:
-                        break
-                    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-                    continue
-                pending = decompressor.unconsumed_tail
-                if not pending and not chunk:
-                    break  # this piece is used up: on with the next
-    except zlib.error as error:
-        raise ResultFileError(f"{file_name}: not a valid gzip file ({error})") from error
-    if not decompressor.eof:
-        raise ResultFileError(f"{file_name}: the gzip stream is truncated")
-    return memoryview(content)
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -124,6 +82,9 @@ def parse_result_file(
         if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
     head = _head(source, 65536)
+    if fmt in observed.OBSERVED_FORMATS or (fmt is None and observed.recognises(head)):
+        content = [(file_name, tabular.content_of(source))]
+        return observed.parse_observed(content, fmt, budget=budget)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = arrow_ipc.read_arrow_ipc(source, head, file_name, budget)
         return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)

@@ -52,7 +52,9 @@ from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError,
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.expected import fabric_of
 from emuplan.results.nccl_tests import ranks_from_bandwidths
+from emuplan.results.observed import OBSERVED_FORMATS, parse_observed
 from emuplan.results.parse import parse_result_file
+from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, step_cost
 from emuplan.results.verdict import judge_summary
@@ -77,7 +79,8 @@ from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
 from emuplan.workload.platforms import Platform
 
-Origin = Literal["imported", "measured", "generated"]
+# observed: what a training job sent, from its own records (NCCL Inspector, PyTorch profiler).
+Origin = Literal["imported", "measured", "generated", "observed"]
 ORIGINS = get_args(Origin)
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
@@ -165,6 +168,8 @@ def _summarised_and_encoded(
             rank_basis=parsed.rank_basis,
         )
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
+    if parsed.observed is not None:
+        summary["observed"] = parsed.observed
     out_of_range = non_finite_figure(summary)
     if out_of_range is not None:
         raise ResultFileError(f"{where}: the figure {out_of_range} comes out infinite or not a number")
@@ -311,6 +316,7 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -
         rank_times=load_table(session, run_id, "rank_times"),
         rank_unit=stragglers.get("unit", "rank"),
         rank_basis=stragglers.get("basis", ""),
+        observed=_relabelled_observed(run.summary.get("observed"), collectives),
     )
     summary, encoded = _summarised_and_encoded(
         parsed, {"samples": samples}, _network_of(session, run.plan_id), run.file_name or run.name
@@ -329,6 +335,17 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -
     session.add(run)
     session.flush()
     return run
+
+
+def _relabelled_observed(observed: dict | None, collectives: dict[str, str]) -> dict | None:
+    """An observed run's record with its groups' collectives renamed as the samples are."""
+    if observed is None:
+        return None
+    groups = [
+        {**group, "collective": collectives.get(group["collective"], group["collective"])}
+        for group in observed["groups"]
+    ]
+    return {**observed, "groups": groups}
 
 
 def _check_platform(session: Session, platform: str | None) -> None:
@@ -459,6 +476,35 @@ def import_result_file(
             budget=budget,
         )
         digest = content_sha256 if digest is None else digest.result()
+    return _save_new(session, parsed, digest, file_name, name, plan_id, strategy, tags, platform, facts)
+
+
+def import_observed_files(
+    session: Session,
+    paths: list[Path],
+    *,
+    name: str | None = None,
+    plan_id: int | None = None,
+    tags: Iterable[str] = (),
+    fmt: str | None = None,
+    budget: ImportBudget,
+    platform: str | None = None,
+    facts: dict[str, str] | None = None,
+) -> Run:
+    """The files of one training job (an NCCL Inspector dump per process, a profiler trace per rank) as one
+    observed run, within the import's ``budget``; ``DuplicateRun`` when the same files were imported before (in
+    any order)."""
+    files = []
+    for path in paths:
+        budget.holds(path.stat().st_size, path.name)
+        files.append((path.name, path.read_bytes()))
+    parsed = parse_observed(files, fmt, budget=budget)
+    digest = hashlib.sha256("".join(sorted(sha256_hex(content) for _, content in files)).encode()).hexdigest()
+    file_name = f"{files[0][0]} and {len(files) - 1} more"
+    return _save_new(session, parsed, digest, file_name, name, plan_id, None, tags, platform, facts)
+
+
+def _save_new(session, parsed, digest, file_name, name, plan_id, strategy, tags, platform, facts) -> Run:
     existing = find_duplicate(session, digest)
     if existing is not None:
         raise DuplicateRun(existing, file_name)
@@ -469,7 +515,7 @@ def import_result_file(
         plan_id=plan_id,
         strategy=strategy,
         tags=tags,
-        origin="imported",
+        origin="observed" if parsed.source_format in OBSERVED_FORMATS else "imported",
         file_name=file_name,
         content_sha256=digest,
         platform=platform,
@@ -838,6 +884,31 @@ def reading_plan(session: Session, run: Run, plan_id: int | None = None) -> Read
         return ReadingPlan(row, plan_document(row), "chosen")
     row = session.get(Plan, run.plan_id) if run.plan_id is not None else None
     return ReadingPlan(row, plan_document(row), "linked") if row is not None else None
+
+
+def observed_against_plan(session: Session, run: Run, plan_id: int | None = None, steps: int | None = None) -> dict:
+    """``GET /api/runs/{id}/observed-vs-plan`` and ``emuplan observed``: an observed run against a plan (``plan_id``,
+    else its linked one), per step (``results.plan_vs_observed``), with the plan named."""
+    observed = run.summary.get("observed")
+    if observed is None:
+        raise ObservedComparisonError(f"run {run.id} is not an observed run (import an NCCL Inspector dump or a trace)")
+    plan = reading_plan(session, run, plan_id)
+    if plan is None:
+        raise ObservedComparisonError(f"run {run.id} has no linked plan: name one (plan=ID)")
+    comparison = compare_plan_with_observed(plan.document, observed, steps=steps)
+    return {"run_id": run.id, "plan_id": plan.row.id, "plan_name": plan.row.name, **comparison}
+
+
+def observed_on_page(session: Session, run: Run, plan_id: int | None = None) -> dict | None:
+    """The run page's "observed in training" section: the run's ``observed`` record and its comparison with the
+    chosen or linked plan, or why there is none (``note``); None for a run that was not observed."""
+    observed = run.summary.get("observed")
+    if observed is None:
+        return None
+    try:
+        return {"observed": observed, "comparison": observed_against_plan(session, run, plan_id), "note": None}
+    except ObservedComparisonError as error:
+        return {"observed": observed, "comparison": None, "note": str(error)}
 
 
 def _assumptions_of(

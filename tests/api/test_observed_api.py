@@ -1,0 +1,126 @@
+"""Observed runs through the CLI and the API on both databases: a real DDP job's profiler traces imported as one
+run and held against the plan of the same model, an Inspector dump directory uploaded as a zip, and a dump cut
+short refused with nothing stored."""
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from emuplan.cli import app
+from emuplan.store.db import Database
+from emuplan.store.plans import save_document
+from emuplan.workload.document import PlanRequest
+from paths import FIXTURES
+from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
+
+pytestmark = pytest.mark.both_databases
+runner = CliRunner()
+JOB = [
+    FIXTURES / "results" / "nccl-inspector" / name
+    for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")
+]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
+
+
+def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(
+    traces: list[Path], cli_env: str, client: TestClient
+) -> None:
+    with Database(cli_env).writing() as session:
+        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
+        plan_id = save_document(session, ddp_plan(), request).id
+    imported = runner.invoke(app, ["import", "--job", *map(str, traces), "--plan", str(plan_id), "--json"])
+    assert imported.exit_code == 0, imported.output
+    run = json.loads(imported.stdout)
+    assert (run["origin"], run["source_format"], run["ranks"], run["hosts"]) == ("observed", "pytorch-profiler", 2, 1)
+    assert (run["file_name"], run["sample_count"], run["plan_id"]) == ("rank0.json and 1 more", 8, plan_id)
+    assert run["summary"]["observed"]["steps"] == [2, 3]
+    compared = runner.invoke(app, ["observed", str(run["id"]), "--json"])
+    assert compared.exit_code == 0, compared.output
+    document = json.loads(compared.stdout)
+    assert (document["plan_id"], document["steps"], document["predicted_pct"]) == (plan_id, 2, 100.0)
+    assert document["counts"]["matched"] == 4 and document["summary"] == "plan predicted 100 % of the bytes per step"
+    text = runner.invoke(app, ["observed", str(run["id"])])
+    assert text.stdout.splitlines()[0] == (
+        f"run {run['id']} against plan {plan_id} (ThreeLayers data (framework)), per step over 2 steps: "
+        "plan predicted 100 % of the bytes per step"
+    )
+    page = client.get(f"/runs/{run['id']}")
+    assert page.status_code == 200
+    assert '<p id="observed-summary"><strong>plan predicted 100 % of the bytes per step</strong></p>' in page.text
+    assert page.text.count('<tr class="observed-matched">') == 4
+    again = runner.invoke(app, ["import", "--job", *map(str, reversed(traces))])
+    assert again.exit_code == 2 and f"already imported as run {run['id']}" in again.output
+
+
+def _zip(paths: list[Path]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in paths:
+            archive.write(path, f"nccl-inspector-4242/{path.name}")
+    return buffer.getvalue()
+
+
+def test_an_inspector_dump_directory_uploads_as_a_zip(client: TestClient) -> None:
+    upload = client.post("/api/runs", files={"file": ("nccl-inspector-4242.zip", _zip(JOB))})
+    assert upload.status_code == 201, upload.text
+    run = upload.json()
+    assert (run["origin"], run["source_format"], run["ranks"], run["hosts"]) == ("observed", "nccl-inspector", 2, 2)
+    assert [g["label"] for g in run["summary"]["groups"]] == [
+        "all_reduce · 1048576 B · 0xc0ffee",
+        "all_gather · 131072 B · 0xc0ffee",
+    ]
+    stats = client.get(f"/api/runs/{run['id']}/stats").json()
+    assert stats["stragglers"]["slowest_rank"]["name"] == "1"
+    plan = client.post(
+        "/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 2}
+    )
+    plan_id = plan.json()["id"]
+    no_steps = client.get(f"/api/runs/{run['id']}/observed-vs-plan", params={"plan": plan_id})
+    assert no_steps.status_code == 422 and "records no training steps" in no_steps.json()["detail"]
+    compared = client.get(f"/api/runs/{run['id']}/observed-vs-plan", params={"plan": plan_id, "steps": 3})
+    assert compared.status_code == 200, compared.text
+    assert compared.json()["counts"] == {
+        "matched": 0,
+        "count differs": 0,
+        "size differs": 1,
+        "missing": 0,
+        "unexpected": 1,
+    }
+
+
+def test_a_dump_cut_short_is_refused_and_nothing_stored(client: TestClient) -> None:
+    content = JOB[0].read_bytes()
+    upload = client.post("/api/runs", files={"file": ("gpu-a-pid101.log", content[: content.index(b"\n") + 120])})
+    assert upload.status_code == 400
+    assert upload.json()["detail"].startswith("gpu-a-pid101.log: line 2: not a JSON object: ")
+    assert client.get("/api/runs").json() == []
+
+
+def test_a_run_that_was_not_observed_has_no_plan_comparison(client: TestClient) -> None:
+    csv = b"iteration,duration_us\n0,10\n1,12\n"
+    run_id = client.post("/api/runs", files={"file": ("r.csv", csv)}).json()["id"]
+    answer = client.get(f"/api/runs/{run_id}/observed-vs-plan")
+    assert answer.status_code == 422 and answer.json()["detail"].startswith(f"run {run_id} is not an observed run")
+
+
+def test_a_collective_set_after_import_is_what_the_plan_comparison_reads(client: TestClient) -> None:
+    run_id = client.post("/api/runs", files={"file": ("dump.zip", _zip(JOB))}).json()["id"]
+    changed = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_gather": "all_to_all"}})
+    assert changed.status_code == 200, changed.text
+    plan = client.post(
+        "/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 2}
+    )
+    compared = client.get(f"/api/runs/{run_id}/observed-vs-plan", params={"plan": plan.json()["id"], "steps": 3})
+    assert [(row["status"], row["collective"]) for row in compared.json()["rows"]] == [
+        ("size differs", "all_reduce"),
+        ("unexpected", "all_to_all"),
+    ]

@@ -1,0 +1,49 @@
+"""An observed run's page in Chromium at 1280×800 and 390×844: the communicators and, against the plan of the same
+model, every collective of a real DDP step matched, with no horizontal scroll."""
+
+from pathlib import Path
+
+import pytest
+from browser_support import DESKTOP, PHONE, PageWatch, screenshot
+from playwright.sync_api import Browser, expect
+
+from emuplan.results.budget import ImportBudget
+from emuplan.store import runs as store
+from emuplan.store.db import Database
+from emuplan.store.plans import save_document
+from emuplan.workload.document import PlanRequest
+from live_server import LiveServer
+from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_an_observed_run_shows_what_it_sent_against_its_plan(
+    traces: list[Path], database: Database, live_server: LiveServer, browser: Browser, viewport: dict
+) -> None:
+    with database.writing() as session:
+        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
+        plan_id = save_document(session, ddp_plan(), request).id
+        with ImportBudget() as budget:
+            run_id = store.import_observed_files(session, traces, plan_id=plan_id, budget=budget).id
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(f"{live_server.url}/runs/{run_id}")
+    expect(page.locator("#observed-summary")).to_have_text("plan predicted 100 % of the bytes per step")
+    expect(page.locator("#observed-communicators tbody td")).to_have_text(["pg 0 (default_pg)", "2", "0, 1", "vm"])
+    expect(page.locator("#observed-groups tbody tr")).to_have_count(4)
+    expect(page.locator("#observed-groups tbody tr").nth(2).locator("td").nth(6)).to_have_text("—")  # gloo states none
+    rows = page.locator("#observed-rows tbody tr")
+    expect(rows).to_have_count(4)
+    expect(rows.nth(1).locator("td")).to_have_text(
+        ["matched", "all_reduce", "2", "4,239,400", "4,239,400", "1", "1", "4,239,400", "4,239,400"]
+    )
+    page.locator("#observed").scroll_into_view_if_needed()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"observed-run-{'desktop' if viewport is DESKTOP else 'phone'}")
+    watch.assert_clean()
+    page.close()

@@ -1,0 +1,185 @@
+"""NCCL Inspector dumps (tests/fixtures/results/nccl-inspector: the README's published examples, and a constructed
+2-rank job on 2 hosts) read as observed runs: sizes as nccl-tests states them, busbw the plugin's and ours in
+agreement, per-rank times with the slow rank found, archives, and refusals that name the file and line."""
+
+import gzip
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from emuplan.results import ResultFileError, parse_result_file
+from emuplan.results.budget import ImportBudget
+from emuplan.results.observed import parse_observed
+from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
+from emuplan.results.stats import summarise
+from emuplan.workload.document import PlanRequest
+from emuplan.workload.planner import plan_workload
+from emuplan.workload.sources import resolve_model
+from paths import FIXTURES
+
+DUMPS = FIXTURES / "results" / "nccl-inspector"
+JOB = [DUMPS / "constructed-gpu-a-pid101.log", DUMPS / "constructed-gpu-b-pid202.log"]
+
+
+def parsed_job(files):
+    """``parse_observed`` within a budget of the default limits, released afterwards as an import's is."""
+    with ImportBudget() as budget:
+        return parse_observed(files, budget=budget)
+
+
+def named(paths: list[Path]) -> list[tuple[str, bytes]]:
+    return [(path.name, path.read_bytes()) for path in paths]
+
+
+@pytest.mark.parametrize(
+    ("file_name", "collective", "time_us", "busbw"),
+    [
+        ("readme-example-hostname-pid1639453.log", "all_reduce", 61974.0, 485.119099),
+        # ReduceScatter's coll_msg_size_bytes is one rank's 2 GiB: the whole buffer is 8 × that.
+        ("readme-example-hostname-pid438776.log", "reduce_scatter", 41057.0, 366.134533),
+    ],
+)
+def test_the_readme_examples_read_with_our_busbw_agreeing(file_name, collective, time_us, busbw) -> None:
+    parsed = parse_result_file(DUMPS / file_name, file_name)
+    assert (parsed.source_format, parsed.ranks, parsed.hosts) == ("nccl-inspector", 8, 1)
+    assert parsed.warnings == ["1 call not recorded by every rank of its communicator"]
+    [sample] = parsed.samples.to_pylist()
+    assert (sample["collective"], sample["size_bytes"], sample["duration_us"]) == (collective, 17179869184, time_us)
+    assert sample["busbw_gbps"] == busbw
+    [group] = summarise(parsed.samples, ranks=parsed.ranks)["groups"]
+    assert group["busbw_gbps"] == pytest.approx(busbw, abs=5e-7)  # the plugin prints six decimals
+    assert group["reported_busbw_gbps"] == busbw
+
+
+def test_one_file_per_process_is_one_run_with_every_rank_timed() -> None:
+    parsed = parsed_job(named(JOB))
+    assert (parsed.ranks, parsed.hosts, parsed.warnings) == (2, 2, [])
+    rows = parsed.samples.select(["collective", "size_bytes", "duration_us", "variant", "busbw_gbps"]).to_pylist()
+    assert [tuple(row.values()) for row in rows] == [
+        ("all_reduce", 1048576, 100.0, "0xc0ffee", 10.48576),
+        ("all_reduce", 1048576, 150.0, "0xc0ffee", 6.990507),
+        ("all_reduce", 1048576, 200.0, "0xc0ffee", 5.24288),
+        ("all_gather", 131072, 60.0, "0xc0ffee", 1.092267),  # 2 × the 64 KiB piece each rank sent
+    ]
+    summary = summarise(parsed.samples, ranks=2, rank_times=parsed.rank_times, rank_unit=parsed.rank_unit)
+    slowest = summary["stragglers"]["slowest_rank"]
+    assert (slowest["name"], slowest["host"], slowest["lost_us"], slowest["calls"]) == ("1", "gpu-b", 80.0, 4)
+    assert summary["stragglers"]["slowest_host"]["name"] == "gpu-b"
+    # One sample per group: our busbw is the plugin's to its six decimals.
+    all_gather = summary["groups"][1]
+    assert all_gather["busbw_gbps"] == pytest.approx(1.092267, abs=5e-7)
+    assert parsed.observed["communicators"] == [
+        {"id": "0xc0ffee", "size": 2, "ranks": ["0", "1"], "hosts": ["gpu-a", "gpu-b"]}
+    ]
+    assert parsed.observed["steps"] == []
+    # Per group with the communicator's own size: our busbw at the mean time beside the plugin's mean busbw.
+    assert [
+        (g["calls"], g["mean_us"], g["busbw_gbps"], g["reported_busbw_gbps"]) for g in parsed.observed["groups"]
+    ] == [
+        (
+            3,
+            150.0,
+            pytest.approx(1048576 / 150e-6 / 1e9, rel=1e-12),
+            pytest.approx((10.48576 + 6.990507 + 5.24288) / 3),
+        ),
+        (1, 60.0, pytest.approx(131072 / 60e-6 / 1e9 / 2, rel=1e-12), 1.092267),
+    ]
+
+
+def _zip(paths: list[Path]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in paths:
+            archive.write(path, f"nccl-inspector-4242/{path.name}")
+    return buffer.getvalue()
+
+
+def _tar_gz(paths: list[Path]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for path in paths:
+            archive.add(path, f"nccl-inspector-4242/{path.name}")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("packed", [_zip, _tar_gz])
+def test_a_dump_directory_as_an_archive_reads_as_the_files(packed) -> None:
+    parsed = parse_result_file(packed(JOB), "dump.zip")
+    expected = parsed_job(named(JOB))
+    assert parsed.samples.to_pylist() == expected.samples.to_pylist()
+    assert parsed.rank_times.to_pylist() == expected.rank_times.to_pylist()
+
+
+def test_a_dump_cut_short_names_its_line() -> None:
+    content = JOB[0].read_bytes()
+    cut = content[: content.index(b"\n") + 120]
+    with pytest.raises(ResultFileError) as refused:
+        parsed_job([("gpu-a-pid101.log", cut)])
+    assert str(refused.value).startswith("gpu-a-pid101.log: line 2: not a JSON object: ")
+    assert str(refused.value).endswith("(the dump is cut short)")
+
+
+def test_a_malformed_field_names_its_line_and_key() -> None:
+    lines = JOB[1].read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b'"coll_sn":3', b'"coll_sn":"3"')
+    with pytest.raises(ResultFileError, match=r"^gpu-b\.log: line 3: coll_perf\.coll_sn is '3', expected int$"):
+        parsed_job([("gpu-b.log", b"\n".join(lines))])
+
+
+def test_ranks_that_disagree_on_a_call_are_refused() -> None:
+    other = JOB[1].read_bytes().replace(b'"coll":"AllGather"', b'"coll":"AllReduce"')
+    with pytest.raises(ResultFileError, match=r"line 4: call \(4,\) of communicator 0xc0ffee is all_reduce"):
+        parsed_job([(JOB[0].name, JOB[0].read_bytes()), ("gpu-b.log", other)])
+
+
+def test_a_dump_without_steps_is_compared_over_the_steps_given() -> None:
+    # The seed MLP, data parallel on 2 ranks: one all-reduce of 971048 B per step.
+    plan = plan_workload(
+        PlanRequest(model="fashion-mnist-mlp", strategy="data", gpus=2), resolve_model("fashion-mnist-mlp")
+    )
+    observed = parsed_job(named(JOB)).observed
+    with pytest.raises(ObservedComparisonError, match="records no training steps"):
+        compare_plan_with_observed(plan, observed)
+    comparison = compare_plan_with_observed(plan, observed, steps=3)
+    assert [
+        (r["status"], r["planned_size_bytes"], r["observed_size_bytes"], r["observed_per_step"])
+        for r in comparison["rows"]
+    ] == [
+        ("size differs", 971048, 1048576, 1.0),
+        ("unexpected", None, 131072, 1 / 3),
+    ]
+    assert comparison["predicted_pct"] == 0.0
+    assert comparison["summary"] == (
+        "plan predicted 0 % of the bytes per step; all-reduce of 1 MiB where the plan has 948.289 KiB; "
+        "0.333333 unexpected all-gathers of 128 KiB"
+    )
+
+
+def test_gzipped_dumps_given_together_read_as_the_files() -> None:
+    gzipped = [(f"{name}.gz", gzip.compress(content)) for name, content in named(JOB)]
+    parsed = parsed_job(gzipped)
+    assert parsed.samples.to_pylist() == parsed_job(named(JOB)).samples.to_pylist()
+
+
+def test_one_rank_given_twice_is_refused() -> None:
+    with pytest.raises(ResultFileError, match=r"^copy\.log: line 1: rank 0 recorded this call already in "):
+        parsed_job([*named(JOB), ("copy.log", JOB[0].read_bytes())])
+
+
+def test_a_line_that_is_not_json_is_named_without_calling_it_cut_short() -> None:
+    lines = JOB[0].read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"coll":', b'"coll" ', 1)
+    with pytest.raises(ResultFileError) as refused:
+        parsed_job([("gpu-a.log", b"\n".join(lines))])
+    assert str(refused.value) == "gpu-a.log: line 2: not a JSON object: Expecting ':' delimiter"
+
+
+def test_a_size_past_64_bits_is_refused() -> None:
+    huge = (
+        JOB[0].read_bytes().replace(b'"coll_msg_size_bytes":1048576', b'"coll_msg_size_bytes":18446744073709551615', 1)
+    )
+    with pytest.raises(ResultFileError, match=r"^gpu-a\.log: line 1: a size of 18446744073709551615 B does not fit"):
+        parsed_job([("gpu-a.log", huge)])
