@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # FastAPI's own pages load Swagger UI and ReDoc from a CDN with an inline script: /docs is ours.
         docs_url=None,
         redoc_url=None,
+        openapi_url=None,  # served by api/pages.py's schema_router, behind the same role check as the API
     )
     app.state.settings = settings
     app.state.database = Database(settings.database_url)
@@ -123,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         trend.metrics_router,
         pages.router,
         pages.shared_page_router,
+        pages.schema_router,
         account.sign_in_router,
         account.page_router,
         account.router,

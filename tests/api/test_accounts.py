@@ -100,7 +100,12 @@ def test_signed_out_api_requests_get_401_and_pages_send_the_browser_to_sign_in(
     accounts_server: LiveServer, database: Database
 ) -> None:
     with httpx2.Client(base_url=accounts_server.url, follow_redirects=False) as anonymous:
-        for method, path in (("GET", "/api/runs"), ("GET", "/api/plans"), ("DELETE", "/api/runs/1")):
+        for method, path in (
+            ("GET", "/api/runs"),
+            ("GET", "/api/plans"),
+            ("DELETE", "/api/runs/1"),
+            ("GET", "/openapi.json"),  # the API's description is read like the API
+        ):
             response = anonymous.request(method, path)
             assert response.status_code == 401, path
             assert response.json() == {"detail": SIGN_IN_FIRST}
@@ -121,6 +126,7 @@ def test_sign_in_sets_an_httponly_lax_session_cookie_and_sign_out_ends_it_on_the
     password = add_account("ada", Role.editor)
     client = signed_in_client(accounts_server, "ada", password)
     assert client.get("/api/account").json() == {"name": "ada", "role": "editor", "signed_in_with": "session"}
+    assert client.get("/openapi.json").json()["info"]["title"] == "emuplan"
     assert upload(client, "by-ada").status_code == 201
     assert count(database, AccountSession) == 1
     cookie = client.cookies["emuplan_session"]

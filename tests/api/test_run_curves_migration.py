@@ -43,7 +43,7 @@ def test_curves_move_to_run_curves_and_figures_still_draw_them(empty_database_ur
     migrate(url)
     with TestClient(create_app(Settings(database_url=url, demo=False))) as client:
         figure = client.get("/api/runs/3/figures/cdf").json()
-        assert figure == json.loads(json.dumps(charts.cdf_figure(whole, title="old run: completion-time CDF")))
+        assert figure == json.loads(json.dumps(charts.cdf_figure(whole, title="Completion-time CDF")))
         assert client.get("/api/runs/3").json()["summary"] == strip_curves(whole)
     command.downgrade(alembic_config(url), "0003")
     with engine.begin() as connection:

@@ -14,8 +14,10 @@ from sql_capture import query_plan, sent_queries
 pytestmark = pytest.mark.both_databases
 
 LIST_INDEXES = {"ix_run_plan_id", "ix_run_strategy_folded"}
-# A platform's series (migration 0013, tests/api/test_series_indexes.py).
+# A platform's series (migration 0014, tests/api/test_series_indexes.py).
 SERIES_INDEXES = {"ix_run_platform_id", "ix_run_platform_ranks_id"}
+# The list's sorts, one (column, id) index each (migration 0017).
+SORT_INDEXES = {"ix_run_name_id", "ix_run_p50_id", "ix_run_peak_busbw_id", "ix_run_ranks_id", "ix_run_size_max_id"}
 
 
 @pytest.mark.parametrize(
@@ -29,8 +31,8 @@ SERIES_INDEXES = {"ix_run_platform_id", "ix_run_platform_ranks_id"}
 )
 def test_a_filtered_page_and_its_count_are_found_through_an_index(database: Database, filters, index) -> None:
     def read(session):
-        assert runs.list_runs(session, **filters, limit=runs.RUNS_PER_PAGE, offset=50) == []
-        assert runs.count_runs(session, **filters) == 0
+        assert runs.list_runs(session, runs.RunFilters(**filters), limit=runs.RUNS_PER_PAGE, offset=50) == []
+        assert runs.count_runs(session, runs.RunFilters(**filters)) == 0
 
     listed, counted = sent_queries(database, read)
     assert "ORDER BY run" in listed[0] and "count(*)" in counted[0]
@@ -42,7 +44,7 @@ def test_a_filtered_page_and_its_count_are_found_through_an_index(database: Data
 
 
 def test_a_tag_alone_is_counted_in_its_index_without_reading_runs(database: Database) -> None:
-    (counted,) = sent_queries(database, lambda session: runs.count_runs(session, tag="Fabric-A"))
+    (counted,) = sent_queries(database, lambda session: runs.count_runs(session, runs.RunFilters(tag="Fabric-A")))
     assert "FROM run_tag" in counted[0] and "run." not in counted[0]
     assert "ix_run_tag_folded" in query_plan(database, *counted)
 
@@ -84,7 +86,10 @@ def test_a_page_in_the_older_half_walks_its_index_from_the_oldest_without_sortin
     database: Database, filters, ids, walk
 ) -> None:
     def read(session):
-        assert runs.list_runs(session, **filters, limit=runs.RUNS_PER_PAGE, offset=9_950, total=10_000) == []
+        assert (
+            runs.list_runs(session, runs.RunFilters(**filters), limit=runs.RUNS_PER_PAGE, offset=9_950, total=10_000)
+            == []
+        )
 
     ((statement, parameters),) = sent_queries(database, read)
     # The last page of 10,000 matches: the oldest 50, skipping none (SQLite's plan does not say which way).
@@ -130,7 +135,9 @@ def test_migration_0008_adds_the_list_indexes_and_takes_them_back(database_url: 
 
 def test_migration_0011_adds_the_id_index_on_sqlite_only_and_takes_it_back(database_url: str) -> None:
     id_index = {"ix_run_id"} if database_url.startswith("sqlite") else set()
-    assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES, *id_index, *SERIES_INDEXES}
+    assert run_indexes(database_url) == {
+        "ix_run_content_sha256", *LIST_INDEXES, *id_index, *SERIES_INDEXES, *SORT_INDEXES
+    }  # fmt: skip
     command.downgrade(alembic_config(database_url), "0010")
     assert run_indexes(database_url) == {"ix_run_content_sha256", *LIST_INDEXES}
     command.upgrade(alembic_config(database_url), "0011")

@@ -14,20 +14,22 @@ pytestmark = pytest.mark.both_databases
 
 
 @pytest.mark.parametrize(
-    ("filters", "index"),
+    ("filters", "indexes"),
     [
-        ({}, "ix_run_platform_id"),
-        ({"tag": "Nightly"}, "ix_run_platform_id"),
-        ({"ranks": 16}, "ix_run_platform_ranks_id"),
+        ({}, {"ix_run_platform_id"}),
+        ({"tag": "Nightly"}, {"ix_run_platform_id"}),
+        # On an empty table PostgreSQL may walk the list's (ranks, id) index instead (migration 0017): as free of
+        # sorting; with runs of many platforms the (platform, ranks, id) one reads fewer entries.
+        ({"ranks": 16}, {"ix_run_platform_ranks_id", "ix_run_ranks_id"}),
     ],
 )
-def test_a_series_walks_its_platform_index_newest_first_without_sorting(database: Database, filters, index) -> None:
+def test_a_series_walks_its_platform_index_newest_first_without_sorting(database: Database, filters, indexes) -> None:
     ((statement, parameters),) = sent_queries(
         database, lambda session: trend.series_runs(session, "h100-ndr", **filters)
     )
     assert "ORDER BY run.id DESC" in statement and "run_summary" not in statement, statement
     plan = query_plan(database, statement, parameters, forbid_sort=True)
-    assert index in plan, plan
+    assert any(index in plan for index in indexes), plan
     assert not {"TEMP", "Sort"} & set(plan.split()), plan
 
 

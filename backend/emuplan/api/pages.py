@@ -55,6 +55,8 @@ from emuplan.workload.presets import PRESETS
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 # What a share link opens is reachable with the token alone, signed in or not.
 shared_page_router = APIRouter(include_in_schema=False)
+# The API's description is read like the API: with sign-in on, by a signed-in viewer (or an API token).
+schema_router = APIRouter(include_in_schema=False, dependencies=requires_roles())
 
 RECENT = 8
 T = TypeVar("T")
@@ -480,6 +482,11 @@ def shared_comparison_page(token: str, request: Request, session: ReadSessionDep
     context = _saved_comparison_context(session, comparison)
     context["compare_url"] = f"/api/shared/{token}"
     return render(request, "shared.html", headers=headers, **context)
+
+
+@schema_router.get("/openapi.json")
+def openapi_document(request: Request) -> dict:
+    return request.app.openapi()
 
 
 @router.get("/docs", response_class=HTMLResponse)
