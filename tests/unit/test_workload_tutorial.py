@@ -95,7 +95,8 @@ def test_trials_are_batches_times_epochs(dataset, batch, epochs, drop_last, tria
         ),
         ({"mode": "framework", "gpus": 1}, r"^gpus: one GPU exchanges nothing"),
         ({"mode": "framework", "strategy": "pipeline", "pp": 5, "gpus": 5}, r"^pp: 5 pipeline stages but the model"),
-        ({"dp": 1 << 30}, r"^gpus: 1073741824 GPUs is more than the planner accepts"),
+        # Each degree is bounded by the request model (2^20); their product by the planner.
+        ({"dp": 1 << 20, "tp": 2}, r"^gpus: 2097152 GPUs is more than the planner accepts"),
     ],
 )
 def test_bad_inputs_name_the_field(options: dict, message: str) -> None:
