@@ -10,7 +10,6 @@ cancel flag, so a cancel sent to another worker reaches the processes within tha
 
 import secrets
 import threading
-import time
 from datetime import datetime
 from typing import Any, Literal
 
@@ -18,6 +17,7 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import OperationalError
 
+from emuplan.api.deps import app_registry
 from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled
 from emuplan.measure.options import (
     BACKENDS,
@@ -38,8 +38,6 @@ from emuplan.store.models import MeasurementJobRecord
 from emuplan.store.plans import PlanNotFound
 
 JobState = Literal["starting", "running", "storing", "succeeded", "failed", "cancelled"]
-CANCEL_WAIT_S = 15.0
-CANCEL_POLL_S = 0.1
 
 
 class MeasureRequest(BaseModel):
@@ -209,28 +207,17 @@ class MeasurementJobs:
 
     def cancel(self, database: Database, job_id: str) -> MeasurementJobRecord:
         """Cancel a running job, whichever worker runs it: its processes are killed and no run is stored.
-        Answers once the job has ended (or after ``CANCEL_WAIT_S``); a finished job stays as it is."""
+        Answers once the job has ended (or after ``job_records.CANCEL_WAIT_S``); a finished job stays as it is."""
         job = job_store.request_cancel(database, job_id)
         launcher = self._launchers.get(job_id)
         if launcher is not None:
             launcher.cancel()
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while job.state in job_store.ACTIVE_STATES and time.monotonic() < deadline:
-            time.sleep(CANCEL_POLL_S)
-            job = job_store.read_job(database, job_id)
-        return job
+        return job_store.wait_while_active(database, job)
 
     def all(self, database: Database) -> list[MeasurementJobRecord]:
         return job_store.list_jobs(database)
 
 
-_JOBS_CREATION_LOCK = threading.Lock()
-
-
 def jobs_of(request: Request) -> MeasurementJobs:
     """The app's job registry, created on first use (requests run on several threads)."""
-    state = request.app.state
-    with _JOBS_CREATION_LOCK:
-        if not hasattr(state, "measurement_jobs"):
-            state.measurement_jobs = MeasurementJobs()
-    return state.measurement_jobs
+    return app_registry(request, "measurement_jobs", MeasurementJobs)

@@ -7,7 +7,6 @@ within that time. One simulation runs at a time per server process: a second sta
 
 import secrets
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +15,7 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import OperationalError
 
+from emuplan.api.deps import app_registry
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
@@ -26,8 +26,6 @@ from emuplan.store.simulations import check_simulation, plan_traces
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]
-CANCEL_WAIT_S = 15.0
-CANCEL_POLL_S = 0.1
 
 
 class SimulationBusy(Exception):
@@ -161,22 +159,11 @@ class SimulationJobs:
 
     def cancel(self, database: Database, job_id: str) -> SimulationJobRecord:
         """Cancel a running job, whichever worker runs it: ASTRA-sim is stopped and no result kept. Answers once
-        the job has ended (or after ``CANCEL_WAIT_S``); a finished job stays as it is."""
+        the job has ended (or after ``job_records.CANCEL_WAIT_S``); a finished job stays as it is."""
         job = job_store.request_cancel(database, job_id)
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while job.state in job_store.ACTIVE_STATES and time.monotonic() < deadline:
-            time.sleep(CANCEL_POLL_S)
-            job = job_store.read_job(database, job_id)
-        return job
-
-
-_JOBS_CREATION_LOCK = threading.Lock()
+        return job_store.wait_while_active(database, job)
 
 
 def simulation_jobs_of(request: Request) -> SimulationJobs:
     """The app's simulation registry, created on first use (requests run on several threads)."""
-    state = request.app.state
-    with _JOBS_CREATION_LOCK:
-        if not hasattr(state, "simulation_jobs"):
-            state.simulation_jobs = SimulationJobs()
-    return state.simulation_jobs
+    return app_registry(request, "simulation_jobs", SimulationJobs)

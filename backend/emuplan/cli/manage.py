@@ -63,6 +63,14 @@ def _changes(**fields) -> dict:
     return changes
 
 
+def _edited(kind: str, path: str, changes: dict, update_stored) -> None:
+    """A plan's or comparison's ``changes`` made through the server's PATCH ``path``, else in the local store
+    (``update_stored(session)`` → its document); one line says what it is now."""
+    server = remote_server()
+    document = server.patch(path, changes) if server is not None else in_store(update_stored, write=True)
+    typer.echo(f"{kind} {document['id']}: {document['name']}; tags: {', '.join(document['tags']) or 'none'}")
+
+
 def _confirmed(question: str, yes: bool) -> None:
     if not yes and not typer.confirm(question, default=False):
         typer.echo("not deleted")
@@ -178,15 +186,15 @@ def edit_plan(
     note: NoteOption = None,
 ) -> None:
     """Rename, retag or annotate a plan (its inputs never change: plan again for others)."""
-    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
-    server = remote_server()
-    if server is not None:
-        document = server.patch(f"/api/plans/{plan_id}", changes)
-    else:
-        from emuplan.store import plans as store
+    from emuplan.store import plans as store
 
-        document = in_store(lambda session: _plan_public(store.update_plan(session, plan_id, **changes)), write=True)
-    typer.echo(f"plan {document['id']}: {document['name']}; tags: {', '.join(document['tags']) or 'none'}")
+    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
+    _edited(
+        "plan",
+        f"/api/plans/{plan_id}",
+        changes,
+        lambda session: _plan_public(store.update_plan(session, plan_id, **changes)),
+    )
 
 
 def _plan_consequences(account: dict) -> str:
@@ -246,18 +254,15 @@ def edit_comparison(
     note: NoteOption = None,
 ) -> None:
     """Rename, retag or annotate a saved comparison."""
-    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
-    server = remote_server()
-    if server is not None:
-        document = server.patch(f"/api/comparisons/{comparison_id}", changes)
-    else:
-        from emuplan.store import comparisons as store
+    from emuplan.store import comparisons as store
 
-        document = in_store(
-            lambda session: store.comparison_document(store.update_comparison(session, comparison_id, **changes)),
-            write=True,
-        )
-    typer.echo(f"comparison {document['id']}: {document['name']}; tags: {', '.join(document['tags']) or 'none'}")
+    changes = _changes(name=name, tags=_tags(tags, no_tags), note=note)
+    _edited(
+        "comparison",
+        f"/api/comparisons/{comparison_id}",
+        changes,
+        lambda session: store.comparison_document(store.update_comparison(session, comparison_id, **changes)),
+    )
 
 
 def _comparison_consequences(account: dict) -> str:

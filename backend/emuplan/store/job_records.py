@@ -5,6 +5,7 @@ mid-job stops beating; after ``STALE_AFTER`` without a beat its job reads as fai
 ``KEPT_FINISHED_JOBS`` finished jobs of a kind are kept.
 """
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -19,6 +20,9 @@ from emuplan.store.rows import NotFound
 HEARTBEAT_S = 0.5
 STALE_AFTER = timedelta(seconds=30)
 KEPT_FINISHED_JOBS = 20
+# How long a cancel waits for the worker running the job to end it, and how often it looks.
+CANCEL_WAIT_S = 15.0
+CANCEL_POLL_S = 0.1
 
 Record = TypeVar("Record", bound=SQLModel)
 
@@ -89,6 +93,14 @@ class JobTable(Generic[Record]):
                 job.cancel_requested = True
                 session.add(job)
             return job
+
+    def wait_while_active(self, database: Database, job: Record) -> Record:
+        """``job`` as it is once it has ended, or after ``CANCEL_WAIT_S`` (a cancel answers with the end)."""
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while job.state in self.active_states and time.monotonic() < deadline:
+            time.sleep(CANCEL_POLL_S)
+            job = self.read(database, job.id)
+        return job
 
     def get(self, session: Session, job_id: str) -> Record:
         job = session.get(self.model, job_id)

@@ -72,6 +72,7 @@ beat = _jobs.beat
 finish = _jobs.finish  # the final state, and the host is free again
 request_cancel = _jobs.request_cancel
 read_job = _jobs.read
+wait_while_active = _jobs.wait_while_active
 
 
 def list_jobs(database: Database) -> list[MeasurementJobRecord]:

@@ -21,6 +21,7 @@ beat = _jobs.beat
 finish = _jobs.finish
 request_cancel = _jobs.request_cancel
 read_job = _jobs.read
+wait_while_active = _jobs.wait_while_active
 
 
 def create_job(database: Database, job_id: str, plan_id: int, request: dict[str, Any]) -> SimulationJobRecord:
