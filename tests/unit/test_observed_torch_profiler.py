@@ -358,3 +358,26 @@ def test_an_nccl_trace_without_a_call_s_fields_is_refused_with_its_event(fsdp2_t
         f"rank0.json: traceEvents[{index}]: record_param_comms (_allgather_base) has dtype 'Float9', whose size is not "
         "known"
     )
+
+
+def test_gloo_all_reduces_not_told_apart_from_the_scatters_asked_stay_all_reduces(fsdp2_traces: list[Path]) -> None:
+    # Rank 0's trace without one of its two c10d::_reduce_scatter_base_ ops of body.5's 10250 gradients: its two
+    # gloo all-reduces of 10250 elements no longer pair with what asked for them.
+    document = json.loads(fsdp2_traces[0].read_bytes())
+    scatter = next(
+        e
+        for e in document["traceEvents"]
+        if e.get("name") == "c10d::_reduce_scatter_base_" and e["args"]["Input Dims"][1] == [10250]
+    )
+    document["traceEvents"].remove(scatter)
+    parsed = parsed_job([("rank0.json", json.dumps(document).encode()), named(fsdp2_traces)[1]])
+    groups = "2 process groups, and gloo's events do not say which ran a call: their calls are counted together"
+    assert parsed.warnings == [
+        f"rank0.json: {groups}",
+        "rank0.json: 2 gloo all-reduces of 10250 elements, but 1 c10d call that gloo runs as one (1 "
+        "reduce_scatter_tensor): not told apart, all read as all-reduces",
+        f"rank1.json: {groups}",
+        "4 calls not recorded by every rank of its communicator",
+    ]
+    calls = {(g["collective"], g["size_bytes"]): g["calls"] for g in parsed.observed["groups"]}
+    assert (calls[("all_reduce", 41000)], calls[("reduce_scatter", 41000)]) == (2, 2)  # rank 0's, rank 1's

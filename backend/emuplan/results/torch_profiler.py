@@ -54,8 +54,9 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _TRACE_EVENTS = re.compile(r'"traceEvents"\s*:\s*\[')
 GLOO_PREFIX = "gloo:"
 PARAM_COMMS = "record_param_comms"
-# The c10d ops gloo runs as all-reduces, and where their Input Dims hold the tensor gloo reduces.
-_C10D_ALL_REDUCES = {"c10d::allreduce_": "all_reduce", "c10d::_reduce_scatter_base_": "reduce_scatter"}
+# The c10d ops gloo runs as all-reduces, and the collective each asks for.
+_C10D_ALL_REDUCES = {"c10d::allreduce_": CollectiveOp.ALL_REDUCE.value,
+                     "c10d::_reduce_scatter_base_": CollectiveOp.REDUCE_SCATTER.value}  # fmt: skip
 # Ops that move no data.
 _SKIPPED = frozenset({"barrier"})
 # Bytes per element, and nccl-tests' name for the type (its own for those it lacks), of the C++ type names the
@@ -296,7 +297,7 @@ def _asked_of_all_reduces(found: _Events, file_name: str, warnings: list[str]) -
     )
     told: dict[int, list[str]] = {}
     for elements, calls in asked.items():
-        scatters = sum(collective == "reduce_scatter" for _, collective in calls)
+        scatters = sum(collective == CollectiveOp.REDUCE_SCATTER.value for _, collective in calls)
         if len(calls) == ran[elements]:
             told[elements] = [collective for _, collective in sorted(calls)]
         elif scatters:
