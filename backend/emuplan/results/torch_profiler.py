@@ -5,21 +5,22 @@ A trace of a ``torch.distributed`` job names its rank and process groups in ``di
 "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]}``) and its machine in ``host_name``.
 ``ProfilerStep#N`` events (``prof.step()``) mark the training steps: a call belongs to the step it was issued
 in. Sizes are whole buffers (nccl-tests' size, and the plan's): an all-gather's output, a reduce-scatter's
-input; ``elements`` counts the whole buffer too. Calls that move no data (``barrier``) are skipped.
+input; ``elements`` counts the whole buffer too, and types take nccl-tests' names (``float``, ``bfloat16``,
+``int64``) on either backend. Calls that move no data (``barrier``) are skipped. JSON that breaks (a trace cut
+short) is refused naming the ``traceEvents`` entry it broke in, and its line and column.
 
-**record_param_comms** (ProcessGroupNCCL; PyTorch's ``RECORD_PARAM_COMMS_DATA``): one CPU event per c10d call,
-whose args (``saveNcclMeta`` in torch/csrc/profiler/util.cpp) name the collective asked for (``"Collective
-name"``: ``allreduce``, ``_allgather_base``, ``_reduce_scatter_base``, ``all_to_allv``, ``broadcast`` …), its
-``"In msg nelems"`` and ``"Out msg nelems"`` (the whole buffer is the larger), ``"dtype"`` (c10's names:
-``Float``, ``BFloat16`` …), ``"Group size"``, and, in PyTorch ≥ 2.2, the process group (``"Process Group
-Name"``, ``"Process Group Description"``, ``"Process Group Ranks"`` as ``"[0, 1]"``, cut after 30 ranks) and
-its sequence number ``"Seq"``. Each process group is a communicator (``pg 1 (metrics)``) with the size the
-event states and the members ``distributedInfo`` lists for it (else the event's ranks, when not cut). The
-time is the device's: Kineto links the kernels a call launched to its event (the kernel's ``"External id"``
-is the event's, and Kineto copies the collective's fields onto it); a call with no linked kernel (a CPU-only
-profile) is timed by its CPU event, which times the launch, not the transfer: a warning says how many. Ranks
-join a call by its group's sequence number where the events state it, else by order (the n-th call of that
-collective and size in the group).
+**record_param_comms** (ProcessGroupNCCL; PyTorch's ``RECORD_PARAM_COMMS_DATA``): one CPU event per c10d call, whose
+args (``saveNcclMeta`` in torch/csrc/profiler/util.cpp) name the collective asked for (``"Collective name"``:
+``allreduce``, ``_allgather_base``, ``_reduce_scatter_base``, ``all_to_allv``, ``broadcast`` …), its ``"In msg
+nelems"`` and ``"Out msg nelems"`` (the whole buffer is the larger), ``"dtype"`` (c10's names: ``Float``,
+``BFloat16`` …), ``"Group size"``, and, where the PyTorch version records them, the process group (``"Process Group
+Name"``, ``"Process Group Description"``, ``"Process Group Ranks"`` as ``"[0, 1]"``, cut after 30 ranks) and its
+sequence number ``"Seq"``. Each process group is a communicator (``pg 1 (metrics)``) with the size the event states
+and the members ``distributedInfo`` lists for it (else the event's ranks, when not cut). The time is the device's:
+Kineto links the kernels a call launched to its event (the kernel's ``"External id"`` is the event's, and Kineto
+copies the collective's fields onto it); a call with no linked kernel (a CPU-only profile) is timed by its CPU
+event, which times the launch, not the transfer: a warning says how many. Ranks join a call by its group's sequence
+number where the events state it, else by order (the n-th call of that collective and size in the group).
 
 **gloo** (PyTorch 2.13 records no ``record_param_comms`` for gloo; checked on traces it made): every call gloo
 ran is a ``gloo:<op>`` event on one of its worker threads, timed from its start to its end, with its input's
@@ -28,7 +29,8 @@ asked — gloo runs ``reduce_scatter_tensor`` as an all-reduce of the whole inpu
 ``c10d::_reduce_scatter_base_`` op (output, then input in its ``Input Dims``) says what was asked: the gloo
 all-reduces of E elements pair in order with the ``c10d::allreduce_`` and ``c10d::_reduce_scatter_base_``
 ops of E elements (the calls gloo runs as all-reduces), and take their collective; where the counts differ
-they stay all-reduces, with a warning. An all-gather's input is one rank's piece: the whole is n × that.
+they stay all-reduces, with a warning. (Read from gloo's events alone, an FSDP2 step's reduce-scatters would be
+all-reduces, and never match its plan.) An all-gather's input is one rank's piece: the whole is n × that.
 Ranks join a call by order, and a call's step is the one its gloo event starts in. gloo's events do not say
 which process group ran them: with one group it is that group; with several, their calls are counted
 together (group size known only when the groups share one), with a warning.
