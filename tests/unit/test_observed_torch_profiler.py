@@ -381,3 +381,12 @@ def test_gloo_all_reduces_not_told_apart_from_the_scatters_asked_stay_all_reduce
     ]
     calls = {(g["collective"], g["size_bytes"]): g["calls"] for g in parsed.observed["groups"]}
     assert (calls[("all_reduce", 41000)], calls[("reduce_scatter", 41000)]) == (2, 2)  # rank 0's, rank 1's
+
+
+def test_an_nccl_group_s_members_are_those_the_trace_lists_not_only_the_ranks_given(fsdp2_traces: list[Path]) -> None:
+    parsed = parsed_job(nccl_files(fsdp2_traces[:1]))  # rank 1's trace left out
+    assert parsed.warnings == ["26 calls not recorded by every rank of its communicator"]
+    assert [(c["id"], c["ranks"]) for c in parsed.observed["communicators"]] == [
+        ("pg 0 (default_pg)", ["0", "1"]),
+        ("pg 1 (metrics)", ["0", "1"]),
+    ]
