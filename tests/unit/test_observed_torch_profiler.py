@@ -216,9 +216,8 @@ def test_the_fsdp2_plan_of_the_same_model_is_what_fsdp2_sent(fsdp2_traces: list[
 
 # --- The NCCL backend ----------------------------------------------------------------------------------------------
 
-# For each c10d op the FSDP2 job calls: what ProcessGroupNCCL records (RECORD_PARAM_COMMS_DATA's collective name, and
-# whether its In msg nelems is the op's input (the second tensor of _allgather_base_/_reduce_scatter_base_) and Out
-# msg nelems its output), its profiling title, and which gloo op ran it on the CPU (paired by order and elements).
+# For each c10d op the FSDP2 job calls: the collective name ProcessGroupNCCL records for it (RECORD_PARAM_COMMS_DATA),
+# its profiling title, and the gloo op that ran it here (paired by order and elements).
 NCCL_OF_C10D = {
     "c10d::_allgather_base_": ("_allgather_base", "nccl:_all_gather_base", "gloo:all_gather"),
     "c10d::_reduce_scatter_base_": ("_reduce_scatter_base", "nccl:_reduce_scatter_base", "gloo:all_reduce"),

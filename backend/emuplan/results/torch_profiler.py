@@ -284,11 +284,12 @@ def _asked_of_all_reduces(found: _Events, file_name: str, warnings: list[str]) -
         where = f"{file_name}: traceEvents[{index}]"
         name = event["name"]
         start, _ = _span(event, where, name)
-        dims = event.get("args", {}).get("Input Dims") if isinstance(event.get("args"), dict) else None
+        dims = event["args"].get("Input Dims") if isinstance(event.get("args"), dict) else None
         # allreduce_(tensors, …): the first tensor of its list; _reduce_scatter_base_(output, input, …): the input.
-        reduced = dims[0][0] if name == "c10d::allreduce_" and _is_list(dims, 0) and dims[0] else None
-        if name == "c10d::_reduce_scatter_base_" and _is_list(dims, 1):
-            reduced = dims[1]
+        if name == "c10d::allreduce_":
+            reduced = dims[0][0] if _is_list(dims, 0) and dims[0] else None
+        else:
+            reduced = dims[1] if _is_list(dims, 1) else None
         if not (isinstance(reduced, list) and all(isinstance(d, int) and d >= 0 for d in reduced)):
             raise ResultFileError(f"{where}: {name} has no tensor shapes (profile with record_shapes=True)")
         asked[math.prod(reduced)].append((start, _C10D_ALL_REDUCES[name]))
