@@ -153,8 +153,8 @@ def test_a_broken_event_is_refused_with_its_index(traces: list[Path]) -> None:
 
 # --- FSDP2 ---------------------------------------------------------------------------------------------------------
 
-# The plan's units: body.0 (Linear 512→1024), body.1 (BatchNorm1d), body.3 (Linear 1024→1024), body.5 (Linear
-# 1024→10), whole buffers of float32 parameters.
+# The plan's units, whole buffers of float32 parameters by size: body.1 (BatchNorm1d), body.5 (Linear 1024→10),
+# body.0 (Linear 512→1024), body.3 (Linear 1024→1024).
 UNITS = [8192, 41000, 2101248, 4198400]
 LOSS = 4  # the 0-dim float32 loss, all-reduced over the metrics group once per step
 ONE_GROUP = "gloo (process group not recorded)"
@@ -167,7 +167,11 @@ def fsdp2_traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def untimed(groups: list[dict]) -> list[dict]:
     timing = ("mean_us", "busbw_gbps", "reported_busbw_gbps")
-    return sorted(({k: v for k, v in g.items() if k not in timing} for g in groups), key=lambda g: g["size_bytes"])
+    return sorted(({k: v for k, v in g.items() if k not in timing} for g in groups), key=by_size)
+
+
+def by_size(group: dict) -> tuple[int, str]:
+    return group["size_bytes"], group["collective"]
 
 
 def test_fsdp2_traces_hold_its_gathers_and_the_scatters_gloo_runs_as_all_reduces(fsdp2_traces: list[Path]) -> None:
@@ -189,7 +193,7 @@ def test_fsdp2_traces_hold_its_gathers_and_the_scatters_gloo_runs_as_all_reduces
             for size in UNITS
         ]
         + [{"collective": "all_reduce", "size_bytes": LOSS, **calls, "calls": 2, "calls_in_steps": 2}],
-        key=lambda g: g["size_bytes"],
+        key=by_size,
     )
     assert parsed.elements == {
         **{(op, size): (size // 4, "float") for op in ("all_gather", "reduce_scatter") for size in UNITS},
