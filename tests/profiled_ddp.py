@@ -1,4 +1,4 @@
-"""Real PyTorch profiler traces of DDP training steps on a gloo group of CPU processes, one trace per rank.
+"""Real PyTorch profiler traces of DDP and FSDP2 training steps on a gloo group of CPU processes, one trace per rank.
 
 ``profiled_ddp_steps(build, make_input, folder)`` starts ``WORLD_SIZE`` processes, wraps ``build()`` in
 ``DistributedDataParallel`` with its defaults (the 1 MiB first bucket, 25 MiB after), and profiles
@@ -6,8 +6,14 @@
 first step) with ``record_shapes`` and ``prof.step()`` marking each step; each rank exports its Chrome trace
 to ``folder/rank<N>.json``. ``build`` and ``make_input`` must be importable module-level functions.
 
-``ThreeLayers`` (two gradient buckets and two buffer broadcasts per step) and ``ddp_plan`` (its framework-mode
-data-parallel plan on 2 ranks) are the model the tests profile and plan.
+``profiled_fsdp2_steps(build, make_input, folder)`` does the same with FSDP2: ``fully_shard`` on each layer of
+``build().body`` that has parameters and then on the root (the units the framework-mode plan shards), and
+after each backward the loss is all-reduced over a second process group (``dist.new_group``, described
+``"metrics"``), as training loops log it: a job with two communicators, one call of the second per step.
+
+``ThreeLayers`` (two gradient buckets and two buffer broadcasts per step under DDP) and ``ddp_plan`` (its
+framework-mode data-parallel plan on 2 ranks; ``dp_impl="fsdp2"`` for FSDP2's) are the model the tests
+profile and plan.
 """
 
 import os
@@ -19,6 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -31,6 +39,7 @@ from ports import free_port
 WORLD_SIZE = 2
 WARMUP_STEPS = 2
 PROFILED_STEPS = 2
+METRICS_GROUP = "metrics"
 
 
 class ThreeLayers(nn.Module):
@@ -58,12 +67,22 @@ def ddp_plan(**options):
     return plan_workload(request, inventory)
 
 
-def _rank(rank: int, port: int, build: Callable, make_input: Callable, folder: str) -> None:
+def fully_shard_layers(model: nn.Module) -> nn.Module:
+    mesh = init_device_mesh("cpu", (WORLD_SIZE,))
+    for layer in model.body:
+        if any(True for _ in layer.parameters()):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def _rank(rank: int, port: int, job: tuple[Callable, Callable, Callable, bool], folder: str) -> None:
+    build, wrap, make_input, log_loss = job
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD_SIZE)
     torch.manual_seed(0)
-    ddp = DistributedDataParallel(build())
+    model = wrap(build())
+    metrics = dist.new_group(list(range(WORLD_SIZE)), group_desc=METRICS_GROUP) if log_loss else None
     trace = str(Path(folder) / f"rank{rank}.json")
     with profile(
         activities=[ProfilerActivity.CPU],
@@ -72,8 +91,11 @@ def _rank(rank: int, port: int, build: Callable, make_input: Callable, folder: s
         on_trace_ready=lambda prof: prof.export_chrome_trace(trace),
     ) as prof:
         for _ in range(WARMUP_STEPS + PROFILED_STEPS):
-            ddp(make_input()).float().sum().backward()
-            ddp.zero_grad(set_to_none=True)
+            loss = model(make_input()).float().sum()
+            loss.backward()
+            if metrics is not None:
+                dist.all_reduce(loss.detach(), group=metrics)
+            model.zero_grad(set_to_none=True)
             prof.step()
     # Leave without tearing down, as tests/ddp_world.py does: the DDP reducer's destructor can deadlock with a
     # gloo worker that still needs the GIL.
@@ -82,6 +104,14 @@ def _rank(rank: int, port: int, build: Callable, make_input: Callable, folder: s
     os._exit(0)
 
 
-def profiled_ddp_steps(build: Callable, make_input: Callable, folder: Path) -> list[Path]:
-    mp.spawn(_rank, args=(free_port(), build, make_input, str(folder)), nprocs=WORLD_SIZE)
+def _profiled_steps(job: tuple[Callable, Callable, Callable, bool], folder: Path) -> list[Path]:
+    mp.spawn(_rank, args=(free_port(), job, str(folder)), nprocs=WORLD_SIZE)
     return [folder / f"rank{rank}.json" for rank in range(WORLD_SIZE)]
+
+
+def profiled_ddp_steps(build: Callable, make_input: Callable, folder: Path) -> list[Path]:
+    return _profiled_steps((build, DistributedDataParallel, make_input, False), folder)
+
+
+def profiled_fsdp2_steps(build: Callable, make_input: Callable, folder: Path) -> list[Path]:
+    return _profiled_steps((build, fully_shard_layers, make_input, True), folder)
