@@ -16,6 +16,7 @@ from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget,
 from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.formats import BY_NAME, DETECTION_ORDER, FORMATS, Format, format_module
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
+from emuplan.results.headers import MappedColumn
 from emuplan.results.upload import HEAD_BYTES, Upload, content_of
 
 ARROW_FILE_MAGIC = b"ARROW1"
@@ -146,21 +147,30 @@ def _parse_table(
     collective: str | None,
     row_name: tabular.RowName,
 ) -> ParsedResult:
-    """The table read by the first table format that recognises its columns (or by ``named``)."""
     columns = tabular.mapped_columns(table, file_name, column_map)
+    entry = table_format(columns, table.column_names, file_name, named)
+    if table.num_rows == 0:
+        raise ResultFileError(f"{file_name}: the header has no data rows under it")
+    reader = tabular.Columns(table, columns, file_name, row_name)
+    return format_module(entry).parse(reader, collective, column_map)
+
+
+def table_format(
+    columns: dict[str, MappedColumn], column_names: list[str], file_name: str, named: Format | None
+) -> Format:
+    """The format of a table whose columns play the roles ``columns`` says (``tabular.mapped_columns``; a
+    streamed import has them from its first batch): ``named``, else the first table format in detection order
+    that recognises them."""
     entry = named or next(
         (e for e in DETECTION_ORDER if e.kind == "table" and format_module(e).recognises(columns)), None
     )
     if entry is None:
         raise ResultFileError(
-            f"{file_name}: unknown format: no completion-time column among {table.column_names} and not an "
+            f"{file_name}: unknown format: no completion-time column among {column_names} and not an "
             "nccl-tests log, nccl-tests JSON or ns-3 fct.txt: say which column holds what (the upload form's Column "
             "mapping, --column-map or column_map=, e.g. duration=wall_ms,size=payload_bytes) or pick its Format "
             "(--format, format=)"
         )
     if entry.kind != "table":
         raise ResultFileError(f"{file_name}: format {entry.name!r} is not a table with a header row")
-    if table.num_rows == 0:
-        raise ResultFileError(f"{file_name}: the header has no data rows under it")
-    reader = tabular.Columns(table, columns, file_name, row_name)
-    return format_module(entry).parse(reader, collective, column_map)
+    return entry

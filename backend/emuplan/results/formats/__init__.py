@@ -14,11 +14,13 @@ Two kinds of format, by what recognition looks at:
 - ``table``: a table with a header row, read from CSV, Feather/Arrow IPC or Parquet by ``results.parse``,
   by the roles its columns play (``headers.map_columns``). The module defines
   ``recognises(columns: dict[str, MappedColumn]) -> bool`` and
-  ``parse(columns: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
+  ``parse(reader: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
 
-Optional, for files too large to hold whole (not offered by any format yet): a module may define
-``parse_batches(path: Path, upload: Upload) -> ParsedResult`` — the same result read from the file on disk a
-bounded batch at a time; an import that streams takes it when the detected format has it, else ``parse``.
+Optional, for files too large to hold whole (no format offers it yet): a module may define
+``parse_batches(path: Path, upload: Upload, column_map: dict | None) -> ParsedResult``, the same result as
+``parse`` read from the file on disk a bounded batch at a time (for a table format: CSV, Arrow IPC or Parquet
+batches, its format found from the first batch's columns with ``parse.table_format``). A streamed import
+takes it when the detected or named format has it, and ``parse`` otherwise.
 
 Standard library only: every ``emuplan`` command imports this module (``emuplan import --help`` lists the
 formats); the format modules, with pyarrow, are imported when a file is read (``format_module``).
