@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.results.formats import FORMATS
 from emuplan.wording import (
     against_median,
     as_printed,
@@ -258,7 +259,7 @@ def import_run(
     name: Annotated[str | None, typer.Option(help="Run name (default: the file name; one file only).")] = None,
     strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Repeat for several tags.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="Skip detection, e.g. nccl-tests, per-iteration.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help=f"Skip detection. One of: {', '.join(FORMATS)}.")] = None,
     collective: CollectiveOption = None,
     column_map: Annotated[
         str | None, typer.Option("--column-map", help='Role → column: JSON or "duration=wall_ms,size=payload".')

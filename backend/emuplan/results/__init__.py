@@ -1,24 +1,31 @@
 """Result files → one canonical samples table → statistics, ECDF grids and delay series.
 
-Entry points: ``parse_result_file`` (any supported format) and ``summarise`` (the cached run summary);
-``compare_runs`` for side-by-side statistics with Kolmogorov–Smirnov tests; ``export`` the samples as a
-spreadsheet-safe CSV. May import ``emuplan.workload`` (collective names, the plan contract); never
-FastAPI or the database.
+Entry points: ``parse_result_file`` (any supported format: ``formats`` lists them) and ``summarise`` (the
+cached run summary); ``compare_runs`` for side-by-side statistics with Kolmogorov–Smirnov tests; ``export``
+the samples as a spreadsheet-safe CSV. May import ``emuplan.workload`` (collective names, the plan contract);
+never FastAPI or the database.
+
+The names below are imported on first use: ``emuplan.results.formats`` (the format names, standard library
+only) is imported by every ``emuplan`` command, and must not bring pyarrow with this package.
 """
 
-from emuplan.results.canonical import FORMATS, ParsedResult, ResultFileError, ResultFileTooLarge
-from emuplan.results.compare import RunSummary, compare_runs
-from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import NetworkModel, summarise
+import importlib
 
-__all__ = [
-    "FORMATS",
-    "NetworkModel",
-    "ParsedResult",
-    "ResultFileError",
-    "ResultFileTooLarge",
-    "RunSummary",
-    "compare_runs",
-    "parse_result_file",
-    "summarise",
-]
+_HOMES = {
+    "FORMATS": "emuplan.results.formats",
+    "ParsedResult": "emuplan.results.canonical",
+    "ResultFileError": "emuplan.results.canonical",
+    "ResultFileTooLarge": "emuplan.results.canonical",
+    "RunSummary": "emuplan.results.compare",
+    "compare_runs": "emuplan.results.compare",
+    "parse_result_file": "emuplan.results.parse",
+    "NetworkModel": "emuplan.results.stats",
+    "summarise": "emuplan.results.stats",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

@@ -30,6 +30,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+# The format names (``results.formats``) re-exported where the modules that store and compare runs import them.
+from emuplan.results.formats import FORMATS as FORMATS
+from emuplan.results.formats import NCCL_INSPECTOR as NCCL_INSPECTOR
+from emuplan.results.formats import NCCL_TESTS as NCCL_TESTS
+from emuplan.results.formats import NCCL_TESTS_JSON as NCCL_TESTS_JSON
+from emuplan.results.formats import PER_ITERATION as PER_ITERATION
+from emuplan.results.formats import TORCH_PROFILER as TORCH_PROFILER
 from emuplan.workload.collectives import normalise_op_name
 
 TEXT = pa.dictionary(pa.int32(), pa.string())
@@ -69,18 +76,6 @@ RANK_TIMES_SCHEMA = pa.schema(
         pa.field("duration_us", pa.float64(), nullable=False),
     ]
 )
-
-# Names of the formats, as detected, accepted as an explicit override and stored in run.source_format.
-PER_ITERATION = "per-iteration"
-KAI_SUMMARY = "kai-summary"
-PER_FLOW = "per-flow"
-NS3_FCT = "ns3-fct"
-NCCL_TESTS = "nccl-tests"
-NCCL_TESTS_JSON = "nccl-tests-json"
-NCCL_INSPECTOR = "nccl-inspector"
-TORCH_PROFILER = "pytorch-profiler"
-FORMATS = (PER_ITERATION, KAI_SUMMARY, PER_FLOW, NS3_FCT, NCCL_TESTS, NCCL_TESTS_JSON, NCCL_INSPECTOR, TORCH_PROFILER)
-
 
 # Integer columns are int64: a whole number from a file must stay below this to be stored as written.
 INT64_LIMIT = 2.0**63

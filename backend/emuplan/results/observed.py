@@ -47,11 +47,6 @@ def is_archive(head: bytes) -> bool:
     return head.startswith(ZIP_MAGIC) or head[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + len(TAR_MAGIC)] == TAR_MAGIC
 
 
-def recognises(head: bytes) -> bool:
-    """An archive, or the start of an Inspector dump or a profiler trace (read by those modules)."""
-    return is_archive(head) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
-
-
 def archive_members(content: bytes | memoryview, file_name: str, budget: ImportBudget) -> list[tuple[str, bytes]]:
     """The regular files of a zip or tar (directories and hidden files skipped), each charged to ``budget`` at
     its stated size before it is extracted."""

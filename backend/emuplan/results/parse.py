@@ -1,32 +1,23 @@
 """``parse_result_file``: bytes of any supported result file → one canonical ``ParsedResult``.
 
-Order of work: gunzip (capped), recognise the container (Feather/Arrow IPC, Parquet, JSON, text), detect the
-format from the content (unless the caller names it), then hand over to that format's parser.
+Order of work: gunzip (capped); open the container — a zip or tar of one training job's files
+(``results.observed``), Feather/Arrow IPC, Parquet, or text; then walk the formats (``results.formats``) in
+their detection order and hand the file to the first that recognises it (or to the one the caller names):
+a text format from the content's head, a table format from the columns of the table read from the
+container (CSV when the content is text).
 """
 
 from pathlib import Path
 
 import pyarrow as pa
 
-from emuplan.results import arrow_ipc, nccl_tests, observed, parquet_input, tabular
-from emuplan.results.budget import (
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-    JSON_BYTES_PER_BYTE,
-    ImportBudget,
-    ImportLimits,
-)
-from emuplan.results.canonical import (
-    FORMATS,
-    KAI_SUMMARY,
-    NCCL_TESTS,
-    NCCL_TESTS_JSON,
-    NS3_FCT,
-    PER_FLOW,
-    PER_ITERATION,
-    ParsedResult,
-    ResultFileError,
-)
+from emuplan.results import arrow_ipc, observed, parquet_input, tabular
+from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
+from emuplan.results.canonical import ParsedResult, ResultFileError
+from emuplan.results.formats import BY_NAME, DETECTION_ORDER, FORMATS, Format, format_module
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
+from emuplan.results.headers import MappedColumn
+from emuplan.results.upload import HEAD_BYTES, Upload, content_of
 
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
@@ -71,6 +62,7 @@ def parse_result_file(
             return parse_result_file(source, file_name, fmt, column_map, collective=collective, budget=own)
     if fmt is not None and fmt not in FORMATS:
         raise ResultFileError(f"{file_name}: unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    named = BY_NAME[fmt] if fmt is not None else None
     if not _head(source, 1):
         raise ResultFileError(f"{file_name}: the file is empty")
     if _head(source, 2) == GZIP_MAGIC:
@@ -81,50 +73,37 @@ def parse_result_file(
             source = gunzip_capped(source, file_name, budget)
         if not source:
             raise ResultFileError(f"{file_name}: the file is empty once decompressed")
-    head = _head(source, 65536)
-    if fmt in observed.OBSERVED_FORMATS or (fmt is None and observed.recognises(head)):
-        content = [(file_name, tabular.content_of(source))]
-        return observed.parse_observed(content, fmt, budget=budget)
+    head = _head(source, HEAD_BYTES)
+    if observed.is_archive(head) and (fmt is None or fmt in observed.OBSERVED_FORMATS):
+        return observed.parse_observed([(file_name, content_of(source))], fmt, budget=budget)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = arrow_ipc.read_arrow_ipc(source, head, file_name, budget)
-        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+        return _parse_table(table, file_name, named, column_map, collective, tabular.table_row)
     if head.startswith(parquet_input.MAGIC):
         table = parquet_input.read_parquet(source, file_name, budget)
-        return _parse_columns(table, file_name, fmt, column_map, collective, tabular.table_row)
+        return _parse_table(table, file_name, named, column_map, collective, tabular.table_row)
     if head.startswith(UTF16_BOMS):
         raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
         raise ResultFileError(
             f"{file_name}: binary content that is not gzip, Feather or Parquet: not a result file this tool reads"
         )
-    # The text becomes a table (or a log's lines) of about its size.
-    text_bytes = source.stat().st_size if isinstance(source, Path) else len(source)
-    budget.holds(text_bytes, file_name)
-    text_head = head.decode("utf-8", errors="replace")
-    stripped = text_head.lstrip()
-    if not stripped:
+    upload = Upload(source, file_name, head, budget, collective)
+    if not upload.text_head.strip():
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
-    if fmt == NCCL_TESTS_JSON or (fmt is None and stripped.startswith("{")):
-        budget.holds(text_bytes * (JSON_BYTES_PER_BYTE - 1), file_name)
-        document = nccl_tests.load_json(bytes(tabular.content_of(source)), file_name)
-        return nccl_tests.parse_nccl_tests_json(document, file_name, collective)
-    if fmt == NCCL_TESTS or (fmt is None and stripped.startswith("#")):
-        text = _text_of(source)
-        if fmt == NCCL_TESTS or nccl_tests.looks_like_nccl_tests(text):
-            return nccl_tests.parse_nccl_tests_stdout(text, file_name, collective)
-    if fmt == NS3_FCT or (fmt is None and tabular.looks_like_ns3_fct(text_head)):
-        return tabular.parse_ns3_fct(tabular.content_of(source), file_name, budget)
-    if fmt is None and nccl_tests.looks_like_nccl_tests(text_head):
-        # A log with lines before the preamble (e.g. the mpirun command line).
-        return nccl_tests.parse_nccl_tests_stdout(_text_of(source), file_name, collective)
+    for entry in DETECTION_ORDER:
+        if entry.kind == "text" and (entry == named or (named is None and format_module(entry).recognises(upload))):
+            return format_module(entry).parse(upload)
+    # The text becomes a table of about its size.
+    budget.holds(upload.size, file_name)
     table = tabular.read_csv(source, head, file_name)
     budget.count_rows(table.num_rows, file_name)
     try:
-        parsed = _parse_columns(table, file_name, fmt, column_map, collective, tabular.csv_line)
+        parsed = _parse_table(table, file_name, named, column_map, collective, tabular.csv_line)
     except pa.ArrowInvalid as error:
         if "UTF8" not in str(error):
             raise
-        raise ResultFileError(_first_non_utf8(tabular.content_of(source), file_name)) from error
+        raise ResultFileError(_first_non_utf8(content_of(source), file_name)) from error
     del table
     # Arrow's allocator (mimalloc) keeps freed memory for Arrow's next allocation: here the table as read,
     # now that the samples are built from it (and, for the readers without their own hand-back, the
@@ -139,10 +118,6 @@ def _head(source: bytes | memoryview | Path, size: int) -> bytes:
         with source.open("rb") as file:
             return file.read(size)
     return bytes(source[:size])
-
-
-def _text_of(source: bytes | memoryview | Path) -> str:
-    return bytes(tabular.content_of(source)).decode("utf-8", errors="replace")
 
 
 def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
@@ -164,19 +139,38 @@ def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
     return f"{file_name}: text that is not UTF-8 (save the file as UTF-8)"
 
 
-def _parse_columns(table, file_name, fmt, column_map, collective, row_name) -> ParsedResult:
-    try:
-        detected = tabular.detect_table_format(table, column_map)
-    except ValueError as error:
-        raise ResultFileError(f"{file_name}: {error}") from error
-    fmt = fmt or detected
-    if fmt is None:
+def _parse_table(
+    table: pa.Table,
+    file_name: str,
+    named: Format | None,
+    column_map: dict[str, str] | None,
+    collective: str | None,
+    row_name: tabular.RowName,
+) -> ParsedResult:
+    columns = tabular.mapped_columns(table, file_name, column_map)
+    entry = table_format(columns, table.column_names, file_name, named)
+    if table.num_rows == 0:
+        raise ResultFileError(f"{file_name}: the header has no data rows under it")
+    reader = tabular.Columns(table, columns, file_name, row_name)
+    return format_module(entry).parse(reader, collective, column_map)
+
+
+def table_format(
+    columns: dict[str, MappedColumn], column_names: list[str], file_name: str, named: Format | None
+) -> Format:
+    """The format of a table whose columns play the roles ``columns`` says (``tabular.mapped_columns``; a
+    streamed import has them from its first batch): ``named``, else the first table format in detection order
+    that recognises them."""
+    entry = named or next(
+        (e for e in DETECTION_ORDER if e.kind == "table" and format_module(e).recognises(columns)), None
+    )
+    if entry is None:
         raise ResultFileError(
-            f"{file_name}: unknown format: no completion-time column among {table.column_names} and not an "
+            f"{file_name}: unknown format: no completion-time column among {column_names} and not an "
             "nccl-tests log, nccl-tests JSON or ns-3 fct.txt: say which column holds what (the upload form's Column "
             "mapping, --column-map or column_map=, e.g. duration=wall_ms,size=payload_bytes) or pick its Format "
             "(--format, format=)"
         )
-    if fmt not in (PER_ITERATION, KAI_SUMMARY, PER_FLOW):
-        raise ResultFileError(f"{file_name}: format {fmt!r} is not a table with a header row")
-    return tabular.parse_table(table, file_name, fmt, column_map, collective, row_name)
+    if entry.kind != "table":
+        raise ResultFileError(f"{file_name}: format {entry.name!r} is not a table with a header row")
+    return entry

@@ -1,16 +1,8 @@
-"""Tables with a header row — CSV (optionally gzipped) or KAI's Feather — read into the canonical samples.
-
-Three formats share this reader because they differ only in which roles their columns play
-(``headers.map_columns``):
-
-- per-iteration: one row per collective execution, with a duration column (unit in its name, in a
-  ``unit`` column, or in the cells as ``"14.2 ms"``);
-- KAI summary: ``Data Size``, ``Collective``, ``Completion Time (ms)``, ``Algbw (GB/s)``, ``Busbw (GB/s)``,
-  ``Ideal (%)`` — one row per data size, kept with the bandwidths KAI reported;
-- per-flow: src, dst, qp, bytes, start, end or fct, iteration — the flows are kept as they are and each
-  iteration's completion is rebuilt as max(end) − min(start).
-
-ns-3's headerless ``fct.txt`` is read here too, with its fixed column order.
+"""Tables with a header row, as the table formats (``results.formats``: per-iteration, KAI summary, per-flow)
+share them: CSV read by Arrow, typed and checked access to the columns that play each role
+(``headers.map_columns``; times with their unit in the header, a ``unit`` column or the cells as
+``"14.2 ms"``), the samples of a table with one completion time a row, and each iteration's completion
+rebuilt from its flows (per-flow tables and ns-3's fct.txt).
 
 Parsing is pyarrow's (multi-threaded C++) and every check is a numpy operation over whole columns;
 only when a check fails is the first offending row looked up, to name it in the message.
@@ -26,23 +18,19 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from emuplan.results import headers
-from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import (
     INT64_LIMIT,
-    KAI_SUMMARY,
-    NS3_FCT,
-    PER_FLOW,
-    PER_ITERATION,
     ParsedResult,
     ResultFileError,
     collective_from_file_name,
     collective_of,
-    flows_table,
     renamed_text,
     samples_table,
     text_column,
     times_problem,
 )
+from emuplan.results.formats import PER_ITERATION
+from emuplan.results.upload import content_of
 
 # (row index) → "line 7" for CSV (header is line 1), "row 6" for Feather.
 RowName = Callable[[int], str]
@@ -56,11 +44,6 @@ def csv_line(index: int) -> str:
 
 def table_row(index: int) -> str:
     return f"row {index + 1}"
-
-
-def content_of(source: bytes | memoryview | Path) -> bytes | memoryview:
-    """The bytes of a source: formats that are read whole, and the error paths that look for a line."""
-    return source.read_bytes() if isinstance(source, Path) else source
 
 
 # Only an empty cell is missing: 'NaN' or 'NA' must reach the checks and be reported as what they are.
@@ -180,38 +163,17 @@ def _line_with_field_count(source: bytes | memoryview | Path, delimiter: str, co
     return "a line"
 
 
-def detect_table_format(table: pa.Table, column_map: dict[str, str] | None) -> str | None:
-    mapped = headers.map_columns(table.column_names, column_map)
-    if "src" in mapped and "dst" in mapped and ("end" in mapped or "duration" in mapped):
-        return PER_FLOW
-    if "duration" in mapped and ({"algbw", "busbw", "ideal"} & mapped.keys()) and "iteration" not in mapped:
-        return KAI_SUMMARY
-    if "duration" in mapped:
-        return PER_ITERATION
-    return None
-
-
-def parse_table(
-    table: pa.Table,
-    file_name: str,
-    fmt: str,
-    column_map: dict[str, str] | None,
-    collective: str | None,
-    row_name: RowName,
-) -> ParsedResult:
-    if table.num_rows == 0:
-        raise ResultFileError(f"{file_name}: the header has no data rows under it")
+def mapped_columns(
+    table: pa.Table, file_name: str, column_map: dict[str, str] | None
+) -> dict[str, headers.MappedColumn]:
+    """The role each column plays (what the table formats recognise), by header or ``column_map``."""
     try:
-        mapped = headers.map_columns(table.column_names, column_map)
+        return headers.map_columns(table.column_names, column_map)
     except ValueError as error:
         raise ResultFileError(f"{file_name}: {error}") from error
-    reader = _Columns(table, mapped, file_name, row_name)
-    if fmt == PER_FLOW:
-        return _parse_flows(reader, collective)
-    return _parse_samples(reader, fmt, collective, column_map)
 
 
-class _Columns:
+class Columns:
     """Typed, validated access to the mapped columns of one table."""
 
     def __init__(self, table: pa.Table, mapped: dict[str, headers.MappedColumn], file_name: str, row_name: RowName):
@@ -349,7 +311,7 @@ class _Columns:
         if too_large.any():
             index = int(np.flatnonzero(too_large)[0])
             raise self.fail("size", index, f"{float(values[index])!r} bytes is more than a size can hold (2^63 − 1)")
-        return _nullable(values_bytes, pa.int64())
+        return nullable(values_bytes, pa.int64())
 
     def iterations(self) -> np.ndarray | None:
         if not self.has("iteration"):
@@ -383,18 +345,19 @@ class _Columns:
         return renamed_text(self.text("collective"), collective_of)
 
 
-def _optional_numbers(reader: _Columns, role: str) -> np.ndarray | None:
+def _optional_numbers(reader: Columns, role: str) -> np.ndarray | None:
     return reader.numbers(role, allow_null=True) if reader.has(role) else None
 
 
-def _nullable(values: np.ndarray | None, arrow_type: pa.DataType) -> pa.Array | None:
+def nullable(values: np.ndarray | None, arrow_type: pa.DataType) -> pa.Array | None:
     if values is None:
         return None
     mask = np.isnan(values)
     return pa.array(values, mask=mask if mask.any() else None).cast(arrow_type)
 
 
-def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_map) -> ParsedResult:
+def samples_from_columns(reader: Columns, fmt: str, collective: str | None, column_map) -> ParsedResult:
+    """The samples of a table with one completion time a row (per-iteration, KAI summary)."""
     durations = headers.ambiguous_durations(reader.table.column_names, column_map)
     if len(durations) > 1:
         raise ResultFileError(
@@ -421,50 +384,15 @@ def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_ma
             iteration=iteration,
             collective=reader.collectives(collective, reader.file_name),
             size_bytes=reader.sizes(),
-            start_us=_nullable(start_us, pa.float64()),
+            start_us=nullable(start_us, pa.float64()),
             variant=reader.text("variant") or "",
             label=reader.text("label") or "",
-            algbw_gbps=_nullable(_optional_numbers(reader, "algbw"), pa.float64()),
-            busbw_gbps=_nullable(_optional_numbers(reader, "busbw"), pa.float64()),
-            ideal_pct=_nullable(_optional_numbers(reader, "ideal"), pa.float64()),
+            algbw_gbps=nullable(_optional_numbers(reader, "algbw"), pa.float64()),
+            busbw_gbps=nullable(_optional_numbers(reader, "busbw"), pa.float64()),
+            ideal_pct=nullable(_optional_numbers(reader, "ideal"), pa.float64()),
         ),
         source_format=fmt,
         warnings=reader.warnings,
-    )
-
-
-def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
-    has_start = reader.has("start")
-    if reader.has("duration"):
-        fct_us = reader.durations_us("duration")
-        start_us = reader.durations_us("start") if has_start else None
-    elif has_start:
-        start_us = reader.durations_us("start")
-        end_us = reader.durations_us("end")
-        fct_us = end_us - start_us
-        reader.check_times("end", fct_us, fct_us)
-    else:
-        raise ResultFileError(f"{reader.file_name}: per-flow records need an fct column, or start and end columns")
-    iteration = reader.iterations()
-    if iteration is None:
-        reader.warnings.append(f"{reader.file_name}: no iteration column: all flows count as one iteration")
-    flows = flows_table(
-        fct_us=fct_us,
-        iteration=iteration,
-        src=reader.text("src"),
-        dst=reader.text("dst"),
-        qp=_nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
-        size_bytes=reader.sizes(),
-        start_us=start_us,
-    )
-    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
-                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
-    return ParsedResult(
-        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
-        source_format=PER_FLOW,
-        ranks=len(endpoints),
-        warnings=reader.warnings,
-        flows=flows,
     )
 
 
@@ -495,53 +423,4 @@ def iterations_from_flows(flows: pa.Table, collective: pa.Array | str, warnings:
         collective=collective,
         size_bytes=None,
         start_us=start_column,
-    )
-
-
-# ns-3 (HPCC simulator) fct.txt: "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
-NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")
-
-
-def looks_like_ns3_fct(text: str) -> bool:
-    first = text.lstrip().split("\n", 1)[0].split()
-    return (
-        len(first) == len(NS3_COLUMNS) and all(t.isalnum() for t in first[:2]) and all(t.isdigit() for t in first[2:])
-    )
-
-
-def parse_ns3_fct(data: bytes | memoryview, file_name: str, budget: ImportBudget) -> ParsedResult:
-    bad_rows: list[str] = []
-
-    def on_invalid_row(row) -> str:
-        where = f"line {row.number}" if row.number is not None else "a line"
-        bad_rows.append(f"{file_name}: {where} has {row.actual_columns} fields; ns-3 fct.txt has {len(NS3_COLUMNS)}")
-        return "error"
-
-    try:
-        table = pacsv.read_csv(
-            pa.py_buffer(data),
-            read_options=pacsv.ReadOptions(column_names=list(NS3_COLUMNS)),
-            parse_options=pacsv.ParseOptions(
-                delimiter=" ", ignore_empty_lines=True, invalid_row_handler=on_invalid_row
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in NS3_COLUMNS[2:]}}
-            ),
-        )
-    except pa.ArrowInvalid as error:
-        raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
-    budget.count_rows(table.num_rows, file_name)
-    flows = flows_table(
-        fct_us=table["fct_ns"].to_numpy() / 1e3,
-        src=table["sip"],
-        dst=table["dip"],
-        size_bytes=table["size"],
-        start_us=table["start_ns"].to_numpy() / 1e3,
-    )
-    warnings = [f"{file_name}: ns-3 fct.txt has no iterations: the whole file is one iteration"]
-    return ParsedResult(
-        samples=iterations_from_flows(flows, "unknown", warnings),
-        source_format=NS3_FCT,
-        warnings=warnings,
-        flows=flows,
     )

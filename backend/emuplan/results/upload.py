@@ -1,0 +1,42 @@
+"""One uploaded file as the text formats (``results.formats``) see it: its start, to recognise it, and its
+whole content, to parse it."""
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from emuplan.results.budget import ImportBudget
+
+# What recognition looks at: a log's preamble, a trace's first keys.
+HEAD_BYTES = 65536
+
+
+def content_of(source: bytes | memoryview | Path) -> bytes | memoryview:
+    """The bytes of a source: formats that are read whole, and the error paths that look for a line."""
+    return source.read_bytes() if isinstance(source, Path) else source
+
+
+@dataclass
+class Upload:
+    """``source``: the content (gunzipped), or the path of the file on disk holding it; ``head``: its first
+    ``HEAD_BYTES``; ``collective``: the op the caller names (the file may name its own)."""
+
+    source: bytes | memoryview | Path
+    file_name: str
+    head: bytes
+    budget: ImportBudget
+    collective: str | None = None
+
+    @cached_property
+    def text_head(self) -> str:
+        return self.head.decode("utf-8", errors="replace")
+
+    @property
+    def size(self) -> int:
+        return self.source.stat().st_size if isinstance(self.source, Path) else len(self.source)
+
+    def content(self) -> bytes | memoryview:
+        return content_of(self.source)
+
+    def text(self) -> str:
+        return bytes(self.content()).decode("utf-8", errors="replace")
