@@ -1,4 +1,5 @@
-"""Runs: upload a result file, list, read statistics and figures, export samples, set collectives, delete.
+"""Runs: upload result files (one run, or one run each: ``upload_run``), list, read statistics and figures,
+export samples, set collectives, delete.
 
 Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413

@@ -1,4 +1,5 @@
-"""Uploads: the size limit enforced while the body streams in, and a multipart body streamed to disk.
+"""Uploads: the size limit enforced while the body streams in, a multipart body of one or many files streamed
+to disk (a body cut short leaves nothing behind), and whether several files are one training job's records.
 
 Starlette spools multipart file parts to disk without a size cap, so the limit has to sit below the
 form parser: this ASGI middleware counts the bytes of every request body and stops the request with
