@@ -138,3 +138,10 @@ def test_the_api_documents_both_answers(client: TestClient) -> None:
         {"type": "string", "format": "binary"},
         1,
     )
+
+
+def test_more_files_than_one_upload_takes_are_422_and_nothing_is_stored(client: TestClient) -> None:
+    files = [(f"rank{rank}.csv", b"iteration,duration_us\n0,10\n") for rank in range(4097)]
+    upload = client.post("/api/runs", files=parts(*files))
+    assert (upload.status_code, upload.json()) == (422, {"detail": "file: more than 4096 files in one upload"})
+    assert client.get("/api/runs").json() == []
