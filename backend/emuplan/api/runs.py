@@ -5,7 +5,8 @@ Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figu
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
 past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
 in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
-``existing_run_id``. Downloads stream from storage (``store/table_files.py``).
+``existing_run_id``; several files that are not one job → 200 with each file's outcome (any of those).
+Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
@@ -415,7 +416,9 @@ def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBud
 
 
 def _import_each(session, files: list[SpooledFile], form: UploadForm, limits: ImportLimits) -> list[dict]:
-    """Each file as a run of its own, committed (or rolled back) before the next is read."""
+    """Each file as a run of its own, committed (or rolled back) before the next is read. The errors the table in
+    ``api/errors.py`` would answer are caught here because each is one file's outcome, not the request's answer
+    (as ``emuplan import`` does with several files)."""
     outcomes = []
     for file in files:
         outcome = {"file": file.file_name, "outcome": "stored", "run_id": None, "detail": None}
