@@ -354,7 +354,11 @@ async def upload_run(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
                 )
                 raise HTTPException(status_code=422, detail=problems) from None
-            if len(upload.files) > 1 and not one_job(upload.files, form.job, form.format):
+            # Reading the files' heads is disk work: off the event loop.
+            several_runs = len(upload.files) > 1 and not await run_in_threadpool(
+                one_job, upload.files, form.job, form.format
+            )
+            if several_runs:
                 if form.name is not None:
                     raise HTTPException(
                         status_code=422, detail="name: names one run; with several files each is named by its file name"
