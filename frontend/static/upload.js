@@ -1,17 +1,23 @@
-// The runs page's upload: file picker or drag-and-drop, one or many files, XMLHttpRequest for the upload
-// progress, the server's own message shown inline. Several files go one request each, one after the other:
-// each gets its own outcome line (stored as #id, duplicate of #id, refused with the reason), and a file
-// refused never stops the ones after it. One file stored opens its run page, as before.
+// The runs page's upload: file picker or drag-and-drop, one or many files, all in one request (XMLHttpRequest, for
+// the upload's progress: MB sent of the total and the rate), the server's own message shown inline.
+// What comes back (POST /api/runs): one run (one file, or one training job's files: NCCL Inspector dumps,
+// profiler traces) opens its run page; several runs list an outcome per file (stored as #id, duplicate of #id,
+// refused with the reason); a refusal of the whole upload is shown in the error box, naming the file.
 import { el, errorMessage, showMessage } from "./util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");
 const fileInput = document.getElementById("upload-file");
 const chosen = document.getElementById("upload-chosen");
+const progressBox = document.getElementById("upload-progress-box");
 const progress = document.getElementById("upload-progress");
+const progressText = document.getElementById("upload-progress-text");
 const status = document.getElementById("upload-status");
 const errorBox = document.getElementById("upload-error");
 const outcomes = document.getElementById("upload-outcomes");
+const nameInput = document.getElementById("upload-name");
+const submit = document.getElementById("upload-submit");
+const maxUploadBytes = Number(form.dataset.maxUploadBytes);
 let droppedFiles = [];
 
 function showError(message) {
@@ -22,8 +28,23 @@ function currentFiles() {
   return droppedFiles.length ? droppedFiles : [...fileInput.files];
 }
 
+// Decimal units, as the CLI's progress shows them; "loaded of total" both in the total's unit.
+const UNITS = [[1e9, "GB"], [1e6, "MB"], [1e3, "kB"]];
+
+function unitFor(bytes) {
+  return UNITS.find(([scale]) => bytes >= scale) || [1, "bytes"];
+}
+
+function inUnit(bytes, [scale]) {
+  const digits = scale === 1 ? 0 : 1;
+  return (bytes / scale).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
 function showChosen() {
   const files = currentFiles();
+  // A name names one run: several files are named by their file names (a job's run by its first file's).
+  nameInput.disabled = files.length > 1;
+  nameInput.placeholder = files.length > 1 ? "several files: their file names" : "default: the file name";
   if (files.length === 1) chosen.textContent = `${files[0].name} (${files[0].size.toLocaleString("en-US")} bytes)`;
   else if (files.length > 1) {
     const bytes = files.reduce((sum, file) => sum + file.size, 0);
@@ -47,87 +68,103 @@ zone.addEventListener("drop", (event) => {
   }
 });
 
-// One file's request: resolves with {status, body} (status 0: it never reached the server).
-function send(file, fields, label) {
+// The bar's value and its text (also its accessible value); the live status region only says what stage it is in.
+function progressLine(label, loaded, total, seconds) {
+  const unit = unitFor(total);
+  const percent = total ? Math.floor((100 * loaded) / total) : 100;
+  const perSecond = seconds > 0 ? loaded / seconds : 0;
+  const rateUnit = unitFor(perSecond);
+  const rate = perSecond ? `, ${inUnit(perSecond, rateUnit)} ${rateUnit[1]}/s` : "";
+  return `${label}: ${inUnit(loaded, unit)} of ${inUnit(total, unit)} ${unit[1]} (${percent} %)${rate}`;
+}
+
+function showProgress(label, loaded, total, started) {
+  progress.max = total;
+  progress.value = loaded;
+  const line = progressLine(label, loaded, total, (performance.now() - started) / 1000);
+  progressText.textContent = line;
+  progress.setAttribute("aria-valuetext", line);
+}
+
+// The request: resolves with {status, body} (status 0: it never reached the server, or the connection broke).
+function send(files, fields, label) {
   return new Promise((resolve) => {
     const data = new FormData();
     for (const [key, value] of fields) data.append(key, value);
-    data.set("file", file, file.name);
+    for (const file of files) data.append("file", file, file.name);
+    const total = files.reduce((sum, file) => sum + file.size, 0);
     const request = new XMLHttpRequest();
     request.open("POST", "/api/runs");
     request.setRequestHeader("Accept", "application/json");
-    request.upload.addEventListener("progress", (progressEvent) => {
-      if (progressEvent.lengthComputable) {
-        progress.max = progressEvent.total;
-        progress.value = progressEvent.loaded;
-        status.textContent = `Uploading ${label}… ${Math.round((100 * progressEvent.loaded) / progressEvent.total)} %`;
-      }
+    const started = performance.now();
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) showProgress(label, event.loaded, event.total, started);
     });
-    request.upload.addEventListener("load", () => { status.textContent = `Uploaded ${label}; reading it…`; });
+    request.upload.addEventListener("load", () => { status.textContent = `Uploaded ${label}; reading ${files.length > 1 ? "them" : "it"}…`; });
     request.addEventListener("load", () => {
       let body = null;
       try { body = JSON.parse(request.responseText); } catch { body = null; }
       resolve({ status: request.status, body });
     });
     request.addEventListener("error", () => resolve({ status: 0, body: null }));
-    progress.hidden = false;
-    progress.value = 0;
+    progressBox.hidden = false;
+    showProgress(label, 0, total, started);
+    status.textContent = `Uploading ${label}…`;
     request.send(data);
   });
 }
 
-function stored(answer) {
-  return answer.status >= 200 && answer.status < 300 && answer.body && answer.body.id !== undefined;
-}
-
 function refusal(answer) {
-  if (answer.status === 0) return "The upload did not reach the server (network error or the connection was closed).";
+  if (answer.status === 0) return "The upload did not reach the server (network error or the connection was closed); nothing was stored.";
   return errorMessage(answer.status, answer.body);
 }
 
-function outcomeLine(file, answer) {
-  if (stored(answer)) {
-    return el("li", { class: "outcome-stored" }, [`${file.name}: stored as `,
-      el("a", { href: `/runs/${answer.body.id}`, text: `#${answer.body.id}` })]);
+function outcomeLine(outcome) {
+  if (outcome.outcome === "stored") {
+    return el("li", { class: "outcome-stored" }, [`${outcome.file}: stored as `,
+      el("a", { href: `/runs/${outcome.run_id}`, text: `#${outcome.run_id}` })]);
   }
-  if (answer.body && answer.body.existing_run_id !== undefined) {
-    const existing = answer.body.existing_run_id;
-    return el("li", { class: "outcome-duplicate" }, [`${file.name}: duplicate of `,
-      el("a", { href: `/runs/${existing}`, text: `#${existing}` }), " (not imported again)"]);
+  if (outcome.outcome === "duplicate") {
+    return el("li", { class: "outcome-duplicate" }, [`${outcome.file}: duplicate of `,
+      el("a", { href: `/runs/${outcome.run_id}`, text: `#${outcome.run_id}` }), " (not imported again)"]);
   }
-  return el("li", { class: "outcome-refused" }, `${file.name}: refused: ${refusal(answer)}`);
+  return el("li", { class: "outcome-refused" }, `${outcome.file}: refused: ${outcome.detail}`);
 }
 
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
   const files = currentFiles();
   if (!files.length) { showError("Choose a result file first (or drop some on the box)."); return; }
+  const total = files.reduce((sum, file) => sum + file.size, 0);
+  if (total > maxUploadBytes) {
+    const what = files.length > 1 ? `These ${files.length} files (${total} bytes together) are` : `${files[0].name} (${total} bytes) is`;
+    showError(`${what} larger than the limit of ${maxUploadBytes} bytes (EMUPLAN_MAX_UPLOAD_BYTES) for one upload: nothing was sent.` +
+      (files.length > 1 ? " Upload them a few at a time." : ""));
+    return;
+  }
   const fields = [...new FormData(form).entries()].filter(([key, value]) => key !== "file" && value !== "");
   showError("");
   outcomes.replaceChildren();
-  if (files.length === 1) {
-    const answer = await send(files[0], fields, files[0].name);
-    if (stored(answer)) {
-      status.textContent = "Imported.";
-      window.location.assign(`/runs/${answer.body.id}`);
-      return;
-    }
-    status.textContent = "";
-    progress.hidden = answer.status === 0;
-    showError(refusal(answer));
-    if (answer.body && answer.body.existing_run_id !== undefined) {
-      errorBox.append(" ", el("a", { href: `/runs/${answer.body.existing_run_id}`, id: "existing-run", text: `Open run ${answer.body.existing_run_id}` }));
-    }
+  const label = files.length === 1 ? files[0].name : `${files.length} files`;
+  submit.disabled = true;  // one upload at a time
+  const answer = await send(files, fields, label);
+  submit.disabled = false;
+  if (answer.status === 201) {
+    status.textContent = "Imported.";
+    window.location.assign(`/runs/${answer.body.id}`);
     return;
   }
-  // A name names one run: with several files each is named by its file name.
-  const shared = fields.filter(([key]) => key !== "name");
-  let storedCount = 0;
-  for (const [index, file] of files.entries()) {
-    const answer = await send(file, shared, `${file.name} (${index + 1} of ${files.length})`);
-    if (stored(answer)) storedCount += 1;
-    outcomes.append(outcomeLine(file, answer));
+  if (answer.status === 200 && Array.isArray(answer.body)) {
+    progressBox.hidden = true;
+    outcomes.append(...answer.body.map(outcomeLine));
+    const storedCount = answer.body.filter((outcome) => outcome.outcome === "stored").length;
+    status.textContent = `${storedCount} of ${files.length} files stored.` + (storedCount ? " Reload to see them in the list." : "");
+    return;
   }
-  progress.hidden = true;
-  status.textContent = `${storedCount} of ${files.length} files stored.` + (storedCount ? " Reload to see them in the list." : "");
+  status.textContent = "";
+  progressBox.hidden = true;
+  showError(refusal(answer));
+  if (answer.body && answer.body.existing_run_id !== undefined) {
+    errorBox.append(" ", el("a", { href: `/runs/${answer.body.existing_run_id}`, id: "existing-run", text: `Open run ${answer.body.existing_run_id}` }));
+  }
 });

@@ -3,6 +3,7 @@ sign-in on: the same output as the local commands on the same database, the serv
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -145,26 +146,88 @@ def test_errors_print_the_servers_message_and_exit_2_changing_nothing(
     assert "Invalid value for --server: 'host:8000': give the server's URL, e.g." in not_a_url.output
 
 
-def test_an_upload_shows_a_progress_bar_on_stderr_and_the_run_on_stdout(
+def emuplan(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    command = [str(Path(sys.executable).with_name("emuplan")), *arguments]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, timeout=300)
+
+
+def test_an_upload_shows_its_progress_on_a_terminal_or_with_progress_and_is_quiet_in_scripts(
     accounts_server: LiveServer, add_account, database: Database, tmp_path: Path
 ) -> None:
     token = token_for(database, add_account, "ed", Role.editor)
-    big = tmp_path / "big.csv"
-    rows = "".join(f"{i},1048576,all_reduce,{1 + (i % 97) / 1000:.3f}\n" for i in range(100_000))
-    big.write_text("iteration,size,collective,time_ms\n" + rows)
-    size_mb = big.stat().st_size / 1e6
-    # rich draws the bar only on a terminal: these variables make it treat the pipe as one.
-    env = {**os.environ, "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "100"}
-    env |= {"EMUPLAN_SERVER": accounts_server.url, "EMUPLAN_TOKEN": token}
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("emuplan")), "import", str(big)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    server = {"EMUPLAN_SERVER": accounts_server.url, "EMUPLAN_TOKEN": token}
+    files = []
+    for index in range(3):
+        files.append(tmp_path / f"big-{index}.csv")
+        rows = "".join(f"{i},1048576,all_reduce,{1 + (i % 97) / 1000:.3f}\n" for i in range(index, 100_000))
+        files[-1].write_text("iteration,size,collective,time_ms\n" + rows)
+    size_mb = files[0].stat().st_size / 1e6
+    # rich draws its bar only on a terminal: these variables make it treat the pipe as one.
+    terminal = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "100"}
+    on_terminal = emuplan("import", str(files[0]), env=server | terminal)
+    assert on_terminal.returncode == 0, on_terminal.stderr
+    assert on_terminal.stdout.startswith("run 1: big-0.csv (per-iteration, 100000 samples)")
+    assert "uploading big-0.csv" in on_terminal.stderr
+    assert f"{size_mb:.1f}/{size_mb:.1f} MB" in on_terminal.stderr
+    assert re.search(r"\d+\.\d [kMG]?B/s", on_terminal.stderr)  # the rate
+    # A script's stderr stays empty; --progress prints lines there, the last one when every byte was read.
+    in_a_script = emuplan("import", str(files[1]), env=server)
+    assert (in_a_script.returncode, in_a_script.stderr) == (0, "")
+    assert in_a_script.stdout.startswith("run 2: big-1.csv (per-iteration, 99999 samples)")
+    forced = emuplan("import", str(files[2]), "--progress", env=server)
+    assert forced.returncode == 0, forced.stderr
+    size_mb = files[2].stat().st_size / 1e6
+    assert re.fullmatch(
+        rf"uploading big-2\.csv: {size_mb:.1f} of {size_mb:.1f} MB \(100 %\), \d+\.\d MB/s",
+        forced.stderr.splitlines()[-1],
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("run 1: big.csv (per-iteration, 100000 samples)")
-    assert "uploading big.csv" in result.stderr
-    assert f"{size_mb:.1f}/{size_mb:.1f} MB" in result.stderr
+    assert runs_stored(database) == 3
+
+
+def test_a_jobs_files_go_in_one_upload_as_one_observed_run(
+    accounts_server: LiveServer, add_account, database: Database
+) -> None:
+    token = token_for(database, add_account, "ed", Role.editor)
+    job = [
+        RESULTS / "nccl-inspector" / name for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")
+    ]
+    imported = remote(accounts_server, token, "import", "--job", *map(str, job), "--json")
+    assert imported.exit_code == 0, imported.output
+    run = json.loads(imported.stdout)
+    assert (run["id"], run["origin"], run["file_name"], run["ranks"], run["hosts"]) == (
+        1,
+        "observed",
+        "constructed-gpu-a-pid101.log and 1 more",
+        2,
+        2,
+    )
+    logs = [str(RESULTS / "generated-fct.txt"), str(RESULTS / "generated-per-iteration.csv")]
+    refused = remote(accounts_server, token, "import", "--job", *logs)
+    assert (refused.exit_code, refused.output) == (
+        2,
+        "error: generated-fct.txt: neither an NCCL Inspector dump nor a PyTorch profiler trace "
+        f"(HTTP 400 from {accounts_server.url})\n",
+    )
     assert runs_stored(database) == 1
+
+
+def test_a_remote_import_streams_the_file_instead_of_reading_it_whole(
+    accounts_server: LiveServer, add_account, database: Database, tmp_path: Path
+) -> None:
+    token = token_for(database, add_account, "ed", Role.editor)
+    sparse = tmp_path / "zeros.bin"
+    with sparse.open("wb") as file:
+        file.truncate(400 * 1024**2)
+    # The CLI in a child of a child: RUSAGE_CHILDREN of the middle one is the CLI's peak resident memory alone.
+    measure = (
+        "import resource, subprocess, sys; "
+        "code = subprocess.run(sys.argv[1:], capture_output=True).returncode; "
+        "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
+    )
+    cli = [str(Path(sys.executable).with_name("emuplan")), "import", str(sparse)]
+    env = {**os.environ, "EMUPLAN_SERVER": accounts_server.url, "EMUPLAN_TOKEN": token}
+    result = subprocess.run([sys.executable, "-c", measure, *cli], capture_output=True, text=True, env=env, timeout=300)
+    code, peak_bytes = map(int, result.stdout.split())
+    assert code == 2  # 400: not a result file; all 400 MB went over the wire to be told so
+    assert peak_bytes < 100 * 1024**2  # a quarter of the file: 45 MB when this was written
+    assert runs_stored(database) == 0

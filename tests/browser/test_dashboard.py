@@ -478,17 +478,30 @@ def small_upload_server(database_url: str):
     stop_server(live)
 
 
-def test_an_upload_over_the_limit_says_so_inline(
-    small_upload_server: LiveServer, page: Page, watch: PageWatch, tmp_path: Path
+def test_an_upload_over_the_limit_says_so_inline_before_sending(
+    small_upload_server: LiveServer, page: Page, watch: PageWatch, tmp_path: Path, access_log: list[str]
 ) -> None:
     big = tmp_path / "big.csv"
     big.write_bytes(generated_run_csv(DEMO_SHAPES[0]))
-    assert big.stat().st_size > 20_000
+    size = big.stat().st_size
+    assert size > 20_000
     page.goto(small_upload_server.url + "/runs")
+    expect(page.locator("#dropzone .sub")).to_contain_text("Up to 20,000 bytes in one upload.")
     page.set_input_files("#upload-file", str(big))
     page.click("#upload-submit")
-    expect(page.locator("#upload-error")).to_contain_text("larger than the limit of 20000 bytes")
-    watch.forgive_http_status(413)
+    expect(page.locator("#upload-error")).to_have_text(
+        f"big.csv ({size} bytes) is larger than the limit of 20000 bytes (EMUPLAN_MAX_UPLOAD_BYTES) for one "
+        "upload: nothing was sent."
+    )
+    small = tmp_path / "small.csv"
+    small.write_text("iteration,duration_us\n0,10\n")
+    page.set_input_files("#upload-file", [str(big), str(small)])
+    page.click("#upload-submit")
+    expect(page.locator("#upload-error")).to_have_text(
+        f"These 2 files ({size + small.stat().st_size} bytes together) are larger than the limit of 20000 bytes "
+        "(EMUPLAN_MAX_UPLOAD_BYTES) for one upload: nothing was sent. Upload them a few at a time."
+    )
+    assert not any("POST /api/runs" in line for line in access_log)
     watch.assert_clean()
 
 

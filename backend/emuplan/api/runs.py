@@ -1,10 +1,12 @@
-"""Runs: upload a result file, list, read statistics and figures, export samples, set collectives, delete.
+"""Runs: upload result files (one run, or one run each: ``upload_run``), list, read statistics and figures,
+export samples, set collectives, delete.
 
 Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
 ``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
 past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
 in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
-``existing_run_id``. Downloads stream from storage (``store/table_files.py``).
+``existing_run_id``; several files that are not one job → 200 with each file's outcome (any of those).
+Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
@@ -13,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from emuplan.api.access import requires_roles
@@ -22,9 +24,9 @@ from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
-from emuplan.api.uploads import SpooledUpload, admitted_import, spooled_multipart_upload
+from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
 from emuplan.charts import FigureKind
-from emuplan.results.budget import ImportBudget
+from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import FORMATS
 from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
@@ -71,6 +73,12 @@ class UploadForm(BaseModel):
     facts: str | None = Field(
         default=None, max_length=10_000, description="Fabric facts, one 'key = value' a line (topology, NIC, …)."
     )
+    job: bool | None = Field(
+        default=None,
+        description="Several files: true: one training job's records, one observed run (refused unless each is an "
+        "NCCL Inspector dump or a PyTorch profiler trace); false: one run each; default: one job when every "
+        "file is one of those (or an archive of them).",
+    )
 
 
 class RunChanges(BaseModel):
@@ -115,9 +123,12 @@ UPLOAD_OPENAPI = {
                     "required": ["file"],
                     "properties": {
                         "file": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "CSV (.csv.gz), Feather, Parquet, nccl-tests log or -J JSON, ns-3 fct.txt.",
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "minItems": 1,
+                            "description": "One or more parts named 'file': CSV (.csv.gz), Feather, Parquet, "
+                            "nccl-tests log or -J JSON, ns-3 fct.txt, NCCL Inspector dump, PyTorch profiler "
+                            "trace, a zip or tar of a job's dumps or traces.",
                         },
                         **UploadForm.model_json_schema()["properties"],
                     },
@@ -293,14 +304,47 @@ class PlotlyFigure(BaseModel):
     layout: dict[str, Any]
 
 
-@router.post("", status_code=201, openapi_extra=UPLOAD_OPENAPI, response_model=RunPublic)
+class UploadOutcome(BaseModel):
+    """What became of one file of an upload of several that are not one job (``emuplan import`` prints the
+    same with several files)."""
+
+    file: str
+    outcome: Literal["stored", "duplicate", "refused"]
+    run_id: int | None = Field(description="stored: its new run; duplicate: the run that holds the same content.")
+    detail: str | None = Field(
+        description="duplicate, refused: why, naming the file (the message one upload of it alone would answer with)."
+    )
+
+
+@router.post(
+    "",
+    status_code=201,
+    openapi_extra=UPLOAD_OPENAPI,
+    response_model=RunPublic,
+    responses={
+        201: {"description": "One run: the one file's, or one job's files' (an observed run)."},
+        200: {
+            "model": list[UploadOutcome],
+            "description": "Several files that are not one job: one outcome per file, in the upload's order. Each "
+            "is imported on its own (its own transaction and import budget), so a file refused (400, 409, 413, "
+            "503 alone) never stops the others.",
+        },
+    },
+)
 async def upload_run(
     request: Request,
     session: WriteSessionDep,
     settings: SettingsDep,
     database: DatabaseDep,
     after_answer: BackgroundTasks,
-) -> dict:
+) -> Any:
+    """Import result files sent as multipart parts named ``file`` (one or many), streamed to disk as they come.
+
+    Several files of one training job (NCCL Inspector dumps, one per process; PyTorch profiler traces, one
+    per rank; archives of them) become one observed run, as ``emuplan import --job`` does: 201 with the run,
+    all or nothing. Several files of other formats become one run each: 200 with an outcome per file.
+    ``job`` decides which when the detection should not. A body cut short (the client went away, the
+    closing boundary missing) or larger than EMUPLAN_MAX_UPLOAD_BYTES stores nothing."""
     with admitted_import(request, settings) as budget:
         async with spooled_multipart_upload(request) as upload:
             try:
@@ -310,35 +354,93 @@ async def upload_run(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
                 )
                 raise HTTPException(status_code=422, detail=problems) from None
-            answer = await run_in_threadpool(_import_upload, session, upload, form, budget)
+            # Reading the files' heads is disk work: off the event loop.
+            several_runs = len(upload.files) > 1 and not await run_in_threadpool(
+                one_job, upload.files, form.job, form.format
+            )
+            if several_runs:
+                if form.name is not None:
+                    raise HTTPException(
+                        status_code=422, detail="name: names one run; with several files each is named by its file name"
+                    )
+                # Each file is an import of its own, admitted at its own size as it comes.
+                budget.release()
+                limits = ImportLimits.from_settings(settings)
+                outcomes = await run_in_threadpool(_import_each, session, upload.files, form, limits)
+                answer = JSONResponse(status_code=200, content=outcomes)
+            else:
+                answer = await run_in_threadpool(_import_upload, session, upload.files, form, budget)
     # The run's tables went to the WAL; copying them into the database file waits until the answer is out.
     after_answer.add_task(database.checkpoint)
     return answer
 
 
-def _import_upload(session, upload: SpooledUpload, form: UploadForm, budget: ImportBudget) -> dict:
+def _import_upload(session, files: list[SpooledFile], form: UploadForm, budget: ImportBudget) -> dict:
+    """One run: the one file, or one job's files (``store.import_observed_files``: the strategy, collective and
+    column mapping are the records' own)."""
     try:
-        run = store.import_result_file(
-            session,
-            upload.path,
-            upload.file_name,
-            name=form.name,
-            plan_id=form.plan_id,
-            strategy=form.strategy,
-            tags=parse_tags(form.tags),
-            fmt=form.format,
-            column_map=parse_column_map(form.column_map),
-            collective=form.collective,
-            content_sha256=upload.sha256,
-            platform=form.platform,
-            budget=budget,
-            facts=store.facts_from_lines((form.facts or "").splitlines()),
-        )
+        if len(files) > 1:
+            run = store.import_observed_files(
+                session,
+                [file.path for file in files],
+                name=form.name,
+                plan_id=form.plan_id,
+                tags=parse_tags(form.tags),
+                fmt=form.format,
+                budget=budget,
+                platform=form.platform,
+                facts=store.facts_from_lines((form.facts or "").splitlines()),
+            )
+        else:
+            run = _import_file(session, files[0], form, budget)
         session.commit()
         return store.run_public(run)
     finally:
-        # The parse's tables are garbage by now, whether the file was imported or refused (~15 ms).
+        # The parse's tables are garbage by now, whether the files were imported or refused (~15 ms).
         return_freed_memory()
+
+
+def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
+    return store.import_result_file(
+        session,
+        file.path,
+        file.file_name,
+        name=form.name,
+        plan_id=form.plan_id,
+        strategy=form.strategy,
+        tags=parse_tags(form.tags),
+        fmt=form.format,
+        column_map=parse_column_map(form.column_map),
+        collective=form.collective,
+        content_sha256=file.sha256,
+        platform=form.platform,
+        budget=budget,
+        facts=store.facts_from_lines((form.facts or "").splitlines()),
+    )
+
+
+def _import_each(session, files: list[SpooledFile], form: UploadForm, limits: ImportLimits) -> list[dict]:
+    """Each file as a run of its own, committed (or rolled back) before the next is read. The errors the table in
+    ``api/errors.py`` would answer are caught here because each is one file's outcome, not the request's answer
+    (as ``emuplan import`` does with several files)."""
+    outcomes = []
+    for file in files:
+        outcome = {"file": file.file_name, "outcome": "stored", "run_id": None, "detail": None}
+        try:
+            with ImportBudget(limits) as budget:
+                budget.admit(file.size, file.file_name)
+                outcome["run_id"] = _import_file(session, file, form, budget).id
+            session.commit()
+        except store.DuplicateRun as duplicate:
+            session.rollback()
+            outcome |= {"outcome": "duplicate", "run_id": duplicate.existing_run_id, "detail": str(duplicate)}
+        except (LookupError, ValueError) as refusal:
+            session.rollback()
+            outcome |= {"outcome": "refused", "run_id": None, "detail": str(refusal)}
+        finally:
+            return_freed_memory()
+        outcomes.append(outcome)
+    return outcomes
 
 
 def run_filters(

@@ -1,4 +1,5 @@
-"""Uploads: the size limit enforced while the body streams in, and a multipart body streamed to disk.
+"""Uploads: the size limit enforced while the body streams in, a multipart body of one or many files streamed
+to disk (a body cut short leaves nothing behind), and whether several files are one training job's records.
 
 Starlette spools multipart file parts to disk without a size cap, so the limit has to sit below the
 form parser: this ASGI middleware counts the bytes of every request body and stops the request with
@@ -6,6 +7,7 @@ form parser: this ASGI middleware counts the bytes of every request body and sto
 """
 
 import asyncio
+import gzip
 import hashlib
 import tempfile
 from collections import deque
@@ -14,15 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emuplan.results import observed
 from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.gzip_input import GZIP_MAGIC
+from emuplan.results.observed import OBSERVED_FORMATS
 
 
 def _too_large_message(limit: int) -> str:
@@ -64,51 +69,111 @@ class BodySizeLimitMiddleware:
         await self.app(scope, counting_receive, send)
 
 
-# Form fields beside the file (name, tags, a column mapping) are short text held in memory.
+# Form fields beside the files (name, tags, a column mapping) are short text held in memory.
 MAX_FIELD_BYTES = 64 * 1024
+# Files in one upload: an NCCL Inspector dump of a 4,096-rank job is one file per process.
+MAX_FILES = 4096
+# A file name, as the file system under the spool holds it.
+MAX_NAME_BYTES = 255
 WRITES_IN_FLIGHT = 8
 
 
 @dataclass
-class SpooledUpload:
-    """The multipart body as it streamed in: the file part on disk, hashed on the way, and the other
-    fields as text."""
+class SpooledFile:
+    """One file part of the body on disk, under the last component of the name the client gave it (the
+    observed import reads each file's name from its path), hashed as it streamed in."""
 
     file_name: str
     path: Path
     sha256: str
+    size: int
+
+
+@dataclass
+class SpooledUpload:
+    """The multipart body as it streamed in: every part named ``file`` on disk, in the body's order, and the
+    other fields as text."""
+
+    files: list[SpooledFile]
     fields: dict[str, str]
+
+
+class _PartOnDisk:
+    """A file part being written and hashed (on the writer thread, in the order its pieces arrived)."""
+
+    def __init__(self, file_name: str, path: Path):
+        self.file_name = file_name
+        self.path = path
+        self.file = path.open("wb")
+        self.hasher = hashlib.sha256()
+        self.size = 0
+
+    def write(self, piece) -> None:
+        self.file.write(piece)
+        self.hasher.update(piece)
+        self.size += len(piece)
+
+    def spooled(self) -> SpooledFile:
+        return SpooledFile(self.file_name, self.path, self.hasher.hexdigest(), self.size)
+
+
+def _spool_name(given: bytes) -> str:
+    """The last path component of the client's file name ("upload" when it has none): browsers send the bare
+    name, but any client may send a path."""
+    name = given.decode("utf-8", errors="replace").replace("\\", "/").rsplit("/", 1)[-1].replace("\0", "")
+    name = "upload" if name in ("", ".", "..") else name
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise HTTPException(
+            status_code=422, detail=f"file: the file name {name[:40]!r}… is longer than {MAX_NAME_BYTES} bytes"
+        )
+    return name
 
 
 @asynccontextmanager
 async def spooled_multipart_upload(request: Request) -> AsyncIterator[SpooledUpload]:
-    """Stream the multipart body through python-multipart's parser, writing the part named ``file`` to a
-    temporary file (deleted on exit) and hashing it as it goes.
+    """Stream the multipart body through python-multipart's parser, writing each part named ``file`` to a
+    temporary file of its own (all deleted on exit, whatever happens) and hashing it as it goes.
 
     Memory stays a chunk of the body whatever the upload's size (holding the body and then its file part
-    in memory made a 600 MB CSV cost its size twice before parsing began); the parser reads the file from
-    disk. The body size is capped while it streams in (``BodySizeLimitMiddleware``).
+    in memory made a 600 MB CSV cost its size twice before parsing began); the parser reads the files from
+    disk. The body size is capped while it streams in (``BodySizeLimitMiddleware``). A body cut short (the
+    client went away, or the closing boundary never came) is refused before anything reads the files.
     """
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     if content_type != b"multipart/form-data" or b"boundary" not in options:
         raise HTTPException(
-            status_code=415, detail="Send the result file as multipart/form-data in a field named 'file'."
+            status_code=415, detail="Send the result files as multipart/form-data in fields named 'file'."
         )
     with tempfile.TemporaryDirectory(prefix="emuplan-upload-") as directory:
-        path = Path(directory) / "upload"
-        with path.open("wb") as spool:
-            file_name, digest, fields = await _stream_parts(request, options[b"boundary"], spool)
-        yield SpooledUpload(file_name=file_name, path=path, sha256=digest, fields=fields)
+        yield await _stream_parts(request, options[b"boundary"], Path(directory))
 
 
-async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> tuple[str, str, dict[str, str]]:
-    """(file name, SHA-256 of the file part, the other fields as text); the file part goes to ``spool``."""
-    hasher = hashlib.sha256()
+async def _stream_parts(request: Request, boundary: bytes, directory: Path) -> SpooledUpload:
+    """The body's file parts spooled under ``directory`` (one sub-directory each: two parts may have one name)
+    and its other fields as text."""
     headers: dict[bytes, bytes] = {}
     header: dict[str, bytearray] = {}
-    current = {"field": "", "text": bytearray()}
-    file_name: str | None = None
+    current: dict = {"field": "", "text": bytearray(), "part": None}
+    parts: list[_PartOnDisk] = []
     fields: dict[str, str] = {}
+    ended = False
+    # Pieces of file parts waiting for the writer thread, each with the part it belongs to.
+    received: list[tuple[_PartOnDisk, memoryview | bytes]] = []
+    in_flight: deque[asyncio.Future] = deque()
+    writer = ThreadPoolExecutor(max_workers=1)
+
+    def submit(action, *arguments) -> None:
+        in_flight.append(asyncio.wrap_future(writer.submit(action, *arguments)))
+
+    def write_pieces(pieces: list) -> None:
+        for part, piece in pieces:
+            part.write(piece)
+
+    def hand_over_received() -> None:
+        nonlocal received
+        if received:
+            submit(write_pieces, received)
+            received = []
 
     def on_part_begin() -> None:
         headers.clear()
@@ -123,20 +188,22 @@ async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> t
         headers[bytes(header.pop("field", b"")).lower()] = bytes(header.pop("value", b""))
 
     def on_headers_finished() -> None:
-        nonlocal file_name
         _, disposition = parse_options_header(headers.get(b"content-disposition", b""))
         field = disposition.get(b"name", b"").decode("utf-8", errors="replace")
+        current["field"], current["text"], current["part"] = field, bytearray(), None
         if field == "file":
-            if file_name is not None:
-                raise HTTPException(status_code=422, detail="file: the upload has more than one part named 'file'")
-            file_name = disposition.get(b"filename", b"upload").decode("utf-8", errors="replace") or "upload"
-        current["field"], current["text"] = field, bytearray()
+            if len(parts) == MAX_FILES:
+                raise HTTPException(status_code=422, detail=f"file: more than {MAX_FILES} files in one upload")
+            name = _spool_name(disposition.get(b"filename", b"upload"))
+            (directory / str(len(parts))).mkdir()
+            current["part"] = _PartOnDisk(name, directory / str(len(parts)) / name)
+            parts.append(current["part"])
 
     def on_part_data(data: bytes, start: int, end: int) -> None:
         # A view into the received chunk (immutable bytes); the parser's own look-behind buffer is reused.
         piece = memoryview(data)[start:end] if isinstance(data, bytes) else data[start:end]
-        if current["field"] == "file":
-            received.append(piece)
+        if current["part"] is not None:
+            received.append((current["part"], piece))
             return
         current["text"] += piece
         if len(current["text"]) > MAX_FIELD_BYTES:
@@ -145,8 +212,16 @@ async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> t
             )
 
     def on_part_end() -> None:
-        if current["field"] != "file" and current["text"]:
+        if current["part"] is not None:
+            # Its last pieces, then its file closed: one file open at a time whatever the number of parts.
+            hand_over_received()
+            submit(current["part"].file.close)
+        elif current["text"]:
             fields[current["field"]] = current["text"].decode("utf-8", errors="replace")
+
+    def on_end() -> None:
+        nonlocal ended
+        ended = True
 
     parser = MultipartParser(
         boundary,
@@ -158,36 +233,39 @@ async def _stream_parts(request: Request, boundary: bytes, spool: BinaryIO) -> t
             "on_headers_finished": on_headers_finished,
             "on_part_data": on_part_data,
             "on_part_end": on_part_end,
+            "on_end": on_end,
         },
     )
-
-    def write_and_hash(pieces: list) -> None:
-        for piece in pieces:
-            spool.write(piece)
-            hasher.update(piece)
-
     # Writing and hashing (both release the GIL) run on a second thread while the loop receives the next
     # chunks; at most WRITES_IN_FLIGHT batches wait, so memory stays a few chunks.
-    received: list = []
-    in_flight: deque[asyncio.Future] = deque()
-    with ThreadPoolExecutor(max_workers=1) as writer:
-        try:
-            async for chunk in request.stream():
-                parser.write(chunk)
-                if received:
-                    in_flight.append(asyncio.wrap_future(writer.submit(write_and_hash, received)))
-                    received = []
-                    if len(in_flight) > WRITES_IN_FLIGHT:
-                        await in_flight.popleft()
-            parser.finalize()
-        except MultipartParseError as error:
-            raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
-        finally:
-            for write in in_flight:
-                await write
-    if file_name is None:
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+            hand_over_received()
+            while len(in_flight) > WRITES_IN_FLIGHT:
+                await in_flight.popleft()
+        parser.finalize()
+    except MultipartParseError as error:
+        raise HTTPException(status_code=400, detail=f"Malformed multipart body: {error}") from None
+    except ClientDisconnect:
+        # Nobody reads this answer; it ends the request quietly (not as a 500) with the spool deleted.
+        raise HTTPException(status_code=400, detail=_cut_short(parts, "the client closed the connection")) from None
+    finally:
+        for write in in_flight:
+            await write
+        for part in parts:
+            part.file.close()
+        writer.shutdown()
+    if not ended:
+        raise HTTPException(status_code=400, detail=_cut_short(parts, "the body ended before its closing boundary"))
+    if not parts:
         raise HTTPException(status_code=422, detail="file: the upload has no part named 'file'")
-    return file_name, hasher.hexdigest(), fields
+    return SpooledUpload(files=[part.spooled() for part in parts], fields=fields)
+
+
+def _cut_short(parts: list[_PartOnDisk], how: str) -> str:
+    where = f"while {parts[-1].file_name} was arriving" if parts else "before any file arrived"
+    return f"The upload was cut short {where} ({how}): nothing was imported."
 
 
 @contextmanager
@@ -200,3 +278,30 @@ def admitted_import(request: Request, settings) -> Iterator[ImportBudget]:
     with ImportBudget(ImportLimits.from_settings(settings)) as budget:
         budget.admit(int(declared) if declared.isdigit() else 0)
         yield budget
+
+
+# What format detection reads of a file (``results.parse``).
+HEAD_BYTES = 65536
+
+
+def one_job(files: list[SpooledFile], job: bool | None, fmt: str | None) -> bool:
+    """Whether several files are one training job's records, to import as one observed run: ``job`` when the
+    client said; else whether ``fmt`` is an observed format; else whether every file looks like one (or an
+    archive of them), gunzipped first."""
+    if job is not None:
+        return job
+    if fmt is not None:
+        return fmt in OBSERVED_FORMATS
+    return all(observed.recognises(_head(file.path)) for file in files)
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as file:
+        head = file.read(HEAD_BYTES)
+    if head.startswith(GZIP_MAGIC):
+        try:
+            with gzip.open(path) as file:
+                return file.read(HEAD_BYTES)
+        except (OSError, EOFError):  # not gzip after all: its own import says what is wrong
+            return b""
+    return head

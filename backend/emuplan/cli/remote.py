@@ -3,10 +3,15 @@
 The API answers with the same documents the store functions give the local commands, so each command
 prints them with the same formatting code. An API token (``--token`` / ``EMUPLAN_TOKEN``) is sent as
 ``Authorization: Bearer``. Any error answer is printed with the server's own message, exit status 2.
-httpx2 and rich's progress bar are imported only when a command talks to a server.
+httpx2 and rich's progress bar are imported only when a command talks to a server. Uploads stream each file from
+disk and show their progress (bytes sent of the total, rate) on stderr: on a terminal, or anywhere with
+``--progress``.
 """
 
-from collections.abc import Iterator
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +34,8 @@ def error_detail(answer: Any) -> str:
 
 
 class _CountingReader:
-    """A file whose reads advance a progress bar; httpx2 reads the upload through it in 64 KiB chunks."""
+    """A file whose reads advance the upload's progress; httpx2 reads the upload through it in 64 KiB chunks, so
+    the file is streamed, never read whole."""
 
     def __init__(self, file: IO[bytes], advance) -> None:
         self.file = file
@@ -42,6 +48,46 @@ class _CountingReader:
 
     def fileno(self) -> int:  # lets httpx2 send Content-Length instead of a chunked body
         return self.file.fileno()
+
+
+class _ProgressLines:
+    """The upload's progress as a line on stderr at most every ``every_s`` seconds and when the last byte is
+    read: for --progress where stderr is no terminal (a CI log), which rich's bar does not draw on."""
+
+    def __init__(self, what: str, total: int, every_s: float = 1.0) -> None:
+        self.what, self.total, self.every_s = what, total, every_s
+        self.sent = 0
+        self.started = self.printed = time.monotonic()
+
+    def advance(self, nbytes: int) -> None:
+        self.sent += nbytes
+        now = time.monotonic()
+        if now - self.printed >= self.every_s or (nbytes and self.sent == self.total):
+            self.printed = now
+            rate = self.sent / max(now - self.started, 1e-9)
+            print(
+                f"uploading {self.what}: {self.sent / 1e6:.1f} of {self.total / 1e6:.1f} MB "
+                f"({100 * self.sent // max(self.total, 1)} %), {rate / 1e6:.1f} MB/s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+@contextmanager
+def _upload_progress(what: str, total: int, forced: bool) -> Iterator[Callable[[int], None]]:
+    """What advances the upload's progress: rich's bar with the rate on a terminal (erased when done), lines
+    with ``forced`` elsewhere, nothing otherwise (a script's stderr gets the error message and nothing else)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield _ProgressLines(what, total).advance if forced else lambda nbytes: None
+        return
+    columns = (TextColumn("uploading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(what, total=total)
+        yield lambda nbytes: progress.advance(task, nbytes)
 
 
 class Refused(Exception):
@@ -112,22 +158,20 @@ class RemoteServer:
                 return
             offset += page_size
 
-    def upload(self, path: str, file: Path, fields: dict, *, raise_refusal: bool = False) -> Any:
-        """POST ``file`` as multipart with ``fields``, a progress bar on stderr while the bytes go out; an error
+    def upload(
+        self, path: str, files: list[Path], fields: dict, *, raise_refusal: bool = False, progress: bool = False
+    ) -> Any:
+        """POST ``files`` as the parts named ``file`` of one multipart body with ``fields``, each streamed from
+        disk, their progress on stderr (``_upload_progress``; ``progress``: also off a terminal); an error
         answer exits, or raises ``Refused`` with ``raise_refusal``."""
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-        columns = (TextColumn("uploading {task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-        console = Console(stderr=True)
-        # Drawn on a terminal only: piped or captured, stderr gets the error message and nothing else.
-        progress = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
-        with progress, file.open("rb") as stream:
-            task = progress.add_task(file.name, total=file.stat().st_size)
-            reader = _CountingReader(stream, lambda sent: progress.advance(task, sent))
+        what = files[0].name if len(files) == 1 else f"{len(files)} files"
+        total = sum(file.stat().st_size for file in files)
+        with _upload_progress(what, total, progress) as advance, ExitStack() as opened:
+            parts = [
+                ("file", (file.name, _CountingReader(opened.enter_context(file.open("rb")), advance))) for file in files
+            ]
             return self._answer(
-                lambda client: client.post(path, files={"file": (file.name, reader)}, data=_without_none(fields)),
-                raise_refusal=raise_refusal,
+                lambda client: client.post(path, files=parts, data=_without_none(fields)), raise_refusal=raise_refusal
             )
 
 

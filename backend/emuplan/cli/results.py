@@ -195,7 +195,7 @@ def expand_paths(arguments: list[str]) -> tuple[list[Path], list[dict]]:
     return list(files), unmatched
 
 
-def _import_each(files: list[Path], fields: dict, options: tuple) -> list[dict]:
+def _import_each(files: list[Path], fields: dict, options: tuple, progress: bool) -> list[dict]:
     """Each file imported on its own (its own transaction or request): one refused never stops the rest. An
     outcome per file: stored (as run_id), duplicate (of run_id) or refused (detail)."""
     server = remote_server()
@@ -205,7 +205,7 @@ def _import_each(files: list[Path], fields: dict, options: tuple) -> list[dict]:
 
         for file in files:
             try:
-                document = server.upload("/api/runs", file, fields, raise_refusal=True)
+                document = server.upload("/api/runs", [file], fields, raise_refusal=True, progress=progress)
                 outcomes.append({"file": str(file), "outcome": "stored", "run_id": document["id"], "detail": None})
             except Refused as refused:
                 existing = refused.answer.get("existing_run_id") if isinstance(refused.answer, dict) else None
@@ -279,6 +279,12 @@ def import_run(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stored run (several: each outcome) as JSON.")
     ] = False,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            "--progress", help="With --server: the upload's progress on stderr even when it is not a terminal."
+        ),
+    ] = False,
 ) -> None:
     """Import result files as runs. One file (or --job): its statistics are printed. Several (or a glob): a line
     per file, stored as #id, duplicate of #id or refused with the reason; a file refused never stops the others,
@@ -291,11 +297,11 @@ def import_run(
     if job and unmatched:
         fail(f"{unmatched[0]['file']}: {unmatched[0]['detail']}")
     if job or (len(files) == 1 and not unmatched and len(paths) == 1):
-        _import_one(files, fields, options, as_json)
+        _import_one(files, fields | {"job": job or None}, options, as_json, progress)
         return
     if name is not None and len(files) + len(unmatched) > 1:
         fail("--name names one run: with several files each is named by its file name")
-    outcomes = unmatched + _import_each(files, fields, options)
+    outcomes = unmatched + _import_each(files, fields, options, progress)
     if as_json:
         _echo_json(outcomes)
     else:
@@ -309,14 +315,12 @@ def import_run(
         raise typer.Exit(2)
 
 
-def _import_one(files: list[Path], fields: dict, options: tuple, as_json: bool) -> None:
-    """One run (one file, or one job's files), as ``emuplan import`` always printed it: the run and its
-    statistics; refused: exit 2."""
+def _import_one(files: list[Path], fields: dict, options: tuple, as_json: bool, progress: bool) -> None:
+    """One run (one file, or one job's files: one upload), as ``emuplan import`` always printed it: the run and
+    its statistics; refused: exit 2."""
     server = remote_server()
     if server is not None:
-        if len(files) > 1:
-            fail("a server takes one upload per run: put the job's files in one zip or tar")
-        document = server.upload("/api/runs", files[0], fields)
+        document = server.upload("/api/runs", files, fields, progress=progress)
         statistics = server.get(f"/api/runs/{document['id']}/stats") if document["kind"] == "size-sweep" else None
     else:
         document, statistics = _with_store(
