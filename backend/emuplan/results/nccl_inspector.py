@@ -137,16 +137,16 @@ def file_calls(content: bytes | memoryview, file_name: str, budget: ImportBudget
     refused with its line. Read object by object, a file's text and rows are charged to ``budget`` first; its
     records, once read, either way."""
     data = content if isinstance(content, bytes) else bytes(content)
-    records = None if _PROMETHEUS_START.match(data[:65536]) else _json_lines(data)
+    prometheus = bool(_PROMETHEUS_START.match(data[:65536]))
+    records = None if prometheus else _json_lines(data)
     if records is None:
         budget.holds(len(data) * TEXT_BYTES_PER_BYTE, file_name)
         text = _text(data, file_name)
-        prometheus = _PROMETHEUS_START.match(data[:65536])
         records = _prometheus_records(text, file_name) if prometheus else _json_objects(text, file_name)
     if records.num_rows == 0:
         raise ResultFileError(f"{file_name}: no Inspector record in the file")
     budget.count_rows(records.num_rows, file_name)
-    tolerance = _PROMETHEUS_TOLERANCE if _PROMETHEUS_START.match(data[:65536]) else _JSON_TOLERANCE
+    tolerance = _PROMETHEUS_TOLERANCE if prometheus else _JSON_TOLERANCE
     return _calls(records, file_name, tolerance)
 
 

@@ -137,7 +137,8 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
     """One run from the files' calls (see the module's docstring), joined as columns: a dump holds millions."""
     warnings = [warning for each in files for warning in each.warnings]
     keys = sorted({call.call_key for each in files for call in each.calls})
-    tables = [_table(each, {key: code for code, key in enumerate(keys)}) for each in files]
+    key_codes = {key: code for code, key in enumerate(keys)}
+    tables = [_table(each, key_codes) for each in files]
     calls = pa.concat_tables(
         table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
         for index, table in enumerate(tables)
