@@ -236,3 +236,36 @@ def test_a_dump_arrows_reader_refuses_reads_object_by_object_alike() -> None:
     nan = JOB[1].read_bytes().replace(b'"coll_busbw_gbs":1.092267', b'"coll_busbw_gbs":"nan"')
     parsed = parsed_job([(JOB[0].name, JOB[0].read_bytes()), (JOB[1].name, nan)])
     assert parsed.samples.column("busbw_gbps").to_pylist() == [10.48576, 6.990507, 5.24288, None]
+
+
+def _snapshot(*calls: tuple[str, int, int, str, int, float]) -> bytes:
+    """A Prometheus snapshot of GPU0 on gpu-b: per (communicator, rank, size, collective, coll_sn, µs) its time."""
+    lines = [
+        f'nccl_collective_exec_time_microseconds{{comm_id="{comm}",hostname="gpu-b",rank="{rank}",nranks="{size}",'
+        f'n_nodes="1",gpu_device_id="GPU0",collective="{coll}",coll_sn="{sn}",message_size="4B"}} {time_us}'
+        for comm, rank, size, coll, sn, time_us in calls
+    ]
+    return "\n".join(lines).encode()
+
+
+def test_a_gpus_snapshot_without_the_worlds_call_keeps_its_world_rank() -> None:
+    # Rank 1 of the 2-rank world, alone in its own communicator 0xbeef: the second snapshot has no world call.
+    first = _snapshot(("0xc0ffee", 1, 2, "AllReduce", 7, 30.0), ("0xbeef", 0, 1, "Broadcast", 3, 5.0))
+    second = _snapshot(("0xbeef", 0, 1, "Broadcast", 4, 6.0))
+    parsed = parsed_job([("t0.prom", first), ("t1.prom", second)])
+    # Calls in coll_sn order (a snapshot has no start times): 0xbeef's 3 and 4, then the world's 7.
+    assert parsed.rank_times.select(["rank", "duration_us"]).to_pylist() == [
+        {"rank": "1", "duration_us": 5.0},
+        {"rank": "1", "duration_us": 6.0},
+        {"rank": "1", "duration_us": 30.0},
+    ]
+    assert [c["ranks"] for c in parsed.observed["communicators"]] == [["1"], ["1"]]
+
+
+def test_one_prometheus_file_uploaded_alone_is_detected_from_its_content() -> None:
+    parsed = parse_result_file(PROMETHEUS[0], "metrics.prom")
+    assert (parsed.source_format, parsed.ranks, parsed.hosts) == ("nccl-inspector", 2, 1)
+    assert parsed.warnings == ["1 call not recorded by every rank of its communicator"]
+    assert parsed.samples.select(["collective", "size_bytes", "duration_us"]).to_pylist() == [
+        {"collective": "all_gather", "size_bytes": 131072, "duration_us": 50.0}
+    ]

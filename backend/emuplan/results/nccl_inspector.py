@@ -43,8 +43,9 @@ rank or ``coll_sn``) holds no single call and is refused.
 Both modes give the same records. ``coll_msg_size_bytes`` is one rank's buffer; for AllGather and ReduceScatter
 the plugin's algbw divides ``n_ranks`` × that by the time (its ``trafficSize``), which is nccl-tests' whole-buffer
 size: the size kept here, so that the project's busbw factor applied to it gives the plugin's own busbw (checked
-per record). A rank is named by its rank in the largest communicator its process belongs to (the world, as a
-rule), so a process is one rank across its communicators.
+per record). A rank is named by its rank in the largest communicator its process (host and pid; host and GPU in
+the Prometheus mode) belongs to in any of the files given (the world, as a rule), so a process is one rank across
+its communicators and its snapshots (``named_ranks``).
 """
 
 import json
@@ -386,8 +387,9 @@ def _calls(records: pa.Table, file_name: str, tolerance: tuple[float, float]) ->
             pa.array([collective_of(name) for name in names.dictionary.to_pylist()], pa.string()).take(names.indices),
             pa.array(size),
             pa.array(sn),
-            _world_ranks(records.column("process"), rank, n_ranks),
+            pc.cast(pa.array(rank), pa.string()),
             records.column("host").combine_chunks(),
+            records.column("process").combine_chunks(),
             pa.array(time_us),
             records.column("start_us").combine_chunks(),
             pa.nulls(len(sn), pa.int64()),
@@ -402,17 +404,21 @@ def _calls(records: pa.Table, file_name: str, tolerance: tuple[float, float]) ->
     return FileCalls(file_name=file_name, calls=[], members={}, steps=set(), warnings=warnings, table=table)
 
 
-def _world_ranks(process: pa.ChunkedArray, rank: np.ndarray, n_ranks: np.ndarray) -> pa.Array:
-    """Each record's rank as its process's rank in the largest communicator it belongs to (the lowest, if two are
-    as large)."""
-    processes = pc.dictionary_encode(process).combine_chunks()
+def named_ranks(calls: pa.Table) -> pa.Table:
+    """The job's records (``RANK_CALLS_SCHEMA``, ``rank`` still the rank in the record's communicator) with each
+    rank named by its process's rank in the largest communicator the process belongs to (the lowest, if two are
+    as large), over every file given: one Prometheus snapshot may hold no call of the world."""
+    processes = pc.dictionary_encode(calls.column("process")).combine_chunks()
     code = processes.indices.to_numpy()
+    rank = pc.cast(calls.column("rank"), pa.int64()).to_numpy()
+    n_ranks = calls.column("group_size").to_numpy()
     order = np.lexsort((rank, -n_ranks, code))
     first = order[np.r_[True, np.diff(code[order]) != 0]]
     labels = [""] * len(processes.dictionary)
     for row in first:
         labels[code[row]] = str(rank[row])
-    return pa.array(labels, pa.string()).take(processes.indices)
+    named = pa.array(labels, pa.string()).take(processes.indices)
+    return calls.set_column(calls.schema.get_field_index("rank"), "rank", named)
 
 
 def _busbw_check(ops, name_code, n_ranks, size, time_us, busbw, records, lines, file_name, tolerance) -> list[str]:

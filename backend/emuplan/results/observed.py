@@ -143,6 +143,8 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
         table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
         for index, table in enumerate(tables)
     )
+    if fmt == NCCL_INSPECTOR:
+        calls = nccl_inspector.named_ranks(calls)
     job = _Job(calls, files, keys)
     job.check_calls_agree()
     slowest = job.slowest[job.sample_order]
@@ -212,6 +214,7 @@ def _table(each: FileCalls, key_codes: dict[tuple, int]) -> pa.Table:
             columns[name].append(getattr(call, name))
         columns["call"].append(key_codes[call.call_key])
         columns["line"].append(line)
+        columns["process"].append(None)
     return pa.table(columns, schema=RANK_CALLS_SCHEMA)
 
 

@@ -30,7 +30,8 @@ class RankCall:
     elements: int | None = None
 
 
-# ``RankCall`` as columns; ``call`` is the call key as one integer, ``line`` where the record is in its file.
+# ``RankCall`` as columns; ``call`` is the call key as one integer, ``line`` where the record is in its file,
+# ``process`` the process that wrote it where ranks are named by process (NCCL Inspector), else null.
 RANK_CALLS_SCHEMA = pa.schema(
     [
         pa.field("communicator", pa.string()),
@@ -40,6 +41,7 @@ RANK_CALLS_SCHEMA = pa.schema(
         pa.field("call", pa.int64()),
         pa.field("rank", pa.string()),
         pa.field("host", pa.string()),
+        pa.field("process", pa.string()),
         pa.field("duration_us", pa.float64()),
         pa.field("start_us", pa.float64()),
         pa.field("step", pa.int64()),
