@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from emuplan.results.budget import ImportBudget
+from emuplan.results.budget import ROW_BYTES, ImportBudget
 from emuplan.results.canonical import INT64_LIMIT, ResultFileError, collective_of
 from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, bus_bandwidth_factor, normalise_op_name
@@ -71,6 +71,9 @@ _WHITESPACE = re.compile(r"\s*")
 # per record (the objects are read and dropped one at a time). Python's allocations peaked at 3.1× the bytes of
 # one file of bench/inspector_dump.py's 64-rank dump read that way.
 TEXT_BYTES_PER_BYTE = 4
+# What one record costs an import in all (its columns, the join into calls, the samples and per-rank tables, the
+# statistics): the server's RSS rose by 514-597 MB importing bench_observed.py's 1,000,000 records as a zip.
+RECORD_BYTES = 600
 # coll_busbw_gbs is printed with six decimals ("%lf"); the Prometheus samples with six significant digits
 # ("%.6g"), time and bandwidth each.
 _JSON_TOLERANCE = (5e-7, 1e-9)
@@ -136,7 +139,7 @@ def looks_like(head: bytes) -> bool:
 def file_calls(content: bytes | memoryview, file_name: str, budget: ImportBudget) -> FileCalls:
     """The calls of one process's JSON dump, or of one GPU's Prometheus file; a malformed or truncated record is
     refused with its line. Read object by object, a file's text and rows are charged to ``budget`` first; its
-    records, once read, either way."""
+    records, once read, either way (``RECORD_BYTES`` each)."""
     data = content if isinstance(content, bytes) else bytes(content)
     prometheus = bool(_PROMETHEUS_START.match(data[:65536]))
     records = None if prometheus else _json_lines(data)
@@ -147,6 +150,7 @@ def file_calls(content: bytes | memoryview, file_name: str, budget: ImportBudget
     if records.num_rows == 0:
         raise ResultFileError(f"{file_name}: no Inspector record in the file")
     budget.count_rows(records.num_rows, file_name)
+    budget.holds(records.num_rows * (RECORD_BYTES - ROW_BYTES), file_name)
     tolerance = _PROMETHEUS_TOLERANCE if prometheus else _JSON_TOLERANCE
     return _calls(records, file_name, tolerance)
 
