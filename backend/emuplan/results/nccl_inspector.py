@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from emuplan.results.budget import ROW_BYTES, ImportBudget
-from emuplan.results.canonical import INT64_LIMIT, ResultFileError, collective_of
+from emuplan.results.canonical import INT64_LIMIT, ResultFileError, collective_of, renamed_text
 from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, bus_bandwidth_factor, normalise_op_name
 
@@ -386,14 +386,14 @@ def _calls(records: pa.Table, file_name: str, tolerance: tuple[float, float]) ->
     warnings = _busbw_check(ops, name_code, n_ranks, size, time_us, busbw, records, lines, file_name, tolerance)
     table = pa.Table.from_arrays(
         [
-            communicators.cast(pa.string()),
+            communicators,
             pa.array(n_ranks),
-            pa.array([collective_of(name) for name in names.dictionary.to_pylist()], pa.string()).take(names.indices),
+            renamed_text(names, collective_of),
             pa.array(size),
             pa.array(sn),
-            pc.cast(pa.array(rank), pa.string()),
-            records.column("host").combine_chunks(),
-            records.column("process").combine_chunks(),
+            pc.cast(pa.array(rank), pa.string()).dictionary_encode(),
+            pc.dictionary_encode(records.column("host")).combine_chunks(),
+            pc.dictionary_encode(records.column("process")).combine_chunks(),
             pa.array(time_us),
             records.column("start_us").combine_chunks(),
             pa.nulls(len(sn), pa.int64()),
@@ -412,16 +412,17 @@ def named_ranks(calls: pa.Table) -> pa.Table:
     """The job's records (``RANK_CALLS_SCHEMA``, ``rank`` still the rank in the record's communicator) with each
     rank named by its process's rank in the largest communicator the process belongs to (the lowest, if two are
     as large), over every file given: one Prometheus snapshot may hold no call of the world."""
-    processes = pc.dictionary_encode(calls.column("process")).combine_chunks()
+    processes = calls.column("process").combine_chunks()
     code = processes.indices.to_numpy()
-    rank = pc.cast(calls.column("rank"), pa.int64()).to_numpy()
+    rank = pc.cast(pc.cast(calls.column("rank"), pa.string()), pa.int64()).to_numpy()
     n_ranks = calls.column("group_size").to_numpy()
     order = np.lexsort((rank, -n_ranks, code))
     first = order[np.r_[True, np.diff(code[order]) != 0]]
-    labels = [""] * len(processes.dictionary)
+    labels = dict.fromkeys(processes.dictionary.to_pylist(), "")
+    process_names = processes.dictionary.to_pylist()
     for row in first:
-        labels[code[row]] = str(rank[row])
-    named = pa.array(labels, pa.string()).take(processes.indices)
+        labels[process_names[code[row]]] = str(rank[row])
+    named = renamed_text(processes, labels.__getitem__)
     return calls.set_column(calls.schema.get_field_index("rank"), "rank", named)
 
 

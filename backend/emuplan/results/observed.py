@@ -145,6 +145,7 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
     )
     if fmt == NCCL_INSPECTOR:
         calls = nccl_inspector.named_ranks(calls)
+    calls = calls.unify_dictionaries()  # one dictionary per text column over the files' chunks
     job = _Job(calls, files, keys)
     job.check_calls_agree()
     slowest = job.slowest[job.sample_order]

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from emuplan.results.canonical import TEXT
+
 
 @dataclass(frozen=True, slots=True)
 class RankCall:
@@ -30,18 +32,19 @@ class RankCall:
     elements: int | None = None
 
 
-# ``RankCall`` as columns; ``call`` is the call key as one integer, ``line`` where the record is in its file,
+# ``RankCall`` as columns (text dictionary-encoded: a few names over millions of records); ``call`` is the call
+# key as one integer, ``line`` where the record is in its file,
 # ``process`` the process that wrote it where ranks are named by process (NCCL Inspector), else null.
 RANK_CALLS_SCHEMA = pa.schema(
     [
-        pa.field("communicator", pa.string()),
+        pa.field("communicator", TEXT),
         pa.field("group_size", pa.int64()),
-        pa.field("collective", pa.string()),
+        pa.field("collective", TEXT),
         pa.field("size_bytes", pa.int64()),
         pa.field("call", pa.int64()),
-        pa.field("rank", pa.string()),
-        pa.field("host", pa.string()),
-        pa.field("process", pa.string()),
+        pa.field("rank", TEXT),
+        pa.field("host", TEXT),
+        pa.field("process", TEXT),
         pa.field("duration_us", pa.float64()),
         pa.field("start_us", pa.float64()),
         pa.field("step", pa.int64()),
