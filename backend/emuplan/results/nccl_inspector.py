@@ -72,7 +72,8 @@ _WHITESPACE = re.compile(r"\s*")
 # one file of bench/inspector_dump.py's 64-rank dump read that way.
 TEXT_BYTES_PER_BYTE = 4
 # What one record costs an import in all (its columns, the join into calls, the samples and per-rank tables, the
-# statistics): the server's RSS rose by 514-597 MB importing bench_observed.py's 1,000,000 records as a zip.
+# statistics): the server's RSS rose by 462-506 MB importing bench_observed.py's 1,000,000 records as a zip
+# (514-597 MB before the text columns were dictionary-encoded), with room to spare.
 RECORD_BYTES = 600
 # coll_busbw_gbs is printed with six decimals ("%lf"); the Prometheus samples with six significant digits
 # ("%.6g"), time and bandwidth each.
