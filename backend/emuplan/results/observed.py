@@ -1,12 +1,13 @@
 """What a training job really sent, from its own records: NCCL Inspector dumps and PyTorch profiler traces.
 
-Each format module (``nccl_inspector``, ``torch_profiler``) turns one file into ``RankCall`` rows: one rank's
-record of one collective call. Here the files of one job (many uploads, or a zip/tar of them) become one
-run: a call is the same (communicator, call key) on every rank that recorded it; its sample is the slowest
-rank's time (a collective ends when its last rank does), every rank's time goes to the per-rank table
-(stragglers as for nccl-tests ``-J``), and the variant column names the communicator, so groups are per
-(collective, size, communicator). Sizes follow nccl-tests (the whole buffer), so our busbw uses the project's
-factor on them; the file's own busbw is kept beside it.
+Each format module (``nccl_inspector``, ``torch_profiler``) turns one file into rank calls (``rank_calls``): one
+rank's record of one collective call, as ``RankCall`` objects or, for an Inspector dump's millions, as a table.
+Here the files of one job (many uploads, or a zip/tar of them) become one run, joined as columns: a call is the
+same (communicator, call key) on every rank that recorded it; its sample is the slowest rank's time (a collective
+ends when its last rank does), every rank's time goes to the per-rank table (stragglers as for nccl-tests
+``-J``), and the variant column names the communicator, so groups are per (collective, size, communicator). Sizes
+follow nccl-tests (the whole buffer), so our busbw uses the project's factor on them; the file's own busbw is kept
+beside it.
 
 The run's summary keeps ``observed`` (``ParsedResult.observed``): the communicators (size, ranks, hosts), the
 training steps the records fall in, and per group the calls inside those steps: what the plan comparison
