@@ -183,3 +183,89 @@ def test_a_size_past_64_bits_is_refused() -> None:
     )
     with pytest.raises(ResultFileError, match=r"^gpu-a\.log: line 1: a size of 18446744073709551615 B does not fit"):
         parsed_job([("gpu-a.log", huge)])
+
+
+PROMETHEUS = [DUMPS / f"constructed-{host}-nccl_inspector_metrics.prom" for host in ("gpu-a", "gpu-b")]
+
+
+def test_prometheus_snapshots_read_as_the_call_their_samples_name() -> None:
+    parsed = parsed_job(named(PROMETHEUS))
+    assert (parsed.source_format, parsed.ranks, parsed.hosts, parsed.warnings) == ("nccl-inspector", 2, 2, [])
+    rows = parsed.samples.select(["collective", "size_bytes", "duration_us", "variant", "algbw_gbps", "busbw_gbps"])
+    # 64.00KB a rank: the whole buffer is 2 × 65536 B; rank 1's 60 µs is the call's time.
+    assert [tuple(row.values()) for row in rows.to_pylist()] == [
+        ("all_gather", 131072, 60.0, "0xc0ffee", 2.18453, 1.09227)
+    ]
+    assert parsed.rank_times.to_pylist() == [
+        {"sample": 0, "rank": "0", "host": "gpu-a", "duration_us": 50.0},
+        {"sample": 0, "rank": "1", "host": "gpu-b", "duration_us": 60.0},
+    ]
+    [group] = parsed.observed["groups"]
+    assert group["busbw_gbps"] == pytest.approx(1.09227, rel=1.1e-5)  # six significant digits in the file
+
+
+def test_a_prometheus_line_that_is_not_a_sample_is_named() -> None:
+    lines = PROMETHEUS[1].read_text().splitlines()
+    lines[1] = lines[1].replace("} 1.09227", "} fast")
+    with pytest.raises(ResultFileError, match=r"^gpu-b\.prom: line 2: not a Prometheus sample: "):
+        parsed_job([("gpu-b.prom", "\n".join(lines).encode())])
+
+
+def test_a_prometheus_call_without_its_time_is_refused() -> None:
+    lines = PROMETHEUS[0].read_text().splitlines()
+    with pytest.raises(ResultFileError) as refused:
+        parsed_job([("gpu-a.prom", "\n".join(lines[:2]).encode())])
+    assert str(refused.value) == "gpu-a.prom: line 1: no nccl_collective_exec_time_microseconds sample for this call"
+
+
+def test_the_aggregated_prometheus_output_of_later_inspectors_is_refused() -> None:
+    line = (
+        'nccl_bus_bandwidth_gbs{version="v5.1",slurm_job_id="unknown",node="n0",gpu="GPU0",comm_name="DP",n_nodes="1",'
+        'nranks="2",collective="AllReduce",message_size="1-2MB",algo_proto="Ring_ll"} 123.5\n'
+    )
+    with pytest.raises(ResultFileError, match=r"^agg\.prom: line 1: the aggregated Prometheus output of a later"):
+        parsed_job([("agg.prom", line.encode())])
+
+
+def test_a_dump_arrows_reader_refuses_reads_object_by_object_alike() -> None:
+    # Blank lines between records and a NaN busbw written "nan": rows are no longer lines, and not numbers.
+    plain = parsed_job(named(JOB))
+    spaced = [(path.name, path.read_bytes().replace(b"\n", b"\n\n")) for path in JOB]
+    assert parsed_job(spaced).samples.to_pylist() == plain.samples.to_pylist()
+    assert parsed_job(spaced).rank_times.to_pylist() == plain.rank_times.to_pylist()
+    nan = JOB[1].read_bytes().replace(b'"coll_busbw_gbs":1.092267', b'"coll_busbw_gbs":"nan"')
+    parsed = parsed_job([(JOB[0].name, JOB[0].read_bytes()), (JOB[1].name, nan)])
+    assert parsed.samples.column("busbw_gbps").to_pylist() == [10.48576, 6.990507, 5.24288, None]
+
+
+def _snapshot(*calls: tuple[str, int, int, str, int, float]) -> bytes:
+    """A Prometheus snapshot of GPU0 on gpu-b: per (communicator, rank, size, collective, coll_sn, µs) its time."""
+    lines = [
+        f'nccl_collective_exec_time_microseconds{{comm_id="{comm}",hostname="gpu-b",rank="{rank}",nranks="{size}",'
+        f'n_nodes="1",gpu_device_id="GPU0",collective="{coll}",coll_sn="{sn}",message_size="4B"}} {time_us}'
+        for comm, rank, size, coll, sn, time_us in calls
+    ]
+    return "\n".join(lines).encode()
+
+
+def test_a_gpus_snapshot_without_the_worlds_call_keeps_its_world_rank() -> None:
+    # Rank 1 of the 2-rank world, alone in its own communicator 0xbeef: the second snapshot has no world call.
+    first = _snapshot(("0xc0ffee", 1, 2, "AllReduce", 7, 30.0), ("0xbeef", 0, 1, "Broadcast", 3, 5.0))
+    second = _snapshot(("0xbeef", 0, 1, "Broadcast", 4, 6.0))
+    parsed = parsed_job([("t0.prom", first), ("t1.prom", second)])
+    # Calls in coll_sn order (a snapshot has no start times): 0xbeef's 3 and 4, then the world's 7.
+    assert parsed.rank_times.select(["rank", "duration_us"]).to_pylist() == [
+        {"rank": "1", "duration_us": 5.0},
+        {"rank": "1", "duration_us": 6.0},
+        {"rank": "1", "duration_us": 30.0},
+    ]
+    assert [c["ranks"] for c in parsed.observed["communicators"]] == [["1"], ["1"]]
+
+
+def test_one_prometheus_file_uploaded_alone_is_detected_from_its_content() -> None:
+    parsed = parse_result_file(PROMETHEUS[0], "metrics.prom")
+    assert (parsed.source_format, parsed.ranks, parsed.hosts) == ("nccl-inspector", 2, 1)
+    assert parsed.warnings == ["1 call not recorded by every rank of its communicator"]
+    assert parsed.samples.select(["collective", "size_bytes", "duration_us"]).to_pylist() == [
+        {"collective": "all_gather", "size_bytes": 131072, "duration_us": 50.0}
+    ]

@@ -1,12 +1,13 @@
 """What a training job really sent, from its own records: NCCL Inspector dumps and PyTorch profiler traces.
 
-Each format module (``nccl_inspector``, ``torch_profiler``) turns one file into ``RankCall`` rows: one rank's
-record of one collective call. Here the files of one job (many uploads, or a zip/tar of them) become one
-run: a call is the same (communicator, call key) on every rank that recorded it; its sample is the slowest
-rank's time (a collective ends when its last rank does), every rank's time goes to the per-rank table
-(stragglers as for nccl-tests ``-J``), and the variant column names the communicator, so groups are per
-(collective, size, communicator). Sizes follow nccl-tests (the whole buffer), so our busbw uses the project's
-factor on them; the file's own busbw is kept beside it.
+Each format module (``nccl_inspector``, ``torch_profiler``) turns one file into rank calls (``rank_calls``): one
+rank's record of one collective call, as ``RankCall`` objects or, for an Inspector dump's millions, as a table.
+Here the files of one job (many uploads, or a zip/tar of them) become one run, joined as columns: a call is the
+same (communicator, call key) on every rank that recorded it; its sample is the slowest rank's time (a collective
+ends when its last rank does), every rank's time goes to the per-rank table (stragglers as for nccl-tests
+``-J``), and the variant column names the communicator, so groups are per (collective, size, communicator). Sizes
+follow nccl-tests (the whole buffer), so our busbw uses the project's factor on them; the file's own busbw is kept
+beside it.
 
 The run's summary keeps ``observed`` (``ParsedResult.observed``): the communicators (size, ranks, hosts), the
 training steps the records fall in, and per group the calls inside those steps: what the plan comparison
@@ -16,10 +17,13 @@ training steps the records fall in, and per group the calls inside those steps: 
 import io
 import tarfile
 import zipfile
+import zlib
 from collections import defaultdict
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from emuplan.results import nccl_inspector, torch_profiler
 from emuplan.results.budget import JSON_BYTES_PER_BYTE, ImportBudget
@@ -33,7 +37,7 @@ from emuplan.results.canonical import (
     samples_table,
 )
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
-from emuplan.results.rank_calls import FileCalls, RankCall
+from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
 from emuplan.wording import plural
 from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
 
@@ -47,32 +51,38 @@ def is_archive(head: bytes) -> bool:
     return head.startswith(ZIP_MAGIC) or head[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + len(TAR_MAGIC)] == TAR_MAGIC
 
 
-def archive_members(content: bytes | memoryview, file_name: str, budget: ImportBudget) -> list[tuple[str, bytes]]:
-    """The regular files of a zip or tar (directories and hidden files skipped), each charged to ``budget`` at
-    its stated size before it is extracted."""
+def recognises(head: bytes) -> bool:
+    """An archive, or the start of an Inspector dump or a profiler trace (read by those modules)."""
+    return is_archive(head) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
+
+
+def archive_members(content: bytes | memoryview, file_name: str, budget: ImportBudget) -> Iterator[tuple[str, bytes]]:
+    """The regular files of a zip or tar (directories and hidden files skipped) in the order of their names, one
+    at a time (a dump directory is read a file at a time), each charged to ``budget`` at its stated size before
+    it is extracted."""
     data = bytes(content)
-    members: list[tuple[str, bytes]] = []
-
-    def add(name: str, size: int, read) -> None:
-        budget.decompressed(size, f"{file_name}/{name}")
-        members.append((f"{file_name}/{name}", read()))
-
     try:
         if data.startswith(ZIP_MAGIC):
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                for info in archive.infolist():
-                    if not info.is_dir() and not _hidden(info.filename):
-                        add(info.filename, info.file_size, lambda info=info: archive.read(info))
+            archive = zipfile.ZipFile(io.BytesIO(data))
+            entries = [(i.filename, i.file_size, i) for i in archive.infolist() if not i.is_dir()]
         else:
-            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-                for info in archive.getmembers():
-                    if info.isfile() and not _hidden(info.name):
-                        add(info.name, info.size, lambda info=info: archive.extractfile(info).read())
+            archive = tarfile.open(fileobj=io.BytesIO(data))  # noqa: SIM115 (closed once its members are read)
+            entries = [(i.name, i.size, i) for i in archive.getmembers() if i.isfile()]
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as error:
         raise ResultFileError(f"{file_name}: not a readable zip or tar archive ({error})") from error
-    if not members:
+    entries = sorted((entry for entry in entries if not _hidden(entry[0])), key=lambda entry: entry[0])
+    if not entries:
         raise ResultFileError(f"{file_name}: the archive holds no files")
-    return sorted(members)
+    with archive:
+        for name, size, info in entries:
+            budget.decompressed(size, f"{file_name}/{name}")
+            try:
+                member = (
+                    archive.read(info) if isinstance(archive, zipfile.ZipFile) else archive.extractfile(info).read()
+                )
+            except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as error:
+                raise ResultFileError(f"{file_name}/{name}: not readable from the archive ({error})") from error
+            yield f"{file_name}/{name}", member
 
 
 def _hidden(path: str) -> bool:
@@ -83,24 +93,10 @@ def parse_observed(
     files: list[tuple[str, bytes | memoryview]], fmt: str | None = None, *, budget: ImportBudget
 ) -> ParsedResult:
     """The files of one job (archives opened) as one run. All must be of one format: ``fmt`` or detected.
-    What they decompress to, and the Python objects their JSON becomes, are charged to ``budget``."""
-
-    def gunzipped(name: str, content: bytes | memoryview) -> tuple[str, bytes | memoryview]:
-        # Files given together, and an archive's members (one upload is gunzipped before it gets here).
-        if bytes(content[:2]) == GZIP_MAGIC:
-            return name, gunzip_capped(content, name, budget)
-        return name, content
-
-    readers = {NCCL_INSPECTOR: nccl_inspector.file_calls, TORCH_PROFILER: torch_profiler.file_calls}
-    expanded: list[tuple[str, bytes | memoryview]] = []
-    for name, content in (gunzipped(*each) for each in files):
-        if is_archive(bytes(content[:512])):
-            members = archive_members(content, name, budget)
-            expanded.extend(gunzipped(*member) for member in members)
-        else:
-            expanded.append((name, content))
+    What they decompress to, and what their records become, are charged to ``budget``; a file is dropped once
+    read, so an archive's members are never all held at once."""
     parsed: list[FileCalls] = []
-    for name, content in expanded:
+    for name, content in _expanded(files, budget):
         head = bytes(content[:65536])
         detected = (
             NCCL_INSPECTOR
@@ -114,63 +110,82 @@ def parse_observed(
         if fmt is not None and detected not in (None, fmt):
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
-        budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
-        parsed.append(readers[fmt](content, name))
+        if fmt == NCCL_INSPECTOR:
+            parsed.append(nccl_inspector.file_calls(content, name, budget))
+        else:
+            budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
+            parsed.append(torch_profiler.file_calls(content, name))
     return _merged(parsed, fmt)
 
 
+def _expanded(files: list[tuple[str, bytes | memoryview]], budget: ImportBudget):
+    """(name, content) of each file given, archives opened and gzip undone (one upload is gunzipped before it gets
+    here; files given together and an archive's members are here)."""
+
+    def gunzipped(name: str, content: bytes | memoryview) -> tuple[str, bytes | memoryview]:
+        if bytes(content[:2]) == GZIP_MAGIC:
+            return name, gunzip_capped(content, name, budget)
+        return name, content
+
+    for name, content in (gunzipped(*each) for each in files):
+        if is_archive(bytes(content[:512])):
+            yield from (gunzipped(*member) for member in archive_members(content, name, budget))
+        else:
+            yield name, content
+
+
 def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
-    """One run from the files' calls (see the module's docstring)."""
+    """One run from the files' calls (see the module's docstring), joined as columns: a dump holds millions."""
     warnings = [warning for each in files for warning in each.warnings]
-    by_call: dict[tuple[str, tuple], list[RankCall]] = defaultdict(list)
-    for each in files:
-        for call in each.calls:
-            by_call[(call.communicator, call.call_key)].append(call)
-    for records in by_call.values():
-        first, ranks = records[0], {records[0].rank: records[0]}
-        if first.size_bytes >= INT64_LIMIT:
-            raise ResultFileError(f"{first.where}: a size of {first.size_bytes} B does not fit a 64-bit integer")
-        for other in records[1:]:
-            if other.rank in ranks:
-                raise ResultFileError(
-                    f"{other.where}: rank {other.rank} recorded this call already in {ranks[other.rank].where} "
-                    "(the same rank's file given twice?)"
-                )
-            ranks[other.rank] = other
-            if (other.collective, other.size_bytes) != (first.collective, first.size_bytes):
-                raise ResultFileError(
-                    f"{other.where}: call {other.call_key} of communicator {other.communicator or '(unnamed)'} is "
-                    f"{other.collective} of {other.size_bytes} B, but {first.where} recorded "
-                    f"{first.collective} of {first.size_bytes} B"
-                )
-    ordered = sorted(by_call.values(), key=lambda records: (min(_start(r) for r in records), records[0].call_key))
-    slowest = [max(records, key=lambda r: r.duration_us) for records in ordered]
-    starts = [min(_start(r) for r in records) for records in ordered]
+    keys = sorted({call.call_key for each in files for call in each.calls})
+    key_codes = {key: code for code, key in enumerate(keys)}
+    tables = [_table(each, key_codes) for each in files]
+    calls = pa.concat_tables(
+        table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
+        for index, table in enumerate(tables)
+    )
+    if fmt == NCCL_INSPECTOR:
+        calls = nccl_inspector.named_ranks(calls)
+    calls = calls.unify_dictionaries()  # one dictionary per text column over the files' chunks
+    job = _Job(calls, files, keys)
+    job.check_calls_agree()
+    slowest = job.slowest[job.sample_order]
+    starts = job.first_start[job.sample_order]
     samples = samples_table(
-        duration_us=np.array([r.duration_us for r in slowest]),
-        collective=pa.array([r.collective for r in slowest]),
-        size_bytes=np.array([r.size_bytes for r in slowest], dtype=np.int64),
-        start_us=pa.array([None if np.isinf(s) else s for s in starts], pa.float64()),
-        variant=pa.array([r.communicator for r in slowest]),
-        algbw_gbps=pa.array([r.reported_algbw_gbps for r in slowest], pa.float64()),
-        busbw_gbps=pa.array([r.reported_busbw_gbps for r in slowest], pa.float64()),
+        duration_us=job.duration[slowest],
+        collective=calls.column("collective").take(slowest),
+        size_bytes=job.size[slowest],
+        start_us=pa.array(np.where(np.isinf(starts), np.nan, starts), pa.float64(), from_pandas=True),
+        variant=calls.column("communicator").take(slowest),
+        algbw_gbps=calls.column("reported_algbw_gbps").take(slowest),
+        busbw_gbps=calls.column("reported_busbw_gbps").take(slowest),
     )
-    rank_rows = [(sample, r) for sample, records in enumerate(ordered) for r in records]
+    # Every rank's record, by call as the samples are, each call's in the order the files gave them.
+    sample_of_record = job.sample_of_call[job.call_of_record]
+    by_sample = np.lexsort((np.arange(calls.num_rows), sample_of_record))
     rank_times = rank_times_table(
-        duration_us=np.array([r.duration_us for _, r in rank_rows]),
-        sample=np.array([sample for sample, _ in rank_rows], dtype=np.int64),
-        rank=pa.array([r.rank for _, r in rank_rows]),
-        host=pa.array([r.host for _, r in rank_rows]),
+        duration_us=job.duration[by_sample],
+        sample=sample_of_record[by_sample],
+        rank=calls.column("rank").take(by_sample),
+        host=calls.column("host").take(by_sample),
     )
-    sizes = {r.communicator: r.group_size for records in ordered for r in records}
+    sizes = job.group_sizes(by_sample)
     group_sizes = set(sizes.values())
     ranks = group_sizes.pop() if len(group_sizes) == 1 else None
     if ranks is None and len(sizes) > 1:
         warnings.append("communicators of different sizes: busbw is the file's own (ours needs one group size per run)")
-    hosts = sorted({r.host for records in ordered for r in records if r.host})
-    missing = sum(1 for records in ordered if sizes[records[0].communicator] not in (None, len(records)))
+    hosts = sorted(host for host in pc.unique(calls.column("host")).to_pylist() if host)
+    expected = np.array([sizes[name] or 0 for name in job.communicators.dictionary.to_pylist()], dtype=np.int64)
+    expected = expected[job.communicator[job.first_record]]
+    missing = int(((expected > 0) & (expected != job.records_per_call)).sum())
     if missing:
         warnings.append(f"{plural(missing, 'call')} not recorded by every rank of its communicator")
+    elements: dict[tuple[str, int], tuple[int, str]] = {}
+    if calls.column("elements").null_count < calls.num_rows:
+        for row in slowest:
+            record = calls.slice(int(row), 1).to_pylist()[0]
+            if record["elements"] is not None:
+                elements[(record["collective"], record["size_bytes"])] = (record["elements"], record["dtype"])
     return ParsedResult(
         samples=samples,
         source_format=fmt,
@@ -180,18 +195,108 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
         rank_times=rank_times,
         rank_unit="rank",
         rank_basis="the rank's own time for the call, as its record states it (a call ends with its slowest rank)",
-        elements={(r.collective, r.size_bytes): (r.elements, r.dtype) for r in slowest if r.elements is not None},
-        observed=_observed_document(files, ordered, sizes),
+        elements=elements,
+        observed=_observed_document(files, job, samples, sizes),
     )
 
 
-def _start(call: RankCall) -> float:
-    return call.start_us if call.start_us is not None else float("inf")
+def _table(each: FileCalls, key_codes: dict[tuple, int]) -> pa.Table:
+    """A file's calls in ``RANK_CALLS_SCHEMA``: its own table, or its ``RankCall`` list as one (``line`` indexing
+    the list, ``call`` the call key's place among the job's)."""
+    if each.table is not None:
+        return each.table
+    for call in each.calls:
+        if call.size_bytes >= INT64_LIMIT:
+            raise ResultFileError(f"{call.where}: a size of {call.size_bytes} B does not fit a 64-bit integer")
+    columns = {field.name: [] for field in RANK_CALLS_SCHEMA}
+    for line, call in enumerate(each.calls):
+        for name in ("communicator", "group_size", "collective", "size_bytes", "rank", "host", "duration_us"):
+            columns[name].append(getattr(call, name))
+        for name in ("start_us", "step", "reported_algbw_gbps", "reported_busbw_gbps", "elements", "dtype"):
+            columns[name].append(getattr(call, name))
+        columns["call"].append(key_codes[call.call_key])
+        columns["line"].append(line)
+        columns["process"].append(None)
+    return pa.table(columns, schema=RANK_CALLS_SCHEMA)
 
 
-def _observed_document(files: list[FileCalls], ordered: list[list[RankCall]], sizes: dict[str, int | None]) -> dict:
+class _Job:
+    """The records of one job grouped into calls: a call is one (communicator, call key); ``first_record``,
+    ``slowest`` and ``first_start`` are per call, in the order of (communicator, call key); ``sample_order`` puts
+    the calls in the samples' order: by their earliest start, then call key, then the file order."""
+
+    def __init__(self, calls: pa.Table, files: list[FileCalls], keys: list[tuple]):
+        self.calls, self.files, self.keys = calls, files, keys
+        self.communicators = pc.dictionary_encode(calls.column("communicator")).combine_chunks()
+        self.communicator = self.communicators.indices.to_numpy()
+        self.call = calls.column("call").to_numpy()
+        self.duration = calls.column("duration_us").to_numpy()
+        self.size = calls.column("size_bytes").to_numpy()
+        record = np.arange(calls.num_rows)
+        order = np.lexsort((record, self.call, self.communicator))
+        starts = np.r_[True, (np.diff(self.communicator[order]) != 0) | (np.diff(self.call[order]) != 0)]
+        self.call_of_record = np.empty(calls.num_rows, dtype=np.int64)
+        self.call_of_record[order] = np.cumsum(starts) - 1
+        bounds = np.flatnonzero(starts)
+        self.first_record = order[bounds]
+        self.records_per_call = np.diff(np.r_[bounds, calls.num_rows])
+        start = calls.column("start_us").to_numpy(zero_copy_only=False)
+        self.first_start = np.minimum.reduceat(np.where(np.isnan(start), np.inf, start)[order], bounds)
+        steps = calls.column("step").is_valid().to_numpy(zero_copy_only=False)
+        self.in_steps = np.logical_or.reduceat(steps[order], bounds)
+        # The slowest rank's record of each call (the first of them when two took as long).
+        by_time = np.lexsort((record, -self.duration, self.call_of_record))
+        self.slowest = by_time[np.r_[True, np.diff(self.call_of_record[by_time]) != 0]]
+        self.sample_order = np.lexsort((self.first_record, self.call[self.first_record], self.first_start))
+        self.sample_of_call = np.empty(len(bounds), dtype=np.int64)
+        self.sample_of_call[self.sample_order] = np.arange(len(bounds))
+
+    def where(self, row: int) -> str:
+        file = self.files[self.calls.column("file")[row].as_py()]
+        return file.where(self.calls.column("line")[row].as_py())
+
+    def check_calls_agree(self) -> None:
+        """Refuse a rank that recorded one call twice, and ranks that disagree on a call's collective or size;
+        the first record at fault (by call, then record) is named with the one it contradicts."""
+        rank = pc.dictionary_encode(self.calls.column("rank")).combine_chunks().indices.to_numpy()
+        record = np.arange(self.calls.num_rows)
+        by_rank = np.lexsort((record, rank, self.call_of_record))
+        twice = (np.diff(self.call_of_record[by_rank]) == 0) & (np.diff(rank[by_rank]) == 0)
+        again = np.full(self.calls.num_rows, -1)
+        again[by_rank[1:][twice]] = by_rank[:-1][twice]
+        collective = pc.dictionary_encode(self.calls.column("collective")).combine_chunks().indices.to_numpy()
+        first = self.first_record[self.call_of_record]
+        differs = (collective != collective[first]) | (self.size != self.size[first])
+        faults = np.flatnonzero((again >= 0) | differs)
+        if not len(faults):
+            return
+        row = int(faults[np.lexsort((faults, first[faults]))[0]])
+        names = self.calls.select(["communicator", "rank", "collective", "size_bytes", "call"])
+        other, earlier = names.slice(row, 1).to_pylist()[0], names.slice(int(first[row]), 1).to_pylist()[0]
+        if again[row] >= 0:
+            raise ResultFileError(
+                f"{self.where(row)}: rank {other['rank']} recorded this call already in {self.where(int(again[row]))} "
+                "(the same rank's file given twice?)"
+            )
+        key = self.keys[other["call"]] if self.keys else (other["call"],)
+        raise ResultFileError(
+            f"{self.where(row)}: call {key} of communicator {other['communicator'] or '(unnamed)'} is "
+            f"{other['collective']} of {other['size_bytes']} B, but {self.where(int(first[row]))} recorded "
+            f"{earlier['collective']} of {earlier['size_bytes']} B"
+        )
+
+    def group_sizes(self, by_sample: np.ndarray) -> dict[str, int | None]:
+        """Each communicator's size, as its last record in the samples' order states it."""
+        communicator = self.communicator[by_sample]
+        last = len(by_sample) - 1 - np.unique(communicator[::-1], return_index=True)[1]
+        names = self.communicators.dictionary.to_pylist()
+        group_size = self.calls.column("group_size").take(by_sample[last]).to_pylist()
+        return {names[code]: size for code, size in zip(communicator[last], group_size, strict=True)}
+
+
+def _observed_document(files: list[FileCalls], job: _Job, samples: pa.Table, sizes: dict[str, int | None]) -> dict:
     """The communicators, the steps seen, and per (collective, size, communicator) the calls in all and
-    inside those steps (a call counts in a step when its first rank's record falls in it), the mean time of a
+    inside those steps (a call counts in a step when any of its records falls in one), the mean time of a
     call, and busbw at that mean with the communicator's own size (the run's statistics need one rank count
     for the whole run; a job's communicators differ) beside the file's own busbw, averaged like the time."""
     members: dict[str, set[str]] = defaultdict(set)
@@ -199,45 +304,46 @@ def _observed_document(files: list[FileCalls], ordered: list[list[RankCall]], si
     for each in files:
         for communicator, ranks in each.members.items():
             members[communicator] |= ranks
-    for records in ordered:
-        for r in records:
-            members[r.communicator].add(r.rank)
-            if r.host:
-                hosts[r.communicator].add(r.host)
+    pairs = job.calls.group_by(["communicator", "rank", "host"], use_threads=False).aggregate([]).to_pylist()
+    for pair in pairs:
+        members[pair["communicator"]].add(pair["rank"])
+        if pair["host"]:
+            hosts[pair["communicator"]].add(pair["host"])
     steps = sorted(set().union(*(each.steps for each in files)))
-    groups: dict[tuple[str, int, str], dict] = {}
-    for records in ordered:
-        first = records[0]
-        key = (first.collective, first.size_bytes, first.communicator)
-        group = groups.setdefault(
-            key,
+    # Groups in the order their first call comes in the samples.
+    columns = samples.select(["collective", "size_bytes", "variant"])
+    codes = [pc.dictionary_encode(columns.column(name)).combine_chunks() for name in ("collective", "variant")]
+    keys = np.stack([codes[0].indices.to_numpy(), columns.column("size_bytes").to_numpy(), codes[1].indices.to_numpy()])
+    _, first_sample, group_of_sample = np.unique(keys.T, axis=0, return_index=True, return_inverse=True)
+    group_of_sample = group_of_sample.reshape(-1)
+    by_group = np.lexsort((np.arange(len(group_of_sample)), group_of_sample))
+    bounds = np.r_[0, np.flatnonzero(np.diff(group_of_sample[by_group])) + 1, len(by_group)]
+    times = samples.column("duration_us").to_numpy()
+    reported = samples.column("busbw_gbps").to_numpy(zero_copy_only=False)
+    in_steps = job.in_steps[job.sample_order]
+    groups = []
+    for group in np.argsort(first_sample, kind="stable"):
+        members_of_group = by_group[bounds[group] : bounds[group + 1]]
+        first = samples.slice(int(members_of_group[0]), 1).to_pylist()[0]
+        mean_us = float(np.mean(times[members_of_group]))
+        busbws = reported[members_of_group]
+        busbws = busbws[~np.isnan(busbws)]
+        op = normalise_op_name(first["collective"])
+        group_size = sizes[first["variant"]]
+        ours = op is not None and group_size and mean_us > 0
+        groups.append(
             {
-                "collective": first.collective,
-                "size_bytes": first.size_bytes,
-                "communicator": first.communicator,
-                "group_size": sizes[first.communicator],
-                "calls": 0,
-                "calls_in_steps": 0,
-                "times_us": [],
-                "reported_busbw_gbps": [],
-            },
+                "collective": first["collective"],
+                "size_bytes": first["size_bytes"],
+                "communicator": first["variant"],
+                "group_size": group_size,
+                "calls": len(members_of_group),
+                "calls_in_steps": int(in_steps[members_of_group].sum()),
+                "mean_us": mean_us,
+                "busbw_gbps": bus_bandwidth_gbps(op, first["size_bytes"], mean_us * 1e-6, group_size) if ours else None,
+                "reported_busbw_gbps": float(np.mean(busbws)) if len(busbws) else None,
+            }
         )
-        group["calls"] += 1
-        group["calls_in_steps"] += any(r.step is not None for r in records)
-        slowest = max(records, key=lambda r: r.duration_us)
-        group["times_us"].append(slowest.duration_us)
-        if slowest.reported_busbw_gbps is not None:
-            group["reported_busbw_gbps"].append(slowest.reported_busbw_gbps)
-    for group in groups.values():
-        mean_us = float(np.mean(group.pop("times_us")))
-        reported = group.pop("reported_busbw_gbps")
-        op = normalise_op_name(group["collective"])
-        ours = op is not None and group["group_size"] and mean_us > 0
-        group["mean_us"] = mean_us
-        group["busbw_gbps"] = (
-            bus_bandwidth_gbps(op, group["size_bytes"], mean_us * 1e-6, group["group_size"]) if ours else None
-        )
-        group["reported_busbw_gbps"] = float(np.mean(reported)) if reported else None
     return {
         "steps": steps,
         "communicators": [
@@ -249,7 +355,7 @@ def _observed_document(files: list[FileCalls], ordered: list[list[RankCall]], si
             }
             for communicator in sorted(members)
         ],
-        "groups": list(groups.values()),
+        "groups": groups,
     }
 
 

@@ -1,7 +1,13 @@
 """What each observed-in-training format (``nccl_inspector``, ``torch_profiler``) reads from one file, for
-``observed`` to join the files of one job."""
+``observed`` to join the files of one job: a list of ``RankCall`` (a trace's few hundred calls), or the same as
+a table in ``RANK_CALLS_SCHEMA`` (an Inspector dump's million records, where one Python object each would cost
+more than reading them)."""
 
 from dataclasses import dataclass
+
+import pyarrow as pa
+
+from emuplan.results.canonical import TEXT
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +32,43 @@ class RankCall:
     elements: int | None = None
 
 
+# ``RankCall`` as columns (text dictionary-encoded: a few names over millions of records); ``call`` is the call
+# key as one integer, ``line`` where the record is in its file,
+# ``process`` the process that wrote it where ranks are named by process (NCCL Inspector), else null.
+RANK_CALLS_SCHEMA = pa.schema(
+    [
+        pa.field("communicator", TEXT),
+        pa.field("group_size", pa.int64()),
+        pa.field("collective", TEXT),
+        pa.field("size_bytes", pa.int64()),
+        pa.field("call", pa.int64()),
+        pa.field("rank", TEXT),
+        pa.field("host", TEXT),
+        pa.field("process", TEXT),
+        pa.field("duration_us", pa.float64()),
+        pa.field("start_us", pa.float64()),
+        pa.field("step", pa.int64()),
+        pa.field("line", pa.int64()),
+        pa.field("reported_algbw_gbps", pa.float64()),
+        pa.field("reported_busbw_gbps", pa.float64()),
+        pa.field("elements", pa.int64()),
+        pa.field("dtype", pa.string()),
+    ]
+)
+
+
 @dataclass
 class FileCalls:
-    """What one file holds: its calls, its communicators' members, and the training steps it saw."""
+    """What one file holds: its calls (``calls``, or ``table`` in ``RANK_CALLS_SCHEMA``), its communicators'
+    members, and the training steps it saw."""
 
     file_name: str
     calls: list[RankCall]
     members: dict[str, set[str]]
     steps: set[int]
     warnings: list[str]
+    table: pa.Table | None = None
+
+    def where(self, line: int) -> str:
+        """Where a record of ``table`` is: its ``line``, or the ``where`` of ``calls[line]`` (a table of them)."""
+        return self.calls[line].where if self.calls else f"{self.file_name}: line {line}"
