@@ -1,5 +1,5 @@
-"""``emuplan import``, ``runs``, ``stats``, ``compare``: the runs API on the command line (same store calls,
-same JSON with ``--json``)."""
+"""``emuplan import``, ``runs``, ``stats``, ``compare``, ``observed``, ``export-kccb``: the runs API on the
+command line (same store calls, same JSON with ``--json``)."""
 
 import json
 import sys
@@ -23,6 +23,7 @@ from emuplan.wording import (
     time_in,
 )
 from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.plan_options import EXPORT_FORMATS
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -616,6 +617,34 @@ def observed_against_plan(
             f"  {row['status']:<14} {row['collective']:<15} {row['group_size'] or '?':>5} {sizes[0]:>14} "
             f"{sizes[1]:>14} {row['planned_per_step']:>9g} {row['observed_per_step']:>9g}"
         )
+
+
+@app.command("export-kccb")
+def export_kccb(
+    run_id: Annotated[int, typer.Argument(help="An observed run's id (NCCL Inspector dump, profiler traces).")],
+    export_format: Annotated[str, typer.Option("--format", help=f"One of: {', '.join(EXPORT_FORMATS)}.")] = "yaml",
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps the records span (default: the trace's ProfilerStep marks).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="File to write (default: print it).")] = None,
+) -> None:
+    """A KCCB trial from reality: the KCCB configuration that replays what an observed run's training job sent
+    (collectives, sizes, calls per step, group sizes), as a plan's export (GET /api/runs/{id}/kccb)."""
+    if export_format not in EXPORT_FORMATS:
+        raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
+    from emuplan.results.observed_kccb import export_observed_kccb
+    from emuplan.store import runs as store
+
+    def exported(session: "Session") -> str:
+        run = store.get_run(session, run_id)
+        return export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
+
+    body = _with_store(exported)
+    if out is None:
+        typer.echo(body, nl=False)
+        return
+    out.write_text(body)
+    typer.echo(f"wrote the KCCB {export_format} export of run {run_id} to {out}")
 
 
 def _assumptions_line(assumptions: dict) -> str:
