@@ -69,7 +69,6 @@ class StepCostDocument(BaseModel):
     time_source: str
     variant: str | None = Field(description="The nccl-tests variant read (out-of-place), else None.")
     observed_steps: int | None = Field(
-        default=None,
         description="A run observed in training: the steps its calls per step were counted over (its own step, "
         "not the plan's counts); None for a benchmark.",
     )

@@ -203,6 +203,7 @@ def step_cost(
         "size_convention": "whole buffer (nccl-tests)" if whole_buffer else "KCCB data size",
         "time_source": "one time per size (sweep): p50 only" if sweep else "p50 and p99 of each size",
         "variant": next((v for v in PREFERRED_VARIANTS if any(g["variant"] == v for g in groups)), None),
+        "observed_steps": None,
         **_step_of(rows, plan.trials, sweep),
     }
 
