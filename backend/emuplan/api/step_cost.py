@@ -14,7 +14,7 @@ class StepCostRow(BaseModel):
 
     op: str
     label: str
-    parallel_dim: str = Field(description="dp, tp, pp, ep or edp.")
+    parallel_dim: str = Field(description="dp, tp, pp, ep or edp; unplanned for a training job's call the plan lacks.")
     phase: str
     group_size: int | None = Field(description="Ranks of its group; None where a training job's records do not say.")
     count_per_step: int | float = Field(description="Per step; a training job's own calls may average a fraction.")
