@@ -265,17 +265,12 @@ def _ks_tests(first: RunSummary, second: RunSummary) -> dict:
     # The same data size and collective in both runs: the sharper question.
     second_grids = {g["label"]: grid for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)}
     matched = counterparts(first, second)
-    groups = [
-        {
-            "label": group["label"],
-            "compared_with": matched[group["label"]]["label"],
-            **ks_two_sample(
-                grid, group["count"], second_grids[matched[group["label"]]["label"]], matched[group["label"]]["count"]
-            ),
-        }
-        for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
-        if group["label"] in matched
-    ]
+    groups = []
+    for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True):
+        other = matched.get(group["label"])
+        if other is not None:
+            test = ks_two_sample(grid, group["count"], second_grids[other["label"]], other["count"])
+            groups.append({"label": group["label"], "compared_with": other["label"], **test})
     return {"run_a": first.id, "run_b": second.id, "comparable": True, **overall, "groups": groups}
 
 
