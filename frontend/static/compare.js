@@ -51,10 +51,15 @@ function originBadge(origin) {
   return el("span", { class: `badge origin-${origin}`, text: origin });
 }
 
-function runLabel(run, isBaseline) {
+// Beside training (an observed run), each run says which side it is on.
+function sideBadge(doc, run) {
+  return doc.training_vs_emulation ? [el("span", { class: `badge side-${run.side}`, text: run.side }), " "] : [];
+}
+
+function runLabel(doc, run, isBaseline) {
   return el("span", {}, [
     `#${run.run_id} `, run.name, el("br"),
-    originBadge(run.origin), run.strategy ? ` ${run.strategy} ` : " ",
+    originBadge(run.origin), run.strategy ? ` ${run.strategy} ` : " ", ...sideBadge(doc, run),
     isBaseline ? el("span", { class: "badge", text: "baseline" }) : null,
   ]);
 }
@@ -68,7 +73,7 @@ function renderStats(doc) {
   const headers = [{ text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
   const rows = doc.runs.filter((run) => run.overall).map((run) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
-    const row = [runLabel(run, isBaseline), ...columns.map(([key, , format]) => cell(run.overall[key], format, isBaseline))];
+    const row = [runLabel(doc, run, isBaseline), ...columns.map(([key, , format]) => cell(run.overall[key], format, isBaseline))];
     row.className = isBaseline ? "baseline" : null;
     return row;
   });
@@ -78,6 +83,8 @@ function renderStats(doc) {
 const GROUP_KEYS = ["count", "p50_us", "p99_us", "p99_9_us", "max_us", "mean_us", "busbw_gbps", "pct_of_expected", "pct_of_ideal"];
 
 // Per data size and collective, the groups every run has first: ratios only where the baseline has the group.
+// A group sits under the baseline's group it was read against (a training run's communicators under the
+// benchmark's collective and size), named by what its own label adds.
 function renderGroups(doc) {
   const columns = metrics(doc).filter(([key]) => GROUP_KEYS.includes(key));
   const headers = [{ text: "Group" }, { text: "Run" }, ...columns.map(([, title]) => ({ text: title, num: true }))];
@@ -85,15 +92,21 @@ function renderGroups(doc) {
   const byLabel = new Map();
   for (const run of doc.runs) {
     for (const group of run.groups) {
-      if (!byLabel.has(group.label)) { byLabel.set(group.label, []); order.push(group.label); }
-      byLabel.get(group.label).push([run, group]);
+      const key = group.compared_with || group.label;
+      if (!byLabel.has(key)) { byLabel.set(key, []); order.push(key); }
+      byLabel.get(key).push([run, group]);
     }
   }
   const everyRun = (label) => byLabel.get(label).length === doc.runs.length;
   const labels = [...order.filter(everyRun), ...order.filter((label) => !everyRun(label))];
+  const runCell = (run, group, label) => {
+    const own = group.label === label ? "" : group.label.split(" · ").slice(2).join(" · ");
+    return el("span", {}, [`#${run.run_id} ${run.name} `, ...sideBadge(doc, run),
+      own ? el("br") : null, own ? el("small", { class: "source", text: own }) : null]);
+  };
   const rows = labels.flatMap((label) => byLabel.get(label).map(([run, group], index) => {
     const isBaseline = run.run_id === doc.baseline_run_id;
-    const row = [index === 0 ? label : "", `#${run.run_id} ${run.name}`, ...columns.map(([key, , format]) => cell(group.stats[key], format, isBaseline, group.printed))];
+    const row = [index === 0 ? label : "", runCell(run, group, label), ...columns.map(([key, , format]) => cell(group.stats[key], format, isBaseline, group.printed))];
     row.className = isBaseline ? "baseline" : null;
     return row;
   }));
@@ -271,6 +284,9 @@ async function main() {
     const notice = document.getElementById("compare-notice");
     notice.textContent = doc.notice || "";
     notice.hidden = !doc.notice;
+    const sides = document.getElementById("training-vs-emulation");
+    sides.textContent = doc.training_vs_emulation ? `${doc.training_vs_emulation}.` : "";
+    sides.hidden = !doc.training_vs_emulation;
     const aboveIdeal = document.getElementById("above-ideal");
     aboveIdeal.textContent = doc.above_ideal ? doc.above_ideal.warning : "";
     aboveIdeal.hidden = !doc.above_ideal;

@@ -1,5 +1,6 @@
-"""An observed run's page in Chromium at 1280×800 and 390×844: the communicators and, against the plan of the same
-model, every collective of a real DDP step matched, with no horizontal scroll."""
+"""An observed run's page in Chromium at 1280×800 and 390×844: the communicators, the KCCB trial that replays the
+job, and, against the plan of the same model, every collective of a real DDP step matched, with no horizontal
+scroll."""
 
 from pathlib import Path
 
@@ -42,6 +43,11 @@ def test_an_observed_run_shows_what_it_sent_against_its_plan(
     expect(rows.nth(1).locator("td")).to_have_text(
         ["matched", "all_reduce", "2", "4,239,400", "4,239,400", "1", "1", "4,239,400", "4,239,400"]
     )
+    # A KCCB trial from reality: the job's trials, downloaded as a plan's are.
+    expect(page.locator("#observed-kccb a")).to_have_text(["KCCB YAML", "KCCB JSON", "KCCB list (text)"])
+    with page.expect_download() as download:
+        page.locator("#observed-kccb-yaml").click()
+    assert download.value.suggested_filename == f"run-{run_id}-kccb.yaml"
     page.locator("#observed").scroll_into_view_if_needed()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(page, f"observed-run-{'desktop' if viewport is DESKTOP else 'phone'}")

@@ -8,7 +8,7 @@ from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, PlanningError, PlanRequest
 from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory, ParameterInfo
-from emuplan.workload.kccb import kccb_yaml
+from emuplan.workload.kccb import export_kccb
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
 
@@ -149,7 +149,7 @@ def test_hot_expert_factor_sizes_the_all_to_all_for_the_busiest_rank() -> None:
 
 
 def test_kccb_yaml_has_its_own_all_to_all_trial() -> None:
-    trials = yaml.safe_load(kccb_yaml(plan(ep=8)))["trials"]
+    trials = yaml.safe_load(export_kccb(plan(ep=8), "yaml"))["trials"]
     assert trials[0] == {
         "name": "mixtral-8x7b data all_to_all ep8",
         "benchmark": {

@@ -177,6 +177,10 @@ class ComparisonDocument(BaseModel):
         description="Set when a run shares no (collective, data size) with the baseline: it has no ratios "
         "and no Kolmogorov–Smirnov test against it."
     )
+    training_vs_emulation: str | None = Field(
+        description="Set when runs observed in training are compared with benchmarks: which run is which, and how "
+        "their groups are lined up."
+    )
     time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")
     us_per_unit: float
     assumptions: list[RunAssumptions] = Field(

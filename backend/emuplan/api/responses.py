@@ -49,12 +49,19 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+# A JSON or YAML file is a document to a client that parses it by its content type (schemathesis does): any value.
+PARSED_MEDIA_TYPES = ("application/json", "application/yaml")
+
+
 def download(*media_types: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
-    """A success answered as a file of one of ``media_types`` (text or binary, not JSON)."""
+    """A success answered as a file of one of ``media_types`` (text, binary, or a JSON or YAML document)."""
     return {
         status: {
             "description": "The file, as an attachment.",
-            "content": {media_type: {"schema": {"type": "string"}} for media_type in media_types},
+            "content": {
+                media_type: {"schema": {} if media_type in PARSED_MEDIA_TYPES else {"type": "string"}}
+                for media_type in media_types
+            },
         }
     }
 

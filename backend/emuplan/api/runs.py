@@ -22,6 +22,7 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
+from emuplan.api.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
@@ -30,6 +31,7 @@ from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import FORMATS
 from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
+from emuplan.results.observed_kccb import export_observed_kccb
 from emuplan.roles import Role
 from emuplan.store import runs as store
 from emuplan.store.table_files import open_stored_table, stored_table_pieces
@@ -529,6 +531,27 @@ def observed_vs_plan(
     ] = None,
 ) -> dict:
     return store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+
+
+@router.get("/{run_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
+def export_run_kccb(
+    run_id: DatabaseInt,
+    session: ReadSessionDep,
+    export_format: str = Query(default="yaml", alias="format", pattern="^(yaml|json|text)$"),
+    steps: Annotated[
+        int | None, Query(ge=1, le=1_000_000_000, description="Steps the records span (default: the trace's own).")
+    ] = None,
+) -> Response:
+    """A KCCB trial from reality: the trial configuration that replays what an observed run's training job sent
+    (collectives, sizes, calls per step, group sizes), in a plan's export formats (``GET /api/plans/{id}/kccb``);
+    422 for a run that was not observed or records no training steps (give ``steps``)."""
+    run = store.get_run(session, run_id)
+    body = export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
+    return Response(
+        content=body,
+        media_type=EXPORT_MEDIA_TYPES[export_format],
+        headers={"Content-Disposition": f'attachment; filename="run-{run.id}-kccb.{EXPORT_SUFFIXES[export_format]}"'},
+    )
 
 
 @router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)

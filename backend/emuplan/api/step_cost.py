@@ -14,10 +14,10 @@ class StepCostRow(BaseModel):
 
     op: str
     label: str
-    parallel_dim: str = Field(description="dp, tp, pp, ep or edp.")
+    parallel_dim: str = Field(description="dp, tp, pp, ep or edp; unplanned for a training job's call the plan lacks.")
     phase: str
-    group_size: int
-    count_per_step: int
+    group_size: int | None = Field(description="Ranks of its group; None where a training job's records do not say.")
+    count_per_step: int | float = Field(description="Per step; a training job's own calls may average a fraction.")
     bytes_total: int = Field(description="The whole buffer (nccl-tests' size), bytes.")
     bytes_per_rank: int
     run_size_bytes: int = Field(description="The size looked up in the run, in the run's size convention.")
@@ -34,22 +34,22 @@ class StepCostRow(BaseModel):
 class StepTotals(BaseModel):
     """A step's (or one parallel dimension's, one collective kind's) collectives, bytes and time."""
 
-    collectives_per_step: int
-    bytes_per_step: int = Field(description="Σ count × whole buffer, bytes.")
+    collectives_per_step: int | float
+    bytes_per_step: int | float = Field(description="Σ count × whole buffer, bytes.")
     wire_bytes_per_rank_per_step: float = Field(
         description="Σ count × bytes one rank sends on a ring (nccl-tests' bus factor × the whole buffer)."
     )
     p50_us: float | None = Field(description="Σ count × time at p50, µs, of the collectives the run has.")
     p99_us: float | None = Field(description="Σ count × time at p99, µs; None for a size sweep.")
-    missing_collectives: int = Field(description="Calls per step the run has no time for (not in the sums).")
-    estimated_collectives: int = Field(description="Calls per step whose time is interpolated or extrapolated.")
+    missing_collectives: int | float = Field(description="Calls per step the run has no time for (not in the sums).")
+    estimated_collectives: int | float = Field(description="Calls per step whose time is interpolated or extrapolated.")
 
 
 class TrainingTotals(BaseModel):
     steps: int = Field(description="The plan's trials: steps of the whole training.")
     p50_s: float | None
     p99_s: float | None
-    bytes: int
+    bytes: int | float
 
 
 class PlanReference(BaseModel):
@@ -68,6 +68,10 @@ class StepCostDocument(BaseModel):
     size_convention: str
     time_source: str
     variant: str | None = Field(description="The nccl-tests variant read (out-of-place), else None.")
+    observed_steps: int | None = Field(
+        description="A run observed in training: the steps its calls per step were counted over (its own step, "
+        "not the plan's counts); None for a benchmark.",
+    )
     convention: str
     rows: list[StepCostRow]
     by_dimension: dict[str, StepTotals]

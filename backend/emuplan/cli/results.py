@@ -1,5 +1,5 @@
-"""``emuplan import``, ``runs``, ``stats``, ``compare``: the runs API on the command line (same store calls,
-same JSON with ``--json``)."""
+"""``emuplan import``, ``runs``, ``stats``, ``compare``, ``observed``, ``export-kccb``: the runs API on the
+command line (same store calls, same JSON with ``--json``)."""
 
 import json
 import sys
@@ -24,6 +24,7 @@ from emuplan.wording import (
     time_in,
 )
 from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.plan_options import EXPORT_FORMATS
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -623,6 +624,34 @@ def observed_against_plan(
         )
 
 
+@app.command("export-kccb")
+def export_kccb(
+    run_id: Annotated[int, typer.Argument(help="An observed run's id (NCCL Inspector dump, profiler traces).")],
+    export_format: Annotated[str, typer.Option("--format", help=f"One of: {', '.join(EXPORT_FORMATS)}.")] = "yaml",
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Steps the records span (default: the trace's ProfilerStep marks).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="File to write (default: print it).")] = None,
+) -> None:
+    """A KCCB trial from reality: the KCCB configuration that replays what an observed run's training job sent
+    (collectives, sizes, calls per step, group sizes), as a plan's export (GET /api/runs/{id}/kccb)."""
+    if export_format not in EXPORT_FORMATS:
+        raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
+    from emuplan.results.observed_kccb import export_observed_kccb
+    from emuplan.store import runs as store
+
+    def exported(session: "Session") -> str:
+        run = store.get_run(session, run_id)
+        return export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
+
+    body = _with_store(exported)
+    if out is None:
+        typer.echo(body, nl=False)
+        return
+    out.write_text(body)
+    typer.echo(f"wrote the KCCB {export_format} export of run {run_id} to {out}")
+
+
 def _assumptions_line(assumptions: dict) -> str:
     sources = assumptions["sources"]
     ranks = assumptions["ranks"] if assumptions["ranks"] is not None else "unknown"
@@ -729,12 +758,13 @@ def _sweep_table_lines(statistics: dict) -> list[str]:
 
 
 def _group_lines(document: dict) -> list[str]:
-    """The compare page's first table: per (collective, size, variant), each run's p50, busbw and % of
-    ideal with its ratio to the baseline; groups every run has first."""
+    """The compare page's first table: per (collective, size, variant), each run's p50 (a size sweep's mean,
+    marked *), busbw and % of ideal with its ratio to the baseline, under the baseline's group it was read against
+    (a training run's communicators under the benchmark's size); groups every run has first."""
     by_label: dict[str, list[tuple[dict, dict]]] = {}
     for row in document["runs"]:
         for group in row["groups"]:
-            by_label.setdefault(group["label"], []).append((row, group))
+            by_label.setdefault(group["compared_with"] or group["label"], []).append((row, group))
     labels = sorted(by_label, key=lambda label: len(by_label[label]) != len(document["runs"]))
     lines = [
         "per data size and collective (×base: run ÷ baseline):",
@@ -743,18 +773,25 @@ def _group_lines(document: dict) -> list[str]:
     ]
     for label in labels:
         lines.append(f"  {label}")
+        # Beside a size sweep (no percentiles) every run of the group shows its mean: the ratio is of means.
+        means = any("p50_us" not in group["stats"] for _, group in by_label[label])
         for row, group in by_label[label]:
-            name = f"#{row['run_id']} {row['name']}"[:30]
+            # A training run's group under a benchmark's (collective, size) is named by its communicator.
+            variant = "" if group["label"] == label else " ".join(group["label"].split(" · ")[2:])[:14]
+            name = f"#{row['run_id']} {row['name']}"[: 30 - len(variant) - bool(variant)] + (
+                f" {variant}" if variant else ""
+            )
             stats, printed = group["stats"], group.get("printed")
             busbw = stats["busbw_gbps"]["value"]
-            # A sweep's groups have no p50 (one value per size).
-            p50 = stats.get("p50_us", {"value": None, "ratio": None})
+            time, mark = (stats["mean_us"], "*") if means else (stats["p50_us"], "")
             lines.append(
-                f"    {name:<30} {_time(p50['value'], printed):>11} {_ratio(p50['ratio']):>8} "
+                f"    {name:<30} {_time(time['value'], printed) + mark:>11} {_ratio(time['ratio']):>8} "
                 f"{as_printed(busbw, printed.get('busbw_gbps')) if printed else gbps(busbw):>10} "
                 f"{_ratio(stats['busbw_gbps']['ratio']):>8} "
                 f"{percent(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
             )
+    if any("p50_us" not in group["stats"] for row in document["runs"] for group in row["groups"]):
+        lines.append("  * the mean: beside a size sweep (a few values per size, no percentiles)")
     return lines
 
 
@@ -843,6 +880,8 @@ def compare_runs(
         return
     typer.echo("\n".join(_step_cost_table(document["step_cost"])))
     typer.echo(f"baseline: run {document['baseline_run_id']}")
+    if document["training_vs_emulation"]:
+        typer.echo(document["training_vs_emulation"])
     if document["notice"]:
         typer.echo(f"note: {document['notice']}")
     for entry in document["assumptions"]:

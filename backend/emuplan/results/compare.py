@@ -9,6 +9,12 @@ peak and average busbw, and per (collective, data size) its busbw ÷ the referen
 when it is a sweep, else the first sweep) with a one-line ``verdict``. A change within ±``SAME_WITHIN_PCT``
 is "same".
 
+Training against emulation: an observed run's groups (``results.observed``) are per (collective, size,
+communicator), its variants name communicators, a benchmark's (nccl-tests, KCCB, ours) its buffer placement or
+nothing. Between an observed run and a benchmark a group is therefore compared with the other run's group of the
+same (collective, size) (``counterparts``: its out-of-place or only timing, else its first variant), each row
+says which group it was read against (``compared_with``) and ``training_vs_emulation`` says which run is which.
+
 Only like is compared with like: a run that shares no (collective, data size) with the baseline gets no
 ratios, a pair of runs sharing none gets no KS test, and ``notice`` says so. Each delta says whether the
 change is ``better`` or ``worse`` (``verdict``): higher is better for bandwidth and % of ideal, lower for
@@ -30,6 +36,7 @@ from itertools import combinations
 import numpy as np
 
 from emuplan.results.analysis import RunKind, file_or_ours
+from emuplan.results.step_cost import PREFERRED_VARIANTS
 
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
@@ -118,6 +125,57 @@ def sizes_of(summary: dict) -> set[tuple[str, int | None]]:
     return {(group["collective"], group["size_bytes"]) for group in summary["groups"]}
 
 
+OBSERVED = "observed"
+
+
+def side_of(origin: str) -> str:
+    """'training' for a run observed in a training job, 'emulation' for a benchmark (KCCB, nccl-tests, ours)."""
+    return "training" if origin == OBSERVED else "emulation"
+
+
+def _variant_order(group: dict) -> tuple:
+    variant = group["variant"]
+    return (
+        variant not in PREFERRED_VARIANTS,
+        PREFERRED_VARIANTS.index(variant) if variant in PREFERRED_VARIANTS else 0,
+        variant,
+    )
+
+
+def counterparts(run: RunSummary, other: RunSummary) -> dict[str, dict]:
+    """Per group label of ``run``, the group of ``other`` it is compared with: the same label; between training
+    and emulation (see the module's docstring) the same (collective, size) in ``other``'s preferred variant."""
+    by_label = {group["label"]: group for group in other.summary["groups"]}
+    if side_of(run.origin) == side_of(other.origin):
+        return {g["label"]: by_label[g["label"]] for g in run.summary["groups"] if g["label"] in by_label}
+    by_size: dict[tuple, dict] = {}
+    for group in sorted(other.summary["groups"], key=_variant_order):
+        by_size.setdefault((group["collective"], group["size_bytes"]), group)
+    return {
+        g["label"]: by_label.get(g["label"]) or by_size[(g["collective"], g["size_bytes"])]
+        for g in run.summary["groups"]
+        if g["label"] in by_label or (g["collective"], g["size_bytes"]) in by_size
+    }
+
+
+def training_vs_emulation(runs: list[RunSummary]) -> str | None:
+    """Which runs are training and which emulation, when both are compared; None otherwise."""
+    training = [run for run in runs if run.origin == OBSERVED]
+    emulation = [run for run in runs if run.origin != OBSERVED]
+    if not training or not emulation:
+        return None
+
+    def named(group: list[RunSummary]) -> str:
+        return ", ".join(f"#{run.id} {run.name}" for run in group)
+
+    return (
+        f"Training vs emulation. Training: {named(training)} (observed: the job's own records). Emulation: "
+        f"{named(emulation)} ({'a benchmark' if len(emulation) == 1 else 'benchmarks'}). Per size, each training "
+        "communicator is read against the benchmark's same collective and size; per step, the job's own calls × "
+        "their times against the plan's step on the benchmark"
+    )
+
+
 def _size_order(group: dict) -> tuple:
     size = group["size_bytes"]
     return (group["collective"], size is None, size or 0, group["variant"])
@@ -134,7 +192,6 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
     if baseline_id not in ids:
         raise ValueError(f"baseline: run {baseline_id} is not one of the compared runs {ids}")
     baseline = runs[ids.index(baseline_id)]
-    baseline_groups = {group["label"]: group for group in baseline.summary["groups"]}
     baseline_sizes = sizes_of(baseline.summary)
     table, unrelated = [], []
     for run in runs:
@@ -143,10 +200,12 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
             unrelated.append(run)
         # A sweep's one value per size has no spread: only its time, rates and count, on either side.
         metrics = SWEEP_METRICS if "size-sweep" in (run.kind, baseline.kind) else DELTA_METRICS
+        matched = counterparts(run, baseline)
         groups = [
             {
                 "label": group["label"],
-                "stats": _deltas(group, baseline_groups.get(group["label"], {}), metrics),
+                "compared_with": matched[group["label"]]["label"] if group["label"] in matched else None,
+                "stats": _deltas(group, matched.get(group["label"], {}), metrics),
                 "printed": group.get("printed"),
             }
             for group in sorted(run.summary["groups"], key=_size_order)
@@ -164,6 +223,7 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
                 "name": run.name,
                 "strategy": run.strategy,
                 "origin": run.origin,
+                "side": side_of(run.origin),
                 "kind": run.kind,
                 "comparable": comparable,
                 "overall": overall,
@@ -184,6 +244,7 @@ def compare_runs(runs: list[RunSummary], baseline_id: int | None = None) -> dict
     return {
         "baseline_run_id": baseline_id,
         "notice": notice,
+        "training_vs_emulation": training_vs_emulation(runs),
         "runs": table,
         "ks_tests": tests,
         "sweep": _sweep_comparison(sweeps, baseline) if sweeps else None,
@@ -202,14 +263,14 @@ def _ks_tests(first: RunSummary, second: RunSummary) -> dict:
         second.summary["overall"]["count"],
     )
     # The same data size and collective in both runs: the sharper question.
-    second_groups = {
-        g["label"]: (grid, g["count"]) for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)
-    }
-    groups = [
-        {"label": group["label"], **ks_two_sample(grid, group["count"], *second_groups[group["label"]])}
-        for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True)
-        if group["label"] in second_groups
-    ]
+    second_grids = {g["label"]: grid for g, grid in zip(second.summary["groups"], second.summary["ecdf"], strict=True)}
+    matched = counterparts(first, second)
+    groups = []
+    for group, grid in zip(first.summary["groups"], first.summary["ecdf"], strict=True):
+        other = matched.get(group["label"])
+        if other is not None:
+            test = ks_two_sample(grid, group["count"], second_grids[other["label"]], other["count"])
+            groups.append({"label": group["label"], "compared_with": other["label"], **test})
     return {"run_a": first.id, "run_b": second.id, "comparable": True, **overall, "groups": groups}
 
 
@@ -239,9 +300,13 @@ def _sweep_comparison(sweeps: list[RunSummary], baseline: RunSummary) -> dict:
         rows = []
         for key, variants in _per_size(run).items():
             collective, size_bytes = key
-            shared = [v for v in variants if v in reference_sizes.get(key, {})] if run is not reference else []
-            ours = _mean([variants[v].get("busbw_gbps") for v in shared])
-            theirs = _mean([reference_sizes[key][v].get("busbw_gbps") for v in shared])
+            theirs_by_variant = reference_sizes.get(key, {}) if run is not reference else {}
+            if side_of(run.origin) == side_of(reference.origin):
+                mine = shared = [v for v in variants if v in theirs_by_variant]
+            else:  # communicators against buffer placements: each side's mean over its own
+                mine, shared = (list(variants), list(theirs_by_variant)) if theirs_by_variant else ([], [])
+            ours = _mean([variants[v].get("busbw_gbps") for v in mine])
+            theirs = _mean([theirs_by_variant[v].get("busbw_gbps") for v in shared])
             ratio = ours / theirs if ours is not None and theirs else None
             change = (ratio - 1) * 100 if ratio is not None else None
             rows.append(
@@ -274,7 +339,8 @@ def _sweep_comparison(sweeps: list[RunSummary], baseline: RunSummary) -> dict:
         "same_within_pct": SAME_WITHIN_PCT,
         "ratio_basis": (
             "busbw ÷ the reference's at the same collective and data size (ours from the mean time where the rank "
-            "count is known, else the file's cells; out-of-place and in-place averaged)"
+            "count is known, else the file's cells; out-of-place and in-place averaged; a training run's "
+            "communicators averaged against the benchmark's variants)"
         ),
         "runs": entries,
     }

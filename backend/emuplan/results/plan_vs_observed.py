@@ -32,8 +32,9 @@ def _planned_rows(document: PlanDocument) -> dict[tuple[str, int, int], float]:
     return dict(counts)
 
 
-def _observed_rows(observed: dict, steps: int | None) -> tuple[dict[tuple[str, int, int | None], float], int]:
-    """Calls per step per key, and the number of steps they were counted over."""
+def calls_per_step(observed: dict, steps: int | None) -> tuple[dict[tuple[str, int, int | None], float], int]:
+    """Calls per step per (collective, size, group size), per communicator of that key, and the number of steps
+    they were counted over: the job's own steps, else ``steps`` (all its calls; a record without steps)."""
     if steps is None:
         steps = len(observed["steps"])
         if steps == 0:
@@ -72,7 +73,7 @@ def _row(status: str, planned: tuple | None, planned_count: float, observed: tup
 def compare_plan_with_observed(document: PlanDocument, observed: dict, *, steps: int | None = None) -> dict:
     """Rows (see the module's docstring), the bytes per step each side, and a one-line summary."""
     planned = _planned_rows(document)
-    seen, counted_steps = _observed_rows(observed, steps)
+    seen, counted_steps = calls_per_step(observed, steps)
     rows = []
     for key in sorted(planned.keys() & seen.keys()):
         status = "matched" if abs(planned[key] - seen[key]) < 1e-9 else "count differs"

@@ -22,6 +22,12 @@ How a planned collective gets its time from a run (``basis``):
 - ``missing``: the run never measured that collective (or measured one size only and the plan needs
   another). Listed, never dropped: the step's total then says how many collectives it lacks.
 
+A run observed in a training job (``results.observed``) with training steps is read for its own step
+(``observed_step_cost``): per (collective, size, group size) its calls per step (``results.plan_vs_observed``:
+per communicator, over the steps) × the time of one call — p50 and p99 of the slowest communicator of that kind,
+whose group the step waits for — with the plan's label where the plan has that collective; what the plan has
+and the job never issued is ``missing``. Without steps (an NCCL Inspector dump) it is read like a benchmark.
+
 nccl-tests logs time each size out-of-place and in-place; the out-of-place time is used (its first
 columns). A size sweep has one time per size (nccl-tests' mean over its iterations), so it gives a p50
 and no p99. The step's p99 puts every collective at its own p99 at once: a pessimistic step, not a
@@ -35,13 +41,15 @@ from collections import defaultdict
 import numpy as np
 
 from emuplan.results.analysis import time_unit
-from emuplan.results.canonical import NCCL_TESTS, NCCL_TESTS_JSON
-from emuplan.workload.collectives import bus_bandwidth_factor, normalise_op_name
+from emuplan.results.canonical import NCCL_INSPECTOR, NCCL_TESTS, NCCL_TESTS_JSON, TORCH_PROFILER
+from emuplan.results.plan_vs_observed import compare_plan_with_observed
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, bus_bandwidth_factor, normalise_op_name
 from emuplan.workload.document import PlanDocument, PlannedCollective
 from emuplan.workload.inventory import INT64_MAX
 
-# Formats whose data size is nccl-tests' whole buffer; every other states KCCB's data size.
-WHOLE_BUFFER_FORMATS = frozenset({NCCL_TESTS, NCCL_TESTS_JSON})
+# Formats whose data size is nccl-tests' whole buffer (a training job's records are read so too, results.observed);
+# every other states KCCB's data size.
+WHOLE_BUFFER_FORMATS = frozenset({NCCL_TESTS, NCCL_TESTS_JSON, NCCL_INSPECTOR, TORCH_PROFILER})
 PREFERRED_VARIANTS = ("out-of-place", "")
 BASES = ("measured", "interpolated", "extrapolated", "missing")
 CONVENTION = (
@@ -150,17 +158,21 @@ def _row(planned: PlannedCollective, curves: dict, whole_buffer: bool, ranks: in
     }
 
 
-def _wire_bytes_per_rank(planned: PlannedCollective) -> float:
-    """Bytes one rank sends for one call on a ring (nccl-tests' bus factor × the whole buffer)."""
-    return bus_bandwidth_factor(planned.op, planned.group_size) * planned.bytes_total
+def _wire_bytes_per_rank(row: dict) -> float:
+    """Bytes one rank sends for one call on a ring (nccl-tests' bus factor × the whole buffer); 0 for a group of
+    unknown size."""
+    op = normalise_op_name(row["op"])
+    if op is None or not row["group_size"]:
+        return 0.0
+    return bus_bandwidth_factor(op, row["group_size"]) * row["bytes_total"]
 
 
-def _total(rows: list[dict], planned: list[PlannedCollective], sweep: bool) -> dict:
+def _total(rows: list[dict], sweep: bool) -> dict:
     present = [row for row in rows if row["basis"] != "missing"]
     return {
         "collectives_per_step": sum(row["count_per_step"] for row in rows),
         "bytes_per_step": sum(row["count_per_step"] * row["bytes_total"] for row in rows),
-        "wire_bytes_per_rank_per_step": sum(p.count_per_step * _wire_bytes_per_rank(p) for p in planned),
+        "wire_bytes_per_rank_per_step": sum(row["count_per_step"] * _wire_bytes_per_rank(row) for row in rows),
         "p50_us": sum(row["step_p50_us"] for row in present) if present else None,
         "p99_us": None if sweep or not present else sum(row["step_p99_us"] or 0.0 for row in present),
         "missing_collectives": sum(row["count_per_step"] for row in rows if row["basis"] == "missing"),
@@ -187,23 +199,30 @@ def step_cost(
     curves = _curves(groups)
     planned = plan.exported_collectives()
     rows = [_row(item, curves, whole_buffer, ranks, sweep) for item in planned]
-    by_dimension, by_op = {}, {}
-    for key, target in (("parallel_dim", by_dimension), ("op", by_op)):
-        for value in dict.fromkeys(row[key] for row in rows):
-            members = [index for index, row in enumerate(rows) if row[key] == value]
-            target[value] = _total([rows[i] for i in members], [planned[i] for i in members], sweep)
-    step = _total(rows, planned, sweep)
-    training = {
-        "steps": plan.trials,
-        "p50_s": None if step["p50_us"] is None else step["p50_us"] * plan.trials / 1e6,
-        "p99_s": None if step["p99_us"] is None else step["p99_us"] * plan.trials / 1e6,
-        "bytes": step["bytes_per_step"] * plan.trials,
-    }
-    unit, us_per_unit = time_unit(max((row["step_p50_us"] or 0.0 for row in rows), default=0.0))
     return {
         "size_convention": "whole buffer (nccl-tests)" if whole_buffer else "KCCB data size",
         "time_source": "one time per size (sweep): p50 only" if sweep else "p50 and p99 of each size",
         "variant": next((v for v in PREFERRED_VARIANTS if any(g["variant"] == v for g in groups)), None),
+        "observed_steps": None,
+        **_step_of(rows, plan.trials, sweep),
+    }
+
+
+def _step_of(rows: list[dict], trials: int, sweep: bool) -> dict:
+    """The rows with their totals per parallel dimension, per collective kind, per step and for the training."""
+    by_dimension, by_op = {}, {}
+    for key, target in (("parallel_dim", by_dimension), ("op", by_op)):
+        for value in dict.fromkeys(row[key] for row in rows):
+            target[value] = _total([row for row in rows if row[key] == value], sweep)
+    step = _total(rows, sweep)
+    training = {
+        "steps": trials,
+        "p50_s": None if step["p50_us"] is None else step["p50_us"] * trials / 1e6,
+        "p99_s": None if step["p99_us"] is None else step["p99_us"] * trials / 1e6,
+        "bytes": step["bytes_per_step"] * trials,
+    }
+    unit, us_per_unit = time_unit(max((row["step_p50_us"] or 0.0 for row in rows), default=0.0))
+    return {
         "convention": CONVENTION,
         "rows": rows,
         "by_dimension": by_dimension,
@@ -212,6 +231,77 @@ def step_cost(
         "training": training,
         "time_unit": unit,
         "us_per_unit": us_per_unit,
+    }
+
+
+OBSERVED_TIME_SOURCE = (
+    "the job's own calls per step (over its training steps, per communicator) × their p50 and p99, the slowest "
+    "communicator's"
+)
+
+
+def observed_step_cost(plan: PlanDocument, observed: dict, groups: list[dict]) -> dict:
+    """One training step as the job observed in ``observed`` (``results.observed``) ran it (see the module's
+    docstring); ``groups``: its statistics groups (per collective, size and communicator)."""
+    sizes = {communicator["id"]: communicator["size"] for communicator in observed["communicators"]}
+    slowest: dict[tuple, dict[str, float]] = {}
+    for group in groups:
+        key = (group["collective"], group["size_bytes"], sizes.get(group["variant"]))
+        times = slowest.setdefault(key, {"p50_us": 0.0, "p99_us": 0.0})
+        for percentile in times:
+            times[percentile] = max(times[percentile], group.get(percentile) or 0.0)
+    planned = {}
+    for item in plan.collectives:
+        planned.setdefault((item.op.value, item.bytes_total, item.group_size), item)
+    comparison = compare_plan_with_observed(plan, observed)
+    rows = []
+    for row in comparison["rows"]:
+        plan_key = (row["collective"], row["planned_size_bytes"], row["group_size"])
+        seen_key = (row["collective"], row["observed_size_bytes"], row["group_size"])
+        rows.append(_observed_row(row, planned.get(plan_key), slowest.get(seen_key)))
+    return {
+        "size_convention": "whole buffer (nccl-tests)",
+        "time_source": OBSERVED_TIME_SOURCE,
+        "variant": None,
+        "observed_steps": comparison["steps"],
+        **_step_of(rows, plan.trials, sweep=False),
+    }
+
+
+def _observed_row(row: dict, planned: PlannedCollective | None, times: dict[str, float] | None) -> dict:
+    """A row of the plan-vs-observed comparison as a step-cost row: the job's count per step and size (the
+    plan's for a collective it never issued)."""
+    missing = row["status"] == "missing"
+    count = row["planned_per_step"] if missing else row["observed_per_step"]
+    count = int(count) if count == int(count) else count  # whole calls per step read as such (1, not 1.0)
+    size = row["planned_size_bytes"] if missing else row["observed_size_bytes"]
+    op = normalise_op_name(row["collective"])
+    group_size = row["group_size"]
+    notes = {
+        "count differs": f"the plan has {row['planned_per_step']:g} per step",
+        "size differs": f"the plan has {row['planned_size_bytes']} B",
+        "unexpected": "not in the plan",
+    }
+    p50_us = None if missing or times is None else times["p50_us"]
+    p99_us = None if missing or times is None else times["p99_us"]
+    return {
+        "op": row["collective"],
+        "label": planned.label if planned is not None else "not in the plan",
+        "parallel_dim": str(planned.parallel_dim) if planned is not None else "unplanned",
+        "phase": str(planned.phase) if planned is not None else "observed",
+        "group_size": group_size,
+        "count_per_step": count,
+        "bytes_total": size,
+        "bytes_per_rank": size // group_size if op in PER_RANK_PIECE_OPS and group_size else size,
+        "run_size_bytes": size,
+        "basis": "missing" if p50_us is None else "measured",
+        "missing_reason": "the job never issued it" if missing else None,
+        "read_from_sizes": [] if p50_us is None else [size],
+        "time_p50_us": p50_us,
+        "time_p99_us": p99_us,
+        "step_p50_us": None if p50_us is None else p50_us * count,
+        "step_p99_us": None if p99_us is None else p99_us * count,
+        "notes": [notes[row["status"]]] if row["status"] in notes else [],
     }
 
 

@@ -56,7 +56,7 @@ from emuplan.results.observed import OBSERVED_FORMATS, parse_observed
 from emuplan.results.parse import parse_result_file
 from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
-from emuplan.results.step_cost import compare_step_costs, step_cost
+from emuplan.results.step_cost import compare_step_costs, observed_step_cost, step_cost
 from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import (
@@ -928,9 +928,13 @@ def _assumptions_of(
 
 
 def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | None:
-    """What one step of the plan costs on this run (``results.step_cost``), named with its plan."""
+    """What one step of the plan costs on this run (``results.step_cost``), named with its plan: a training job's
+    own step when the run observed one with its steps."""
     if plan is None:
         return None
+    observed = run.summary.get("observed")
+    if observed is not None and observed["steps"]:
+        return {"plan": plan.header(), **observed_step_cost(plan.document, observed, analysis["groups"])}
     cost = step_cost(
         plan.document,
         analysis["groups"],

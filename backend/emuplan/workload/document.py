@@ -192,7 +192,9 @@ class KccbTrial(DeferredModel):
     iterations: int
     hosts: int
     gpus_per_host: int
-    parallel_dim: ParallelDim
+    parallel_dim: ParallelDim | None = Field(
+        default=None, description="None for a trial that replays a training job's communicators (no dimension known)."
+    )
     group_size: int
     note: str
 

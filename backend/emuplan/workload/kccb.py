@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from emuplan.wording import plural
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp
 from emuplan.workload.document import KccbTrial, ParallelDim, PlanDocument, PlannedCollective
+from emuplan.workload.plan_options import EXPORT_FORMATS
 
 # kccb.Benchmark.collective_algorithm enum values (DESIGN §1.3). Point-to-point sends have no KCCB
 # algorithm; a broadcast between the two ranks of a stage pair moves the same bytes one way.
@@ -86,14 +87,18 @@ def _trial_note(op: CollectiveOp, dim: ParallelDim, group_size: int, items: list
     return note
 
 
-def kccb_yaml(document: PlanDocument) -> str:
+def _comment(lines: list[str]) -> str:
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def _trials_yaml(trials: list[KccbTrial], title: str, comments: list[str]) -> str:
     """Trial configs shaped like KAI's ``kccb.Benchmark`` and infrastructure protobuf fields."""
     import yaml  # only this export needs it; planning (and every CLI command's start-up) goes without
 
-    trials = [
+    configs = [
         {
-            "name": f"{document.model.name} {document.strategy.value} {trial.collective.value} "
-            f"{trial.parallel_dim.value}{trial.group_size}",
+            "name": f"{title} {trial.collective.value} "
+            f"{trial.parallel_dim.value if trial.parallel_dim else 'group'}{trial.group_size}",
             "benchmark": {
                 "collective_algorithm": trial.algorithm,
                 "datasize_list": {"size_bytes": trial.data_sizes},
@@ -105,30 +110,40 @@ def kccb_yaml(document: PlanDocument) -> str:
             },
             "note": trial.note,
         }
-        for trial in document.kccb_list()
+        for trial in trials
     ]
-    return yaml.safe_dump({"trials": trials}, sort_keys=False, width=120)
+    return _comment(comments) + yaml.safe_dump({"trials": configs}, sort_keys=False, width=120)
 
 
-def kccb_json(document: PlanDocument) -> str:
-    return json.dumps([trial.model_dump(mode="json") for trial in document.kccb_list()], indent=2)
+def _trials_json(trials: list[KccbTrial], title: str, comments: list[str]) -> str:
+    # JSON has no comments: the caller says them elsewhere.
+    return json.dumps([trial.model_dump(mode="json") for trial in trials], indent=2)
 
 
-def kccb_text(document: PlanDocument) -> str:
+def _trials_text(trials: list[KccbTrial], title: str, comments: list[str]) -> str:
     """Paste-ready: one block per trial, data sizes one per line as KCCB's Data Size dialog takes them."""
     blocks = []
-    for number, trial in enumerate(document.kccb_list(), start=1):
+    for number, trial in enumerate(trials, start=1):
         lines = [
             f"# trial {number}: {trial.algorithm} ({trial.algorithm_id}), iterations {trial.iterations}, "
             f"{plural(trial.hosts, 'host')} x {plural(trial.gpus_per_host, 'GPU')} per host",
             *(str(size) for size in trial.data_sizes),
         ]
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
+    return _comment(comments) + "\n\n".join(blocks) + "\n"
+
+
+EXPORTERS = dict(zip(EXPORT_FORMATS, (_trials_yaml, _trials_json, _trials_text), strict=True))
+
+
+def export_trials(trials: list[KccbTrial], title: str, export_format: str, comments: list[str] = ()) -> str:
+    """``trials`` as YAML (KAI's field names, each trial named ``title`` and its collective and group), JSON or
+    a paste-ready list, YAML and the list headed by ``comments`` as ``#`` lines: a plan's export
+    (``export_kccb``) and a training job's (``results.observed_kccb``)."""
+    if export_format not in EXPORTERS:
+        raise ValueError(f"format: unknown KCCB export format {export_format!r}; use one of {', '.join(EXPORTERS)}")
+    return EXPORTERS[export_format](trials, title, list(comments))
 
 
 def export_kccb(document: PlanDocument, export_format: str) -> str:
-    exporters = {"yaml": kccb_yaml, "json": kccb_json, "text": kccb_text}
-    if export_format not in exporters:
-        raise ValueError(f"format: unknown KCCB export format {export_format!r}; use one of {', '.join(exporters)}")
-    return exporters[export_format](document)
+    return export_trials(document.kccb_list(), f"{document.model.name} {document.strategy.value}", export_format)
