@@ -258,7 +258,8 @@ def delay_figure(
     log_y: bool = False,
     clip: bool = False,
 ) -> dict:
-    """Completion time per iteration (min/max-preserving downsampled); one panel per data size when
+    """Completion time per iteration (``results.stats.delay_series``: every trial above p99.9 and each bucket's
+    fastest and slowest); one panel per data size when
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
 
     ``log_y`` puts time on a log axis, so one spike does not flatten the other trials; ``clip`` ends the
@@ -565,9 +566,9 @@ def _group_style(group_index: dict[str, int], styles: dict[str, dict], label: st
     return {"legendgroup": f"group-{index}", **styles[label]}, first
 
 
-# The compare page's delay panels: each run's series thinned to this many points (MinMaxLTTB again, so every
-# spike stays), a panel this many pixels high, and room between panels for the x ticks above and the next
-# panel's title.
+# The compare page's delay panels: each run's series thinned to this many points (``delay_series`` again: every
+# trial above its group's p99.9 stays, in up to a quarter of the points), a panel this many pixels high, and room
+# between panels for the x ticks above and the next panel's title.
 COMPARISON_DELAY_POINTS = 250
 DELAY_PANEL_PX = 160
 DELAY_PANEL_GAP_PX = 64
@@ -590,7 +591,8 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, series in zip(summary["groups"], summary["delay"], strict=True):
             style, first = _group_style(group_index, styles, group["label"])
-            thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS)
+            thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS,
+                                   spike_floor=group["p99_9_us"])  # fmt: skip
             trace = _curve(thinned["x"], thinned["y"], group["label"], y_scale=scale, shape="linear", **style)
             # The hover names the group (the trace's name); the panel's title names the run.
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,
