@@ -247,3 +247,15 @@ def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summa
         "Completion time per<br>&lt;b&gt;iteration&lt;/b&gt; of every run<br>compared here"
     )
     assert long["layout"]["margin"]["t"] == 36 + 22 * 3
+
+
+def test_a_clipped_delay_chart_labels_the_slowest_trials_past_the_axis_and_shows_every_ones_on_hover():
+    durations = np.random.default_rng(8).lognormal(np.log(100.0), 0.05, 200_000).round(3)
+    spikes = np.arange(1_000, 200_000, 2_000)  # 100 spikes of 1,000 to 1,099 µs, the slowest last
+    durations[spikes] = 1_000.0 + np.arange(100)
+    summary = summarise(samples_table(duration_us=durations, collective="all_reduce", size_bytes=np.full(200_000, 8)))
+    marks = delay_figure(summary, clip=True)["data"][1]
+    assert marks["x"] == spikes.tolist()
+    assert marks["customdata"] == pytest.approx(durations[spikes].tolist())
+    assert marks["hovertemplate"].startswith("iteration %{x}: %{customdata:.4g} µs")
+    assert [text for text in marks["text"] if text] == [f"{1_000 + n} µs" for n in range(80, 100)]

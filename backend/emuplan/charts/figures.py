@@ -338,18 +338,26 @@ def _clip_limit(groups: list[dict]) -> tuple[str, float]:
     return "p99", max(group["p99_us"] for group in groups)
 
 
+# Trials past a clipped axis' end labelled with their time, the slowest first; the others show it on hover. A huge
+# run draws up to its series' points past the end (every bucket's slowest is a spike there): thousands of
+# overlapping labels said nothing and took most of the figure's drawing.
+CLIPPED_LABELS = 20
+
+
 def _clipped_marks(series: dict, limit: float, scale: float, unit: str, name: str) -> dict:
     y = np.asarray(series["y"], dtype=np.float64) * scale
     above = np.flatnonzero(y > limit)
+    labelled = set(above[np.argsort(-y[above], kind="stable")[:CLIPPED_LABELS]].tolist())
     return _scatter(
         x=np.asarray(series["x"])[above].tolist(),
         y=[limit] * len(above),
         mode="markers+text",
-        text=[f"{y[i]:.4g} {unit}" for i in above],
+        text=[f"{y[i]:.4g} {unit}" if i in labelled else "" for i in above],
+        customdata=y[above].tolist(),
         textposition="bottom center",
         marker={"symbol": "triangle-up", "size": 9, "color": ALERT_COLOR},
         name=_legend_name(f"{name} (value shown)"),
-        hovertemplate=f"iteration %{{x}}: %{{text}}<extra>{escape(name)}</extra>",
+        hovertemplate=f"iteration %{{x}}: %{{customdata:.4g}} {unit}<extra>{escape(name)}</extra>",
     )
 
 
