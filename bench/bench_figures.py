@@ -9,8 +9,8 @@ Then a run of 10,000,000 samples against a smaller one (issue 33), each figure a
 rounds; target: the same time (≤ 1.2×, the median of the rounds' ratios) and ≤ 20 ms. The CDF and the delay
 chart against 20,000 samples: 4 sizes of 5,000 give each size's curves their full 2,000 points, as 10,000,000
 do, so the figures are the same size and only the samples could make the large run's slower. The clipped
-delay chart against a 2,000,000-sample run: it labels every drawn trial past the axis' end, up to the 500
-slowest a size once a size has 500,000 trials (0.1 % of them above p99.9), against 5 for 20,000 samples.
+delay chart against a 2,000,000-sample run: it marks every drawn trial past the axis' end (a size of 500,000
+trials and more draws its 500 slowest and most buckets' slowest there), against a handful for 20,000 samples.
 
 Runs are stored with ``store.runs.save_run`` from generated samples (tests/fixtures/generate_results.py,
 the rows `bench_import.py` uploads as CSV), not uploaded: the import is `bench_import.py`'s.
