@@ -56,7 +56,8 @@ def test_delay_keeps_spikes_and_splits_sizes_for_pipeline(big_summary):
     overlaid = delay_figure(big_summary)
     assert len(overlaid["data"]) == 2
     first = overlaid["data"][0]
-    assert len(values(first["y"])) == 2000
+    # 2000 points: the 200 trials above p99.9, each bucket's fastest and slowest, less the trials that are both.
+    assert len(values(first["y"])) == 1821
     assert values(first["y"]).max() == pytest.approx(5000.0)  # ms: the 5 s spike survived downsampling
     panels = delay_figure(big_summary, per_size=True)
     assert [t["yaxis"] for t in panels["data"]] == ["y", "y2"]
@@ -98,8 +99,9 @@ def test_comparison_delays_are_one_figure_with_a_panel_per_run_and_a_legend_entr
         ("#7f7f7f", "dash"),
     ]
     assert [t["legendgroup"] for t in figure["data"]] == ["group-0", "group-1", "group-0", "group-1", "group-2"]
-    # 250 points a series (a two-sample group keeps both), both spikes of the first size still drawn, in ms.
-    assert [len(values(t["y"])) for t in figure["data"]] == [250, 250, 250, 250, 2]
+    # At most 250 points a series (a two-sample group keeps both): the slowest 62 of its 200 trials above p99.9 and
+    # each bucket's fastest and slowest, less the trials that are both; both spikes of the first size drawn, in ms.
+    assert [len(values(t["y"])) for t in figure["data"]] == [204, 202, 204, 202, 2]
     assert np.sort(values(figure["data"][0]["y"]))[-2:] == pytest.approx([4200.0, 5000.0])
     assert values(figure["data"][4]["y"]) == pytest.approx([0.010, 0.020])
     assert figure["data"][0]["hovertemplate"] == "iteration %{x}: %{y:.4g} ms"
@@ -245,3 +247,15 @@ def test_long_titles_break_into_escaped_lines_with_room_above_the_plot(big_summa
         "Completion time per<br>&lt;b&gt;iteration&lt;/b&gt; of every run<br>compared here"
     )
     assert long["layout"]["margin"]["t"] == 36 + 22 * 3
+
+
+def test_a_clipped_delay_chart_labels_the_slowest_trials_past_the_axis_and_shows_every_ones_on_hover():
+    durations = np.random.default_rng(8).lognormal(np.log(100.0), 0.05, 200_000).round(3)
+    spikes = np.arange(1_000, 200_000, 2_000)  # 100 spikes of 1,000 to 1,099 µs, the slowest last
+    durations[spikes] = 1_000.0 + np.arange(100)
+    summary = summarise(samples_table(duration_us=durations, collective="all_reduce", size_bytes=np.full(200_000, 8)))
+    marks = delay_figure(summary, clip=True)["data"][1]
+    assert marks["x"] == spikes.tolist()
+    assert marks["customdata"] == pytest.approx(durations[spikes].tolist())
+    assert marks["hovertemplate"].startswith("iteration %{x}: %{customdata:.4g} µs")
+    assert [text for text in marks["text"] if text] == [f"{1_000 + n} µs" for n in range(80, 100)]

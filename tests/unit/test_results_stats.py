@@ -62,9 +62,58 @@ def test_delay_series_never_drops_a_spike():
     durations[123_457] = 5_000_000.0
     durations[400_001] = 1.0
     series = delay_series(np.arange(500_000), durations)
-    assert len(series["x"]) == 2000
+    assert len(series["x"]) <= 2000
     assert 123_457 in series["x"] and 5_000_000.0 in series["y"]
     assert 400_001 in series["x"] and 1.0 in series["y"]
+
+
+def planted_spikes(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A lognormal body of ``count`` trials with spikes planted in pairs one iteration apart (the smaller
+    second, so that a bucket's maximum alone keeps only the first) and near the ends."""
+    rng = np.random.default_rng(seed)
+    durations = rng.lognormal(3.0, 0.1, count).round(3)
+    for start in range(1_000, count - 2, count // 25):
+        durations[start : start + 2] = [900.0 + start % 97, 500.0 + start % 89]
+    durations[[0, count - 1]] = [700.0, 650.0]
+    return np.arange(count), durations
+
+
+def trials_above_p999(iterations: np.ndarray, durations: np.ndarray) -> set[tuple[int, float]]:
+    p999 = describe(np.sort(durations))["p99_9_us"]
+    return {(int(i), float(d)) for i, d in zip(iterations, durations, strict=True) if d > p999}
+
+
+@pytest.mark.parametrize(("count", "above_p999"), [(200_000, 199), (2_000_000, 1_999)])
+def test_every_trial_above_p999_is_in_the_delay_series_at_its_iteration(count: int, above_p999: int):
+    # A trial tied with p99.9 is not above it (durations in ns). 2,000,000 trials: 1,999 above p99.9 (the body's
+    # 1,947 and the planted 52), more than the 500 points a series gives them: the slowest 500 are kept, the
+    # planted spikes among them.
+    iterations, durations = planted_spikes(count, seed=3)
+    summary = summarise(samples_table(duration_us=durations, iteration=iterations, collective="all_reduce",
+                                      size_bytes=np.full(count, 1 << 20)))  # fmt: skip
+    series = summary["delay"][0]
+    drawn = set(zip(series["x"], series["y"], strict=True))
+    above = trials_above_p999(iterations, durations)
+    assert len(above) == above_p999
+    assert len(series["x"]) <= 2000 and series["x"] == sorted(series["x"])
+    if count == 200_000:
+        assert above <= drawn
+    else:
+        slowest = sorted(above, key=lambda trial: trial[1])[-500:]
+        assert set(slowest) <= drawn and min(d for _, d in slowest) < 500.0
+    planted = {(int(i), float(durations[i])) for i in np.flatnonzero(durations >= 500.0)}
+    assert len(planted) == 52 and planted <= drawn
+    # Each of the buckets the iterations are cut into keeps its fastest trial too.
+    assert min(series["y"]) == durations.min()
+
+
+def test_a_thinned_series_keeps_the_trials_above_the_floor_it_is_given():
+    iterations, durations = planted_spikes(200_000, seed=4)
+    stored = delay_series(iterations, durations)
+    thinned = delay_series(np.asarray(stored["x"]), np.asarray(stored["y"]), 250, spike_floor=499.0)
+    assert len(thinned["x"]) <= 250
+    drawn = set(zip(thinned["x"], thinned["y"], strict=True))
+    assert {(int(i), float(durations[i])) for i in np.flatnonzero(durations > 499.0)} <= drawn
 
 
 def test_summary_groups_bandwidth_and_percent_of_ideal():

@@ -89,6 +89,15 @@ def run_sizes(run: run_store.RunHeader | Run) -> str:
     return size_range(run.size_min_bytes, run.size_max_bytes)
 
 
+def run_total(count: run_store.RunCount) -> Markup:
+    """How many runs match, as a pager says it: the count, or "about" PostgreSQL's estimate to two figures."""
+    if count.exact:
+        return Markup(thousands(count.value))
+    rounded = round(count.value, 2 - len(str(count.value)))
+    why = f"PostgreSQL's estimate: runs are counted exactly up to {thousands(run_store.EXACT_COUNT_LIMIT)}"
+    return Markup(f'<span class="estimate" title="{why}">about {thousands(rounded)}</span>')
+
+
 def origins(runs: list[run_store.RunHeader | Run]) -> set[str]:
     """The origins among ``runs``: the notes under a list ask it once, not once a note (Jinja's selectattr)."""
     return {run.origin for run in runs}
@@ -115,6 +124,7 @@ def _environment(templates_dir: Path) -> Environment:
         tag_badges=tag_badges,
         origins=origins,
         run_sizes=run_sizes,
+        run_total=run_total,
     )
     # What a comparison page says of its thinned charts is the number the figures were built with.
     environment.globals.update(
@@ -291,11 +301,21 @@ def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, di
 def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
     """Every run, a page at a time: filtered and sorted by what the URL says (so a view can be bookmarked)."""
     filters, sort, query = run_list_state(dict(request.query_params))
-    total = run_store.count_runs(session, filters)
-    pages = max(1, -(-total // run_store.RUNS_PER_PAGE))
-    page_number = min(int(page), pages) if page.isdigit() and int(page) >= 1 else 1
-    offset = (page_number - 1) * run_store.RUNS_PER_PAGE
-    listed = run_store.list_runs(session, filters, sort=sort, limit=run_store.RUNS_PER_PAGE, offset=offset, total=total)
+    count = run_store.count_runs(session, filters)
+    asked = int(page) if page.isdigit() and int(page) >= 1 else 1
+    per_page = run_store.RUNS_PER_PAGE
+    if count.exact:
+        pages = max(1, -(-count.value // per_page))
+        page_number = min(asked, pages)  # past the end: the last page
+        offset = (page_number - 1) * per_page
+        listed = run_store.list_runs(session, filters, sort=sort, limit=per_page, offset=offset, total=count.value)
+        more = page_number < pages
+    else:
+        # An estimate bounds nothing: one run more than the page says whether a next one follows.
+        page_number = asked
+        offset = (page_number - 1) * per_page
+        listed = run_store.list_runs(session, filters, sort=sort, limit=per_page + 1, offset=offset)
+        more, listed = len(listed) > per_page, listed[:per_page]
     return render(
         request,
         "runs.html",
@@ -303,9 +323,11 @@ def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTM
         runs=listed,
         pager={
             "first": offset + 1,
-            "total": total,
+            "count": count,
+            "page": page_number,
             "newer": f"/runs?{urlencode({**query, 'page': page_number - 1})}" if page_number > 1 else None,
-            "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if page_number < pages else None,
+            "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if more else None,
+            "first_page": f"/runs?{urlencode(query)}" if query else "/runs",
         },
         plans=plan_store.plan_names(session, 1000),
         platform_choices=platform_store.platform_titles(session),

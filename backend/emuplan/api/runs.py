@@ -485,10 +485,12 @@ def list_runs(
     limit: Annotated[int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page.")] = store.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
-    """One page of runs in the ``sort`` order; the ``X-Total-Count`` header says how many match in all. Each
-    run's statistics are at ``GET /api/runs/{id}``."""
-    total = store.count_runs(session, filters)
-    response.headers["X-Total-Count"] = str(total)
+    """One page of runs in the ``sort`` order; the ``X-Total-Count`` header says how many match in all, or past
+    1,000 matches on PostgreSQL ``X-Total-Count-Estimate`` its planner's estimate (counting them would visit each).
+    Each run's statistics are at ``GET /api/runs/{id}``."""
+    count = store.count_runs(session, filters)
+    response.headers["X-Total-Count" if count.exact else "X-Total-Count-Estimate"] = str(count.value)
+    total = count.value if count.exact else None
     return [
         run.document() for run in store.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
     ]

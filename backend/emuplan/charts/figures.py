@@ -258,7 +258,8 @@ def delay_figure(
     log_y: bool = False,
     clip: bool = False,
 ) -> dict:
-    """Completion time per iteration (min/max-preserving downsampled); one panel per data size when
+    """Completion time per iteration (``results.stats.delay_series``: every trial above p99.9 and each bucket's
+    fastest and slowest); one panel per data size when
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
 
     ``log_y`` puts time on a log axis, so one spike does not flatten the other trials; ``clip`` ends the
@@ -337,18 +338,26 @@ def _clip_limit(groups: list[dict]) -> tuple[str, float]:
     return "p99", max(group["p99_us"] for group in groups)
 
 
+# Trials past a clipped axis' end labelled with their time, the slowest first; the others show it on hover. A huge
+# run draws up to its series' points past the end (every bucket's slowest is a spike there): thousands of
+# overlapping labels said nothing and took most of the figure's drawing.
+CLIPPED_LABELS = 20
+
+
 def _clipped_marks(series: dict, limit: float, scale: float, unit: str, name: str) -> dict:
     y = np.asarray(series["y"], dtype=np.float64) * scale
     above = np.flatnonzero(y > limit)
+    labelled = set(above[np.argsort(-y[above], kind="stable")[:CLIPPED_LABELS]].tolist())
     return _scatter(
         x=np.asarray(series["x"])[above].tolist(),
         y=[limit] * len(above),
         mode="markers+text",
-        text=[f"{y[i]:.4g} {unit}" for i in above],
+        text=[f"{y[i]:.4g} {unit}" if i in labelled else "" for i in above],
+        customdata=y[above].tolist(),
         textposition="bottom center",
         marker={"symbol": "triangle-up", "size": 9, "color": ALERT_COLOR},
         name=_legend_name(f"{name} (value shown)"),
-        hovertemplate=f"iteration %{{x}}: %{{text}}<extra>{escape(name)}</extra>",
+        hovertemplate=f"iteration %{{x}}: %{{customdata:.4g}} {unit}<extra>{escape(name)}</extra>",
     )
 
 
@@ -565,9 +574,9 @@ def _group_style(group_index: dict[str, int], styles: dict[str, dict], label: st
     return {"legendgroup": f"group-{index}", **styles[label]}, first
 
 
-# The compare page's delay panels: each run's series thinned to this many points (MinMaxLTTB again, so every
-# spike stays), a panel this many pixels high, and room between panels for the x ticks above and the next
-# panel's title.
+# The compare page's delay panels: each run's series thinned to this many points (``delay_series`` again: every
+# trial above its group's p99.9 stays, in up to a quarter of the points), a panel this many pixels high, and room
+# between panels for the x ticks above and the next panel's title.
 COMPARISON_DELAY_POINTS = 250
 DELAY_PANEL_PX = 160
 DELAY_PANEL_GAP_PX = 64
@@ -590,7 +599,8 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
     for (_, summary), suffix in zip(runs, suffixes, strict=True):
         for group, series in zip(summary["groups"], summary["delay"], strict=True):
             style, first = _group_style(group_index, styles, group["label"])
-            thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS)
+            thinned = delay_series(np.asarray(series["x"]), np.asarray(series["y"]), COMPARISON_DELAY_POINTS,
+                                   spike_floor=group["p99_9_us"])  # fmt: skip
             trace = _curve(thinned["x"], thinned["y"], group["label"], y_scale=scale, shape="linear", **style)
             # The hover names the group (the trace's name); the panel's title names the run.
             trace.update(xaxis=f"x{suffix}", yaxis=f"y{suffix}", showlegend=first,

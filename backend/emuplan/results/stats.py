@@ -7,8 +7,8 @@ the file's own figures when the rank count is unknown), and the ideal α-β time
 (ideal / mean × 100) when a plan gives the network, else the % the file reports (KAI ``Ideal (%)``).
 
 The ECDF grid is the sorted sample at ~2000 evenly spaced ranks plus min, max and the ranks of the tail
-percentiles, so a chart drawn from it shows the exact tail. The delay series is min/max-preserving
-(MinMaxLTTB via ``tsdownsample``): no spike disappears.
+percentiles, so a chart drawn from it shows the exact tail. The delay series (``delay_series``) keeps every
+trial above the group's p99.9 and each bucket's fastest and slowest trial: no spike disappears.
 """
 
 import math
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from tsdownsample import MinMaxLTTBDownsampler
+from tsdownsample import MinMaxDownsampler
 
 from emuplan.results.stragglers import FLOW_BASIS, rank_times_from_flows, straggler_headline, summarise_stragglers
 from emuplan.workload.collectives import (
@@ -88,12 +88,34 @@ def ecdf_grid(sorted_values: np.ndarray, points: int = CURVE_POINTS) -> dict:
     return {"x": sorted_values[ranks].round(3).tolist(), "p": ((ranks + 1) / count).round(7).tolist()}
 
 
-def delay_series(iterations: np.ndarray, durations: np.ndarray, points: int = CURVE_POINTS) -> dict:
-    """Completion time per iteration, MinMaxLTTB-downsampled to ``points`` (every spike kept)."""
-    if len(durations) > points:
-        index = MinMaxLTTBDownsampler().downsample(iterations.astype(np.float64), durations, n_out=points)
-        iterations, durations = iterations[index], durations[index]
-    return {"x": iterations.tolist(), "y": durations.round(3).tolist()}
+# At most this share of a delay series' points go to the trials above p99.9 (the slowest of them when there
+# are more: a group of over a million trials); the rest draw each bucket's fastest and slowest trial.
+SPIKE_SHARE = 4
+
+
+def delay_series(
+    iterations: np.ndarray, durations: np.ndarray, points: int = CURVE_POINTS, spike_floor: float | None = None
+) -> dict:
+    """Completion time per iteration (ascending) in at most ``points`` points: every trial above ``spike_floor``
+    (default: the nearest-rank p99.9) at its own iteration and time, up to ``points // SPIKE_SHARE`` of them (the
+    slowest), and the fastest and slowest trial of each of the buckets the iterations are cut into.
+
+    Min/max per bucket alone (or MinMaxLTTB, which chooses one of them per bucket) draws only the taller of two
+    spikes a bucket apart; a chart ~1000 px wide has no room between them, but its hover and its zoom do."""
+    if len(durations) <= points:
+        return {"x": iterations.tolist(), "y": durations.round(3).tolist()}
+    if spike_floor is None:
+        rank = nearest_rank_index(len(durations), PERCENTILES["p99_9"])
+        spike_floor = np.partition(durations, rank)[rank]
+    spikes = np.flatnonzero(durations > spike_floor)
+    spike_room = points // SPIKE_SHARE
+    if len(spikes) > spike_room:
+        spikes = spikes[np.argpartition(durations[spikes], -spike_room)[-spike_room:]]
+    envelope = MinMaxDownsampler().downsample(
+        iterations.astype(np.float64), durations, n_out=(points - len(spikes)) // 2 * 2
+    )
+    index = np.union1d(envelope.astype(np.int64), spikes)
+    return {"x": iterations[index].tolist(), "y": durations[index].round(3).tolist()}
 
 
 def group_label(collective: str, size_bytes: int | None, variant: str) -> str:
@@ -208,7 +230,7 @@ def summarise(
             group_iterations, values = group_iterations[by_iteration], values[by_iteration]
         if len(values) > 1:
             stats.update(_slowest_and_first(group_iterations, values, ordered))
-        delays.append(delay_series(group_iterations, values, points))
+        delays.append(delay_series(group_iterations, values, points, spike_floor=stats["p99_9_us"]))
     if len(groups) > 1:
         all_sorted.sort(kind="stable")
     summary = {
