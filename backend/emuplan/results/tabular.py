@@ -433,7 +433,29 @@ def _parse_samples(reader: _Columns, fmt: str, collective: str | None, column_ma
     )
 
 
+def flow_columns(
+    table: pa.Table, file_name: str, column_map: dict[str, str] | None, collective: str | None, row_name: RowName
+) -> tuple[pa.Table, pa.Array | str, list[str]]:
+    """A per-flow table's flows (``FLOWS_SCHEMA``), their collectives and the warnings: what ``parse_table``
+    reads before it rebuilds the iterations (``results.streamed`` reads a huge file's blocks with it)."""
+    reader = _Columns(table, headers.map_columns(table.column_names, column_map), file_name, row_name)
+    return _flows(reader), reader.collectives(collective, file_name), reader.warnings
+
+
 def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
+    flows = _flows(reader)
+    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
+                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
+    return ParsedResult(
+        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
+        source_format=PER_FLOW,
+        ranks=len(endpoints),
+        warnings=reader.warnings,
+        flows=flows,
+    )
+
+
+def _flows(reader: _Columns) -> pa.Table:
     has_start = reader.has("start")
     if reader.has("duration"):
         fct_us = reader.durations_us("duration")
@@ -448,7 +470,7 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
     iteration = reader.iterations()
     if iteration is None:
         reader.warnings.append(f"{reader.file_name}: no iteration column: all flows count as one iteration")
-    flows = flows_table(
+    return flows_table(
         fct_us=fct_us,
         iteration=iteration,
         src=reader.text("src"),
@@ -456,15 +478,6 @@ def _parse_flows(reader: _Columns, collective: str | None) -> ParsedResult:
         qp=_nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
         size_bytes=reader.sizes(),
         start_us=start_us,
-    )
-    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
-                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
-    return ParsedResult(
-        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
-        source_format=PER_FLOW,
-        ranks=len(endpoints),
-        warnings=reader.warnings,
-        flows=flows,
     )
 
 
