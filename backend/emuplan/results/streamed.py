@@ -89,13 +89,13 @@ from emuplan.results.stragglers import (
 )
 
 STREAMED_FORMATS = (PER_ITERATION, PER_FLOW)
-# CSV text parsed at a time: its table and the checks' copies take a few times this.
-BLOCK_BYTES = 16 << 20
+# CSV text parsed at a time: its table and the checks' copies take a few times this (Arrow reads a few ahead).
+BLOCK_BYTES = 4 << 20
 # Rows of a sorted result fetched from DuckDB at a time.
 FETCH_ROWS = 1 << 20
 # Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the CSV
 # being checked, a fetched batch and Arrow's buffers.
-DUCKDB_SHARE = 0.4
+DUCKDB_SHARE = 0.5
 DELAY_ROWS_IN_MEMORY = 4_000_000
 DELAY_BUCKETS_PER_POINT = 4
 GZIP_OR_CONTAINER_MAGIC = (b"\x1f\x8b", b"ARROW1", b"\xff\xff\xff\xff", b"PAR1", b"\xff\xfe", b"\xfe\xff")
@@ -226,7 +226,7 @@ def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, 
     bad_rows: list[str] = []
 
     def on_invalid_row(row) -> str:
-        where = f"line {row.number}" if row.number is not None else "a line"
+        where = f"line {row.number}" if row.number is not None else _line_with_field_count(path, delimiter, row)
         bad_rows.append(
             f"{file_name}: {where} has {row.actual_columns} fields where the header has {row.expected_columns}"
         )
@@ -277,6 +277,10 @@ def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, 
                     _note_first_appearances(order, canonical)
                 writer.write_table(canonical)
                 rows += block.num_rows
+                del block, canonical
+                # Arrow's allocator keeps what a block freed for a second before handing it back: resident
+                # under every later block and DuckDB's sort. Handed back at once.
+                pa.default_memory_pool().release_unused()
     except pa.ArrowInvalid as error:
         if bad_rows:
             raise ResultFileError(bad_rows[0]) from error
@@ -289,6 +293,16 @@ def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, 
         table_reader.finish(target)
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
+
+
+def _line_with_field_count(path: Path, delimiter: str, row) -> str:
+    """Error path only: the first line with ``row``'s field count (Arrow's parallel reader does not number
+    rows), the file read a line at a time."""
+    with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
+        for number, fields in enumerate(csv.reader(file, delimiter=delimiter), start=1):
+            if number > 1 and len(fields) == row.actual_columns:
+                return f"line {number}"
+    return "a line"
 
 
 def _mapped(names: list[str], column_map, file_name: str) -> dict:
