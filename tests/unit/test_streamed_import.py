@@ -24,7 +24,7 @@ SUMMED = ("mean_us", "std_us", "lost_us", "median_mean_us", "over_median", "gbps
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    monkeypatch.setattr(streamed, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(streamed, "MAX_BLOCK_BYTES", 64 << 10)
     monkeypatch.setattr(streamed, "FETCH_ROWS", 5000)
 
 
