@@ -11,7 +11,7 @@ How, in memory that does not grow with the file (``ImportLimits.streamed_memory_
 import's budget):
 
 1. Arrow's CSV reader (``pyarrow.csv.open_csv``) gives a block at a time (``_block_bytes``); each is checked and
-   by the in-memory import's own code (``tabular.parse_table``, ``tabular.flow_columns``) with its rows
+   converted by the in-memory import's own code (``tabular.parse_table``, ``tabular.flow_columns``) with its rows
    numbered from the block's first line, so a bad cell is named by file, line and column as before; the
    canonical rows are appended to the run's Parquet table on disk (what the database then stores). A column
    whose type changes further down (an integer column with a fraction, a number column with a word) is read
