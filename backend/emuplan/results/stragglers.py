@@ -16,6 +16,8 @@ A host's time for a call is that of its slowest rank (a host is done when its la
 same figures against the median host. The slowest rank (host) is the one with the largest ``over_median``.
 """
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -99,7 +101,9 @@ def column_sums(times: np.ndarray) -> dict[str, np.ndarray]:
     add up from, call by call: sums over calls, so that the calls may come a block at a time
     (``results.streamed``); ``max_us`` is a maximum."""
     present = ~np.isnan(times)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # A block of calls may miss a rank altogether (NaN sums, maxima), which the next block fills in.
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(times, axis=1)
         return {
             "total": np.nansum(times, axis=0),
