@@ -477,14 +477,18 @@ def import_result_file(
                 budget=own, facts=facts,
             )  # fmt: skip
     if streams(source, fmt, budget):
-        with (
-            ThreadPoolExecutor(max_workers=1) as pool,
-            streamed_result_file(source, file_name, fmt, column_map, collective, budget) as streamed,
-        ):
-            digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
-            if streamed is not None:
-                digest = content_sha256 if digest is None else digest.result()
-                return _save_new(session, streamed, digest, file_name, name, plan_id, strategy, tags, platform, facts)
+        # A huge file known by its digest (hashed as the upload streamed in) is refused before it is read.
+        existing = find_duplicate(session, content_sha256) if content_sha256 is not None else None
+        if existing is not None:
+            raise DuplicateRun(existing, file_name)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            hashing = pool.submit(sha256_hex, source) if content_sha256 is None else None
+            with streamed_result_file(source, file_name, fmt, column_map, collective, budget) as streamed:
+                content_sha256 = content_sha256 if hashing is None else hashing.result()
+                if streamed is not None:
+                    return _save_new(
+                        session, streamed, content_sha256, file_name, name, plan_id, strategy, tags, platform, facts
+                    )
     with ThreadPoolExecutor(max_workers=1) as pool:
         # hashlib releases the GIL: hashes while Arrow parses
         digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
