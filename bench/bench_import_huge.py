@@ -146,7 +146,7 @@ def main() -> int:
 
             print(f"huge import over HTTP: {args.rows:,}-row per-flow CSV, {size / 1e9:.2f} GB, {args.rounds} paired "
                   f"rounds (load {load_average()})")  # fmt: skip
-            values = paired_rounds({"duckdb alone": alone, "upload": over_http}, args.rounds)
+            values = paired_rounds({"upload": over_http, "duckdb alone": alone}, args.rounds)
         finally:
             stop_server(server)
 

@@ -484,7 +484,7 @@ def summarise_streamed(result: StreamedResult, network: NetworkModel | None = No
                 connection, f"SELECT fct_us FROM {flows} ORDER BY fct_us", [count], [mean], CURVE_POINTS
             )
             summary["flows"] = {"label": "flow completion", **fct, "ecdf": fct_ecdf}
-            stragglers = _flow_stragglers(connection, flows)
+            stragglers = _flow_stragglers(connection, flows, samples)
             if stragglers is not None:
                 summary["stragglers"] = stragglers
     return summary
@@ -606,7 +606,7 @@ def _delays(connection, samples: str, keys: list, points: int) -> list[dict]:
     return delays
 
 
-def _flow_stragglers(connection, flows: str) -> dict | None:
+def _flow_stragglers(connection, flows: str, samples: str) -> dict | None:
     """``stragglers.summarise_stragglers`` of ``stragglers.rank_times_from_flows``: per (iteration, receiving
     endpoint) its last byte after the iteration's first start, summed per endpoint a block of iterations at a
     time."""
@@ -616,12 +616,20 @@ def _flow_stragglers(connection, flows: str) -> dict | None:
     names.sort(key=natural_key)
     column_of = pa.array(names)
     has_starts = _one(connection, f"SELECT count(start_us) FROM {flows}")[0] > 0
-    finish = "max(f.start_us + f.fct_us - s.first_start)" if has_starts else "max(f.fct_us)"
-    cells = connection.sql(
-        f"WITH starts AS (SELECT iteration, min(start_us) AS first_start FROM {flows} GROUP BY iteration)"
-        f" SELECT f.iteration, f.dst, {finish} AS finish_us FROM {flows} f JOIN starts s USING (iteration)"
-        " GROUP BY f.iteration, f.dst ORDER BY f.iteration"
-    )
+    # The last byte per cell first, then less its iteration's first start (the samples' start: the same min):
+    # subtracting one number is monotone, so max(end − first) = max(end) − first, to the last bit. Joined after the
+    # group-by, the join meets one row per cell, not per flow (joined before, DuckDB ran out of memory at 100 M).
+    if has_starts:
+        cells = connection.sql(
+            f"WITH cells AS (SELECT iteration, dst, max(start_us + fct_us) AS last_end FROM {flows}"
+            " GROUP BY iteration, dst)"
+            f" SELECT c.iteration, c.dst, c.last_end - s.start_us AS finish_us FROM cells c JOIN {samples} s"
+            " USING (iteration) ORDER BY c.iteration"
+        )
+    else:
+        cells = connection.sql(
+            f"SELECT iteration, dst, max(fct_us) AS finish_us FROM {flows} GROUP BY iteration, dst ORDER BY iteration"
+        )
     sums = None
     calls = 0
     pending: list[pa.RecordBatch] = []
