@@ -145,7 +145,7 @@ class StreamedResult:
 
 def streams(source: object, fmt: str | None, budget: ImportBudget) -> bool:
     """Whether ``source`` is a file large enough to be read streamed, and could be a CSV table of a streamed
-    format (``streamed_result_file`` then reads its first block to tell)."""
+    format (``streamed_result_file`` then reads its header to tell)."""
     if not isinstance(source, Path) or fmt not in (None, *STREAMED_FORMATS):
         return False
     if source.stat().st_size <= budget.limits.streamed_above_bytes:
@@ -165,13 +165,13 @@ def streamed_result_file(
     collective: str | None,
     budget: ImportBudget,
 ) -> Iterator[StreamedResult | None]:
-    """The file read into Parquet tables in a temporary directory (deleted on exit), or None when its first
-    block is not a per-iteration or per-flow table (the in-memory import then reads it, and names what is
+    """The file read into Parquet tables in a temporary directory (deleted on exit), or None when its header
+    is not a per-iteration or per-flow table's (the in-memory import then reads it, and names what is
     wrong). Raises ``ResultFileError`` naming file, line and column, as the in-memory import does."""
     with path.open("rb") as file:
         head = file.read(65536)
     delimiter = tabular.sniff_delimiter(head)
-    detected = _first_block_format(path, delimiter, column_map)
+    detected = _header_format(path, delimiter, column_map)
     fmt = fmt or detected
     if detected is None or fmt not in STREAMED_FORMATS:
         yield None
@@ -189,7 +189,7 @@ def _header_names(path: Path, delimiter: str) -> list[str]:
         return next(csv.reader(file, delimiter=delimiter), [])
 
 
-def _first_block_format(path: Path, delimiter: str, column_map: dict[str, str] | None) -> str | None:
+def _header_format(path: Path, delimiter: str, column_map: dict[str, str] | None) -> str | None:
     names = _header_names(path, delimiter)
     try:
         return tabular.detect_table_format(pa.table({name: pa.array([], pa.null()) for name in names}), column_map)
