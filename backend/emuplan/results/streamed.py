@@ -614,22 +614,25 @@ def _flow_stragglers(connection, flows: str, samples: str) -> dict | None:
     if len(names) < 2:
         return None
     names.sort(key=natural_key)
-    column_of = pa.array(names)
+    # Each rank by its column number: grouped by two integers DuckDB spills; by an integer and text it ran out of
+    # memory on 100 M flows.
+    connection.register("endpoints", pa.table({"name": names, "position": np.arange(len(names))}))
     has_starts = _one(connection, f"SELECT count(start_us) FROM {flows}")[0] > 0
     # The last byte per cell first, then less its iteration's first start (the samples' start: the same min):
-    # subtracting one number is monotone, so max(end − first) = max(end) − first, to the last bit. Joined after the
-    # group-by, the join meets one row per cell, not per flow (joined before, DuckDB ran out of memory at 100 M).
+    # subtracting one number is monotone, so max(end − first) = max(end) − first, to the last bit; joined after the
+    # group-by, the join meets one row per cell, not per flow.
+    last = "max(start_us + fct_us)" if has_starts else "max(fct_us)"
+    grouped = (
+        f"SELECT iteration, position, {last} AS last_end FROM {flows} JOIN endpoints ON dst = name"
+        " GROUP BY iteration, position"
+    )
     if has_starts:
         cells = connection.sql(
-            f"WITH cells AS (SELECT iteration, dst, max(start_us + fct_us) AS last_end FROM {flows}"
-            " GROUP BY iteration, dst)"
-            f" SELECT c.iteration, c.dst, c.last_end - s.start_us AS finish_us FROM cells c JOIN {samples} s"
-            " USING (iteration) ORDER BY c.iteration"
+            f"WITH cells AS ({grouped}) SELECT c.iteration, c.position, c.last_end - s.start_us AS finish_us"
+            f" FROM cells c JOIN {samples} s USING (iteration) ORDER BY c.iteration"
         )
     else:
-        cells = connection.sql(
-            f"SELECT iteration, dst, max(fct_us) AS finish_us FROM {flows} GROUP BY iteration, dst ORDER BY iteration"
-        )
+        cells = connection.sql(f"SELECT iteration, position, last_end AS finish_us FROM ({grouped}) ORDER BY iteration")
     sums = None
     calls = 0
     pending: list[pa.RecordBatch] = []
@@ -639,7 +642,7 @@ def _flow_stragglers(connection, flows: str, samples: str) -> dict | None:
         iterations = block["iteration"].to_numpy()
         call, rows = np.unique(iterations, return_inverse=True)
         times = np.full((len(call), len(names)), np.nan)
-        column = pc.index_in(block["dst"], column_of).to_numpy(zero_copy_only=False)
+        column = block["position"].to_numpy(zero_copy_only=False)
         np.fmax.at(times, (rows, column), block["finish_us"].to_numpy(zero_copy_only=False))
         block_sums = column_sums(times)
         sums = block_sums if sums is None else add_column_sums(sums, block_sums)
