@@ -103,6 +103,16 @@ class Settings(BaseSettings):
         gt=0,
         description="Memory all imports in flight may hold together; an upload beyond it gets 503 with Retry-After.",
     )
+    streamed_import_above_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="A per-iteration or per-flow CSV larger than this is imported streamed, in bounded memory.",
+    )
+    streamed_import_memory_bytes: int = Field(
+        default=1024 * 1024 * 1024,
+        ge=64 * 1024 * 1024,
+        description="Memory one streamed import holds at most, whatever the file's size (counted in the shared pool).",
+    )
     sandbox_allow_unsandboxed: bool = Field(
         default=False,
         description="Run uploaded Python in a plain subprocess when bubblewrap is missing. Unsafe: trusted users only.",

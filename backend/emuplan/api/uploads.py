@@ -276,7 +276,7 @@ def admitted_import(request: Request, settings) -> Iterator[ImportBudget]:
     of after spooling. Released when the import has answered, whatever the outcome."""
     declared = request.headers.get("content-length", "")
     with ImportBudget(ImportLimits.from_settings(settings)) as budget:
-        budget.admit(int(declared) if declared.isdigit() else 0)
+        budget.admit(budget.limits.upload_floor(int(declared) if declared.isdigit() else 0))
         yield budget
 
 

@@ -33,6 +33,12 @@ ROW_BYTES = 80
 # What Python's objects for a JSON document take at most, per byte of it: an array of empty objects, 25.
 JSON_BYTES_PER_BYTE = 26
 RETRY_AFTER_S = 10
+# A per-iteration or per-flow CSV larger than this is imported streamed (``results.streamed``), in
+# ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M rows (256 MiB) the in-memory import holds ~0.6 GB.
+DEFAULT_STREAMED_ABOVE_BYTES = 256 * 1024**2
+# What a streamed import holds at most (DuckDB's sort before it spills, a block of the CSV being checked, a
+# fetched batch): with the server's own ~0.3 GB, its peak stays under 1.5 GB.
+DEFAULT_STREAMED_MEMORY_BYTES = 1024**3
 
 
 class ImportsBusy(ValueError):
@@ -48,6 +54,8 @@ class ImportLimits:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     max_rows: int = DEFAULT_MAX_ROWS
     pool_bytes: int = DEFAULT_POOL_BYTES
+    streamed_above_bytes: int = DEFAULT_STREAMED_ABOVE_BYTES
+    streamed_memory_bytes: int = DEFAULT_STREAMED_MEMORY_BYTES
 
     @classmethod
     def from_settings(cls, settings) -> "ImportLimits":
@@ -55,7 +63,14 @@ class ImportLimits:
             max_decompressed_bytes=settings.max_decompressed_bytes,
             max_rows=settings.max_import_rows,
             pool_bytes=settings.import_memory_bytes,
+            streamed_above_bytes=settings.streamed_import_above_bytes,
+            streamed_memory_bytes=settings.streamed_import_memory_bytes,
         )
+
+    def upload_floor(self, declared_bytes: int) -> int:
+        """What an upload of ``declared_bytes`` will hold at least: its size, or a streamed import's memory when
+        it is large enough to be streamed."""
+        return declared_bytes if declared_bytes <= self.streamed_above_bytes else self.streamed_memory_bytes
 
 
 class _Pool:

@@ -78,10 +78,10 @@ def parse_result_file(
         return observed.parse_observed([(file_name, content_of(source))], fmt, budget=budget)
     if head.startswith(ARROW_FILE_MAGIC) or head.startswith(ARROW_STREAM_MAGIC):
         table = arrow_ipc.read_arrow_ipc(source, head, file_name, budget)
-        return _parse_table(table, file_name, named, column_map, collective, tabular.table_row)
+        return parse_table(table, file_name, named, column_map, collective, tabular.table_row)
     if head.startswith(parquet_input.MAGIC):
         table = parquet_input.read_parquet(source, file_name, budget)
-        return _parse_table(table, file_name, named, column_map, collective, tabular.table_row)
+        return parse_table(table, file_name, named, column_map, collective, tabular.table_row)
     if head.startswith(UTF16_BOMS):
         raise ResultFileError(f"{file_name}: UTF-16 text; save the file as UTF-8 (or plain ASCII) and upload it again")
     if _looks_binary(head):
@@ -99,7 +99,7 @@ def parse_result_file(
     table = tabular.read_csv(source, head, file_name)
     budget.count_rows(table.num_rows, file_name)
     try:
-        parsed = _parse_table(table, file_name, named, column_map, collective, tabular.csv_line)
+        parsed = parse_table(table, file_name, named, column_map, collective, tabular.csv_line)
     except pa.ArrowInvalid as error:
         if "UTF8" not in str(error):
             raise
@@ -139,7 +139,7 @@ def _first_non_utf8(data: bytes | memoryview, file_name: str) -> str:
     return f"{file_name}: text that is not UTF-8 (save the file as UTF-8)"
 
 
-def _parse_table(
+def parse_table(
     table: pa.Table,
     file_name: str,
     named: Format | None,
@@ -147,6 +147,8 @@ def _parse_table(
     collective: str | None,
     row_name: tabular.RowName,
 ) -> ParsedResult:
+    """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge CSV's blocks, ``results.streamed``)
+    read by its format: ``named``, else the one its columns say."""
     columns = tabular.mapped_columns(table, file_name, column_map)
     entry = table_format(columns, table.column_names, file_name, named)
     if table.num_rows == 0:

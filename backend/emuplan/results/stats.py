@@ -62,30 +62,47 @@ def nearest_rank_index(count: int, percentile: float) -> int:
 def describe(sorted_values: np.ndarray) -> dict:
     """count, min, mean, std, percentiles, max, p99/p50 of an ascending array (µs)."""
     count = len(sorted_values)
-    stats = {
-        "count": count,
-        "min_us": float(sorted_values[0]),
-        "mean_us": float(sorted_values.mean()),
-        "std_us": float(sorted_values.std(ddof=1)) if count > 1 else 0.0,
-    }
+    std = float(sorted_values.std(ddof=1)) if count > 1 else 0.0
+    return describe_ranks(count, sorted_values.__getitem__, float(sorted_values.mean()), std)
+
+
+def described_ranks(count: int) -> list[int]:
+    """The ranks (0-based, ascending order) whose values ``describe_ranks`` reads."""
+    return [0, count - 1, *(nearest_rank_index(count, percentile) for percentile in PERCENTILES.values())]
+
+
+def describe_ranks(count: int, value_at, mean_us: float, std_us: float) -> dict:
+    """``describe`` of ``count`` values given by ``value_at(rank)`` (0-based, ascending) for the ranks
+    ``described_ranks`` lists, with their mean and sample standard deviation: what a sorted array gives,
+    and what an out-of-core sort streamed past once gives (``results.streamed``)."""
+    stats = {"count": count, "min_us": float(value_at(0)), "mean_us": mean_us, "std_us": std_us}
     for name, percentile in PERCENTILES.items():
-        stats[f"{name}_us"] = float(sorted_values[nearest_rank_index(count, percentile)])
-    stats["max_us"] = float(sorted_values[-1])
+        stats[f"{name}_us"] = float(value_at(nearest_rank_index(count, percentile)))
+    stats["max_us"] = float(value_at(count - 1))
     stats["p99_over_p50"] = stats["p99_us"] / stats["p50_us"] if stats["p50_us"] > 0 else None
     return stats
 
 
+def ecdf_ranks(count: int, points: int = CURVE_POINTS) -> np.ndarray:
+    """The ranks (0-based, ascending) an ECDF grid of ``count`` values takes: ~``points`` evenly spaced, min,
+    max and the tail percentiles' (every value when there are fewer)."""
+    if count <= points:
+        return np.arange(count)
+    tails = [nearest_rank_index(count, p) for p in PERCENTILES.values()]
+    return np.unique(
+        np.concatenate([np.linspace(0, count - 1, points).round().astype(np.int64), [0, count - 1], tails])
+    )
+
+
 def ecdf_grid(sorted_values: np.ndarray, points: int = CURVE_POINTS) -> dict:
     """x (µs) and cumulative probability at evenly spaced ranks + min, max and the tail percentiles."""
-    count = len(sorted_values)
-    if count <= points:
-        ranks = np.arange(count)
-    else:
-        tails = [nearest_rank_index(count, p) for p in PERCENTILES.values()]
-        ranks = np.unique(
-            np.concatenate([np.linspace(0, count - 1, points).round().astype(np.int64), [0, count - 1], tails])
-        )
-    return {"x": sorted_values[ranks].round(3).tolist(), "p": ((ranks + 1) / count).round(7).tolist()}
+    ranks = ecdf_ranks(len(sorted_values), points)
+    return ecdf_of(sorted_values[ranks], ranks, len(sorted_values))
+
+
+def ecdf_of(values: np.ndarray, ranks: np.ndarray, count: int) -> dict:
+    """The ECDF grid of the ``values`` at ``ranks`` (``ecdf_ranks``) of ``count`` sorted values."""
+    return {"x": values.round(3).tolist(), "p": ((ranks + 1) / count).round(7).tolist()}
 
 
 # At most this share of a delay series' points go to the trials above p99.9 (the slowest of them when there
@@ -168,6 +185,28 @@ def _group_codes(samples: pa.Table) -> tuple[np.ndarray, list[tuple[str, int | N
     return codes.astype(np.uint16 if len(keys) < 65536 else np.int64, copy=False), keys
 
 
+def curve_points(group_count: int) -> int:
+    """Points of each group's ECDF grid and delay series: fewer when there are many groups."""
+    return max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * group_count)))
+
+
+# The figures a file may report per sample, averaged per group.
+REPORTED_FIGURES = ("algbw_gbps", "busbw_gbps", "ideal_pct")
+
+
+def group_entry(key: tuple[str, int | None, str], described: dict) -> dict:
+    """A group's statistics entry: its key and label, then ``describe``'s figures."""
+    collective, size_bytes, variant = key
+    label = group_label(collective, size_bytes, variant)
+    return {"label": label, "collective": collective, "size_bytes": size_bytes, "variant": variant, **described}
+
+
+def reported_figures(means: list[float | None]) -> dict:
+    """The group's means of ``REPORTED_FIGURES`` (None where the file has none) under their summary names."""
+    algbw, busbw, ideal = means
+    return {"reported_algbw_gbps": algbw, "reported_busbw_gbps": busbw, "reported_pct_of_ideal": ideal}
+
+
 def summarise(
     samples: pa.Table,
     *,
@@ -191,8 +230,8 @@ def summarise(
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()
     codes, keys = _group_codes(samples)
-    points = max(MIN_CURVE_POINTS, min(CURVE_POINTS, RUN_POINT_BUDGET // (2 * len(keys))))
-    reported = {name: samples[name] for name in ("algbw_gbps", "busbw_gbps", "ideal_pct")}
+    points = curve_points(len(keys))
+    reported = {name: samples[name] for name in REPORTED_FIGURES}
     groups, ecdfs, delays = [], [], []
     # Every group's sorted samples one after another: sorting that merges the groups' runs (timsort).
     all_sorted = np.empty_like(durations)
@@ -203,24 +242,15 @@ def summarise(
         ordered[:] = values
         ordered.sort()
         filled += len(values)
-        stats = {
-            "label": group_label(collective, size_bytes, variant),
-            "collective": collective,
-            "size_bytes": size_bytes,
-            "variant": variant,
-            **describe(ordered),
-        }
+        stats = group_entry((collective, size_bytes, variant), describe(ordered))
         if elements and (collective, size_bytes) in elements:
             stats["elements"], stats["dtype"] = elements[(collective, size_bytes)]
         if printed and len(values) == 1 and (collective, size_bytes, variant) in printed:
             stats["printed"] = printed[(collective, size_bytes, variant)]
         if wrong and (collective, size_bytes, variant) in wrong:
             stats["wrong"] = wrong[(collective, size_bytes, variant)]
-        stats.update(
-            reported_algbw_gbps=_group_mean(reported["algbw_gbps"], rows),
-            reported_busbw_gbps=_group_mean(reported["busbw_gbps"], rows),
-            reported_pct_of_ideal=_group_mean(reported["ideal_pct"], rows),
-        )
+        reported_means = [_group_mean(reported[name], rows) for name in REPORTED_FIGURES]
+        stats.update(reported_figures(reported_means))
         stats.update(group_rates(stats, network, ranks))
         groups.append(stats)
         ecdfs.append(ecdf_grid(ordered, points))

@@ -16,6 +16,8 @@ A host's time for a call is that of its slowest rank (a host is done when its la
 same figures against the median host. The slowest rank (host) is the one with the largest ``over_median``.
 """
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,34 +91,51 @@ def rank_times_from_timestamps(start_ns: np.ndarray, end_ns: np.ndarray, hosts: 
     )  # fmt: skip
 
 
-def _natural_key(name: str) -> tuple:
+def natural_key(name: str) -> tuple:
     """'2' before '10'; names that are not numbers after the numbers, alphabetically."""
     return (0, int(name), "") if name.isdigit() else (1, 0, name)
 
 
-def _per_column(times: np.ndarray) -> dict[str, np.ndarray]:
-    """The figures of every column (rank or host) of a calls × columns matrix (NaN: not in that call)."""
+def column_sums(times: np.ndarray) -> dict[str, np.ndarray]:
+    """What the figures of every column (rank or host) of a calls × columns matrix (NaN: not in that call)
+    add up from, call by call: sums over calls, so that the calls may come a block at a time
+    (``results.streamed``); ``max_us`` is a maximum."""
     present = ~np.isnan(times)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # A block of calls may miss a rank altogether (NaN sums, maxima), which the next block fills in.
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         median = np.nanmedian(times, axis=1)
-        total = np.nansum(times, axis=0)
-        median_total = np.where(present, median[:, None], 0.0).sum(axis=0)
-        calls = present.sum(axis=0)
-        slowest = np.bincount(np.nanargmax(times, axis=1), minlength=times.shape[1])
+        return {
+            "total": np.nansum(times, axis=0),
+            "median_total": np.where(present, median[:, None], 0.0).sum(axis=0),
+            "calls": present.sum(axis=0),
+            "slowest_calls": np.bincount(np.nanargmax(times, axis=1), minlength=times.shape[1]),
+            "max_us": np.nanmax(times, axis=0),
+        }
+
+
+def add_column_sums(sums: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``column_sums`` of two blocks of calls together."""
+    return {key: np.fmax(value, more[key]) if key == "max_us" else value + more[key] for key, value in sums.items()}
+
+
+def _per_column(sums: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    total, median_total, calls = sums["total"], sums["median_total"], sums["calls"]
+    with np.errstate(invalid="ignore", divide="ignore"):
         return {
             "calls": calls,
             "mean_us": total / calls,
-            "max_us": np.nanmax(times, axis=0),
+            "max_us": sums["max_us"],
             "over_median": np.where(median_total > 0, total / median_total, np.nan),
             "lost_us": total - median_total,
-            "slowest_calls": slowest,
+            "slowest_calls": sums["slowest_calls"],
             "median_mean_us": median_total / calls,
         }
 
 
-def _entries(times: np.ndarray, names: list[str], extra: list[dict]) -> tuple[list[dict], int]:
+def column_entries(sums: dict[str, np.ndarray], names: list[str], extra: list[dict]) -> tuple[list[dict], int]:
     """One entry per column, in the order given, and the index of the slowest (largest × median)."""
-    figures = _per_column(times)
+    figures = _per_column(sums)
     entries = []
     for index, name in enumerate(names):
         over = figures["over_median"][index]
@@ -137,7 +156,7 @@ def _entries(times: np.ndarray, names: list[str], extra: list[dict]) -> tuple[li
     return entries, int(np.argmax(ranked))
 
 
-def _headline(entries: list[dict], slowest: int) -> dict | None:
+def rank_headline(entries: list[dict], slowest: int) -> dict | None:
     if len(entries) < 2 or entries[slowest]["over_median"] is None:
         return None
     entry = entries[slowest]
@@ -164,7 +183,7 @@ def summarise_stragglers(rank_times: pa.Table | None, *, unit: str = "rank", bas
     if len(used) < 2:
         return None
     names = [rank_column.dictionary[int(code)].as_py() for code in used]
-    order = sorted(range(len(names)), key=lambda i: _natural_key(names[i]))
+    order = sorted(range(len(names)), key=lambda i: natural_key(names[i]))
     position = np.empty(int(used.max()) + 1, dtype=np.int64)
     position[used[order]] = np.arange(len(order))
     columns = position[rank_codes]
@@ -177,24 +196,24 @@ def summarise_stragglers(rank_times: pa.Table | None, *, unit: str = "rank", bas
 
     hosts_of_rows = rank_times["host"].combine_chunks().cast(pa.string()).to_pylist()
     rank_hosts = [hosts_of_rows[row] for row in first_row]
-    ranks, slowest_rank = _entries(times, names, [{"host": host} for host in rank_hosts])
+    ranks, slowest_rank = column_entries(column_sums(times), names, [{"host": host} for host in rank_hosts])
     result = {
         "unit": unit,
         "basis": basis,
         "calls": int(times.shape[0]),
         "ranks": ranks,
-        "slowest_rank": _headline(ranks, slowest_rank),
+        "slowest_rank": rank_headline(ranks, slowest_rank),
         "hosts": [],
         "slowest_host": None,
     }
-    host_names = sorted({host for host in rank_hosts if host}, key=_natural_key)
+    host_names = sorted({host for host in rank_hosts if host}, key=natural_key)
     if host_names:
         members = [[i for i, host in enumerate(rank_hosts) if host == name] for name in host_names]
         host_times = np.stack([np.fmax.reduce(times[:, columns], axis=1) for columns in members], axis=1)
         extra = [{"ranks": [names[i] for i in columns]} for columns in members]
-        hosts, slowest_host = _entries(host_times, host_names, extra)
+        hosts, slowest_host = column_entries(column_sums(host_times), host_names, extra)
         result["hosts"] = hosts
-        result["slowest_host"] = _headline(hosts, slowest_host)
+        result["slowest_host"] = rank_headline(hosts, slowest_host)
     return result
 
 

@@ -11,6 +11,14 @@ class NotFound(LookupError):
     """No stored row with that id (or token); every store module's not-found error derives from it."""
 
 
+class RunNotFound(NotFound):
+    """Here rather than in ``store.runs``: its tables (``store.table_files``) raise it too."""
+
+    def __init__(self, run_id: int):
+        super().__init__(f"run {run_id} does not exist")
+        self.run_id = run_id
+
+
 def get_row(session: Session, table: type[Row], row_id: int, not_found: type[NotFound], what: str) -> Row:
     """The row of ``table`` with this id; ``not_found("no {what} with id N")`` when there is none."""
     row = session.get(table, row_id)

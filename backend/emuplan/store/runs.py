@@ -47,7 +47,7 @@ from emuplan.results.analysis import (
     resolve_assumptions,
     run_kind,
 )
-from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget
+from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.expected import fabric_of
@@ -57,6 +57,13 @@ from emuplan.results.parse import parse_result_file
 from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, observed_step_cost, step_cost
+from emuplan.results.streamed import (
+    StreamedResult,
+    parquet_write_options,
+    streamed_result_file,
+    streams,
+    summarise_streamed,
+)
 from emuplan.results.verdict import judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import (
@@ -73,7 +80,8 @@ from emuplan.store.models import (
 )
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
-from emuplan.store.rows import NotFound
+from emuplan.store.rows import RunNotFound
+from emuplan.store.table_files import open_stored_table, store_table_file
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
@@ -85,12 +93,6 @@ ORIGINS = get_args(Origin)
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
-
-
-class RunNotFound(NotFound):
-    def __init__(self, run_id: int):
-        super().__init__(f"run {run_id} does not exist")
-        self.run_id = run_id
 
 
 class DuplicateRun(ValueError):
@@ -114,27 +116,9 @@ def sha256_hex(source: bytes | Path) -> str:
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
-    """The table as Parquet, LZ4 without column statistics, each column in the encoding made for its type:
-    dictionary pages only for the text columns (which already are dictionaries: trying one on millions of
-    distinct durations is what made writing slow), the bytes of floats split into streams (LZ4 then finds the
-    repeated exponents) and integers as deltas. 2M samples: 17.5 MB in 0.11 s CPU against 26.2 MB in 0.16 s
-    with PLAIN floats and integers, and read back 2-3x faster."""
-    encodings = {}
-    for column in table.schema:
-        if pa.types.is_floating(column.type):
-            encodings[column.name] = "BYTE_STREAM_SPLIT"
-        elif pa.types.is_integer(column.type):
-            encodings[column.name] = "DELTA_BINARY_PACKED"
-    text_columns = [column.name for column in table.schema if pa.types.is_dictionary(column.type)]
+    """The table as Parquet (``streamed.parquet_write_options``: each column in the encoding made for it)."""
     sink = io.BytesIO()
-    pq.write_table(
-        table,
-        sink,
-        compression="lz4",
-        write_statistics=False,
-        use_dictionary=text_columns,
-        column_encoding=encodings,
-    )
+    pq.write_table(table, sink, **parquet_write_options(table.schema))
     return sink.getvalue()
 
 
@@ -170,15 +154,19 @@ def _summarised_and_encoded(
         encoded = {kind: blob.result() for kind, blob in blobs.items()}
     if parsed.observed is not None:
         summary["observed"] = parsed.observed
+    _check_finite(summary, where)
+    return summary, encoded
+
+
+def _check_finite(summary: dict, where: str) -> None:
     out_of_range = non_finite_figure(summary)
     if out_of_range is not None:
         raise ResultFileError(f"{where}: the figure {out_of_range} comes out infinite or not a number")
-    return summary, encoded
 
 
 def save_run(
     session: Session,
-    parsed: ParsedResult,
+    parsed: ParsedResult | StreamedResult,
     *,
     name: str,
     plan_id: int | None = None,
@@ -194,7 +182,8 @@ def save_run(
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed). ``platform``: the
     name of the platform profile it ran on (``store.platforms``), None when not said; ``facts``: its fabric
-    facts (``checked_facts``)."""
+    facts (``checked_facts``). A huge file read streamed (``results.streamed``) is summarised from its tables
+    on disk and stored from them."""
     if strategy is not None and strategy not in list(Strategy):
         raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
@@ -203,12 +192,17 @@ def save_run(
         raise RunInputError("name: a run needs a name")
     _check_platform(session, platform)
     facts = checked_facts(facts or {})
-    tables = {
-        "samples": parsed.samples,
-        **({"flows": parsed.flows} if parsed.flows is not None else {}),
-        **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
-    }
-    summary, encoded = _summarised_and_encoded(parsed, tables, _network_of(session, plan_id), file_name or name)
+    if isinstance(parsed, StreamedResult):
+        summary = summarise_streamed(parsed, _network_of(session, plan_id))
+        _check_finite(summary, file_name or name)
+        tables, encoded = {}, {}
+    else:
+        tables = {
+            "samples": parsed.samples,
+            **({"flows": parsed.flows} if parsed.flows is not None else {}),
+            **({"rank_times": parsed.rank_times} if parsed.rank_times is not None else {}),
+        }
+        summary, encoded = _summarised_and_encoded(parsed, tables, _network_of(session, plan_id), file_name or name)
     kind = run_kind(summary["groups"])
     tags = checked_tags(tags)
     run = Run(
@@ -222,7 +216,7 @@ def save_run(
         file_name=file_name,
         content_sha256=content_sha256,
         platform=platform,
-        sample_count=parsed.samples.num_rows,
+        sample_count=summary["sample_count"],
         ranks=parsed.ranks,
         hosts=parsed.hosts,
         warnings=list(parsed.warnings),
@@ -242,6 +236,9 @@ def save_run(
     _store_folded(session, run.id, tags, facts)
     for kind, table in tables.items():
         session.add(RunTable(run_id=run.id, kind=kind, row_count=table.num_rows, parquet=encoded[kind]))
+    if isinstance(parsed, StreamedResult):
+        for kind, path in parsed.tables.items():
+            store_table_file(session, run.id, kind, path, parsed.row_counts[kind])
     session.flush()
     return run
 
@@ -462,7 +459,29 @@ def import_result_file(
     digest when the caller already has it (hashed while the upload streamed in); ``budget``: the import's
     memory account (``parse_result_file``), which then caps instead of ``max_decompressed_bytes``.
 
-    Hashing and parsing touch no table, so the write transaction starts only after them."""
+    A CSV large enough (``results.streamed``) is read a block at a time into Parquet on disk and summarised from
+    there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
+    starts only after them."""
+    if budget is None:
+        with ImportBudget(ImportLimits(max_decompressed_bytes=max_decompressed_bytes)) as own:
+            return import_result_file(
+                session, source, file_name, name=name, plan_id=plan_id, strategy=strategy, tags=tags, fmt=fmt,
+                column_map=column_map, collective=collective, content_sha256=content_sha256, platform=platform,
+                budget=own, facts=facts,
+            )  # fmt: skip
+    if streams(source, fmt, budget):
+        # A huge file known by its digest (hashed as the upload streamed in) is refused before it is read.
+        existing = find_duplicate(session, content_sha256) if content_sha256 is not None else None
+        if existing is not None:
+            raise DuplicateRun(existing, file_name)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            hashing = pool.submit(sha256_hex, source) if content_sha256 is None else None
+            with streamed_result_file(source, file_name, fmt, column_map, collective, budget) as streamed:
+                content_sha256 = content_sha256 if hashing is None else hashing.result()
+                if streamed is not None:
+                    return _save_new(
+                        session, streamed, content_sha256, file_name, name, plan_id, strategy, tags, platform, facts
+                    )
     with ThreadPoolExecutor(max_workers=1) as pool:
         # hashlib releases the GIL: hashes while Arrow parses
         digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
@@ -849,19 +868,26 @@ def delete_run(session: Session, run_id: int) -> dict:
 
 
 def load_table(session: Session, run_id: int, kind: str = "samples") -> pa.Table | None:
-    stored = session.get(RunTable, (run_id, kind))
-    return pq.read_table(io.BytesIO(stored.parquet)) if stored is not None else None
+    """The run's ``kind`` table whole (None when it has none), its parts joined (``store.table_files``)."""
+
+    if session.exec(select(RunTable.row_count).where(RunTable.run_id == run_id, RunTable.kind == kind)).first() is None:
+        return None
+    with open_stored_table(session, run_id, kind) as stored:
+        return pq.read_table(stored)
 
 
 def samples_parquet(session: Session, run_id: int) -> bytes:
-    stored = session.get(RunTable, (run_id, "samples"))
-    if stored is None:
-        raise RunNotFound(run_id)
-    return stored.parquet
+    """The run's samples table as Parquet bytes, its parts joined."""
+
+    with open_stored_table(session, run_id) as stored:
+        return stored.read()
 
 
 def load_samples(session: Session, run_id: int) -> pa.Table:
-    return pq.read_table(io.BytesIO(samples_parquet(session, run_id)))
+    samples = load_table(session, run_id)
+    if samples is None:
+        raise RunNotFound(run_id)
+    return samples
 
 
 def run_public(run: Run) -> dict:

@@ -6,21 +6,29 @@ whatever the run's size; loading the blob first held ~7 bytes a sample per downl
 SQLite reads the blob incrementally (``sqlite3.Blob``); PostgreSQL reads ``substr`` ranges, which fetch
 only the TOAST chunks they cover (Parquet is compressed already, so PostgreSQL stores it uncompressed).
 The ranges are read in the caller's session, so a download sees one version of the run throughout.
+
+A huge import's table (``results.streamed``) is written from its file on disk ``PART_BYTES`` at a time, never
+whole in memory, and stored in parts of ``PART_BYTES`` (rows ``kind``, ``kind.part2``, …): SQLite holds at
+most 10^9 bytes in a value and PostgreSQL 1 GiB, and 100 M flows take ~1.1 GB of Parquet. The parts read back
+as one file.
 """
 
 import io
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pyarrow as pa
 from sqlalchemy import func, text
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from emuplan.store.models import RunTable
-from emuplan.store.runs import RunNotFound
+from emuplan.store.rows import RunNotFound
 
 # What a raw download sends at a time.
 PIECE_BYTES = 1 << 20
+# The largest part of a stored table.
+PART_BYTES = 128 << 20
 
 
 class _RangeFile(io.RawIOBase):
@@ -55,34 +63,106 @@ class _RangeFile(io.RawIOBase):
         return len(data)
 
 
+def _joined(parts: list[tuple[int, Callable[[int, int], bytes]]]) -> tuple[int, Callable[[int, int], bytes]]:
+    """One file's (size, fetch) from its parts' one after another."""
+    if len(parts) == 1:
+        return parts[0]
+    starts = [0]
+    for size, _ in parts:
+        starts.append(starts[-1] + size)
+
+    def fetch(offset: int, length: int) -> bytes:
+        pieces = []
+        for (size, read), start in zip(parts, starts, strict=False):
+            low, high = max(offset, start), min(offset + length, start + size)
+            if low < high:
+                pieces.append(read(low - start, high - low))
+        return b"".join(pieces)
+
+    return starts[-1], fetch
+
+
+def part_kinds(session: Session, run_id: int, kind: str) -> list[str]:
+    """The stored rows of the run's ``kind`` table, in order: ``kind`` and its further parts, if any."""
+    like = session.exec(
+        select(RunTable.kind).where(RunTable.run_id == run_id, col(RunTable.kind).startswith(f"{kind}.part"))
+    ).all()
+    return [kind, *sorted(like, key=lambda name: int(name.rsplit("part", 1)[1]))]
+
+
+def store_table_file(session: Session, run_id: int, kind: str, path: Path, row_count: int) -> None:
+    """Store the Parquet file at ``path`` as the run's ``kind`` table (in parts past ``PART_BYTES``), written a
+    ``PIECE_BYTES`` at a time: SQLite's incremental blob into a zeroblob, PostgreSQL a part at a time."""
+    size = path.stat().st_size
+    connection = session.connection()
+    with path.open("rb") as file:
+        for number, start in enumerate(range(0, max(size, 1), PART_BYTES), start=1):
+            part = kind if number == 1 else f"{kind}.part{number}"
+            length = min(PART_BYTES, size - start)
+            rows = row_count if number == 1 else 0
+            if connection.dialect.name != "sqlite":
+                session.add(RunTable(run_id=run_id, kind=part, row_count=rows, parquet=file.read(length)))
+                session.flush()
+                continue
+            connection.execute(
+                text(
+                    "INSERT INTO run_table (run_id, kind, row_count, parquet) VALUES (:id, :kind, :rows, zeroblob(:n))"
+                ),
+                {"id": run_id, "kind": part, "rows": rows, "n": length},
+            )
+            rowid = connection.execute(
+                text("SELECT rowid FROM run_table WHERE run_id = :run_id AND kind = :kind"),
+                {"run_id": run_id, "kind": part},
+            ).scalar()
+            with connection.connection.driver_connection.blobopen("run_table", "parquet", rowid) as blob:
+                written = 0
+                while written < length and (piece := file.read(min(PIECE_BYTES, length - written))):
+                    blob.write(piece)
+                    written += len(piece)
+
+
 @contextmanager
 def open_stored_table(session: Session, run_id: int, kind: str = "samples") -> Iterator[pa.NativeFile]:
     """The run's ``kind`` table as a read-only Parquet file; ``RunNotFound`` when it has none."""
-    where = (RunTable.run_id == run_id, RunTable.kind == kind)
     connection = session.connection()
+    kinds = part_kinds(session, run_id, kind)
     if connection.dialect.name == "sqlite":
-        rowid = connection.execute(
-            text("SELECT rowid FROM run_table WHERE run_id = :run_id AND kind = :kind"),
-            {"run_id": run_id, "kind": kind},
-        ).scalar()
-        if rowid is None:
+        rowids = [
+            connection.execute(
+                text("SELECT rowid FROM run_table WHERE run_id = :run_id AND kind = :kind"),
+                {"run_id": run_id, "kind": part},
+            ).scalar()
+            for part in kinds
+        ]
+        if rowids[0] is None:
             raise RunNotFound(run_id)
-        with connection.connection.driver_connection.blobopen("run_table", "parquet", rowid, readonly=True) as blob:
+        driver = connection.connection.driver_connection
+        with ExitStack() as stack:
+            blobs = [
+                stack.enter_context(driver.blobopen("run_table", "parquet", rowid, readonly=True)) for rowid in rowids
+            ]
 
-            def read_blob(offset: int, length: int) -> bytes:
-                blob.seek(offset)
-                return blob.read(length)
+            def reader(blob):
+                def read_blob(offset: int, length: int) -> bytes:
+                    blob.seek(offset)
+                    return blob.read(length)
 
-            yield pa.PythonFile(_RangeFile(len(blob), read_blob), mode="r")
+                return len(blob), read_blob
+
+            yield pa.PythonFile(_RangeFile(*_joined([reader(blob) for blob in blobs])), mode="r")
         return
-    size = session.exec(select(func.length(RunTable.parquet)).where(*where)).first()
-    if size is None:
-        raise RunNotFound(run_id)
+    parts = []
+    for part in kinds:
+        where = (RunTable.run_id == run_id, RunTable.kind == part)
+        size = session.exec(select(func.length(RunTable.parquet)).where(*where)).first()
+        if size is None:
+            raise RunNotFound(run_id)
 
-    def read_range(offset: int, length: int) -> bytes:
-        return session.exec(select(func.substr(RunTable.parquet, offset + 1, length)).where(*where)).one()
+        def read_range(offset: int, length: int, where=where) -> bytes:
+            return session.exec(select(func.substr(RunTable.parquet, offset + 1, length)).where(*where)).one()
 
-    yield pa.PythonFile(_RangeFile(size, read_range), mode="r")
+        parts.append((size, read_range))
+    yield pa.PythonFile(_RangeFile(*_joined(parts)), mode="r")
 
 
 def stored_table_pieces(session: Session, run_id: int, kind: str = "samples") -> Iterator[bytes]:

@@ -15,6 +15,21 @@ def recognises(columns: dict[str, MappedColumn]) -> bool:
 
 
 def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | None) -> ParsedResult:
+    flows = flow_records(reader)
+    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
+                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
+    return ParsedResult(
+        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
+        source_format=PER_FLOW,
+        ranks=len(endpoints),
+        warnings=reader.warnings,
+        flows=flows,
+    )
+
+
+def flow_records(reader: Columns) -> pa.Table:
+    """The table's flows as they are (``FLOWS_SCHEMA``), before the iterations are rebuilt from them (a huge
+    file's blocks are read with it one at a time: ``results.streamed``)."""
     has_start = reader.has("start")
     if reader.has("duration"):
         fct_us = reader.durations_us("duration")
@@ -29,7 +44,7 @@ def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | 
     iteration = reader.iterations()
     if iteration is None:
         reader.warnings.append(f"{reader.file_name}: no iteration column: all flows count as one iteration")
-    flows = flows_table(
+    return flows_table(
         fct_us=fct_us,
         iteration=iteration,
         src=reader.text("src"),
@@ -37,13 +52,4 @@ def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | 
         qp=nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
         size_bytes=reader.sizes(),
         start_us=start_us,
-    )
-    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
-                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
-    return ParsedResult(
-        samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
-        source_format=PER_FLOW,
-        ranks=len(endpoints),
-        warnings=reader.warnings,
-        flows=flows,
     )

@@ -1,0 +1,685 @@
+"""Huge result files imported in bounded memory: read a block at a time, stored as they are read, and
+summarised from an out-of-core sort, with the same figures the in-memory import gives.
+
+Which files: a per-iteration or per-flow CSV on disk larger than ``ImportLimits.streamed_above_bytes``
+(EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES). The rest stay in memory: gzip (decompressed whole, under its cap),
+Feather/Arrow IPC and Parquet (read whole under the budget), KAI summaries (a row per size), nccl-tests logs and
+``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by nature) and ns-3
+``fct.txt`` (not streamed yet).
+
+How, in memory that does not grow with the file (``ImportLimits.streamed_memory_bytes``, charged once to the
+import's budget):
+
+1. Arrow's CSV reader (``pyarrow.csv.open_csv``) gives a block at a time (``_block_bytes``); each is checked and
+   converted by the in-memory import's own code (``parse.parse_table``, ``formats.per_flow.flow_records``) with its rows
+   numbered from the block's first line, so a bad cell is named by file, line and column as before; the
+   canonical rows are appended to the run's Parquet table on disk (what the database then stores). A column
+   whose type changes further down (an integer column with a fraction, a number column with a word) is read
+   again from the start as the wider type, as Arrow's whole-file reader would have read it.
+2. DuckDB reads that Parquet back. Per group (collective, size, variant) its count and mean, then the samples
+   ORDER BY group, time: a sort that spills to disk past DuckDB's memory limit, streamed past once in Arrow
+   batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
+   ~2000 ranks): the same order statistics as numpy's sort of the whole column — exact, no spike sampled away.
+   The same for all samples together and for the flows' completion times; the standard deviation from the
+   squared deviations summed on that pass (float rounding apart, numpy's figures).
+3. Per-flow files: the iterations (max(end) − min(start) per iteration) and the receiving endpoints' last
+   bytes (stragglers) are DuckDB group-bys (they spill too); the stragglers' per-rank sums are added up a
+   block of iterations at a time.
+
+Why DuckDB: measured on this 2-core machine (20 M doubles in 4 groups, from Parquet, sorted and streamed out):
+DuckDB's ORDER BY with a 200 MB limit took 8.7 s at a peak RSS of 351 MB; polars 2.1's streaming engine
+(``sort`` then ``collect_batches``) 29.9 s and 1,029 MB — its sort holds the data. Quantile aggregates
+(DuckDB's ``quantile_disc``, polars' ``quantile``) are holistic: they hold each group's values and do not
+spill; a sort does, and one pass over it gives every rank at once. Arrow's dataset scanner streams but does
+not sort.
+
+The delay series (time per iteration: every trial above p99.9, each bucket's fastest and slowest) is
+``stats.delay_series`` of the group's samples in iteration order, as in memory, for groups of up to
+``DELAY_ROWS_IN_MEMORY`` samples; a larger group first keeps the smallest and largest sample of each of
+``DELAY_BUCKETS_PER_POINT`` × points iteration buckets and the trials above its p99.9 that the series keeps,
+and ``stats.delay_series`` draws from those.
+"""
+
+import csv
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from emuplan.results import headers, tabular
+from emuplan.results.budget import ImportBudget
+from emuplan.results.canonical import (
+    FLOWS_SCHEMA,
+    SAMPLES_SCHEMA,
+    ResultFileError,
+    samples_table,
+)
+from emuplan.results.formats import BY_NAME, DETECTION_ORDER, PER_FLOW, PER_ITERATION, format_module, per_flow
+from emuplan.results.parse import parse_table
+from emuplan.results.stats import (
+    CURVE_POINTS,
+    REPORTED_FIGURES,
+    SLOWEST_KEPT,
+    SPIKE_SHARE,
+    NetworkModel,
+    curve_points,
+    delay_series,
+    describe_ranks,
+    described_ranks,
+    ecdf_of,
+    ecdf_ranks,
+    group_entry,
+    group_rates,
+    reported_figures,
+)
+from emuplan.results.stragglers import (
+    FLOW_BASIS,
+    add_column_sums,
+    column_entries,
+    column_sums,
+    natural_key,
+    rank_headline,
+)
+
+STREAMED_FORMATS = (PER_ITERATION, PER_FLOW)
+# CSV text parsed at a time: 1/128 of the import's memory, at most MAX_BLOCK_BYTES. Arrow's block reader holds
+# blocks read ahead besides the one being checked: measured (3 M rows) 57 MB at 1 MiB blocks, 107 MB at 2 MiB,
+# 183 MB at 4 MiB and 201 MB at 8 MiB; larger blocks cost less per row to check.
+MAX_BLOCK_BYTES = 8 << 20
+MIN_BLOCK_BYTES = 64 << 10
+# Rows of a sorted result fetched from DuckDB at a time.
+FETCH_ROWS = 1 << 18
+# Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the CSV
+# being checked, a fetched batch and Arrow's buffers.
+DUCKDB_SHARE = 0.35
+DELAY_ROWS_IN_MEMORY = 4_000_000
+DELAY_BUCKETS_PER_POINT = 4
+GZIP_OR_CONTAINER_MAGIC = (b"\x1f\x8b", b"ARROW1", b"\xff\xff\xff\xff", b"PAR1", b"\xff\xfe", b"\xfe\xff")
+_CONVERSION_COLUMN = re.compile(r"In CSV column #(\d+)")
+
+
+def parquet_write_options(schema: pa.Schema) -> dict:
+    """How a run's tables are written to Parquet (``pq.write_table``/``ParquetWriter`` options): LZ4 without
+    column statistics, each column in the encoding made for its type: dictionary pages only for the text
+    columns (which already are dictionaries: trying one on millions of distinct durations is what made writing
+    slow), the bytes of floats split into streams (LZ4 then finds the repeated exponents) and integers as
+    deltas. 2M samples: 17.5 MB in 0.11 s CPU against 26.2 MB in 0.16 s with PLAIN floats and integers, and
+    read back 2-3x faster."""
+    encodings = {}
+    for column in schema:
+        if pa.types.is_floating(column.type):
+            encodings[column.name] = "BYTE_STREAM_SPLIT"
+        elif pa.types.is_integer(column.type):
+            encodings[column.name] = "DELTA_BINARY_PACKED"
+    return {
+        "compression": "lz4",
+        "write_statistics": False,
+        "use_dictionary": [column.name for column in schema if pa.types.is_dictionary(column.type)],
+        "column_encoding": encodings,
+    }
+
+
+@dataclass
+class StreamedResult:
+    """A huge file read into Parquet tables on disk (``samples``; ``flows`` for per-flow files), with what the
+    summary needs beside them; ``summarise_streamed`` gives the summary ``stats.summarise`` would."""
+
+    source_format: str
+    tables: dict[str, Path]
+    row_counts: dict[str, int]
+    directory: Path
+    memory_bytes: int
+    ranks: int | None = None
+    hosts: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    # The values of each group key column in the order they first appear: the in-memory groups' order.
+    key_order: dict[str, list] = field(default_factory=dict)
+
+
+def streams(source: object, fmt: str | None, budget: ImportBudget) -> bool:
+    """Whether ``source`` is a file large enough to be read streamed, and could be a CSV table of a streamed
+    format (``streamed_result_file`` then reads its header to tell)."""
+    if not isinstance(source, Path) or fmt not in (None, *STREAMED_FORMATS):
+        return False
+    if source.stat().st_size <= budget.limits.streamed_above_bytes:
+        return False
+    with source.open("rb") as file:
+        head = file.read(4096)
+    text = head.lstrip()
+    return not head.startswith(GZIP_OR_CONTAINER_MAGIC) and b"\x00" not in head and not text.startswith((b"{", b"#"))
+
+
+@contextmanager
+def streamed_result_file(
+    path: Path,
+    file_name: str,
+    fmt: str | None,
+    column_map: dict[str, str] | None,
+    collective: str | None,
+    budget: ImportBudget,
+) -> Iterator[StreamedResult | None]:
+    """The file read into Parquet tables in a temporary directory (deleted on exit), or None when its header
+    is not a per-iteration or per-flow table's (the in-memory import then reads it, and names what is
+    wrong). Raises ``ResultFileError`` naming file, line and column, as the in-memory import does."""
+    with path.open("rb") as file:
+        head = file.read(65536)
+    delimiter = tabular.sniff_delimiter(head)
+    detected = _header_format(path, delimiter, column_map)
+    fmt = fmt or detected
+    if detected is None or fmt not in STREAMED_FORMATS:
+        yield None
+        return
+    memory_bytes = budget.limits.streamed_memory_bytes
+    budget.holds(memory_bytes, file_name)
+    with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
+        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes)
+        _read_blocks(result, path, delimiter, file_name, column_map, collective)
+        yield result
+
+
+def _header_names(path: Path, delimiter: str) -> list[str]:
+    with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
+        return next(csv.reader(file, delimiter=delimiter), [])
+
+
+def _header_format(path: Path, delimiter: str, column_map: dict[str, str] | None) -> str | None:
+    names = _header_names(path, delimiter)
+    try:
+        columns = headers.map_columns(names, column_map)
+    except ValueError:
+        return None
+    return next((e.name for e in DETECTION_ORDER if e.kind == "table" and format_module(e).recognises(columns)), None)
+
+
+def _read_blocks(result, path, delimiter, file_name, column_map, collective) -> None:
+    """Every block checked and appended to the Parquet tables; read again from the start with wider column
+    types when a block does not fit the types the first one showed."""
+    column_types: dict[str, pa.DataType] = {}
+    while True:
+        try:
+            _read_blocks_as(result, path, delimiter, file_name, column_map, collective, column_types)
+            return
+        except pa.ArrowInvalid as error:
+            widened = _widened(str(error), path, delimiter, column_types)
+            if widened is None:
+                raise
+            column_types = widened
+
+
+def _widened(message: str, path: Path, delimiter: str, column_types: dict) -> dict | None:
+    """The column types to read with after Arrow's ``message`` about a block: the column it names one step
+    wider (integer → float64 → text); None when it names none (a malformed row) or is text already."""
+    found = _CONVERSION_COLUMN.search(message)
+    if found is None:
+        return None
+    name = _header_names(path, delimiter)[int(found.group(1))]
+    current = column_types.get(name, pa.int64())
+    if pa.types.is_string(current):
+        return None
+    return {**column_types, name: pa.float64() if pa.types.is_integer(current) else pa.string()}
+
+
+def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, column_types) -> None:
+    bad_rows: list[str] = []
+
+    def on_invalid_row(row) -> str:
+        where = f"line {row.number}" if row.number is not None else _line_with_field_count(path, delimiter, row)
+        bad_rows.append(
+            f"{file_name}: {where} has {row.actual_columns} fields where the header has {row.expected_columns}"
+        )
+        return "error"
+
+    convert = pacsv.ConvertOptions(
+        null_values=tabular.CONVERT_OPTIONS.null_values,
+        strings_can_be_null=False,
+        auto_dict_encode=True,
+        column_types=column_types,
+    )
+    kind = "flows" if result.source_format == PER_FLOW else "samples"
+    schema = FLOWS_SCHEMA if kind == "flows" else SAMPLES_SCHEMA
+    target = result.directory / f"{kind}.parquet"
+    table_reader = _FlowBlocks(result, file_name, column_map, collective) if kind == "flows" else None
+    order = {name: {} for name in ("collective", "size_bytes", "variant")}
+    rows = 0
+    try:
+        with (
+            pa.OSFile(str(path)) as file,
+            pacsv.open_csv(
+                file,
+                read_options=pacsv.ReadOptions(block_size=_block_bytes(result.memory_bytes)),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid_row),
+                convert_options=convert,
+            ) as reader,
+            pq.ParquetWriter(str(target), schema, **parquet_write_options(schema)) as writer,
+        ):
+            mapped = _mapped(reader.schema.names, column_map, file_name)
+            for batch in reader:
+                block = pa.Table.from_batches([batch])
+                first = rows
+
+                def row_name(index: int, first: int = first) -> str:
+                    return tabular.csv_line(first + index)
+
+                if block.num_rows == 0:
+                    continue
+                if table_reader is not None:
+                    canonical = table_reader.flows(block, row_name)
+                else:
+                    parsed = parse_table(block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name)
+                    canonical = parsed.samples
+                    if "iteration" not in mapped:  # the row order is the iteration order, across blocks
+                        iterations = pc.add(canonical["iteration"], first)
+                        canonical = canonical.set_column(0, "iteration", iterations)
+                    _add_warnings(result, parsed.warnings)
+                    _note_first_appearances(order, canonical)
+                writer.write_table(canonical)
+                rows += block.num_rows
+                del block, canonical
+                # Arrow's allocator keeps what a block freed for a second before handing it back: resident
+                # under every later block and DuckDB's sort. Handed back at once.
+                pa.default_memory_pool().release_unused()
+    except pa.ArrowInvalid as error:
+        if bad_rows:
+            raise ResultFileError(bad_rows[0]) from error
+        raise
+    if rows == 0:
+        raise ResultFileError(f"{file_name}: the header has no data rows under it")
+    result.tables[kind] = target
+    result.row_counts[kind] = rows
+    if table_reader is not None:
+        table_reader.finish(target)
+    else:
+        result.key_order = {name: list(values) for name, values in order.items()}
+
+
+def _block_bytes(memory_bytes: int) -> int:
+    return max(MIN_BLOCK_BYTES, min(MAX_BLOCK_BYTES, memory_bytes // 128))
+
+
+def _line_with_field_count(path: Path, delimiter: str, row) -> str:
+    """Error path only: the first line with ``row``'s field count (Arrow's parallel reader does not number
+    rows), the file read a line at a time."""
+    with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
+        for number, fields in enumerate(csv.reader(file, delimiter=delimiter), start=1):
+            if number > 1 and len(fields) == row.actual_columns:
+                return f"line {number}"
+    return "a line"
+
+
+def _mapped(names: list[str], column_map, file_name: str) -> dict:
+    try:
+        return headers.map_columns(names, column_map)
+    except ValueError as error:
+        raise ResultFileError(f"{file_name}: {error}") from error
+
+
+def _add_warnings(result: StreamedResult, warnings: list[str]) -> None:
+    """A block's warnings, each once (every block says 'no iteration column')."""
+    for warning in warnings:
+        if warning not in result.warnings:
+            result.warnings.append(warning)
+
+
+def _note_first_appearances(order: dict[str, dict], samples: pa.Table) -> None:
+    """The group key values of a block of samples, in the order they first appear in it, after those seen."""
+    for name, seen in order.items():
+        column = samples[name].combine_chunks()
+        if pa.types.is_dictionary(column.type):
+            codes = pc.unique(column.indices).to_pylist()
+            values = [column.dictionary[code].as_py() for code in codes]
+        else:
+            values = pc.unique(column).to_pylist()
+        for value in values:
+            seen.setdefault(value, None)
+
+
+class _FlowBlocks:
+    """Per-flow blocks: their flows, and what the iterations and the run need of them (collectives, endpoints)."""
+
+    def __init__(self, result: StreamedResult, file_name: str, column_map, collective: str | None):
+        self.result, self.file_name, self.column_map, self.collective = result, file_name, column_map, collective
+        self.collectives: dict[str, None] = {}
+        self.endpoints: set[str] = set()
+
+    def flows(self, block: pa.Table, row_name) -> pa.Table:
+        reader = tabular.Columns(
+            block, tabular.mapped_columns(block, self.file_name, self.column_map), self.file_name, row_name
+        )
+        flows = per_flow.flow_records(reader)
+        collectives = reader.collectives(self.collective, self.file_name)
+        _add_warnings(self.result, reader.warnings)
+        names = [collectives] if isinstance(collectives, str) else pc.unique(collectives.cast(pa.string())).to_pylist()
+        for name in names:
+            self.collectives.setdefault(name, None)
+        for column in ("src", "dst"):
+            self.endpoints.update(flows[column].combine_chunks().dictionary.to_pylist())
+        return flows
+
+    def finish(self, flows_path: Path) -> None:
+        """The iterations as samples (``tabular.iterations_from_flows``, by DuckDB) and the rank count."""
+        result = self.result
+        result.ranks = len(self.endpoints)
+        collective = next(iter(self.collectives), "unknown")
+        if len(self.collectives) > 1:
+            result.warnings.append("flows name several collectives: iterations are labelled with the first one")
+        with _duckdb(result) as connection:
+            flows = _parquet(flows_path)
+            has_starts = _one(connection, f"SELECT count(start_us) FROM {flows}")[0] > 0
+            if not has_starts:
+                result.warnings.append("flows have no start times: each iteration's completion is its longest flow")
+            duration = "max(start_us + fct_us) - min(start_us)" if has_starts else "max(fct_us)"
+            iterations = connection.sql(
+                f"SELECT iteration, {duration} AS duration_us, min(start_us) AS start_us FROM {flows} "
+                "GROUP BY iteration ORDER BY iteration"
+            )
+            target = result.directory / "samples.parquet"
+            rows = 0
+            with pq.ParquetWriter(str(target), SAMPLES_SCHEMA, **parquet_write_options(SAMPLES_SCHEMA)) as writer:
+                for batch in iterations.to_arrow_reader(FETCH_ROWS):
+                    writer.write_table(
+                        samples_table(
+                            duration_us=batch["duration_us"].to_numpy(zero_copy_only=False),
+                            iteration=batch["iteration"].to_numpy(),
+                            collective=collective,
+                            start_us=batch["start_us"] if has_starts else None,
+                        )
+                    )
+                    rows += batch.num_rows
+        result.tables["samples"] = target
+        result.row_counts["samples"] = rows
+        result.key_order = {"collective": [collective], "size_bytes": [None], "variant": [""]}
+
+
+def _parquet(path: Path) -> str:
+    return f"read_parquet('{path}', file_row_number = true)"
+
+
+@contextmanager
+def _duckdb(result: StreamedResult):
+    import duckdb
+
+    spill = result.directory / "duckdb-spill"
+    connection = duckdb.connect(
+        config={
+            "memory_limit": f"{int(result.memory_bytes * DUCKDB_SHARE) >> 20}MB",
+            "temp_directory": str(spill),
+            "threads": max(1, min(4, os.cpu_count() or 1)),
+            "preserve_insertion_order": False,
+        }
+    )
+    connection.sql("SET enable_progress_bar = false")  # it draws on the server's terminal otherwise
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+KEY = "collective, size_bytes, variant"
+
+
+def _one(connection, query: str) -> tuple:
+    """The one row ``query`` answers."""
+    (row,) = connection.sql(query).fetchall()
+    return row
+
+
+def summarise_streamed(result: StreamedResult, network: NetworkModel | None = None) -> dict:
+    """The run's summary as ``stats.summarise`` gives it for the same file (groups, ECDF grids and delay series,
+    overall figures, the flows' completion figures and the stragglers of a per-flow file), from the Parquet
+    tables on disk in bounded memory."""
+    samples = _parquet(result.tables["samples"])
+    with _duckdb(result) as connection:
+        keys = connection.sql(
+            f"SELECT {KEY}, count(*), avg(duration_us), {', '.join(f'avg({name})' for name in REPORTED_FIGURES)}, "
+            "min(iteration), max(iteration), arg_min(duration_us, (iteration, file_row_number)) "
+            f"FROM {samples} GROUP BY ALL ORDER BY {KEY}"
+        ).fetchall()
+        points = curve_points(len(keys))
+        counts = [row[3] for row in keys]
+        described = _order_statistics(
+            connection, f"SELECT duration_us FROM {samples} ORDER BY {KEY}, duration_us", counts,
+            [row[4] for row in keys], points, kept=SLOWEST_KEPT,
+        )  # fmt: skip
+        slowest = _slowest(connection, samples, keys, described)
+        delays = _delays(connection, samples, keys, points, [stats["p99_9_us"] for stats, _, _ in described])
+        groups, ecdfs, delay_list = [], [], []
+        for index, row in enumerate(keys):
+            key, count = tuple(row[:3]), row[3]
+            stats = group_entry(key, described[index][0])
+            stats.update(reported_figures(list(row[5:8])))
+            stats.update(group_rates(stats, network, result.ranks))
+            if count > 1:
+                stats["slowest"] = slowest[index]
+                stats["first"] = {"iteration": int(row[8]), "duration_us": float(row[10])}
+            groups.append(stats)
+            ecdfs.append(described[index][1])
+            delay_list.append(delays[index])
+        position = _first_appearance_position(result.key_order, [tuple(row[:3]) for row in keys])
+        order = sorted(range(len(keys)), key=position.__getitem__)
+        total = sum(counts)
+        if len(keys) > 1:
+            mean = _one(connection, f"SELECT avg(duration_us) FROM {samples}")[0]
+            ((overall, overall_ecdf, _),) = _order_statistics(
+                connection, f"SELECT duration_us FROM {samples} ORDER BY duration_us", [total], [mean], CURVE_POINTS
+            )
+        else:  # all samples are the one group, whose grid has CURVE_POINTS too
+            overall, overall_ecdf, _ = described[0]
+        summary = {
+            "sample_count": total,
+            "overall": overall,
+            "overall_ecdf": overall_ecdf,
+            "groups": [groups[i] for i in order],
+            "ecdf": [ecdfs[i] for i in order],
+            "delay": [delay_list[i] for i in order],
+            "reported_avg_busbw_gbps": {},
+        }
+        if "flows" in result.tables:
+            flows = _parquet(result.tables["flows"])
+            count, mean = _one(connection, f"SELECT count(*), avg(fct_us) FROM {flows}")
+            ((fct, fct_ecdf, _),) = _order_statistics(
+                connection, f"SELECT fct_us FROM {flows} ORDER BY fct_us", [count], [mean], CURVE_POINTS
+            )
+            summary["flows"] = {"label": "flow completion", **fct, "ecdf": fct_ecdf}
+            stragglers = _flow_stragglers(connection, flows, samples)
+            if stragglers is not None:
+                summary["stragglers"] = stragglers
+    return summary
+
+
+def _first_appearance_position(key_order: dict[str, list], keys: list[tuple]) -> dict[int, tuple]:
+    """Each group's place in the in-memory order: by its collective's first appearance, then its size's, then
+    its variant's."""
+    ranks = [
+        {value: rank for rank, value in enumerate(key_order[name])} for name in ("collective", "size_bytes", "variant")
+    ]
+    return {index: tuple(rank[value] for rank, value in zip(ranks, key, strict=True)) for index, key in enumerate(keys)}
+
+
+def _order_statistics(connection, sorted_query: str, counts: list[int], means: list[float], points: int, kept: int = 0):
+    """Per group of ``sorted_query``'s values (groups one after another, ``counts`` each, ascending within
+    each): (``describe``'s figures, ``ecdf_grid``, the picked values by rank) from one pass past the sorted
+    values, picking the ranks both read; ``kept`` > 0 also picks each group's ``kept``-th largest value."""
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    wanted_per_group = []
+    for start, count in zip(starts[:-1], counts, strict=True):
+        ranks = set(described_ranks(count)) | set(ecdf_ranks(count, points).tolist())
+        if kept:
+            ranks.add(count - min(kept, count))
+        wanted_per_group.append(np.array(sorted(ranks), dtype=np.int64) + start)
+    wanted = np.concatenate(wanted_per_group)
+    picked = np.empty(len(wanted))
+    squares = np.zeros(len(counts))
+    means_array = np.asarray(means, dtype=np.float64)
+    at = 0
+    for batch in connection.sql(sorted_query).to_arrow_reader(FETCH_ROWS):
+        values = batch.column(0).to_numpy(zero_copy_only=False)
+        end = at + len(values)
+        low, high = np.searchsorted(wanted, [at, end])
+        picked[low:high] = values[wanted[low:high] - at]
+        # Squared deviations from each group's mean, summed per group over the batch's stretch of it.
+        first_group = np.searchsorted(starts, at, side="right") - 1
+        last_group = np.searchsorted(starts, end - 1, side="right") - 1
+        for group in range(first_group, last_group + 1):
+            lo, hi = max(starts[group], at) - at, min(starts[group + 1], end) - at
+            squares[group] += float(np.sum(np.square(values[lo:hi] - means_array[group])))
+        at = end
+    results = []
+    offset = 0
+    for group, (start, count) in enumerate(zip(starts[:-1], counts, strict=True)):
+        ranks = wanted_per_group[group] - start
+        value_at = dict(zip(ranks.tolist(), picked[offset : offset + len(ranks)].tolist(), strict=True)).__getitem__
+        offset += len(ranks)
+        std = float(np.sqrt(squares[group] / (count - 1))) if count > 1 else 0.0
+        grid = ecdf_ranks(count, points)
+        ecdf = ecdf_of(np.array([value_at(rank) for rank in grid.tolist()]), grid, count)
+        results.append((describe_ranks(count, value_at, float(means[group]), std), ecdf, value_at))
+    return results
+
+
+def _slowest(connection, samples: str, keys: list, described: list) -> list[list[dict]]:
+    """Each group's ``SLOWEST_KEPT`` slowest trials, slowest first, ties the earlier in iteration (then file)
+    order first, as ``stats._slowest_and_first`` lists them: only rows at or above the group's kept-th largest
+    time are sorted."""
+    counts = [row[3] for row in keys]
+    bounds = pa.table(
+        {
+            "b_collective": [row[0] for row in keys],
+            "b_size": pa.array([row[1] for row in keys], pa.int64()),
+            "b_variant": [row[2] for row in keys],
+            "b_threshold": [
+                value_at(count - min(SLOWEST_KEPT, count))
+                for (_, _, value_at), count in zip(described, counts, strict=True)
+            ],
+        }
+    )
+    connection.register("bounds", bounds)
+    rows = connection.sql(
+        f"SELECT {KEY}, iteration, duration_us FROM ("
+        f"  SELECT {KEY}, iteration, duration_us, row_number() OVER ("
+        f"    PARTITION BY {KEY} ORDER BY duration_us DESC, iteration, file_row_number) AS place"
+        f"  FROM {samples} JOIN bounds ON collective = b_collective AND size_bytes IS NOT DISTINCT FROM b_size"
+        f"   AND variant = b_variant WHERE duration_us >= b_threshold)"
+        f" WHERE place <= {SLOWEST_KEPT} ORDER BY {KEY}, place"
+    ).fetchall()
+    connection.unregister("bounds")
+    by_key: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_key.setdefault(tuple(row[:3]), []).append({"iteration": int(row[3]), "duration_us": float(row[4])})
+    return [by_key.get(tuple(row[:3]), []) for row in keys]
+
+
+def _delays(connection, samples: str, keys: list, points: int, spike_floors: list[float]) -> list[dict]:
+    """Each group's delay series (module docstring), from its samples in iteration (then file) order; the trials
+    above the group's p99.9 (``spike_floors``) kept as ``stats.delay_series`` keeps them."""
+    delays = []
+    for row, spike_floor in zip(keys, spike_floors, strict=True):
+        key, count, first_iteration, last_iteration = tuple(row[:3]), row[3], row[8], row[9]
+        where = "collective = $1 AND size_bytes IS NOT DISTINCT FROM $2 AND variant = $3"
+        if count <= DELAY_ROWS_IN_MEMORY:
+            series = connection.sql(
+                f"SELECT iteration, duration_us FROM {samples} WHERE {where} ORDER BY iteration, file_row_number",
+                params=list(key),
+            ).to_arrow_table()
+        else:
+            # Per iteration bucket its smallest and largest time (the earliest of equals), the first and last
+            # sample, and the slowest trials above p99.9 that the series keeps at their own iteration.
+            buckets = points * DELAY_BUCKETS_PER_POINT
+            width = (last_iteration - first_iteration + 1) / buckets
+            series = connection.sql(
+                f"WITH picked AS ("
+                f" SELECT arg_min(file_row_number, (duration_us, iteration, file_row_number)) AS picked_row"
+                f" FROM {samples} WHERE {where} GROUP BY floor((iteration - {first_iteration}) / {width})"
+                f" UNION SELECT arg_max(file_row_number, (duration_us, -iteration, -file_row_number))"
+                f" FROM {samples} WHERE {where} GROUP BY floor((iteration - {first_iteration}) / {width})"
+                f" UNION SELECT arg_min(file_row_number, (iteration, file_row_number)) FROM {samples} WHERE {where}"
+                f" UNION SELECT arg_max(file_row_number, (iteration, file_row_number)) FROM {samples} WHERE {where}"
+                f" UNION (SELECT file_row_number FROM {samples} WHERE {where} AND duration_us > $4"
+                f" ORDER BY duration_us DESC LIMIT {points // SPIKE_SHARE}))"
+                f" SELECT iteration, duration_us FROM {samples} WHERE {where}"
+                f" AND file_row_number IN (SELECT picked_row FROM picked) ORDER BY iteration, file_row_number",
+                params=[*key, spike_floor],
+            ).to_arrow_table()
+        delays.append(
+            delay_series(
+                series["iteration"].to_numpy(),
+                series["duration_us"].to_numpy(zero_copy_only=False),
+                points,
+                spike_floor=spike_floor,
+            )
+        )
+    return delays
+
+
+def _flow_stragglers(connection, flows: str, samples: str) -> dict | None:
+    """``stragglers.summarise_stragglers`` of ``stragglers.rank_times_from_flows``: per (iteration, receiving
+    endpoint) its last byte after the iteration's first start, summed per endpoint a block of iterations at a
+    time."""
+    names = [row[0] for row in connection.sql(f"SELECT DISTINCT dst FROM {flows}").fetchall()]
+    if len(names) < 2:
+        return None
+    names.sort(key=natural_key)
+    # Each rank by its column number: grouped by two integers DuckDB spills; by an integer and text it ran out of
+    # memory on 100 M flows.
+    connection.register("endpoints", pa.table({"name": names, "position": np.arange(len(names))}))
+    has_starts = _one(connection, f"SELECT count(start_us) FROM {flows}")[0] > 0
+    # The last byte per cell first, then less its iteration's first start (the samples' start: the same min):
+    # subtracting one number is monotone, so max(end − first) = max(end) − first, to the last bit; joined after the
+    # group-by, the join meets one row per cell, not per flow.
+    last = "max(start_us + fct_us)" if has_starts else "max(fct_us)"
+    grouped = (
+        f"SELECT iteration, position, {last} AS last_end FROM {flows} JOIN endpoints ON dst = name"
+        " GROUP BY iteration, position"
+    )
+    if has_starts:
+        cells = connection.sql(
+            f"WITH cells AS ({grouped}) SELECT c.iteration, c.position, c.last_end - s.start_us AS finish_us"
+            f" FROM cells c JOIN {samples} s USING (iteration) ORDER BY c.iteration"
+        )
+    else:
+        cells = connection.sql(f"SELECT iteration, position, last_end AS finish_us FROM ({grouped}) ORDER BY iteration")
+    sums = None
+    calls = 0
+    pending: list[pa.RecordBatch] = []
+
+    def add(block: pa.Table) -> None:
+        nonlocal sums, calls
+        iterations = block["iteration"].to_numpy()
+        call, rows = np.unique(iterations, return_inverse=True)
+        times = np.full((len(call), len(names)), np.nan)
+        column = block["position"].to_numpy(zero_copy_only=False)
+        np.fmax.at(times, (rows, column), block["finish_us"].to_numpy(zero_copy_only=False))
+        block_sums = column_sums(times)
+        sums = block_sums if sums is None else add_column_sums(sums, block_sums)
+        calls += len(call)
+
+    for batch in cells.to_arrow_reader(FETCH_ROWS):
+        pending.append(batch)
+        table = pa.Table.from_batches(pending)
+        iterations = table["iteration"]
+        last = iterations[-1]
+        complete = pc.less(iterations, last)
+        done = table.filter(complete)
+        if done.num_rows:
+            add(done)
+        pending = table.filter(pc.invert(complete)).to_batches()
+    if pending:
+        add(pa.Table.from_batches(pending))
+    ranks, slowest = column_entries(sums, names, [{"host": ""} for _ in names])
+    return {
+        "unit": "endpoint",
+        "basis": FLOW_BASIS,
+        "calls": calls,
+        "ranks": ranks,
+        "slowest_rank": rank_headline(ranks, slowest),
+        "hosts": [],
+        "slowest_host": None,
+    }

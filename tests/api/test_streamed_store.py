@@ -1,0 +1,62 @@
+"""A huge upload imported streamed (results/streamed.py) is stored from disk in parts and reads back, through
+the store and the API, as the in-memory import would have stored it."""
+
+import io
+
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+from sqlmodel import select
+
+from emuplan.main import create_app
+from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.parse import parse_result_file
+from emuplan.results.stats import strip_curves
+from emuplan.settings import Settings
+from emuplan.store import runs, table_files
+from emuplan.store.models import RunTable
+from fixtures.generate_results import per_flow_table, write_csv
+
+pytestmark = pytest.mark.both_databases
+
+
+@pytest.fixture
+def flows_csv(tmp_path):
+    path = tmp_path / "flows.csv"
+    write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=5), path)
+    return path
+
+
+def test_streamed_run_is_stored_in_parts_and_reads_back_whole(database, flows_csv, monkeypatch):
+    monkeypatch.setattr(table_files, "PART_BYTES", 16 << 10)
+    in_memory = parse_result_file(flows_csv, flows_csv.name)
+    with database.writing() as session, ImportBudget(ImportLimits(streamed_above_bytes=0)) as budget:
+        run = runs.import_result_file(session, flows_csv, flows_csv.name, budget=budget)
+    with database.read_session() as session:
+        stored = runs.get_run(session, run.id)
+        assert (stored.source_format, stored.sample_count, stored.ranks) == ("per-flow", 400, 8)
+        kinds = session.exec(select(RunTable.kind).where(RunTable.run_id == run.id)).all()
+        assert "flows.part2" in kinds and "samples" in kinds
+        flows = runs.load_table(session, run.id, "flows")
+        assert flows.to_pylist() == in_memory.flows.to_pylist()
+        assert runs.load_samples(session, run.id).to_pylist() == in_memory.samples.to_pylist()
+        downloaded = b"".join(table_files.stored_table_pieces(session, run.id, "flows"))
+        assert pq.read_table(io.BytesIO(downloaded)).to_pylist() == flows.to_pylist()
+        curves = runs.summary_with_curves(session, stored)
+        assert stored.summary == strip_curves(curves)
+        assert curves["flows"]["count"] == 6400 and curves["stragglers"]["calls"] == 400
+
+
+def test_upload_over_the_threshold_is_streamed_and_answers_as_before(database_url, flows_csv):
+    settings = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1000)
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/api/runs", files={"file": ("flows.csv", flows_csv.read_bytes(), "text/csv")})
+        assert answer.status_code == 201, answer.text
+        run = answer.json()
+        assert (run["source_format"], run["sample_count"], run["ranks"]) == ("per-flow", 400, 8)
+        again = client.post("/api/runs", files={"file": ("again.csv", flows_csv.read_bytes(), "text/csv")})
+        assert again.status_code == 409 and again.json()["existing_run_id"] == run["id"]
+        bad = flows_csv.read_text().replace("\n3,", "\nthree,", 1)
+        refused = client.post("/api/runs", files={"file": ("bad.csv", bad.encode(), "text/csv")})
+        assert refused.status_code == 400
+        assert refused.json()["detail"] == "bad.csv: line 50, column 'iteration': 'three' is not a number"

@@ -1,0 +1,180 @@
+"""results/streamed.py: a huge CSV read a block at a time and summarised from DuckDB's sort gives the summary
+the in-memory import gives, exactly for every order statistic, and names a bad cell as it does."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from emuplan.results import streamed
+from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.canonical import ResultFileError
+from emuplan.results.parse import parse_result_file
+from emuplan.results.stats import summarise
+from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
+
+# Every file streamed; 64 KiB blocks and 5,000-row fetches, so that a few thousand rows span many of each.
+STREAM_ALL = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=256 << 20)
+# Figures summed in another order than numpy's (float rounding apart); every other figure is exact.
+SUMMED = ("mean_us", "std_us", "lost_us", "median_mean_us", "over_median", "gbps", "pct_of_ideal", "ideal_time_us")
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(streamed, "MAX_BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(streamed, "FETCH_ROWS", 5000)
+
+
+def streamed_summary(path: Path, **options) -> tuple[dict, streamed.StreamedResult]:
+    with (
+        ImportBudget(STREAM_ALL) as budget,
+        streamed.streamed_result_file(path, path.name, None, None, None, budget) as result,
+    ):
+        return streamed.summarise_streamed(result), result
+
+
+def in_memory_summary(path: Path) -> dict:
+    parsed = parse_result_file(path, path.name)
+    return summarise(parsed.samples, ranks=parsed.ranks, flows=parsed.flows)
+
+
+def assert_same(expected, got, where: str = "summary") -> None:
+    if isinstance(expected, dict):
+        assert expected.keys() == got.keys(), where
+        for key in expected:
+            assert_same(expected[key], got[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert len(expected) == len(got), where
+        for index, (one, other) in enumerate(zip(expected, got, strict=True)):
+            assert_same(one, other, f"{where}[{index}]")
+    elif isinstance(expected, float) and any(name in where for name in SUMMED):
+        assert math.isclose(expected, got, rel_tol=1e-12, abs_tol=1e-9), where
+    else:
+        assert expected == got, where
+
+
+def planted_per_iteration(path: Path, rows: int = 40_000) -> tuple[pa.Table, list[int]]:
+    """The generator's pipeline run (four sizes, 0.1 % of trials 4–12 s) with five more spikes planted, one a
+    single 60 s trial: the largest of its size and of the file."""
+    table = per_iteration_table(rows, seed=7)
+    times = table["Completion Time (ms)"].to_numpy().copy()
+    planted = [11, 9_999, 20_001, 33_333, rows - 2]
+    times[planted] = [60_000.0, 15_000.0, 15_000.0, 25_000.0, 13_000.0]
+    table = table.set_column(3, "Completion Time (ms)", pa.array(times))
+    write_csv(table, path)
+    return table, planted
+
+
+def test_per_iteration_summary_equals_the_in_memory_one(tmp_path):
+    path = tmp_path / "pipeline.csv"
+    planted_per_iteration(path)
+    got, result = streamed_summary(path)
+    assert result.row_counts == {"samples": 40_000}
+    assert_same(in_memory_summary(path), got)
+
+
+def test_percentiles_and_tails_are_numpy_nearest_ranks_with_every_planted_spike(tmp_path):
+    path = tmp_path / "pipeline.csv"
+    table, planted = planted_per_iteration(path)
+    summary, _ = streamed_summary(path)
+    times_us = table["Completion Time (ms)"].to_numpy() * 1000.0
+    sizes = table["Data Size"].to_numpy()
+    for group, ecdf in zip(summary["groups"], summary["ecdf"], strict=True):
+        ordered = np.sort(times_us[sizes == group["size_bytes"]])
+        count = len(ordered)
+        for name, percentile in (("p50", 50), ("p99", 99), ("p99_9", 99.9)):
+            assert group[f"{name}_us"] == ordered[math.ceil(percentile / 100 * count) - 1]
+        assert (group["min_us"], group["max_us"], group["count"]) == (ordered[0], ordered[-1], count)
+        # The grid ends on the exact tail: the 1,000 slowest ranks of each group are all in it.
+        assert ecdf["x"][-1] == round(ordered[-1], 3) and ecdf["p"][-1] == 1.0
+    for row in planted:
+        group = next(g for g in summary["groups"] if g["size_bytes"] == sizes[row])
+        assert times_us[row] in [trial["duration_us"] for trial in group["slowest"]]
+    assert summary["overall"]["max_us"] == 60_000_000.0
+    assert summary["overall_ecdf"]["x"][-1] == 60_000_000.0
+
+
+def test_per_flow_summary_with_flows_and_stragglers_equals_the_in_memory_one(tmp_path):
+    path = tmp_path / "flows.csv"
+    table = per_flow_table(iterations=400, ranks=8, qps=2, seed=3)
+    end = table["end_us"].to_numpy().copy()
+    end[1234] += 50_000.0  # one flow of iteration 77 to rank 2 arrives 50 ms late
+    write_csv(table.set_column(7, "end_us", pa.array(end)), path)
+    got, result = streamed_summary(path)
+    assert (result.row_counts, result.ranks) == ({"flows": 6400, "samples": 400}, 8)
+    expected = in_memory_summary(path)
+    assert_same(expected, got)
+    assert got["stragglers"]["slowest_rank"]["name"] == "2"
+    assert got["flows"]["max_us"] == pytest.approx(end[1234] - table["start_us"][1234].as_py())
+
+
+def test_a_bad_cell_far_down_is_named_by_line_and_column_as_in_memory(tmp_path):
+    path = tmp_path / "pipeline.csv"
+    planted_per_iteration(path)
+    lines = path.read_text().splitlines()
+    cells = lines[30_000].split(",")
+    cells[3] = "fast"
+    lines[30_000] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultFileError) as in_memory:
+        parse_result_file(path, path.name)
+    with pytest.raises(ResultFileError) as streaming:
+        streamed_summary(path)
+    assert str(streaming.value) == str(in_memory.value)
+    assert str(streaming.value) == "pipeline.csv: line 30001, column 'Completion Time (ms)': 'fast' is not a number"
+
+
+def test_a_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path):
+    path = tmp_path / "pipeline.csv"
+    planted_per_iteration(path)
+    lines = path.read_text().splitlines()
+    lines[25_000] += ",7"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultFileError, match=r"^pipeline.csv: line 25001 has 7 fields where the header has 6$"):
+        streamed_summary(path)
+
+
+def test_a_column_that_turns_fractional_far_down_is_read_again_wider(tmp_path):
+    """Whole sizes for 30,000 rows, then '2600.0': Arrow's first blocks say int64; read again as float64, as
+    the whole-file reader reads it, the sizes are still whole byte counts."""
+    path = tmp_path / "pipeline.csv"
+    planted_per_iteration(path)
+    lines = path.read_text().splitlines()
+    cells = lines[30_000].split(",")
+    cells[1] += ".0"
+    lines[30_000] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    got, _ = streamed_summary(path)
+    assert_same(in_memory_summary(path), got)
+
+
+def test_a_group_too_large_for_memory_keeps_every_spike_in_its_delay_series(tmp_path, monkeypatch):
+    monkeypatch.setattr(streamed, "DELAY_ROWS_IN_MEMORY", 1000)
+    path = tmp_path / "pipeline.csv"
+    table, planted = planted_per_iteration(path)
+    summary, _ = streamed_summary(path)
+    times_us = table["Completion Time (ms)"].to_numpy() * 1000.0
+    iterations = table["Iteration"].to_numpy()
+    sizes = table["Data Size"].to_numpy()
+    for row in planted:
+        index = next(i for i, g in enumerate(summary["groups"]) if g["size_bytes"] == sizes[row])
+        delay = summary["delay"][index]
+        assert round(times_us[row], 3) in delay["y"]
+        assert delay["x"][delay["y"].index(round(times_us[row], 3))] == iterations[row]
+        assert len(delay["x"]) <= 2000
+
+
+def test_small_files_gzip_and_other_formats_stay_in_memory(tmp_path):
+    budget = ImportBudget(ImportLimits(streamed_above_bytes=1000))
+    small = tmp_path / "small.csv"
+    pacsv.write_csv(per_iteration_table(10), small)
+    large = tmp_path / "large.csv"
+    write_csv(per_iteration_table(1000), large)
+    log = tmp_path / "all_reduce.log"
+    log.write_text("# nccl-tests\n" * 200)
+    assert [streamed.streams(path, None, budget) for path in (small, large, log)] == [False, True, False]
+    assert not streamed.streams(large, "kai-summary", budget)
+    assert not streamed.streams(large.read_bytes(), None, budget)

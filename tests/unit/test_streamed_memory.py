@@ -1,0 +1,72 @@
+"""A streamed import's memory stays under its setting whatever the file's size: measured as the peak RSS of a
+child process above what it held once its modules were imported, on a file the in-memory import needs more
+than that bound for.
+
+The child reads its own high-water mark (``VmHWM``, reset after its imports): ``getrusage``'s ``ru_maxrss`` of a
+child starts from its parent's RSS when it was forked (Linux keeps it across ``execve``), here the test
+process's, which holds the generated table."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.generate_results import per_iteration_table, write_csv
+from paths import REPO_ROOT
+
+BOUND_BYTES = 200 << 20
+ROWS = 3_000_000
+
+IMPORT = """
+import sys
+from pathlib import Path
+import duckdb, numpy, pyarrow.csv, pyarrow.parquet
+from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.parse import parse_result_file
+from emuplan.results.stats import summarise
+from emuplan.results.streamed import streamed_result_file, summarise_streamed
+
+path, streamed, bound = Path(sys.argv[1]), sys.argv[2] == "streamed", int(sys.argv[3])
+
+
+def status(field):
+    with open("/proc/self/status") as lines:
+        return int(next(line for line in lines if line.startswith(field + ":")).split()[1]) * 1024
+
+
+with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")  # the high-water mark starts again from here
+baseline = status("VmRSS")
+limits = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=bound, max_rows=10**9, pool_bytes=10**12)
+with ImportBudget(limits) as budget:
+    if streamed:
+        with streamed_result_file(path, path.name, None, None, None, budget) as result:
+            summary = summarise_streamed(result)
+    else:
+        parsed = parse_result_file(path, path.name, budget=budget)
+        summary = summarise(parsed.samples, flows=parsed.flows, ranks=parsed.ranks)
+assert summary["sample_count"] == int(sys.argv[4]), summary["sample_count"]
+print(status("VmHWM") - baseline)
+"""
+
+
+@pytest.fixture(scope="module")
+def large_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("large") / "pipeline.csv"
+    write_csv(per_iteration_table(ROWS, seed=1), path)
+    return path
+
+
+def peak_growth(path, mode: str) -> int:
+    """Bytes the child's peak RSS rose above its RSS once its modules were loaded."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "backend")}
+    command = [sys.executable, "-c", IMPORT, str(path), mode, str(BOUND_BYTES), str(ROWS)]
+    output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    return int(output.split()[-1])
+
+
+def test_streamed_import_stays_under_its_bound_where_the_in_memory_import_does_not(large_csv):
+    streamed = peak_growth(large_csv, "streamed")
+    in_memory = peak_growth(large_csv, "in-memory")
+    assert streamed <= BOUND_BYTES < in_memory, (streamed >> 20, in_memory >> 20)
