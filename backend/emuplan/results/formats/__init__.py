@@ -16,11 +16,9 @@ Two kinds of format, by what recognition looks at:
   ``recognises(columns: dict[str, MappedColumn]) -> bool`` and
   ``parse(reader: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
 
-Optional, for files too large to hold whole (no format offers it yet): a module may define
-``parse_batches(path: Path, upload: Upload, column_map: dict | None) -> ParsedResult``, the same result as
-``parse`` read from the file on disk a bounded batch at a time (for a table format: CSV, Arrow IPC or Parquet
-batches, its format found from the first batch's columns with ``parse.table_format``). A streamed import
-takes it when the detected or named format has it, and ``parse`` otherwise.
+Files too large to hold whole (a per-iteration or per-flow CSV past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``)
+are read a block at a time by ``results.streamed``, each block through the same table parse
+(``parse.parse_table``; ``per_flow.flow_records`` for flows), so their checks and errors are the ones here.
 
 Standard library only: every ``emuplan`` command imports this module (``emuplan import --help`` lists the
 formats); the format modules, with pyarrow, are imported when a file is read (``format_module``).
