@@ -10,8 +10,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+from sqlmodel import delete
 
 from emuplan.results.export import CSV_BATCH_ROWS, neutralise_formulas
+from emuplan.store.models import RunTable
 from paths import RESULTS, SHARED_NCCL
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,3 +132,14 @@ def test_a_download_takes_the_same_memory_whatever_the_runs_size(database_url: s
     for name, limit_mib in (("samples.csv", 40), ("samples.parquet", 8)):
         assert measured[(large, name)][1] < limit_mib
         assert measured[(large, name)][1] <= measured[(small, name)][1] + limit_mib / 2, (name, measured)
+
+
+@pytest.mark.both_databases
+@pytest.mark.parametrize("download", ["samples.csv", "samples.parquet"])
+def test_a_run_whose_table_is_gone_answers_404_before_the_download_starts(client, database, download: str) -> None:
+    data = (RESULTS / "generated-per-iteration.csv").read_bytes()
+    run_id = client.post("/api/runs", files={"file": ("per-iteration.csv", data)}).json()["id"]
+    with database.writing() as session:  # as if deleted while the download starts
+        session.exec(delete(RunTable).where(RunTable.run_id == run_id))
+    answer = client.get(f"/api/runs/{run_id}/{download}")
+    assert (answer.status_code, answer.json()["detail"]) == (404, f"run {run_id} does not exist")

@@ -10,6 +10,7 @@ Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -576,12 +577,18 @@ def _samples_csv(session, run_id: int) -> Iterator[bytes]:
         yield from samples_csv_pieces(parquet)
 
 
+def _started(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """``pieces`` with the first read now, while an error can still answer: a run whose table is gone (deleted
+    while the download starts) is a 404, not a response cut off after its headers."""
+    return itertools.chain([next(pieces, b"")], pieces)
+
+
 @router.get("/{run_id}/samples.csv", responses=download("text/csv"))
 def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
     run = store.get_run(session, run_id)
     return StreamingResponse(
-        _samples_csv(session, run.id),
+        _started(_samples_csv(session, run.id)),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.csv"'},
     )
@@ -592,7 +599,7 @@ def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRe
     """The stored Parquet, read from the database a piece at a time while it is sent."""
     run = store.get_run(session, run_id)
     return StreamingResponse(
-        stored_table_pieces(session, run.id),
+        _started(stored_table_pieces(session, run.id)),
         media_type="application/vnd.apache.parquet",
         headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.parquet"'},
     )
