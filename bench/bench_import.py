@@ -121,20 +121,31 @@ def reset_peak_rss(pid: int) -> None:
         clear_refs.write("5")
 
 
-def upload(base: str, path: Path, trailer: bytes) -> float:
-    """Seconds to POST the file (plus ``trailer``, a distinct last row so no upload is a duplicate) as
-    multipart/form-data, streamed from disk, until the 201."""
+# The generated runs are a pipeline schedule (one size per stage).
+PIPELINE = {"strategy": "pipeline"}
+
+
+def upload(
+    base: str,
+    path: Path,
+    trailer: bytes = b"",
+    *,
+    file_name: str = "bench.csv",
+    content_type: str = "text/csv",
+    fields: dict[str, str] | None = None,
+) -> float:
+    """Seconds to POST the file (plus ``trailer``, e.g. a distinct last row so no upload is a duplicate) and
+    ``fields`` as multipart/form-data, streamed from disk, until the 201."""
     boundary = "benchimportboundary"
     head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\n'
-        "Content-Type: text/csv\r\n\r\n"
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
+        f"Content-Type: {content_type}\r\n\r\n"
     ).encode()
-    tail = (
-        trailer
-        + (
-            f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="strategy"\r\n\r\npipeline\r\n--{boundary}--\r\n'
-        ).encode()
+    form = "".join(
+        f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}'
+        for name, value in (fields or {}).items()
     )
+    tail = trailer + f"{form}\r\n--{boundary}--\r\n".encode()
 
     def body():
         yield head
@@ -176,7 +187,9 @@ def main() -> int:
         size_mb = path.stat().st_size / 1e6
         server, base = start_server(directory)
         try:
-            upload(base, path, b"%d,2600,all_reduce,18.0,0.0,generated\n" % -1)  # warm-up: imports, first connection
+            upload(
+                base, path, b"%d,2600,all_reduce,18.0,0.0,generated\n" % -1, fields=PIPELINE
+            )  # warm-up: imports, first connection
             idle_rss = memory(server.pid, "VmRSS")
             rss: dict[str, list[int]] = {"bare parse": [], "polars": [], "import work": [], "upload": []}
             cpu: dict[str, list[float]] = {name: [] for name in rss}
@@ -191,7 +204,8 @@ def main() -> int:
             def over_http() -> float:
                 reset_peak_rss(server.pid)
                 cpu_before = cpu_seconds(server.pid)
-                seconds = upload(base, path, b"%d,2600,all_reduce,18.0,0.0,generated\n" % (10**7 + next(trailers)))
+                trailer = b"%d,2600,all_reduce,18.0,0.0,generated\n" % (10**7 + next(trailers))
+                seconds = upload(base, path, trailer, fields=PIPELINE)
                 cpu["upload"].append(cpu_seconds(server.pid) - cpu_before)
                 rss["upload"].append(memory(server.pid, "VmHWM"))
                 return seconds

@@ -22,16 +22,13 @@ the import holds the zip, one file's text at a time and the records' columns).
 """
 
 import argparse
-import http.client
 import statistics
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from bench_import import cpu_seconds, in_fresh_process, memory, reset_peak_rss
+from bench_import import cpu_seconds, in_fresh_process, memory, reset_peak_rss, upload
 from inspector_dump import RANKS, write_dump
 from paired import load_average, paired_rounds, ratios, spread
 from serve import start_server, stop_server
@@ -62,43 +59,6 @@ print(time.perf_counter() - start, time.process_time() - cpu, resource.getrusage
 """
 
 
-def upload(base: str, path: Path) -> float:
-    """Seconds to POST the zip as multipart/form-data, streamed from disk, until the 201."""
-    boundary = "benchobservedboundary"
-    head = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="nccl-inspector-4242.zip"\r\n'
-        "Content-Type: application/zip\r\n\r\n"
-    ).encode()
-    tail = f"\r\n--{boundary}--\r\n".encode()
-
-    def body():
-        yield head
-        with path.open("rb") as file:
-            while chunk := file.read(1 << 20):
-                yield chunk
-        yield tail
-
-    address = urlsplit(base)
-    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=1800)
-    start = time.perf_counter()
-    connection.request(
-        "POST",
-        "/api/runs",
-        body=body(),
-        headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Content-Length": str(len(head) + path.stat().st_size + len(tail)),
-        },
-    )
-    response = connection.getresponse()
-    answer = response.read()
-    seconds = time.perf_counter() - start
-    connection.close()
-    if response.status != 201:
-        raise RuntimeError(f"upload answered {response.status}: {answer[:500]!r}")
-    return seconds
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -118,7 +78,7 @@ def main() -> int:
         def distinct_upload() -> float:
             with zipfile.ZipFile(archive, "a") as zipped:
                 zipped.writestr(f"{dump.name}/.round-{next(rounds)}", b"")
-            return upload(base, archive)
+            return upload(base, archive, file_name="nccl-inspector-4242.zip", content_type="application/zip")
 
         server, base = start_server(directory)
         try:
