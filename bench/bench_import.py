@@ -133,9 +133,10 @@ def upload(
     file_name: str = "bench.csv",
     content_type: str = "text/csv",
     fields: dict[str, str] | None = None,
+    answer_status: int = 201,
 ) -> float:
     """Seconds to POST the file (plus ``trailer``, e.g. a distinct last row so no upload is a duplicate) and
-    ``fields`` as multipart/form-data, streamed from disk, until the 201."""
+    ``fields`` as multipart/form-data, streamed from disk, until the answer (``answer_status`` expected)."""
     boundary = "benchimportboundary"
     head = (
         f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
@@ -170,7 +171,7 @@ def upload(
     answer = response.read()
     seconds = time.perf_counter() - start
     connection.close()
-    if response.status != 201:
+    if response.status != answer_status:
         raise RuntimeError(f"upload answered {response.status}: {answer[:500]!r}")
     return seconds
 
