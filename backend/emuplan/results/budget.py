@@ -121,15 +121,18 @@ class ImportBudget:
         self._floor = max(self._floor, floor)
         self._reserve_up_to(max(self.held_bytes, self._floor), what)
 
-    def decompressed(self, nbytes: int, file_name: str) -> None:
-        """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap."""
+    def decompressed(self, nbytes: int, file_name: str, *, held: bool = True) -> None:
+        """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap.
+        ``held=False``: content a streamed import passes on a block at a time (``results.streamed``), which
+        counts against the cap but not again in the pool (the streamed import's memory is held once)."""
         if self.decompressed_bytes + nbytes > self.limits.max_decompressed_bytes:
             raise ResultFileTooLarge(
                 f"{file_name}: decompresses to more than {self.limits.max_decompressed_bytes} bytes "
                 "(EMUPLAN_MAX_DECOMPRESSED_BYTES)"
             )
         self.decompressed_bytes += nbytes
-        self.holds(nbytes, file_name)
+        if held:
+            self.holds(nbytes, file_name)
 
     def count_rows(self, rows: int, file_name: str) -> None:
         """``rows`` more rows, before the import builds anything from them; 413 past the per-import cap."""
