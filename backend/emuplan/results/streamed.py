@@ -225,7 +225,7 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
                 canonical = parsed.samples
                 if "iteration" not in mapped:  # the row order is the iteration order, across blocks
                     iterations = pc.add(canonical["iteration"], first)
-                    canonical = canonical.set_column(0, "iteration", iterations)
+                    canonical = canonical.set_column(0, canonical.schema.field(0), iterations)
                 _add_warnings(result, parsed.warnings)
                 _note_first_appearances(order, canonical)
             writer.write_table(canonical)
