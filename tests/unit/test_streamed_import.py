@@ -219,6 +219,14 @@ def test_gzip_feather_and_parquet_summaries_equal_the_in_memory_ones(tmp_path, c
     assert got["overall"]["max_us"] == 60_000_000.0
 
 
+def test_a_gzip_csv_without_an_iteration_column_numbers_its_rows_across_blocks_as_in_memory(tmp_path):
+    table, _ = planted_per_iteration(tmp_path / "pipeline.csv")
+    path = written_as(table.drop_columns(["Iteration"]), tmp_path / "pipeline", "csv.gz")
+    got, result = streamed_summary(path)
+    assert result.row_counts == {"samples": 40_000}
+    assert_same(in_memory_summary(path), got)
+
+
 @pytest.mark.parametrize("container", CONTAINERS)
 def test_per_flow_gzip_feather_and_parquet_summaries_equal_the_in_memory_ones(tmp_path, container):
     path = written_as(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), tmp_path / "flows", container)

@@ -131,7 +131,8 @@ class CsvBlocks:
         )
         try:
             with (
-                pa.PythonFile(self._binary(), mode="r") as file,
+                # Buffered: Arrow takes each read as a block, and a chunk of gzip is smaller than one.
+                pa.PythonFile(io.BufferedReader(self._binary()), mode="r") as file,
                 pacsv.open_csv(
                     file,
                     read_options=pacsv.ReadOptions(block_size=self.block_bytes),
