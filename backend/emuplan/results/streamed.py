@@ -1,21 +1,26 @@
 """Huge result files imported in bounded memory: read a block at a time, stored as they are read, and
 summarised from an out-of-core sort, with the same figures the in-memory import gives.
 
-Which files: a per-iteration or per-flow CSV on disk larger than ``ImportLimits.streamed_above_bytes``
-(EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES). The rest stay in memory: gzip (decompressed whole, under its cap),
-Feather/Arrow IPC and Parquet (read whole under the budget), KAI summaries (a row per size), nccl-tests logs and
-``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by nature) and ns-3
-``fct.txt`` (not streamed yet).
+Which files: a per-iteration or per-flow table on disk — a CSV, a gzip CSV, a Feather/Arrow IPC file or stream,
+a Parquet file — larger than ``ImportLimits.streamed_above_bytes`` (EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) on disk
+or once decompressed (``stream_blocks.is_large``). The rest stay in memory: KAI summaries (a row per size),
+nccl-tests logs and ``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by
+nature), a gzip of anything but a CSV, and ns-3 ``fct.txt`` (not streamed yet).
 
 How, in memory that does not grow with the file (``ImportLimits.streamed_memory_bytes``, charged once to the
 import's budget):
 
-1. Arrow's CSV reader (``pyarrow.csv.open_csv``) gives a block at a time (``_block_bytes``); each is checked and
-   converted by the in-memory import's own code (``parse.parse_table``, ``formats.per_flow.flow_records``) with its rows
-   numbered from the block's first line, so a bad cell is named by file, line and column as before; the
-   canonical rows are appended to the run's Parquet table on disk (what the database then stores). A column
-   whose type changes further down (an integer column with a fraction, a number column with a word) is read
-   again from the start as the wider type, as Arrow's whole-file reader would have read it.
+1. ``stream_blocks`` gives a block at a time (about ``_block_bytes``): Arrow's CSV reader (``pyarrow.csv.open_csv``;
+   a gzip decompressed as it is read), an Arrow IPC file's record batches cut to size, a Parquet file's batches.
+   Each block is checked and converted by the in-memory import's own code (``parse.parse_table``,
+   ``formats.per_flow.flow_records``) with its rows numbered from the block's first (a CSV's line, a table's
+   row), so a bad cell is named by file, row and column as before; the canonical rows are appended to the run's
+   Parquet table on disk (what the database then stores). A CSV column whose type changes further down (an
+   integer column with a fraction, a number column with a word) is read again from the start as the wider type,
+   as Arrow's whole-file reader would have read it. The containers keep their caps: what a gzip, Feather or
+   Parquet file decompresses to counts against ``max_decompressed_bytes`` (not held: it passes on with its
+   block), charged from the metadata before any batch is decompressed where there are some, and a Feather batch
+   too large to decompress within the streamed memory is refused before it is.
 2. DuckDB reads that Parquet back. Per group (collective, size, variant) its count and mean, then the samples
    ORDER BY group, time: a sort that spills to disk past DuckDB's memory limit, streamed past once in Arrow
    batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
@@ -95,7 +100,7 @@ MAX_BLOCK_BYTES = 8 << 20
 MIN_BLOCK_BYTES = 64 << 10
 # Rows of a sorted result fetched from DuckDB at a time.
 FETCH_ROWS = 1 << 18
-# Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the CSV
+# Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the table
 # being checked, a fetched batch and Arrow's buffers.
 DUCKDB_SHARE = 0.35
 DELAY_ROWS_IN_MEMORY = 4_000_000
