@@ -130,10 +130,10 @@ def _readable(file_name: str) -> Iterator[None]:
         raise ResultFileError(f"{file_name}: not a readable Feather/Arrow file ({error})") from error
 
 
-def batch_sizes(source: bytes | memoryview | Path, head: bytes) -> Iterator[tuple[int, int]]:
+def batch_sizes(source: bytes | memoryview | Path, head: bytes, file_name: str) -> Iterator[tuple[int, int]]:
     """(rows, bytes once decompressed) of each dictionary and record batch the reader will decode, from their
     metadata alone (``head``: the file's first bytes)."""
-    with _opened(source) as opened:
+    with _readable(file_name), _opened(source) as opened:
         messages = _file_messages(opened) if head.startswith(FILE_MAGIC) else _stream_messages(opened)
         for message in messages:
             yield _batch_size(message)
@@ -143,7 +143,7 @@ def read_arrow_ipc(source: bytes | memoryview | Path, head: bytes, file_name: st
     """The table of an Arrow IPC file or stream (``head``: its first bytes), once its rows and decompressed
     bytes are charged to ``budget`` (``ResultFileTooLarge`` past its caps, before anything is decompressed)."""
     with _readable(file_name):
-        for rows, size in batch_sizes(source, head):
+        for rows, size in batch_sizes(source, head, file_name):
             budget.count_rows(rows, file_name)
             budget.decompressed(size, file_name)
         with _opened(source) as opened:
@@ -164,7 +164,7 @@ def streamed_batches(
     larger than ``max_batch_bytes`` once decompressed refused, before any is decompressed. Read from the file,
     not mapped, so that what was read leaves memory with its batch."""
     with _readable(file_name):
-        for _, size in batch_sizes(path, head):
+        for _, size in batch_sizes(path, head, file_name):
             if size > max_batch_bytes:
                 raise ResultFileTooLarge(
                     f"{file_name}: a record batch decompresses to {size} bytes, more than the {max_batch_bytes} "

@@ -46,10 +46,10 @@ def is_large(path: Path, head: bytes, above_bytes: int) -> bool:
                 declared = int.from_bytes(file.read(4), "little")
             return (large or declared > above_bytes) and _is_csv(_gunzipped_head(head))
         if head.startswith(ARROW_MAGIC):
-            return large or sum(size for _, size in arrow_ipc.batch_sizes(path, head)) > above_bytes
+            return large or sum(size for _, size in arrow_ipc.batch_sizes(path, head, path.name)) > above_bytes
         if head.startswith(parquet_input.MAGIC):
             return large or parquet_input.decoded_bytes(path, path.name) > above_bytes
-    except (ResultFileError, ValueError, OSError, IndexError):
+    except (ResultFileError, OSError):
         return False  # unreadable: the in-memory import names what is wrong
     return large and _is_csv(head)
 
