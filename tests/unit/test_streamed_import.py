@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.feather as feather
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
@@ -188,8 +189,8 @@ CONTAINERS = ["csv.gz", "feather", "parquet"]
 
 
 def written_as(table: pa.Table, path: Path, container: str) -> Path:
-    """``table`` as a gzip CSV, a Feather file compressed with zstd (batches of 4,096 rows) or a Parquet file
-    (row groups of 10,000 rows) at ``path``, its name ending in the container's."""
+    """``table`` as a gzip CSV, a Feather file compressed with zstd or an Arrow IPC stream with LZ4 (batches of
+    4,096 rows) or a Parquet file (row groups of 10,000 rows) at ``path``, its name ending in the container's."""
     path = path.with_name(f"{path.stem}.{container}")
     if container == "csv.gz":
         text = io.BytesIO()
@@ -197,12 +198,16 @@ def written_as(table: pa.Table, path: Path, container: str) -> Path:
         path.write_bytes(gzip.compress(text.getvalue()))
     elif container == "feather":
         feather.write_feather(table, path, compression="zstd", chunksize=4096)
+    elif container == "arrows":
+        with ipc.new_stream(str(path), table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as stream:
+            for batch in table.to_batches(max_chunksize=4096):
+                stream.write_batch(batch)
     else:
         pq.write_table(table, path, row_group_size=10_000)
     return path
 
 
-@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("container", [*CONTAINERS, "arrows"])
 def test_gzip_feather_and_parquet_summaries_equal_the_in_memory_ones(tmp_path, container):
     table, planted = planted_per_iteration(tmp_path / "pipeline.csv")
     path = written_as(table, tmp_path / "pipeline", container)

@@ -70,7 +70,9 @@ def _is_csv(head: bytes) -> bool:
     )
 
 
-def blocks_of(path: Path, file_name: str, budget: ImportBudget, block_bytes: int):
+def blocks_of(
+    path: Path, file_name: str, budget: ImportBudget, block_bytes: int
+) -> "CsvBlocks | ArrowBlocks | ParquetBlocks | None":
     """The file's block source, None when it is no table (a gzip of anything but a CSV)."""
     with path.open("rb") as file:
         head = file.read(HEAD_BYTES)
