@@ -106,6 +106,12 @@ class CsvBlocks:
     def _binary(self) -> io.RawIOBase:
         return _Gunzipped(self) if self.gzipped else self.path.open("rb", buffering=0)
 
+    def _native(self) -> pa.NativeFile:
+        if not self.gzipped:
+            return pa.OSFile(str(self.path))
+        # Buffered: Arrow takes each read as a block, and a chunk of gzip is smaller than one.
+        return pa.PythonFile(io.BufferedReader(_Gunzipped(self)), mode="r")
+
     def _text(self) -> TextIO:
         return io.TextIOWrapper(io.BufferedReader(self._binary()), encoding="utf-8", errors="replace", newline="")
 
@@ -133,8 +139,7 @@ class CsvBlocks:
         )
         try:
             with (
-                # Buffered: Arrow takes each read as a block, and a chunk of gzip is smaller than one.
-                pa.PythonFile(io.BufferedReader(self._binary()), mode="r") as file,
+                self._native() as file,
                 pacsv.open_csv(
                     file,
                     read_options=pacsv.ReadOptions(block_size=self.block_bytes),
