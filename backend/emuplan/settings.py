@@ -106,7 +106,8 @@ class Settings(BaseSettings):
     streamed_import_above_bytes: int = Field(
         default=256 * 1024 * 1024,
         gt=0,
-        description="A per-iteration or per-flow CSV larger than this is imported streamed, in bounded memory.",
+        description="A per-iteration or per-flow table (CSV, gzip CSV, Feather, Parquet) larger than this on disk or "
+        "decompressed is imported streamed, in bounded memory.",
     )
     streamed_import_memory_bytes: int = Field(
         default=1024 * 1024 * 1024,

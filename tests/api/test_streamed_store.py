@@ -1,6 +1,7 @@
 """A huge upload imported streamed (results/streamed.py) is stored from disk in parts and reads back, through
 the store and the API, as the in-memory import would have stored it."""
 
+import gzip
 import io
 
 import pyarrow.parquet as pq
@@ -60,3 +61,21 @@ def test_upload_over_the_threshold_is_streamed_and_answers_as_before(database_ur
         refused = client.post("/api/runs", files={"file": ("bad.csv", bad.encode(), "text/csv")})
         assert refused.status_code == 400
         assert refused.json()["detail"] == "bad.csv: line 50, column 'iteration': 'three' is not a number"
+
+
+def test_a_gzip_upload_over_the_threshold_is_streamed_and_a_gzip_bomb_still_answers_413(database_url, flows_csv):
+    settings = Settings(
+        database_url=database_url, demo=False, streamed_import_above_bytes=1000, max_decompressed_bytes=5_000_000
+    )
+    with TestClient(create_app(settings)) as client:
+        compressed = gzip.compress(flows_csv.read_bytes())
+        answer = client.post("/api/runs", files={"file": ("flows.csv.gz", compressed, "application/gzip")})
+        assert answer.status_code == 201, answer.text
+        run = answer.json()
+        assert (run["source_format"], run["sample_count"], run["ranks"]) == ("per-flow", 400, 8)
+        bomb = gzip.compress(b"size,time_ms,collective\n" + b"1024,1.0,all_reduce\n" * 1_000_000)
+        refused = client.post("/api/runs", files={"file": ("bomb.csv.gz", bomb, "application/gzip")})
+        assert refused.status_code == 413
+        assert refused.json()["detail"] == (
+            "bomb.csv.gz: decompresses to more than 5000000 bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
+        )

@@ -1,17 +1,22 @@
 """results/streamed.py: a huge CSV read a block at a time and summarised from DuckDB's sort gives the summary
 the in-memory import gives, exactly for every order statistic, and names a bad cell as it does."""
 
+import gzip
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.feather as feather
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import pytest
 
 from emuplan.results import streamed
-from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.canonical import ResultFileError
+from emuplan.results.budget import POOL, ImportBudget, ImportLimits
+from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import summarise
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
@@ -178,3 +183,113 @@ def test_small_files_gzip_and_other_formats_stay_in_memory(tmp_path):
     assert [streamed.streams(path, None, budget) for path in (small, large, log)] == [False, True, False]
     assert not streamed.streams(large, "kai-summary", budget)
     assert not streamed.streams(large.read_bytes(), None, budget)
+
+
+CONTAINERS = ["csv.gz", "feather", "parquet"]
+
+
+def written_as(table: pa.Table, path: Path, container: str) -> Path:
+    """``table`` as a gzip CSV, a Feather file compressed with zstd or an Arrow IPC stream with LZ4 (batches of
+    4,096 rows) or a Parquet file (row groups of 10,000 rows) at ``path``, its name ending in the container's."""
+    path = path.with_name(f"{path.stem}.{container}")
+    if container == "csv.gz":
+        text = io.BytesIO()
+        pacsv.write_csv(table, text, write_options=pacsv.WriteOptions(quoting_style="none"))
+        path.write_bytes(gzip.compress(text.getvalue()))
+    elif container == "feather":
+        feather.write_feather(table, path, compression="zstd", chunksize=4096)
+    elif container == "arrows":
+        with ipc.new_stream(str(path), table.schema, options=ipc.IpcWriteOptions(compression="lz4")) as stream:
+            for batch in table.to_batches(max_chunksize=4096):
+                stream.write_batch(batch)
+    else:
+        pq.write_table(table, path, row_group_size=10_000)
+    return path
+
+
+@pytest.mark.parametrize("container", [*CONTAINERS, "arrows"])
+def test_gzip_feather_and_parquet_summaries_equal_the_in_memory_ones(tmp_path, container):
+    table, planted = planted_per_iteration(tmp_path / "pipeline.csv")
+    path = written_as(table, tmp_path / "pipeline", container)
+    # Streamed when the file or its content once decompressed passes the threshold.
+    decompressed = len((tmp_path / "pipeline.csv").read_bytes()) if container == "csv.gz" else table.nbytes
+    assert path.stat().st_size < decompressed // 2
+    with ImportBudget(ImportLimits(streamed_above_bytes=path.stat().st_size)) as budget:
+        assert streamed.streams(path, None, budget)
+    with ImportBudget(ImportLimits(streamed_above_bytes=decompressed + 1000)) as budget:
+        assert not streamed.streams(path, None, budget)
+    got, result = streamed_summary(path)
+    assert result.row_counts == {"samples": 40_000}
+    assert_same(in_memory_summary(path), got)
+    assert got["overall"]["max_us"] == 60_000_000.0
+
+
+def test_a_gzip_csv_without_an_iteration_column_numbers_its_rows_across_blocks_as_in_memory(tmp_path):
+    table, _ = planted_per_iteration(tmp_path / "pipeline.csv")
+    path = written_as(table.drop_columns(["Iteration"]), tmp_path / "pipeline", "csv.gz")
+    got, result = streamed_summary(path)
+    assert result.row_counts == {"samples": 40_000}
+    assert_same(in_memory_summary(path), got)
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_per_flow_gzip_feather_and_parquet_summaries_equal_the_in_memory_ones(tmp_path, container):
+    path = written_as(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), tmp_path / "flows", container)
+    got, result = streamed_summary(path)
+    assert (result.row_counts, result.ranks) == ({"flows": 6400, "samples": 400}, 8)
+    assert_same(in_memory_summary(path), got)
+
+
+@pytest.mark.parametrize(
+    ("container", "where"), [("csv.gz", "line 30001"), ("feather", "row 30000"), ("parquet", "row 30000")]
+)
+def test_a_bad_cell_far_down_a_container_is_named_as_in_memory(tmp_path, container, where):
+    table, _ = planted_per_iteration(tmp_path / "pipeline.csv")
+    times = table["Completion Time (ms)"].to_pylist()
+    times[29_999] = "fast"
+    table = table.set_column(3, "Completion Time (ms)", pa.array([str(value) for value in times]))
+    path = written_as(table, tmp_path / "pipeline", container)
+    with pytest.raises(ResultFileError) as in_memory:
+        parse_result_file(path, path.name)
+    with pytest.raises(ResultFileError) as streaming:
+        streamed_summary(path)
+    assert str(streaming.value) == str(in_memory.value)
+    assert str(streaming.value) == f"{path.name}: {where}, column 'Completion Time (ms)': 'fast' is not a number"
+
+
+def bomb(rows: int) -> pa.Table:
+    """``rows`` identical trials: a few KB compressed, whatever ``rows``."""
+    collectives = pa.DictionaryArray.from_arrays(np.zeros(rows, dtype=np.int32), ["all_reduce"])
+    return pa.table({"size": np.full(rows, 1024), "time_ms": np.ones(rows), "collective": collectives})
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_a_compressed_bomb_streamed_is_still_refused_at_the_decompressed_cap(tmp_path, container):
+    path = written_as(bomb(2_000_000), tmp_path / "bomb", container)
+    assert path.stat().st_size < 1_000_000  # a tenth of the cap it passes
+    caps = ImportLimits(max_decompressed_bytes=10_000_000, streamed_above_bytes=0, streamed_memory_bytes=256 << 20)
+    allocated = pa.total_allocated_bytes()
+    with ImportBudget(caps) as budget, pytest.raises(ResultFileTooLarge) as refused:
+        assert streamed.streams(path, None, budget)
+        with streamed.streamed_result_file(path, path.name, None, None, None, budget):
+            pass
+    assert str(refused.value).startswith(f"{path.name}: decompresses to more than 10000000 bytes")
+    if container != "csv.gz":  # refused from the metadata, before anything is decompressed
+        assert pa.total_allocated_bytes() == allocated
+    assert POOL.reserved == 0
+
+
+def test_a_feather_batch_too_large_to_decompress_in_the_streamed_memory_is_refused_before_it_is(tmp_path):
+    path = tmp_path / "one-batch.feather"
+    feather.write_feather(bomb(2_000_000), path, compression="zstd", chunksize=2_000_000)
+    caps = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=64 << 20)
+    with (
+        ImportBudget(caps) as budget,
+        pytest.raises(ResultFileTooLarge) as refused,
+        streamed.streamed_result_file(path, path.name, None, None, None, budget),
+    ):
+        pass
+    assert str(refused.value) == (
+        "one-batch.feather: a record batch decompresses to 40000000 bytes, more than the 8388608 a streamed import "
+        "reads at a time (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES): write it in smaller batches"
+    )

@@ -13,13 +13,14 @@ fields, so the few read here are read directly.
 
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from emuplan.results.budget import ImportBudget, ImportsBusy
-from emuplan.results.canonical import ResultFileError
+from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 
 FILE_MAGIC = b"ARROW1"
 # The file's end: the footer's length (int32) and the magic.
@@ -118,21 +119,63 @@ def _opened(source: bytes | memoryview | Path) -> pa.NativeFile:
     return pa.memory_map(str(source)) if isinstance(source, Path) else pa.BufferReader(source)
 
 
-def read_arrow_ipc(source: bytes | memoryview | Path, head: bytes, file_name: str, budget: ImportBudget) -> pa.Table:
-    """The table of an Arrow IPC file or stream (``head``: its first bytes), once its rows and decompressed
-    bytes are charged to ``budget`` (``ResultFileTooLarge`` past its caps, before anything is decompressed)."""
-    is_file = head.startswith(FILE_MAGIC)
+@contextmanager
+def _readable(file_name: str) -> Iterator[None]:
     try:
-        with _opened(source) as opened:
-            for message in _file_messages(opened) if is_file else _stream_messages(opened):
-                rows, size = _batch_size(message)
-                budget.count_rows(rows, file_name)
-                budget.decompressed(size, file_name)
-        with _opened(source) as opened:
-            reader = ipc.open_file(opened) if is_file else ipc.open_stream(opened)
-            return reader.read_all()
+        yield
     except (ResultFileError, ImportsBusy):
         raise
     except (pa.ArrowInvalid, OSError, ValueError, struct.error, IndexError, TypeError) as error:
         # Metadata that point outside the file, or that Arrow refuses.
         raise ResultFileError(f"{file_name}: not a readable Feather/Arrow file ({error})") from error
+
+
+def batch_sizes(source: bytes | memoryview | Path, head: bytes, file_name: str) -> Iterator[tuple[int, int]]:
+    """(rows, bytes once decompressed) of each dictionary and record batch the reader will decode, from their
+    metadata alone (``head``: the file's first bytes)."""
+    with _readable(file_name), _opened(source) as opened:
+        messages = _file_messages(opened) if head.startswith(FILE_MAGIC) else _stream_messages(opened)
+        for message in messages:
+            yield _batch_size(message)
+
+
+def read_arrow_ipc(source: bytes | memoryview | Path, head: bytes, file_name: str, budget: ImportBudget) -> pa.Table:
+    """The table of an Arrow IPC file or stream (``head``: its first bytes), once its rows and decompressed
+    bytes are charged to ``budget`` (``ResultFileTooLarge`` past its caps, before anything is decompressed)."""
+    with _readable(file_name):
+        for rows, size in batch_sizes(source, head, file_name):
+            budget.count_rows(rows, file_name)
+            budget.decompressed(size, file_name)
+        with _opened(source) as opened:
+            reader = ipc.open_file(opened) if head.startswith(FILE_MAGIC) else ipc.open_stream(opened)
+            return reader.read_all()
+
+
+def schema_of(path: Path, head: bytes, file_name: str) -> pa.Schema:
+    with _readable(file_name), pa.OSFile(str(path)) as opened:
+        return (ipc.open_file(opened) if head.startswith(FILE_MAGIC) else ipc.open_stream(opened)).schema
+
+
+def streamed_batches(
+    path: Path, head: bytes, file_name: str, budget: ImportBudget, max_batch_bytes: int
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of a huge Arrow IPC file or stream one at a time (``results.streamed``): every batch's
+    decompressed bytes charged to ``budget``'s cap first (not held: a batch is let go once read), and a batch
+    larger than ``max_batch_bytes`` once decompressed refused, before any is decompressed. Read from the file,
+    not mapped, so that what was read leaves memory with its batch."""
+    with _readable(file_name):
+        for _, size in batch_sizes(path, head, file_name):
+            if size > max_batch_bytes:
+                raise ResultFileTooLarge(
+                    f"{file_name}: a record batch decompresses to {size} bytes, more than the {max_batch_bytes} "
+                    "a streamed import reads at a time (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES): write it in "
+                    "smaller batches"
+                )
+            budget.decompressed(size, file_name, held=False)
+        with pa.OSFile(str(path)) as opened:
+            if head.startswith(FILE_MAGIC):
+                reader = ipc.open_file(opened)
+                for index in range(reader.num_record_batches):
+                    yield reader.get_batch(index)
+            else:
+                yield from ipc.open_stream(opened)

@@ -33,10 +33,11 @@ ROW_BYTES = 80
 # What Python's objects for a JSON document take at most, per byte of it: an array of empty objects, 25.
 JSON_BYTES_PER_BYTE = 26
 RETRY_AFTER_S = 10
-# A per-iteration or per-flow CSV larger than this is imported streamed (``results.streamed``), in
-# ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M rows (256 MiB) the in-memory import holds ~0.6 GB.
+# A per-iteration or per-flow table (CSV, gzip CSV, Feather, Parquet) larger than this on disk or decompressed is
+# imported streamed (``results.streamed``), in ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M rows
+# (256 MiB of CSV) the in-memory import holds ~0.6 GB.
 DEFAULT_STREAMED_ABOVE_BYTES = 256 * 1024**2
-# What a streamed import holds at most (DuckDB's sort before it spills, a block of the CSV being checked, a
+# What a streamed import holds at most (DuckDB's sort before it spills, a block of the table being checked, a
 # fetched batch): with the server's own ~0.3 GB, its peak stays under 1.5 GB.
 DEFAULT_STREAMED_MEMORY_BYTES = 1024**3
 
@@ -121,15 +122,18 @@ class ImportBudget:
         self._floor = max(self._floor, floor)
         self._reserve_up_to(max(self.held_bytes, self._floor), what)
 
-    def decompressed(self, nbytes: int, file_name: str) -> None:
-        """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap."""
+    def decompressed(self, nbytes: int, file_name: str, *, held: bool = True) -> None:
+        """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap.
+        ``held=False``: content a streamed import passes on a block at a time (``results.streamed``), which
+        counts against the cap but not again in the pool (the streamed import's memory is held once)."""
         if self.decompressed_bytes + nbytes > self.limits.max_decompressed_bytes:
             raise ResultFileTooLarge(
                 f"{file_name}: decompresses to more than {self.limits.max_decompressed_bytes} bytes "
                 "(EMUPLAN_MAX_DECOMPRESSED_BYTES)"
             )
         self.decompressed_bytes += nbytes
-        self.holds(nbytes, file_name)
+        if held:
+            self.holds(nbytes, file_name)
 
     def count_rows(self, rows: int, file_name: str) -> None:
         """``rows`` more rows, before the import builds anything from them; 413 past the per-import cap."""

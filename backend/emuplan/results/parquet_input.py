@@ -7,6 +7,8 @@ width values at their width, text as the dictionary it is read into); the batche
 against it as they come, so a footer that understates them is refused a batch past it.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +19,8 @@ from emuplan.results.canonical import ResultFileError
 
 MAGIC = b"PAR1"
 BATCH_ROWS = 65536
+# What a streamed read buffers of a column chunk at a time.
+STREAM_BUFFER_BYTES = 1 << 20
 # Bytes a value takes once decoded, by physical type; text is read as dictionary indices.
 VALUE_BYTES = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8, "BYTE_ARRAY": 4}
 
@@ -32,25 +36,67 @@ def _decoded_bytes(metadata: pq.FileMetaData) -> int:
     return total
 
 
+def _opened(source: bytes | memoryview | Path, *, mapped: bool = True, **options) -> pq.ParquetFile:
+    """The file with its text columns read as dictionaries (as a CSV's are); ``mapped=False``: read from the
+    file, so that what was read leaves memory with its batch."""
+    if isinstance(source, Path):
+        opened = pa.memory_map(str(source)) if mapped else pa.OSFile(str(source))
+    else:
+        opened = pa.BufferReader(source)
+    stored = pq.ParquetFile(opened, pre_buffer=False, **options)
+    text = [field.name for field in stored.schema_arrow if pa.types.is_string(field.type)]
+    return pq.ParquetFile(opened, pre_buffer=False, read_dictionary=text, **options)
+
+
+@contextmanager
+def _readable(file_name: str) -> Iterator[None]:
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ResultFileError(f"{file_name}: not a readable Parquet file ({error})") from error
+
+
+def decoded_bytes(path: Path, file_name: str) -> int:
+    """What the file's table takes once read, by its footer."""
+    with _readable(file_name):
+        return _decoded_bytes(_opened(path).metadata)
+
+
+def schema_of(path: Path, file_name: str) -> pa.Schema:
+    with _readable(file_name):
+        return _opened(path).schema_arrow
+
+
+def _charged_batches(stored: pq.ParquetFile, file_name: str, budget: ImportBudget, batch_rows: int, held: bool):
+    """The batches, their decoded size charged from the footer before any page is read, and any batch that
+    takes more than the footer said charged before the next is read."""
+    declared = _decoded_bytes(stored.metadata)
+    budget.decompressed(declared, file_name, held=held)
+    read = 0
+    for batch in stored.iter_batches(batch_size=batch_rows, use_threads=False):
+        read += batch.nbytes
+        if read > declared:
+            budget.decompressed(read - declared, file_name, held=held)
+            declared = read
+        yield batch
+
+
 def read_parquet(source: bytes | memoryview | Path, file_name: str, budget: ImportBudget) -> pa.Table:
     """The table of a Parquet file, its rows and decoded size charged to ``budget`` before it is read
     (``ResultFileTooLarge`` past its caps)."""
-    opened = pa.memory_map(str(source)) if isinstance(source, Path) else pa.BufferReader(source)
-    try:
-        with opened:
-            stored = pq.ParquetFile(opened, pre_buffer=False)
-            text = [field.name for field in stored.schema_arrow if pa.types.is_string(field.type)]
-            stored = pq.ParquetFile(opened, pre_buffer=False, read_dictionary=text)
-            budget.count_rows(stored.metadata.num_rows, file_name)
-            declared = _decoded_bytes(stored.metadata)
-            budget.decompressed(declared, file_name)
-            batches, read = [], 0
-            for batch in stored.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
-                read += batch.nbytes
-                if read > declared:
-                    budget.decompressed(read - declared, file_name)
-                    declared = read
-                batches.append(batch)
-            return pa.Table.from_batches(batches, schema=stored.schema_arrow)
-    except (pa.ArrowInvalid, OSError) as error:
-        raise ResultFileError(f"{file_name}: not a readable Parquet file ({error})") from error
+    with _readable(file_name):
+        stored = _opened(source)
+        budget.count_rows(stored.metadata.num_rows, file_name)
+        batches = list(_charged_batches(stored, file_name, budget, BATCH_ROWS, held=True))
+        return pa.Table.from_batches(batches, schema=stored.schema_arrow)
+
+
+def streamed_batches(path: Path, file_name: str, budget: ImportBudget, batch_bytes: int) -> Iterator[pa.RecordBatch]:
+    """The batches of a huge Parquet file one at a time, about ``batch_bytes`` each by the footer's sizes
+    (``results.streamed``): charged to ``budget``'s decompressed cap as in ``read_parquet``, but not held (a
+    batch is let go once read); pages read through a buffer instead of a column chunk at a time."""
+    with _readable(file_name):
+        stored = _opened(path, mapped=False, buffer_size=STREAM_BUFFER_BYTES)
+        rows = max(1, stored.metadata.num_rows)
+        batch_rows = max(1, min(BATCH_ROWS, batch_bytes * rows // max(1, _decoded_bytes(stored.metadata))))
+        yield from _charged_batches(stored, file_name, budget, batch_rows, held=False)

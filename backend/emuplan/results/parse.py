@@ -147,7 +147,7 @@ def parse_table(
     collective: str | None,
     row_name: tabular.RowName,
 ) -> ParsedResult:
-    """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge CSV's blocks, ``results.streamed``)
+    """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge table's blocks, ``results.streamed``)
     read by its format: ``named``, else the one its columns say."""
     columns = tabular.mapped_columns(table, file_name, column_map)
     entry = table_format(columns, table.column_names, file_name, named)

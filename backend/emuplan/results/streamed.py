@@ -1,21 +1,26 @@
 """Huge result files imported in bounded memory: read a block at a time, stored as they are read, and
 summarised from an out-of-core sort, with the same figures the in-memory import gives.
 
-Which files: a per-iteration or per-flow CSV on disk larger than ``ImportLimits.streamed_above_bytes``
-(EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES). The rest stay in memory: gzip (decompressed whole, under its cap),
-Feather/Arrow IPC and Parquet (read whole under the budget), KAI summaries (a row per size), nccl-tests logs and
-``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by nature) and ns-3
-``fct.txt`` (not streamed yet).
+Which files: a per-iteration or per-flow table on disk — a CSV, a gzip CSV, a Feather/Arrow IPC file or stream,
+a Parquet file — larger than ``ImportLimits.streamed_above_bytes`` (EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) on disk
+or once decompressed (``stream_blocks.is_large``). The rest stay in memory: KAI summaries (a row per size),
+nccl-tests logs and ``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by
+nature), a gzip of anything but a CSV, and ns-3 ``fct.txt`` (not streamed yet).
 
 How, in memory that does not grow with the file (``ImportLimits.streamed_memory_bytes``, charged once to the
 import's budget):
 
-1. Arrow's CSV reader (``pyarrow.csv.open_csv``) gives a block at a time (``_block_bytes``); each is checked and
-   converted by the in-memory import's own code (``parse.parse_table``, ``formats.per_flow.flow_records``) with its rows
-   numbered from the block's first line, so a bad cell is named by file, line and column as before; the
-   canonical rows are appended to the run's Parquet table on disk (what the database then stores). A column
-   whose type changes further down (an integer column with a fraction, a number column with a word) is read
-   again from the start as the wider type, as Arrow's whole-file reader would have read it.
+1. ``stream_blocks`` gives a block at a time (about ``_block_bytes``): Arrow's CSV reader (``pyarrow.csv.open_csv``;
+   a gzip decompressed as it is read), an Arrow IPC file's record batches cut to size, a Parquet file's batches.
+   Each block is checked and converted by the in-memory import's own code (``parse.parse_table``,
+   ``formats.per_flow.flow_records``) with its rows numbered from the block's first (a CSV's line, a table's
+   row), so a bad cell is named by file, row and column as before; the canonical rows are appended to the run's
+   Parquet table on disk (what the database then stores). A CSV column whose type changes further down (an
+   integer column with a fraction, a number column with a word) is read again from the start as the wider type,
+   as Arrow's whole-file reader would have read it. The containers keep their caps: what a gzip, Feather or
+   Parquet file decompresses to counts against ``max_decompressed_bytes`` (not held: it passes on with its
+   block), charged from the metadata before any batch is decompressed where there are some, and a Feather batch
+   too large to decompress within the streamed memory is refused before it is.
 2. DuckDB reads that Parquet back. Per group (collective, size, variant) its count and mean, then the samples
    ORDER BY group, time: a sort that spills to disk past DuckDB's memory limit, streamed past once in Arrow
    batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
@@ -40,22 +45,19 @@ The delay series (time per iteration: every trial above p99.9, each bucket's fas
 and ``stats.delay_series`` draws from those.
 """
 
-import csv
 import os
-import re
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from emuplan.results import headers, tabular
+from emuplan.results import headers, stream_blocks, tabular
 from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import (
     FLOWS_SCHEMA,
@@ -98,13 +100,11 @@ MAX_BLOCK_BYTES = 8 << 20
 MIN_BLOCK_BYTES = 64 << 10
 # Rows of a sorted result fetched from DuckDB at a time.
 FETCH_ROWS = 1 << 18
-# Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the CSV
+# Share of the streamed import's memory DuckDB may use before it spills; the rest holds a block of the table
 # being checked, a fetched batch and Arrow's buffers.
 DUCKDB_SHARE = 0.35
 DELAY_ROWS_IN_MEMORY = 4_000_000
 DELAY_BUCKETS_PER_POINT = 4
-GZIP_OR_CONTAINER_MAGIC = (b"\x1f\x8b", b"ARROW1", b"\xff\xff\xff\xff", b"PAR1", b"\xff\xfe", b"\xfe\xff")
-_CONVERSION_COLUMN = re.compile(r"In CSV column #(\d+)")
 
 
 def parquet_write_options(schema: pa.Schema) -> dict:
@@ -146,16 +146,14 @@ class StreamedResult:
 
 
 def streams(source: object, fmt: str | None, budget: ImportBudget) -> bool:
-    """Whether ``source`` is a file large enough to be read streamed, and could be a CSV table of a streamed
-    format (``streamed_result_file`` then reads its header to tell)."""
+    """Whether ``source`` is a file large enough to be read streamed (``stream_blocks.is_large``: on disk or
+    once decompressed), and could be a table of a streamed format (``streamed_result_file`` then reads its
+    header to tell)."""
     if not isinstance(source, Path) or fmt not in (None, *STREAMED_FORMATS):
-        return False
-    if source.stat().st_size <= budget.limits.streamed_above_bytes:
         return False
     with source.open("rb") as file:
         head = file.read(4096)
-    text = head.lstrip()
-    return not head.startswith(GZIP_OR_CONTAINER_MAGIC) and b"\x00" not in head and not text.startswith((b"{", b"#"))
+    return stream_blocks.is_large(source, head, budget.limits.streamed_above_bytes)
 
 
 @contextmanager
@@ -167,32 +165,24 @@ def streamed_result_file(
     collective: str | None,
     budget: ImportBudget,
 ) -> Iterator[StreamedResult | None]:
-    """The file read into Parquet tables in a temporary directory (deleted on exit), or None when its header
-    is not a per-iteration or per-flow table's (the in-memory import then reads it, and names what is
-    wrong). Raises ``ResultFileError`` naming file, line and column, as the in-memory import does."""
-    with path.open("rb") as file:
-        head = file.read(65536)
-    delimiter = tabular.sniff_delimiter(head)
-    detected = _header_format(path, delimiter, column_map)
+    """The file read into Parquet tables in a temporary directory (deleted on exit), or None when it is not a
+    per-iteration or per-flow table (the in-memory import then reads it, and names what is wrong). Raises
+    ``ResultFileError`` naming file, row (a CSV's line) and column, as the in-memory import does."""
+    memory_bytes = budget.limits.streamed_memory_bytes
+    source = stream_blocks.blocks_of(path, file_name, budget, _block_bytes(memory_bytes))
+    detected = None if source is None else _header_format(source.names, column_map)
     fmt = fmt or detected
     if detected is None or fmt not in STREAMED_FORMATS:
         yield None
         return
-    memory_bytes = budget.limits.streamed_memory_bytes
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
         result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes)
-        _read_blocks(result, path, delimiter, file_name, column_map, collective)
+        _read_blocks(result, source, file_name, column_map, collective)
         yield result
 
 
-def _header_names(path: Path, delimiter: str) -> list[str]:
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
-        return next(csv.reader(file, delimiter=delimiter), [])
-
-
-def _header_format(path: Path, delimiter: str, column_map: dict[str, str] | None) -> str | None:
-    names = _header_names(path, delimiter)
+def _header_format(names: list[str], column_map: dict[str, str] | None) -> str | None:
     try:
         columns = headers.map_columns(names, column_map)
     except ValueError:
@@ -200,97 +190,55 @@ def _header_format(path: Path, delimiter: str, column_map: dict[str, str] | None
     return next((e.name for e in DETECTION_ORDER if e.kind == "table" and format_module(e).recognises(columns)), None)
 
 
-def _read_blocks(result, path, delimiter, file_name, column_map, collective) -> None:
+def _read_blocks(result, source, file_name, column_map, collective) -> None:
     """Every block checked and appended to the Parquet tables; read again from the start with wider column
-    types when a block does not fit the types the first one showed."""
-    column_types: dict[str, pa.DataType] = {}
+    types when a CSV's block does not fit the types the first one showed."""
     while True:
         try:
-            _read_blocks_as(result, path, delimiter, file_name, column_map, collective, column_types)
+            _read_blocks_once(result, source, file_name, column_map, collective)
             return
         except pa.ArrowInvalid as error:
-            widened = _widened(str(error), path, delimiter, column_types)
-            if widened is None:
+            if not source.widened(str(error)):
                 raise
-            column_types = widened
 
 
-def _widened(message: str, path: Path, delimiter: str, column_types: dict) -> dict | None:
-    """The column types to read with after Arrow's ``message`` about a block: the column it names one step
-    wider (integer → float64 → text); None when it names none (a malformed row) or is text already."""
-    found = _CONVERSION_COLUMN.search(message)
-    if found is None:
-        return None
-    name = _header_names(path, delimiter)[int(found.group(1))]
-    current = column_types.get(name, pa.int64())
-    if pa.types.is_string(current):
-        return None
-    return {**column_types, name: pa.float64() if pa.types.is_integer(current) else pa.string()}
-
-
-def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, column_types) -> None:
-    bad_rows: list[str] = []
-
-    def on_invalid_row(row) -> str:
-        where = f"line {row.number}" if row.number is not None else _line_with_field_count(path, delimiter, row)
-        bad_rows.append(
-            f"{file_name}: {where} has {row.actual_columns} fields where the header has {row.expected_columns}"
-        )
-        return "error"
-
-    convert = pacsv.ConvertOptions(
-        null_values=tabular.CONVERT_OPTIONS.null_values,
-        strings_can_be_null=False,
-        auto_dict_encode=True,
-        column_types=column_types,
-    )
+def _read_blocks_once(result, source, file_name, column_map, collective) -> None:
     kind = "flows" if result.source_format == PER_FLOW else "samples"
     schema = FLOWS_SCHEMA if kind == "flows" else SAMPLES_SCHEMA
     target = result.directory / f"{kind}.parquet"
     table_reader = _FlowBlocks(result, file_name, column_map, collective) if kind == "flows" else None
     order = {name: {} for name in ("collective", "size_bytes", "variant")}
+    mapped = _mapped(source.names, column_map, file_name)
     rows = 0
-    try:
-        with (
-            pa.OSFile(str(path)) as file,
-            pacsv.open_csv(
-                file,
-                read_options=pacsv.ReadOptions(block_size=_block_bytes(result.memory_bytes)),
-                parse_options=pacsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid_row),
-                convert_options=convert,
-            ) as reader,
-            pq.ParquetWriter(str(target), schema, **parquet_write_options(schema)) as writer,
-        ):
-            mapped = _mapped(reader.schema.names, column_map, file_name)
-            for batch in reader:
-                block = pa.Table.from_batches([batch])
-                first = rows
+    with (
+        closing(source.batches()) as batches,
+        pq.ParquetWriter(str(target), schema, **parquet_write_options(schema)) as writer,
+    ):
+        for batch in batches:
+            block = pa.Table.from_batches([batch])
+            first = rows
 
-                def row_name(index: int, first: int = first) -> str:
-                    return tabular.csv_line(first + index)
+            def row_name(index: int, first: int = first) -> str:
+                return source.row_name(first + index)
 
-                if block.num_rows == 0:
-                    continue
-                if table_reader is not None:
-                    canonical = table_reader.flows(block, row_name)
-                else:
-                    parsed = parse_table(block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name)
-                    canonical = parsed.samples
-                    if "iteration" not in mapped:  # the row order is the iteration order, across blocks
-                        iterations = pc.add(canonical["iteration"], first)
-                        canonical = canonical.set_column(0, "iteration", iterations)
-                    _add_warnings(result, parsed.warnings)
-                    _note_first_appearances(order, canonical)
-                writer.write_table(canonical)
-                rows += block.num_rows
-                del block, canonical
-                # Arrow's allocator keeps what a block freed for a second before handing it back: resident
-                # under every later block and DuckDB's sort. Handed back at once.
-                pa.default_memory_pool().release_unused()
-    except pa.ArrowInvalid as error:
-        if bad_rows:
-            raise ResultFileError(bad_rows[0]) from error
-        raise
+            if block.num_rows == 0:
+                continue
+            if table_reader is not None:
+                canonical = table_reader.flows(block, row_name)
+            else:
+                parsed = parse_table(block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name)
+                canonical = parsed.samples
+                if "iteration" not in mapped:  # the row order is the iteration order, across blocks
+                    iterations = pc.add(canonical["iteration"], first)
+                    canonical = canonical.set_column(0, canonical.schema.field(0), iterations)
+                _add_warnings(result, parsed.warnings)
+                _note_first_appearances(order, canonical)
+            writer.write_table(canonical)
+            rows += block.num_rows
+            del batch, block, canonical
+            # Arrow's allocator keeps what a block freed for a second before handing it back: resident
+            # under every later block and DuckDB's sort. Handed back at once.
+            pa.default_memory_pool().release_unused()
     if rows == 0:
         raise ResultFileError(f"{file_name}: the header has no data rows under it")
     result.tables[kind] = target
@@ -303,16 +251,6 @@ def _read_blocks_as(result, path, delimiter, file_name, column_map, collective, 
 
 def _block_bytes(memory_bytes: int) -> int:
     return max(MIN_BLOCK_BYTES, min(MAX_BLOCK_BYTES, memory_bytes // 128))
-
-
-def _line_with_field_count(path: Path, delimiter: str, row) -> str:
-    """Error path only: the first line with ``row``'s field count (Arrow's parallel reader does not number
-    rows), the file read a line at a time."""
-    with path.open("r", encoding="utf-8", errors="replace", newline="") as file:
-        for number, fields in enumerate(csv.reader(file, delimiter=delimiter), start=1):
-            if number > 1 and len(fields) == row.actual_columns:
-                return f"line {number}"
-    return "a line"
 
 
 def _mapped(names: list[str], column_map, file_name: str) -> dict:

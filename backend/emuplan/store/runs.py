@@ -459,7 +459,7 @@ def import_result_file(
     digest when the caller already has it (hashed while the upload streamed in); ``budget``: the import's
     memory account (``parse_result_file``), which then caps instead of ``max_decompressed_bytes``.
 
-    A CSV large enough (``results.streamed``) is read a block at a time into Parquet on disk and summarised from
+    A table large enough (``results.streamed``) is read a block at a time into Parquet on disk and summarised from
     there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
     starts only after them."""
     if budget is None:
