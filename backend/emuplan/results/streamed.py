@@ -56,11 +56,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from emuplan.results import headers, tabular
-from emuplan.results.budget import ImportBudget
+from emuplan.results.budget import DEFAULT_STREAMED_MEMORY_BYTES, ImportBudget, ImportDiskFull
 from emuplan.results.canonical import (
     FLOWS_SCHEMA,
     SAMPLES_SCHEMA,
     ResultFileError,
+    ResultFileTooLarge,
     samples_table,
 )
 from emuplan.results.formats import BY_NAME, DETECTION_ORDER, PER_FLOW, PER_ITERATION, format_module, per_flow
@@ -138,6 +139,7 @@ class StreamedResult:
     row_counts: dict[str, int]
     directory: Path
     memory_bytes: int
+    file_name: str = ""
     ranks: int | None = None
     hosts: int | None = None
     warnings: list[str] = field(default_factory=list)
@@ -181,7 +183,7 @@ def streamed_result_file(
     memory_bytes = budget.limits.streamed_memory_bytes
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
-        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes)
+        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
         _read_blocks(result, path, delimiter, file_name, column_map, collective)
         yield result
 
@@ -405,6 +407,10 @@ def _parquet(path: Path) -> str:
 
 @contextmanager
 def _duckdb(result: StreamedResult):
+    """A DuckDB connection in the import's memory, spilling under its directory; DuckDB running out of either
+    raised as the domain's errors: out of memory ``ResultFileTooLarge`` (413), the spill's disk full
+    ``ImportDiskFull`` (507). DuckDB says a full disk as out of memory ("failed to offload … the
+    'max_temp_directory_size' setting", which defaults to the disk's free space) or as an IO error."""
     import duckdb
 
     spill = result.directory / "duckdb-spill"
@@ -419,8 +425,25 @@ def _duckdb(result: StreamedResult):
     connection.sql("SET enable_progress_bar = false")  # it draws on the server's terminal otherwise
     try:
         yield connection
+    except duckdb.OutOfMemoryException as error:
+        if "max_temp_directory_size" in str(error):
+            raise _disk_full(result) from error
+        raise ResultFileTooLarge(
+            f"{result.file_name}: summarising it takes more than the {result.memory_bytes} bytes of memory a "
+            f"streamed import may hold (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is "
+            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and import the file again"
+        ) from error
+    except duckdb.IOException as error:
+        raise _disk_full(result) from error
     finally:
         connection.close()
+
+
+def _disk_full(result: StreamedResult) -> ImportDiskFull:
+    return ImportDiskFull(
+        f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space while the import's sort "
+        "spilled to it: free space there, or set TMPDIR to a larger disk, and import the file again"
+    )
 
 
 KEY = "collective, size_bytes, variant"
