@@ -43,11 +43,13 @@ and ``stats.delay_series`` draws from those.
 import csv
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +64,7 @@ from emuplan.results.canonical import (
     SAMPLES_SCHEMA,
     ResultFileError,
     ResultFileTooLarge,
+    renamed_text,
     samples_table,
 )
 from emuplan.results.formats import BY_NAME, DETECTION_ORDER, PER_FLOW, PER_ITERATION, format_module, per_flow
@@ -399,6 +402,57 @@ class _FlowBlocks:
         result.tables["samples"] = target
         result.row_counts["samples"] = rows
         result.key_order = {"collective": [collective], "size_bytes": [None], "variant": [""]}
+
+
+@contextmanager
+def stored_result(
+    source_format: str,
+    open_table: Callable[[str], AbstractContextManager[BinaryIO]],
+    kinds: list[str],
+    collectives: dict[str, str],
+    *,
+    file_name: str,
+    ranks: int | None,
+    hosts: int | None,
+    budget: ImportBudget,
+) -> Iterator[StreamedResult]:
+    """A stored run's Parquet tables (``open_table(kind)`` for each of ``kinds``; ``samples`` first) copied to a
+    temporary directory (deleted on exit) for ``summarise_streamed``, the samples a row group at a time with
+    each collective renamed by ``collectives`` (old name → new): a huge run summarised again in the streamed
+    import's memory, charged to ``budget``, never whole."""
+    memory_bytes = budget.limits.streamed_memory_bytes
+    budget.holds(memory_bytes, file_name)
+    with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
+        result = StreamedResult(source_format, {}, {}, Path(directory), memory_bytes, file_name, ranks, hosts)
+        for kind in kinds:
+            target = result.directory / f"{kind}.parquet"
+            with open_table(kind) as stored:
+                if kind == "samples":
+                    result.row_counts[kind], result.key_order = _samples_renamed(stored, target, collectives)
+                else:
+                    with target.open("wb") as copy:
+                        shutil.copyfileobj(stored, copy, MAX_BLOCK_BYTES)
+                    result.row_counts[kind] = pq.ParquetFile(target).metadata.num_rows
+            result.tables[kind] = target
+        yield result
+
+
+def _samples_renamed(stored: BinaryIO, target: Path, collectives: dict[str, str]) -> tuple[int, dict[str, list]]:
+    """The samples Parquet ``stored`` written to ``target`` with its collectives renamed; its row count and its
+    group keys in the order they first appear."""
+    source = pq.ParquetFile(stored)
+    schema = source.schema_arrow
+    order = {name: {} for name in ("collective", "size_bytes", "variant")}
+    column = schema.get_field_index("collective")
+    with pq.ParquetWriter(str(target), schema, **parquet_write_options(schema)) as writer:
+        for batch in source.iter_batches(FETCH_ROWS):
+            samples = pa.Table.from_batches([batch])
+            if collectives:
+                renamed = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
+                samples = samples.set_column(column, schema.field(column), renamed.cast(schema.field(column).type))
+            _note_first_appearances(order, samples)
+            writer.write_table(samples)
+    return source.metadata.num_rows, {name: list(values) for name, values in order.items()}
 
 
 def _parquet(path: Path) -> str:
