@@ -440,7 +440,8 @@ def stored_result(
 def _samples_renamed(stored: BinaryIO, target: Path, collectives: dict[str, str]) -> tuple[int, dict[str, list]]:
     """The samples Parquet ``stored`` written to ``target`` with its collectives renamed; its row count and its
     group keys in the order they first appear."""
-    source = pq.ParquetFile(stored)
+    # Column chunks read as they are decoded, not a row group's all at once first.
+    source = pq.ParquetFile(stored, pre_buffer=False)
     schema = source.schema_arrow
     order = {name: {} for name in ("collective", "size_bytes", "variant")}
     column = schema.get_field_index("collective")
@@ -452,6 +453,8 @@ def _samples_renamed(stored: BinaryIO, target: Path, collectives: dict[str, str]
                 samples = samples.set_column(column, schema.field(column), renamed.cast(schema.field(column).type))
             _note_first_appearances(order, samples)
             writer.write_table(samples)
+            del samples
+            pa.default_memory_pool().release_unused()  # as the CSV reader does: not resident under DuckDB's sort
     return source.metadata.num_rows, {name: list(values) for name, values in order.items()}
 
 
