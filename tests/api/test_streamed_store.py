@@ -79,8 +79,7 @@ def test_an_import_whose_sort_does_not_fit_its_memory_answers_413_and_leaves_not
         assert answer.status_code == 413, answer.text
         assert answer.json()["detail"] == (
             "pipeline.csv: summarising it takes more than the 4194304 bytes of memory a streamed import may hold "
-            "(EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is 1073741824): raise it on the server and import "
-            "the file again"
+            "(EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is 1073741824): raise it on the server and try again"
         )
         assert client.get("/api/runs").json() == []
     assert list(temporary.iterdir()) == []

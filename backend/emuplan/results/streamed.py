@@ -488,7 +488,7 @@ def _duckdb(result: StreamedResult):
         raise ResultFileTooLarge(
             f"{result.file_name}: summarising it takes more than the {result.memory_bytes} bytes of memory a "
             f"streamed import may hold (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is "
-            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and import the file again"
+            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and try again"
         ) from error
     except duckdb.IOException as error:
         raise _disk_full(result) from error
@@ -499,7 +499,7 @@ def _duckdb(result: StreamedResult):
 def _disk_full(result: StreamedResult) -> ImportDiskFull:
     return ImportDiskFull(
         f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space while the import's sort "
-        "spilled to it: free space there, or set TMPDIR to a larger disk, and import the file again"
+        "spilled to it: free space there, or set TMPDIR to a larger disk, and try again"
     )
 
 
