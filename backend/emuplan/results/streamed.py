@@ -5,7 +5,8 @@ Which files: a per-iteration or per-flow CSV on disk larger than ``ImportLimits.
 (EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES). The rest stay in memory: gzip (decompressed whole, under its cap),
 Feather/Arrow IPC and Parquet (read whole under the budget), KAI summaries (a row per size), nccl-tests logs and
 ``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by nature) and ns-3
-``fct.txt`` (not streamed yet).
+``fct.txt`` (not streamed yet). A stored run summarised again (relabelled, linked to a plan) whose rows loaded
+whole would pass that threshold: ``stored_result`` copies its tables to disk a row group at a time.
 
 How, in memory that does not grow with the file (``ImportLimits.streamed_memory_bytes``, charged once to the
 import's budget):
@@ -21,7 +22,8 @@ import's budget):
    batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
    ~2000 ranks): the same order statistics as numpy's sort of the whole column — exact, no spike sampled away.
    The same for all samples together and for the flows' completion times; the standard deviation from the
-   squared deviations summed on that pass (float rounding apart, numpy's figures).
+   squared deviations summed on that pass (float rounding apart, numpy's figures). DuckDB out of its memory is
+   ``ResultFileTooLarge`` (413, naming the setting), its spill's disk full ``ImportDiskFull`` (507, TMPDIR).
 3. Per-flow files: the iterations (max(end) − min(start) per iteration) and the receiving endpoints' last
    bytes (stragglers) are DuckDB group-bys (they spill too); the stragglers' per-rank sums are added up a
    block of iterations at a time.

@@ -92,9 +92,9 @@ from emuplan.workload.platforms import Platform
 # observed: what a training job sent, from its own records (NCCL Inspector, PyTorch profiler).
 Origin = Literal["imported", "measured", "generated", "observed"]
 ORIGINS = get_args(Origin)
-# Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
-# The limits of a run summarised again by a caller without settings (the CLI's store, a plan's deletion).
+# The limits of a run summarised again by a caller without settings (a plan's deletion).
 DEFAULT_LIMITS = ImportLimits()
+# Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
 
