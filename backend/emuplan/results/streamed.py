@@ -484,25 +484,31 @@ def _duckdb(result: StreamedResult):
     connection.sql("SET enable_progress_bar = false")  # it draws on the server's terminal otherwise
     try:
         yield connection
-    except duckdb.OutOfMemoryException as error:
-        if "max_temp_directory_size" in str(error):
-            raise _disk_full(result) from error
-        raise ResultFileTooLarge(
-            f"{result.file_name}: summarising it takes more than the {result.memory_bytes} bytes of memory a "
-            f"streamed import may hold (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is "
-            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and try again"
-        ) from error
-    except duckdb.IOException as error:
-        raise _disk_full(result) from error
+    # A query's error while its Arrow batches are read comes through Arrow's reader as an OSError with DuckDB's text.
+    except (duckdb.OutOfMemoryException, duckdb.IOException, OSError) as error:
+        domain_error = _out_of_resources(result, str(error))
+        if domain_error is None:
+            raise
+        raise domain_error from error
     finally:
         connection.close()
 
 
-def _disk_full(result: StreamedResult) -> ImportDiskFull:
-    return ImportDiskFull(
-        f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space while the import's sort "
-        "spilled to it: free space there, or set TMPDIR to a larger disk, and try again"
-    )
+def _out_of_resources(result: StreamedResult, message: str) -> ValueError | None:
+    """The domain's error for DuckDB's (or a Parquet write's) ``message`` when the import ran out of memory or
+    of disk; None for any other error."""
+    if "max_temp_directory_size" in message or message.startswith("IO Error") or "No space left on device" in message:
+        return ImportDiskFull(
+            f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space while the import's "
+            "sort spilled to it: free space there, or set TMPDIR to a larger disk, and try again"
+        )
+    if message.startswith("Out of Memory Error"):
+        return ResultFileTooLarge(
+            f"{result.file_name}: summarising it takes more than the {result.memory_bytes} bytes of memory a "
+            f"streamed import may hold (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is "
+            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and try again"
+        )
+    return None
 
 
 KEY = "collective, size_bytes, variant"
