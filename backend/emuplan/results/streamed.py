@@ -428,7 +428,7 @@ def stored_result(
         result = StreamedResult(source_format, {}, {}, Path(directory), memory_bytes, file_name, ranks, hosts)
         for kind in kinds:
             target = result.directory / f"{kind}.parquet"
-            with open_table(kind) as stored:
+            with open_table(kind) as stored, _out_of_resources_as_domain_errors(result):
                 if kind == "samples":
                     result.row_counts[kind], result.key_order = _samples_renamed(stored, target, collectives)
                 else:
@@ -483,24 +483,33 @@ def _duckdb(result: StreamedResult):
     )
     connection.sql("SET enable_progress_bar = false")  # it draws on the server's terminal otherwise
     try:
-        yield connection
-    # A query's error while its Arrow batches are read comes through Arrow's reader as an OSError with DuckDB's text.
+        with _out_of_resources_as_domain_errors(result):
+            yield connection
+    finally:
+        connection.close()
+
+
+@contextmanager
+def _out_of_resources_as_domain_errors(result: StreamedResult):
+    """DuckDB's errors (and a file write's) when the import ran out of memory or of disk raised as the domain's;
+    any other error as it is. A query's error while its Arrow batches are read comes through Arrow's reader as
+    an OSError with DuckDB's text."""
+    import duckdb
+
+    try:
+        yield
     except (duckdb.OutOfMemoryException, duckdb.IOException, OSError) as error:
         domain_error = _out_of_resources(result, str(error))
         if domain_error is None:
             raise
         raise domain_error from error
-    finally:
-        connection.close()
 
 
 def _out_of_resources(result: StreamedResult, message: str) -> ValueError | None:
-    """The domain's error for DuckDB's (or a Parquet write's) ``message`` when the import ran out of memory or
-    of disk; None for any other error."""
     if "max_temp_directory_size" in message or message.startswith("IO Error") or "No space left on device" in message:
         return ImportDiskFull(
-            f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space while the import's "
-            "sort spilled to it: free space there, or set TMPDIR to a larger disk, and try again"
+            f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space for the import's "
+            "tables and sort: free space there, or set TMPDIR to a larger disk, and try again"
         )
     if message.startswith("Out of Memory Error"):
         return ResultFileTooLarge(
