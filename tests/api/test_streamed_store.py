@@ -3,6 +3,7 @@ the store and the API, as the in-memory import would have stored it."""
 
 import gzip
 import io
+import tempfile
 
 import pyarrow.parquet as pq
 import pytest
@@ -16,7 +17,7 @@ from emuplan.results.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store import runs, table_files
 from emuplan.store.models import RunTable
-from fixtures.generate_results import per_flow_table, write_csv
+from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 
 pytestmark = pytest.mark.both_databases
 
@@ -79,3 +80,25 @@ def test_a_gzip_upload_over_the_threshold_is_streamed_and_a_gzip_bomb_still_answ
         assert refused.json()["detail"] == (
             "bomb.csv.gz: decompresses to more than 5000000 bytes (EMUPLAN_MAX_DECOMPRESSED_BYTES)"
         )
+
+
+def test_an_import_whose_sort_does_not_fit_its_memory_answers_413_and_leaves_nothing(
+    database_url, tmp_path, monkeypatch
+):
+    """4 MiB for the import gives DuckDB 1 MB, less than the 2 MiB its sort asks for at once: it fails every time
+    (the setting's floor is 64 MiB; lowered on the settings object past its check, as a server could not)."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    path = tmp_path / "pipeline.csv"
+    write_csv(per_iteration_table(40_000, seed=7), path)
+    settings = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1000)
+    with TestClient(create_app(settings.model_copy(update={"streamed_import_memory_bytes": 4 << 20}))) as client:
+        answer = client.post("/api/runs", files={"file": ("pipeline.csv", path.read_bytes(), "text/csv")})
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["detail"] == (
+            "pipeline.csv: summarising it takes more than the 4194304 bytes of memory a streamed import may hold "
+            "(EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is 1073741824): raise it on the server and try again"
+        )
+        assert client.get("/api/runs").json() == []
+    assert list(temporary.iterdir()) == []

@@ -20,11 +20,10 @@ from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import summarise
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
+from fixtures.summaries import assert_same
 
 # Every file streamed; 64 KiB blocks and 5,000-row fetches, so that a few thousand rows span many of each.
 STREAM_ALL = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=256 << 20)
-# Figures summed in another order than numpy's (float rounding apart); every other figure is exact.
-SUMMED = ("mean_us", "std_us", "lost_us", "median_mean_us", "over_median", "gbps", "pct_of_ideal", "ideal_time_us")
 
 
 @pytest.fixture(autouse=True)
@@ -44,21 +43,6 @@ def streamed_summary(path: Path, **options) -> tuple[dict, streamed.StreamedResu
 def in_memory_summary(path: Path) -> dict:
     parsed = parse_result_file(path, path.name)
     return summarise(parsed.samples, ranks=parsed.ranks, flows=parsed.flows)
-
-
-def assert_same(expected, got, where: str = "summary") -> None:
-    if isinstance(expected, dict):
-        assert expected.keys() == got.keys(), where
-        for key in expected:
-            assert_same(expected[key], got[key], f"{where}.{key}")
-    elif isinstance(expected, list):
-        assert len(expected) == len(got), where
-        for index, (one, other) in enumerate(zip(expected, got, strict=True)):
-            assert_same(one, other, f"{where}[{index}]")
-    elif isinstance(expected, float) and any(name in where for name in SUMMED):
-        assert math.isclose(expected, got, rel_tol=1e-12, abs_tol=1e-9), where
-    else:
-        assert expected == got, where
 
 
 def planted_per_iteration(path: Path, rows: int = 40_000) -> tuple[pa.Table, list[int]]:

@@ -1,6 +1,6 @@
-"""A streamed import's memory stays under its setting whatever the file's size: measured as the peak RSS of a
-child process above what it held once its modules were imported, on a file the in-memory import needs more
-than that bound for.
+"""A streamed import's memory stays under its setting whatever the file's size, and so does a stored run's
+summary computed again (relabelled, linked to a plan): measured as the peak RSS of a child process above what it
+held once its modules were imported, on a file the in-memory path needs more than that bound for.
 
 The child reads its own high-water mark (``VmHWM``, reset after its imports): ``getrusage``'s ``ru_maxrss`` of a
 child starts from its parent's RSS when it was forked (Linux keeps it across ``execve``), here the test
@@ -16,6 +16,8 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
+from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.streamed import parquet_write_options, streamed_result_file
 from fixtures.generate_results import per_iteration_table, write_csv
 from paths import REPO_ROOT
 
@@ -55,6 +57,46 @@ print(status("VmHWM") - baseline)
 """
 
 
+# A stored run summarised again (``stored_result``): its samples Parquet as the in-memory import stores it (row
+# groups of 1 Mi rows), read from a file as the store reads it from the database, a range at a time.
+SUMMARISE_AGAIN = """
+import sys
+from pathlib import Path
+import duckdb, numpy, pyarrow as pa, pyarrow.parquet as pq
+from emuplan.results.budget import ImportBudget, ImportLimits
+from emuplan.results.canonical import renamed_text
+from emuplan.results.stats import summarise
+from emuplan.results.streamed import stored_result, summarise_streamed
+
+path, streamed, bound = Path(sys.argv[1]), sys.argv[2] == "streamed", int(sys.argv[3])
+relabel = {"all_reduce": "all_gather"}
+
+
+def status(field):
+    with open("/proc/self/status") as lines:
+        return int(next(line for line in lines if line.startswith(field + ":")).split()[1]) * 1024
+
+
+with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")
+baseline = status("VmRSS")
+limits = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=bound, max_rows=10**9, pool_bytes=10**12)
+if streamed:
+    with ImportBudget(limits) as budget, stored_result(
+        "per-iteration", lambda kind: pa.OSFile(str(path)), ["samples"], relabel, file_name=path.name, ranks=None,
+        hosts=None, budget=budget,
+    ) as result:
+        summary = summarise_streamed(result)
+else:
+    samples = pq.read_table(path)
+    renamed = renamed_text(samples["collective"].combine_chunks(), lambda name: relabel.get(name, name))
+    summary = summarise(samples.set_column(1, "collective", renamed))
+assert summary["sample_count"] == int(sys.argv[4]), summary["sample_count"]
+assert {group["collective"] for group in summary["groups"]} == {"all_gather"}
+print(status("VmHWM") - baseline)
+"""
+
+
 @pytest.fixture(scope="module")
 def large_csv(tmp_path_factory):
     path = tmp_path_factory.mktemp("large") / "pipeline.csv"
@@ -62,10 +104,24 @@ def large_csv(tmp_path_factory):
     return path
 
 
-def peak_growth(path, mode: str) -> int:
+@pytest.fixture(scope="module")
+def stored_samples(large_csv):
+    """The large file's samples as the in-memory import stores them (``pq.write_table``'s row groups)."""
+    path = large_csv.with_name("samples.parquet")
+    limits = ImportLimits(streamed_above_bytes=0, max_rows=10**9, pool_bytes=10**12)
+    with (
+        ImportBudget(limits) as budget,
+        streamed_result_file(large_csv, large_csv.name, None, None, None, budget) as read,
+    ):
+        samples = pq.read_table(read.tables["samples"])
+    pq.write_table(samples, path, **parquet_write_options(samples.schema))
+    return path
+
+
+def peak_growth(path, mode: str, script: str = IMPORT) -> int:
     """Bytes the child's peak RSS rose above its RSS once its modules were loaded."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "backend")}
-    command = [sys.executable, "-c", IMPORT, str(path), mode, str(BOUND_BYTES), str(ROWS)]
+    command = [sys.executable, "-c", script, str(path), mode, str(BOUND_BYTES), str(ROWS)]
     output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return int(output.split()[-1])
 
@@ -88,4 +144,10 @@ def test_a_gzip_csv_zstd_feather_or_parquet_streamed_stays_under_the_bound_too(l
         pq.write_table(pacsv.read_csv(large_csv), path)
     streamed = peak_growth(path, "streamed")
     in_memory = peak_growth(path, "in-memory")
+    assert streamed <= BOUND_BYTES < in_memory, (streamed >> 20, in_memory >> 20)
+
+
+def test_a_stored_run_summarised_again_streamed_stays_under_its_bound_where_loading_it_does_not(stored_samples):
+    streamed = peak_growth(stored_samples, "streamed", SUMMARISE_AGAIN)
+    in_memory = peak_growth(stored_samples, "in-memory", SUMMARISE_AGAIN)
     assert streamed <= BOUND_BYTES < in_memory, (streamed >> 20, in_memory >> 20)

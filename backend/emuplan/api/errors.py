@@ -17,7 +17,7 @@ from emuplan.api.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.simulate import SimulationNotFinished
 from emuplan.api.simulation_jobs import SimulationBusy
 from emuplan.measure.workload import MeasurementError
-from emuplan.results.budget import ImportsBusy
+from emuplan.results.budget import ImportDiskFull, ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
 from emuplan.simulate.astra_sim import SimulatorUnavailable
@@ -55,6 +55,8 @@ ERROR_STATUS: dict[type[Exception], int] = {
     SandboxBusy: 503,
     SimulatorUnavailable: 503,
     ImportsBusy: 503,
+    # The server's disk, not the request, is short: Insufficient Storage.
+    ImportDiskFull: 507,
     # Fields that cannot be planned, measured or stored as given.
     MeasurementError: 422,
     ValueError: 422,

@@ -616,18 +616,19 @@ class RunDeletion(BaseModel):
 
 
 @router.patch("/{run_id}", response_model=RunPublic)
-def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep) -> dict:
+def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep) -> dict:
     """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
     platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,
     ``"plan_id": null`` unlinks its plan."""
     given = changes.model_fields_set
     if not given:
         raise ValueError("changes: give at least one of " + ", ".join(RunChanges.model_fields))
+    limits = ImportLimits.from_settings(settings)
     run = store.get_run(session, run_id)
     if "platform" in given:
         run = store.set_run_platform(session, run_id, changes.platform)
     if changes.collectives is not None:
-        run = store.relabel_collectives(session, run_id, changes.collectives)
+        run = store.relabel_collectives(session, run_id, changes.collectives, limits)
     edits = store.RunEdits(
         name=changes.name,
         tags=changes.tags,
@@ -635,7 +636,7 @@ def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDe
         facts=changes.facts,
         plan_id=(changes.plan_id or 0) if "plan_id" in given else None,
     )
-    run = store.update_run(session, run_id, edits)
+    run = store.update_run(session, run_id, edits, limits)
     session.commit()
     return store.run_public(run)
 

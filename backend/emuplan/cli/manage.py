@@ -107,13 +107,16 @@ def edit_run(
         changes = _changes(**fields)
         document = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
     else:
+        from emuplan.results.budget import ImportLimits
+        from emuplan.settings import get_settings
         from emuplan.store import runs as store
 
         def edit(session) -> dict:
             if fact:
                 fields["facts"] = merged_facts(store.get_run(session, run_id).facts, fact)
             changes = _changes(**fields)
-            return store.run_public(store.update_run(session, run_id, store.RunEdits(**changes)))
+            limits = ImportLimits.from_settings(get_settings())
+            return store.run_public(store.update_run(session, run_id, store.RunEdits(**changes), limits))
 
         document = in_store(edit, write=True)
     if as_json:

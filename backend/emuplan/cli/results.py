@@ -360,10 +360,13 @@ def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
 
 
 def _relabel_stored(session, run_id: int, new: str, old: str | None) -> dict:
+    from emuplan.results.budget import ImportLimits
+    from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
     mapping = relabelling(store.run_public(store.get_run(session, run_id)), new, old)
-    return store.run_public(store.relabel_collectives(session, run_id, mapping))
+    limits = ImportLimits.from_settings(get_settings())
+    return store.run_public(store.relabel_collectives(session, run_id, mapping, limits))
 
 
 @app.command("relabel")

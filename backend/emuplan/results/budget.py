@@ -50,6 +50,11 @@ class ImportsBusy(ValueError):
         self.retry_after_s = retry_after_s
 
 
+class ImportDiskFull(ValueError):
+    """The disk under the temporary directory (TMPDIR) filled while a streamed import spilled to it (HTTP 507):
+    the server's space, not the file, is short."""
+
+
 @dataclass(frozen=True)
 class ImportLimits:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES

@@ -5,7 +5,9 @@ Which files: a per-iteration or per-flow table on disk — a CSV, a gzip CSV, a 
 a Parquet file — larger than ``ImportLimits.streamed_above_bytes`` (EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) on disk
 or once decompressed (``stream_blocks.is_large``). The rest stay in memory: KAI summaries (a row per size),
 nccl-tests logs and ``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by
-nature), a gzip of anything but a CSV, and ns-3 ``fct.txt`` (not streamed yet).
+nature), a gzip of anything but a CSV, and ns-3 ``fct.txt`` (not streamed yet). A stored run summarised again
+(relabelled, linked to a plan) whose rows loaded whole would pass that threshold: ``stored_result`` copies its
+tables to disk a row group at a time.
 
 How, in memory that does not grow with the file (``ImportLimits.streamed_memory_bytes``, charged once to the
 import's budget):
@@ -26,7 +28,8 @@ import's budget):
    batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
    ~2000 ranks): the same order statistics as numpy's sort of the whole column — exact, no spike sampled away.
    The same for all samples together and for the flows' completion times; the standard deviation from the
-   squared deviations summed on that pass (float rounding apart, numpy's figures).
+   squared deviations summed on that pass (float rounding apart, numpy's figures). DuckDB out of its memory is
+   ``ResultFileTooLarge`` (413, naming the setting), its spill's disk full ``ImportDiskFull`` (507, TMPDIR).
 3. Per-flow files: the iterations (max(end) − min(start) per iteration) and the receiving endpoints' last
    bytes (stragglers) are DuckDB group-bys (they spill too); the stragglers' per-rank sums are added up a
    block of iterations at a time.
@@ -46,11 +49,13 @@ and ``stats.delay_series`` draws from those.
 """
 
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -58,11 +63,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from emuplan.results import headers, stream_blocks, tabular
-from emuplan.results.budget import ImportBudget
+from emuplan.results.budget import DEFAULT_STREAMED_MEMORY_BYTES, ImportBudget, ImportDiskFull
 from emuplan.results.canonical import (
     FLOWS_SCHEMA,
     SAMPLES_SCHEMA,
     ResultFileError,
+    ResultFileTooLarge,
+    renamed_text,
     samples_table,
 )
 from emuplan.results.formats import BY_NAME, DETECTION_ORDER, PER_FLOW, PER_ITERATION, format_module, per_flow
@@ -138,6 +145,7 @@ class StreamedResult:
     row_counts: dict[str, int]
     directory: Path
     memory_bytes: int
+    file_name: str = ""
     ranks: int | None = None
     hosts: int | None = None
     warnings: list[str] = field(default_factory=list)
@@ -177,7 +185,7 @@ def streamed_result_file(
         return
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
-        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes)
+        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
         _read_blocks(result, source, file_name, column_map, collective)
         yield result
 
@@ -337,12 +345,70 @@ class _FlowBlocks:
         result.key_order = {"collective": [collective], "size_bytes": [None], "variant": [""]}
 
 
+@contextmanager
+def stored_result(
+    source_format: str,
+    open_table: Callable[[str], AbstractContextManager[BinaryIO]],
+    kinds: list[str],
+    collectives: dict[str, str],
+    *,
+    file_name: str,
+    ranks: int | None,
+    hosts: int | None,
+    budget: ImportBudget,
+) -> Iterator[StreamedResult]:
+    """A stored run's Parquet tables (``open_table(kind)`` for each of ``kinds``; ``samples`` first) copied to a
+    temporary directory (deleted on exit) for ``summarise_streamed``, the samples a row group at a time with
+    each collective renamed by ``collectives`` (old name → new): a huge run summarised again in the streamed
+    import's memory, charged to ``budget``, never whole."""
+    memory_bytes = budget.limits.streamed_memory_bytes
+    budget.holds(memory_bytes, file_name)
+    with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
+        result = StreamedResult(source_format, {}, {}, Path(directory), memory_bytes, file_name, ranks, hosts)
+        for kind in kinds:
+            target = result.directory / f"{kind}.parquet"
+            with open_table(kind) as stored, _out_of_resources_as_domain_errors(result):
+                if kind == "samples":
+                    result.row_counts[kind], result.key_order = _samples_renamed(stored, target, collectives)
+                else:
+                    with target.open("wb") as copy:
+                        shutil.copyfileobj(stored, copy, MAX_BLOCK_BYTES)
+                    result.row_counts[kind] = pq.ParquetFile(target).metadata.num_rows
+            result.tables[kind] = target
+        yield result
+
+
+def _samples_renamed(stored: BinaryIO, target: Path, collectives: dict[str, str]) -> tuple[int, dict[str, list]]:
+    """The samples Parquet ``stored`` written to ``target`` with its collectives renamed; its row count and its
+    group keys in the order they first appear."""
+    # Column chunks read as they are decoded, not a row group's all at once first.
+    source = pq.ParquetFile(stored, pre_buffer=False)
+    schema = source.schema_arrow
+    order = {name: {} for name in ("collective", "size_bytes", "variant")}
+    column = schema.get_field_index("collective")
+    with pq.ParquetWriter(str(target), schema, **parquet_write_options(schema)) as writer:
+        for batch in source.iter_batches(FETCH_ROWS):
+            samples = pa.Table.from_batches([batch])
+            if collectives:
+                renamed = renamed_text(samples["collective"].combine_chunks(), lambda name: collectives.get(name, name))
+                samples = samples.set_column(column, schema.field(column), renamed.cast(schema.field(column).type))
+            _note_first_appearances(order, samples)
+            writer.write_table(samples)
+            del samples
+            pa.default_memory_pool().release_unused()  # as the CSV reader does: not resident under DuckDB's sort
+    return source.metadata.num_rows, {name: list(values) for name, values in order.items()}
+
+
 def _parquet(path: Path) -> str:
     return f"read_parquet('{path}', file_row_number = true)"
 
 
 @contextmanager
 def _duckdb(result: StreamedResult):
+    """A DuckDB connection in the import's memory, spilling under its directory; DuckDB running out of either
+    raised as the domain's errors: out of memory ``ResultFileTooLarge`` (413), the spill's disk full
+    ``ImportDiskFull`` (507). DuckDB says a full disk as out of memory ("failed to offload … the
+    'max_temp_directory_size' setting", which defaults to the disk's free space) or as an IO error."""
     import duckdb
 
     spill = result.directory / "duckdb-spill"
@@ -356,9 +422,41 @@ def _duckdb(result: StreamedResult):
     )
     connection.sql("SET enable_progress_bar = false")  # it draws on the server's terminal otherwise
     try:
-        yield connection
+        with _out_of_resources_as_domain_errors(result):
+            yield connection
     finally:
         connection.close()
+
+
+@contextmanager
+def _out_of_resources_as_domain_errors(result: StreamedResult):
+    """DuckDB's errors (and a file write's) when the import ran out of memory or of disk raised as the domain's;
+    any other error as it is. A query's error while its Arrow batches are read comes through Arrow's reader as
+    an OSError with DuckDB's text."""
+    import duckdb
+
+    try:
+        yield
+    except (duckdb.OutOfMemoryException, duckdb.IOException, OSError) as error:
+        domain_error = _out_of_resources(result, str(error))
+        if domain_error is None:
+            raise
+        raise domain_error from error
+
+
+def _out_of_resources(result: StreamedResult, message: str) -> ValueError | None:
+    if "max_temp_directory_size" in message or message.startswith("IO Error") or "No space left on device" in message:
+        return ImportDiskFull(
+            f"{result.file_name}: the server's temporary directory (TMPDIR) ran out of space for the import's "
+            "tables and sort: free space there, or set TMPDIR to a larger disk, and try again"
+        )
+    if message.startswith("Out of Memory Error"):
+        return ResultFileTooLarge(
+            f"{result.file_name}: summarising it takes more than the {result.memory_bytes} bytes of memory a "
+            f"streamed import may hold (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES; the default is "
+            f"{DEFAULT_STREAMED_MEMORY_BYTES}): raise it on the server and try again"
+        )
+    return None
 
 
 KEY = "collective, size_bytes, variant"

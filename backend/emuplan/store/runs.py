@@ -47,7 +47,7 @@ from emuplan.results.analysis import (
     resolve_assumptions,
     run_kind,
 )
-from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
+from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ROW_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.expected import fabric_of
@@ -58,8 +58,10 @@ from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_pl
 from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
 from emuplan.results.step_cost import compare_step_costs, observed_step_cost, step_cost
 from emuplan.results.streamed import (
+    STREAMED_FORMATS,
     StreamedResult,
     parquet_write_options,
+    stored_result,
     streamed_result_file,
     streams,
     summarise_streamed,
@@ -81,7 +83,7 @@ from emuplan.store.models import (
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import RunNotFound
-from emuplan.store.table_files import open_stored_table, store_table_file
+from emuplan.store.table_files import drop_stored_table, open_stored_table, store_table_file
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
@@ -90,6 +92,8 @@ from emuplan.workload.platforms import Platform
 # observed: what a training job sent, from its own records (NCCL Inspector, PyTorch profiler).
 Origin = Literal["imported", "measured", "generated", "observed"]
 ORIGINS = get_args(Origin)
+# The limits of a run summarised again by a caller without settings (a plan's deletion).
+DEFAULT_LIMITS = ImportLimits()
 # Lists show one page of runs at a time, so they cost the same at 10 runs and at 10,000.
 RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
@@ -253,11 +257,14 @@ def _kept_per_group(summary: dict, key: str, collectives: dict[str, str]) -> dic
     }
 
 
-def relabel_collectives(session: Session, run_id: int, collectives: dict[str, str]) -> Run:
+def relabel_collectives(
+    session: Session, run_id: int, collectives: dict[str, str], limits: ImportLimits = DEFAULT_LIMITS
+) -> Run:
     """Set a run's collectives after import (``{"unknown": "all_reduce"}``: each old name → a ``CollectiveOp``
     value): its samples are rewritten and its statistics computed again as ``save_run`` computes them (bus
     bandwidths, ideal times, rank count inferred from nccl-tests' busbw/algbw factor), in the caller's
-    session (flushed, not committed). Two old names given the same new one become one collective."""
+    session (flushed, not committed), a huge run in the streamed import's memory (``limits``). Two old names
+    given the same new one become one collective."""
     run = get_run(session, run_id)
     present = collectives_in(run.summary)
     if not collectives:
@@ -267,13 +274,79 @@ def relabel_collectives(session: Session, run_id: int, collectives: dict[str, st
             raise RunInputError(f"collectives: run {run_id} has no collective {old!r}; it has {', '.join(present)}")
         if new not in list(CollectiveOp):
             raise RunInputError(f"collectives: {new!r} (for {old!r}) is not one of {', '.join(CollectiveOp)}")
-    return _summarised_again(session, run, collectives)
+    return _summarised_again(session, run, collectives, limits)
 
 
-def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -> Run:
+def _summarised_again(session: Session, run: Run, collectives: dict[str, str], limits: ImportLimits) -> Run:
     """The run's statistics computed again from its stored samples, as ``save_run`` computes them: after its
     collectives are relabelled (``collectives``: old name → new) or its plan, whose network gives the ideal
-    times, changed (``collectives`` empty)."""
+    times, changed (``collectives`` empty). A run too large to load (``_summarised_streamed``) is summarised
+    from its tables copied to disk, as a streamed import is."""
+    network = _network_of(session, run.plan_id)
+    if _summarised_streamed(session, run, limits):
+        ranks, warnings = run.ranks, list(run.warnings)
+        with ImportBudget(limits) as budget:
+            summary = _streamed_summary_again(session, run, collectives, network, budget)
+    else:
+        summary, ranks, warnings = _summary_again_in_memory(session, run, collectives, network)
+    if collectives:
+        relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
+        warnings.append(f"collective set after import: {relabelled_names}")
+    run.ranks, run.warnings = ranks, warnings
+    run.p50_us, run.p99_us = summary["overall"]["p50_us"], summary["overall"]["p99_us"]
+    # Two collectives relabelled as one may give a size more values: the kind and headline follow.
+    run.kind = run_kind(summary["groups"])
+    run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
+    _set_listed_figures(session, run, summary)
+    refresh_verdict(session, run)
+    run.cached_summary.summary = strip_curves(summary)
+    session.get(RunCurves, run.id).summary = summary
+    session.add(run)
+    session.flush()
+    return run
+
+
+def _summarised_streamed(session: Session, run: Run, limits: ImportLimits) -> bool:
+    """Whether the run is summarised again streamed: a per-iteration or per-flow run (what the streamed
+    summary covers; not one whose file timed every rank) whose samples and flows would hold more than
+    ``limits.streamed_above_bytes`` loaded whole (``ROW_BYTES`` a row, as an import counts them)."""
+    if run.source_format not in STREAMED_FORMATS:
+        return False
+    stored = dict(session.exec(select(RunTable.kind, RunTable.row_count).where(RunTable.run_id == run.id)).all())
+    rows = stored.get("samples", 0) + stored.get("flows", 0)
+    return "rank_times" not in stored and rows * ROW_BYTES > limits.streamed_above_bytes
+
+
+def _streamed_summary_again(
+    session: Session, run: Run, collectives: dict[str, str], network: NetworkModel | None, budget: ImportBudget
+) -> dict:
+    """The summary from the run's tables copied to disk a row group at a time (``streamed.stored_result``),
+    its samples stored again from there when relabelled."""
+    kinds = ["samples", *(["flows"] if _has_table(session, run.id, "flows") else [])]
+    where = run.file_name or run.name
+    with stored_result(
+        run.source_format,
+        lambda kind: open_stored_table(session, run.id, kind),
+        kinds,
+        collectives,
+        file_name=where,
+        ranks=run.ranks,
+        hosts=run.hosts,
+        budget=budget,
+    ) as result:
+        summary = summarise_streamed(result, network)
+        _check_finite(summary, where)
+        if collectives:
+            drop_stored_table(session, run.id, "samples")
+            store_table_file(session, run.id, "samples", result.tables["samples"], result.row_counts["samples"])
+    return summary
+
+
+def _summary_again_in_memory(
+    session: Session, run: Run, collectives: dict[str, str], network: NetworkModel | None
+) -> tuple[dict, int | None, list[str]]:
+    """The summary from the run's tables loaded whole, its samples stored again; the run's ranks and warnings
+    (an nccl-tests run relabelled to one collective may have its rank count inferred)."""
     run_id = run.id
     samples = load_samples(session, run_id)
     ranks, warnings = run.ranks, list(run.warnings)
@@ -286,8 +359,6 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -
             ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
             if ranks is not None:
                 warnings.append(f"{ranks} ranks inferred from the busbw/algbw factor of {distinct[0]}")
-        relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
-        warnings.append(f"collective set after import: {relabelled_names}")
     curves = summary_with_curves(session, run)
     stragglers = curves.get("stragglers") or {}
     parsed = ParsedResult(
@@ -315,23 +386,11 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str]) -
         rank_basis=stragglers.get("basis", ""),
         observed=_relabelled_observed(run.summary.get("observed"), collectives),
     )
-    summary, encoded = _summarised_and_encoded(
-        parsed, {"samples": samples}, _network_of(session, run.plan_id), run.file_name or run.name
-    )
-    run.ranks, run.warnings = parsed.ranks, parsed.warnings
-    run.p50_us, run.p99_us = summary["overall"]["p50_us"], summary["overall"]["p99_us"]
-    # Two collectives relabelled as one may give a size more values: the kind and headline follow.
-    run.kind = run_kind(summary["groups"])
-    run.peak_busbw_gbps = peak_busbw(summary["groups"])[0] if run.kind == "size-sweep" else None
-    _set_listed_figures(session, run, summary)
-    refresh_verdict(session, run)
-    run.cached_summary.summary = strip_curves(summary)
-    session.get(RunCurves, run_id).summary = summary
-    stored = session.get(RunTable, (run_id, "samples"))
-    stored.parquet, stored.row_count = encoded["samples"], samples.num_rows
-    session.add(run)
-    session.flush()
-    return run
+    summary, encoded = _summarised_and_encoded(parsed, {"samples": samples}, network, run.file_name or run.name)
+    # A table stored in parts is stored again as one.
+    drop_stored_table(session, run_id, "samples")
+    session.add(RunTable(run_id=run_id, kind="samples", row_count=samples.num_rows, parquet=encoded["samples"]))
+    return summary, parsed.ranks, parsed.warnings
 
 
 def _relabelled_observed(observed: dict | None, collectives: dict[str, str]) -> dict | None:
@@ -809,10 +868,11 @@ class RunEdits:
     plan_id: int | None = None
 
 
-def update_run(session: Session, run_id: int, changes: RunEdits) -> Run:
+def update_run(session: Session, run_id: int, changes: RunEdits, limits: ImportLimits = DEFAULT_LIMITS) -> Run:
     """Rename, retag, annotate, state its facts, link it to a plan or unlink it (in the caller's session,
-    flushed): linking or unlinking computes its statistics again, since the plan's network gives its ideal
-    times, and judges it again, since the plan's GPUs give its rank count."""
+    flushed): linking or unlinking computes its statistics again (a huge run in the streamed import's memory,
+    ``limits``), since the plan's network gives its ideal times, and judges it again, since the plan's GPUs
+    give its rank count."""
     run = get_run(session, run_id)
     if changes.name is not None:
         if not changes.name.strip():
@@ -831,7 +891,7 @@ def update_run(session: Session, run_id: int, changes: RunEdits) -> Run:
             get_plan(session, plan_id)
         if plan_id != run.plan_id:
             run.plan_id = plan_id
-            _summarised_again(session, run, {})
+            _summarised_again(session, run, {}, limits)
     session.flush()
     return run
 
@@ -870,10 +930,17 @@ def delete_run(session: Session, run_id: int) -> dict:
 def load_table(session: Session, run_id: int, kind: str = "samples") -> pa.Table | None:
     """The run's ``kind`` table whole (None when it has none), its parts joined (``store.table_files``)."""
 
-    if session.exec(select(RunTable.row_count).where(RunTable.run_id == run_id, RunTable.kind == kind)).first() is None:
+    if not _has_table(session, run_id, kind):
         return None
     with open_stored_table(session, run_id, kind) as stored:
         return pq.read_table(stored)
+
+
+def _has_table(session: Session, run_id: int, kind: str) -> bool:
+    return (
+        session.exec(select(RunTable.row_count).where(RunTable.run_id == run_id, RunTable.kind == kind)).first()
+        is not None
+    )
 
 
 def samples_parquet(session: Session, run_id: int) -> bytes:

@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pyarrow as pa
-from sqlalchemy import func, text
+from sqlalchemy import delete, func, text
 from sqlmodel import Session, col, select
 
 from emuplan.store.models import RunTable
@@ -88,6 +88,13 @@ def part_kinds(session: Session, run_id: int, kind: str) -> list[str]:
         select(RunTable.kind).where(RunTable.run_id == run_id, col(RunTable.kind).startswith(f"{kind}.part"))
     ).all()
     return [kind, *sorted(like, key=lambda name: int(name.rsplit("part", 1)[1]))]
+
+
+def drop_stored_table(session: Session, run_id: int, kind: str) -> None:
+    """Delete the run's ``kind`` table with all its parts (before it is stored again)."""
+    session.exec(
+        delete(RunTable).where(RunTable.run_id == run_id, col(RunTable.kind).in_(part_kinds(session, run_id, kind)))
+    )
 
 
 def store_table_file(session: Session, run_id: int, kind: str, path: Path, row_count: int) -> None:

@@ -1,0 +1,89 @@
+"""A huge stored run relabelled or linked to a plan is summarised again from its tables copied to disk
+(results/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives."""
+
+import tempfile
+
+import pytest
+from fastapi.testclient import TestClient
+
+from emuplan.main import create_app
+from emuplan.settings import Settings
+from emuplan.store import runs, table_files
+from emuplan.store.db import Database
+from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
+from fixtures.summaries import assert_same
+
+pytestmark = pytest.mark.both_databases
+
+
+def generated(kind: str, path):
+    """2,000 pipeline iterations over four sizes with their rare multi-second spikes, or 400 iterations of
+    per-flow records over 8 ranks."""
+    table = per_iteration_table(2000, seed=7) if kind == "per-iteration" else per_flow_table(400, 8, 2, seed=5)
+    write_csv(table, path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["per-iteration", "per-flow"])
+def test_a_run_over_the_threshold_is_summarised_again_streamed_as_in_memory(
+    database_url, database: Database, tmp_path, monkeypatch, kind
+):
+    """The same file imported twice (a blank line apart): one run relabelled and linked under the default
+    threshold (in memory), the other where every run is over it (streamed, its samples stored in parts)."""
+    monkeypatch.setattr(table_files, "PART_BYTES", 2 << 10)
+    path = generated(kind, tmp_path / "run.csv")
+    again = tmp_path / "again.csv"
+    again.write_bytes(path.read_bytes() + b"\n")
+    in_memory = Settings(database_url=database_url, demo=False)
+    streamed = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1)
+    with TestClient(create_app(in_memory)) as client:
+        first, second = (
+            client.post("/api/runs", files={"file": (each.name, each.read_bytes(), "text/csv")}).json()["id"]
+            for each in (path, again)
+        )
+        plan = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 16}).json()
+        changes = {"collectives": {"all_reduce": "all_gather"}, "plan_id": plan["id"]}
+        assert client.patch(f"/api/runs/{first}", json=changes).status_code == 200
+    with TestClient(create_app(streamed)) as client:
+        answer = client.patch(f"/api/runs/{second}", json=changes)
+        assert answer.status_code == 200, answer.text
+    with database.read_session() as session:
+        expected, got = runs.get_run(session, first), runs.get_run(session, second)
+        assert [got.ranks, got.warnings, got.kind] == [expected.ranks, expected.warnings, expected.kind]
+        assert (got.p50_us, got.p99_us, got.peak_busbw_gbps) == (expected.p50_us, expected.p99_us, None)
+        assert "collective set after import: all_reduce → all_gather" in got.warnings
+        assert_same(runs.summary_with_curves(session, expected), runs.summary_with_curves(session, got))
+        assert_same(expected.summary, got.summary)
+        assert {group["collective"] for group in got.summary["groups"]} == {"all_gather"}
+        assert "samples.part2" in table_files.part_kinds(session, second, "samples")
+        samples = runs.load_samples(session, second)
+        assert samples.to_pylist() == runs.load_samples(session, first).to_pylist()
+
+
+def test_a_run_whose_summary_again_does_not_fit_its_memory_answers_413_and_stays_as_it_was(
+    database_url, database: Database, tmp_path, monkeypatch
+):
+    """4 MiB for the streamed summary gives DuckDB 1 MB, less than its sort asks for at once (set on the settings
+    object past the setting's 64 MiB floor): the relabelling answers 413, the run keeps its samples and summary,
+    and its temporary copy is gone."""
+    path = generated("per-iteration", tmp_path / "run.csv")
+    settings = Settings(database_url=database_url, demo=False)
+    with TestClient(create_app(settings)) as client:
+        run_id = client.post("/api/runs", files={"file": (path.name, path.read_bytes(), "text/csv")}).json()["id"]
+    with database.read_session() as session:
+        before = runs.get_run(session, run_id)
+        summary, samples = runs.summary_with_curves(session, before), runs.load_samples(session, run_id)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    tiny = settings.model_copy(update={"streamed_import_above_bytes": 1, "streamed_import_memory_bytes": 4 << 20})
+    with TestClient(create_app(tiny)) as client:
+        answer = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_reduce": "all_gather"}})
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["detail"].startswith("run.csv: summarising it takes more than the 4194304 bytes")
+    assert list(temporary.iterdir()) == []
+    with database.read_session() as session:
+        after = runs.get_run(session, run_id)
+        assert (after.warnings, after.summary) == (before.warnings, before.summary)
+        assert runs.summary_with_curves(session, after) == summary
+        assert runs.load_samples(session, run_id).to_pylist() == samples.to_pylist()
