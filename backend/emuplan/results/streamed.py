@@ -186,7 +186,8 @@ def streamed_result_file(
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
         result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
-        _read_blocks(result, source, file_name, column_map, collective)
+        with _out_of_resources_as_domain_errors(result):  # the Parquet written as it is read may fill the disk
+            _read_blocks(result, source, file_name, column_map, collective)
         yield result
 
 
