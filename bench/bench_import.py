@@ -26,7 +26,6 @@ import argparse
 import http.client
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.csv as pacsv
 
-from paired import load_average, paired_rounds, ratios, spread
+from paired import load_average, missed_targets, paired_rounds, ratios, spread
 from serve import start_server, stop_server
 
 REPO = Path(__file__).resolve().parents[1]
@@ -250,11 +249,7 @@ def main() -> int:
     work_to_polars = ratios(values, "import work", "polars")
     print(f"  the import's work in polars ÷ polars read + p50/p99: {spread(work_to_polars, digits=2)}x — the "
           f"nearest any server could come to the {POLARS_LIMIT}x target with polars as its reader")  # fmt: skip
-    failed = False
-    for name, samples, limit in checks:
-        ok = statistics.median(samples) <= limit
-        failed |= not ok
-        print(f"  {name:<32} {spread(samples, digits=2)}x (target ≤ {limit}x) {'ok' if ok else 'MISSED'}")
+    failed = missed_targets(checks)
     print(f"  load average after: {load_average()}")
     return 1 if failed else 0
 

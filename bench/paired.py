@@ -97,3 +97,14 @@ def print_growth(
         all_ok &= ok
     print(f"  load average after: {load_average()}")
     return all_ok
+
+
+def missed_targets(checks: Sequence[tuple[str, Sequence[float], float]]) -> bool:
+    """Print each check (name, per-round ratios, target) as its median and spread against the target, ok or
+    MISSED; whether any missed."""
+    missed = False
+    for name, samples, limit in checks:
+        ok = statistics.median(samples) <= limit
+        missed |= not ok
+        print(f"  {name:<32} {spread(samples, digits=2)}x (target ≤ {limit}x) {'ok' if ok else 'MISSED'}")
+    return missed

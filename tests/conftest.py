@@ -135,3 +135,12 @@ def add_account(database: Database) -> Callable[[str, Role], str]:
             return accounts.create_account(session, name, role)[1]
 
     return add
+
+
+@pytest.fixture(scope="session")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """PyTorch profiler traces (one per rank) of real DDP steps on 2 gloo ranks (``profiled_ddp``), made once a
+    session: the observed-run tests read them, none changes them."""
+    from profiled_ddp import ThreeLayers, profiled_ddp_steps, three_layers_input  # torch: only when asked for
+
+    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))

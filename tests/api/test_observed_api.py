@@ -16,7 +16,7 @@ from emuplan.store.db import Database
 from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanRequest
 from paths import FIXTURES
-from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
+from profiled_ddp import ddp_plan
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner()
@@ -24,11 +24,6 @@ JOB = [
     FIXTURES / "results" / "nccl-inspector" / name
     for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")
 ]
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
 
 
 def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(

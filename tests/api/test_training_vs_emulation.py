@@ -17,7 +17,7 @@ from emuplan.store.db import Database
 from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanRequest
 from paths import FIXTURES, RESULTS
-from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
+from profiled_ddp import ddp_plan
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner()
@@ -26,11 +26,6 @@ GTX1080_ALL_GATHER = FIXTURES / "results" / "nccl-tests" / "gtx1080-2gpu-allgath
 # A benchmark of the DDP plan's four collectives, five iterations each at one constant time (µs).
 BENCHMARK_US = {("all_reduce", 4239400): 1000.0, ("all_reduce", 2109440): 500.0, ("broadcast", 8192): 100.0,
                 ("broadcast", 8): 50.0}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
 
 
 def _dump_zip() -> bytes:

@@ -14,12 +14,7 @@ from emuplan.store.db import Database
 from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanRequest
 from live_server import LiveServer
-from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
+from profiled_ddp import ddp_plan
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

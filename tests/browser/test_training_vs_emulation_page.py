@@ -14,16 +14,11 @@ from emuplan.store.db import Database
 from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanRequest
 from live_server import LiveServer
-from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, three_layers_input
+from profiled_ddp import ddp_plan
 
 # The DDP plan's four collectives, five iterations each at one time (µs): a benchmark of the plan.
 BENCHMARK_US = {("all_reduce", 4239400): 1000.0, ("all_reduce", 2109440): 500.0, ("broadcast", 8192): 100.0,
                 ("broadcast", 8): 50.0}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

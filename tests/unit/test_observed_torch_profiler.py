@@ -14,18 +14,13 @@ from emuplan.results import ResultFileError, parse_result_file
 from emuplan.results.budget import ImportBudget
 from emuplan.results.observed import parse_observed
 from emuplan.results.plan_vs_observed import compare_plan_with_observed
-from profiled_ddp import ThreeLayers, ddp_plan, profiled_ddp_steps, profiled_fsdp2_steps, three_layers_input
+from profiled_ddp import ThreeLayers, ddp_plan, profiled_fsdp2_steps, three_layers_input
 
 
 def parsed_job(files):
     """``parse_observed`` within a budget of the default limits, released afterwards as an import's is."""
     with ImportBudget() as budget:
         return parse_observed(files, budget=budget)
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return profiled_ddp_steps(ThreeLayers, three_layers_input, tmp_path_factory.mktemp("traces"))
 
 
 def named(paths: list[Path]) -> list[tuple[str, bytes]]:
