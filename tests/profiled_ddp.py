@@ -30,6 +30,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import ProfilerActivity, profile, schedule
 
+from emuplan.store.db import Database
+from emuplan.store.plans import save_document
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import SampleSpec
 from emuplan.workload.planner import plan_workload
@@ -57,14 +59,21 @@ def three_layers_input() -> torch.Tensor:
     return torch.randn(4, 512)
 
 
+def ddp_request(**options) -> PlanRequest:
+    return PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32", **options)
+
+
 def ddp_plan(**options):
     with torch.device("meta"):
         model = ThreeLayers().eval()  # batch norm refuses the inventory's one-sample batch in training mode
     inventory = inventory_from_module(model, "ThreeLayers", "test", SampleSpec(shape=[512], dtype="float32"))
-    request = PlanRequest(
-        model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32", **options
-    )
-    return plan_workload(request, inventory)
+    return plan_workload(ddp_request(**options), inventory)
+
+
+def saved_ddp_plan(database: Database) -> int:
+    """``ddp_plan()`` stored as its request makes it; its id."""
+    with database.writing() as session:
+        return save_document(session, ddp_plan(), ddp_request()).id
 
 
 def fully_shard_layers(model: nn.Module) -> nn.Module:

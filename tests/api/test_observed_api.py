@@ -13,10 +13,8 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.store.db import Database
-from emuplan.store.plans import save_document
-from emuplan.workload.document import PlanRequest
 from paths import FIXTURES
-from profiled_ddp import ddp_plan
+from profiled_ddp import saved_ddp_plan
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner()
@@ -29,9 +27,7 @@ JOB = [
 def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(
     traces: list[Path], cli_env: str, client: TestClient
 ) -> None:
-    with Database(cli_env).writing() as session:
-        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
-        plan_id = save_document(session, ddp_plan(), request).id
+    plan_id = saved_ddp_plan(Database(cli_env))
     imported = runner.invoke(app, ["import", "--job", *map(str, traces), "--plan", str(plan_id), "--json"])
     assert imported.exit_code == 0, imported.output
     run = json.loads(imported.stdout)

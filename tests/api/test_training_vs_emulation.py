@@ -14,10 +14,8 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.store.db import Database
-from emuplan.store.plans import save_document
-from emuplan.workload.document import PlanRequest
 from paths import FIXTURES, RESULTS
-from profiled_ddp import ddp_plan
+from profiled_ddp import ddp_plan, saved_ddp_plan
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner()
@@ -77,9 +75,7 @@ def test_an_inspector_dump_lines_up_with_an_nccl_tests_sweep_size_by_size(client
 def test_a_profiled_ddp_job_against_a_benchmark_of_its_plan_per_size_and_per_step(
     traces: list[Path], cli_env: str, client: TestClient, tmp_path: Path
 ) -> None:
-    with Database(cli_env).writing() as session:
-        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
-        plan_id = save_document(session, ddp_plan(), request).id
+    plan_id = saved_ddp_plan(Database(cli_env))
     imported = runner.invoke(app, ["import", "--job", *map(str, traces), "--plan", str(plan_id), "--json"])
     assert imported.exit_code == 0, imported.output
     job = json.loads(imported.stdout)["id"]

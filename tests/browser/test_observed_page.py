@@ -11,21 +11,17 @@ from playwright.sync_api import Browser, expect
 from emuplan.results.budget import ImportBudget
 from emuplan.store import runs as store
 from emuplan.store.db import Database
-from emuplan.store.plans import save_document
-from emuplan.workload.document import PlanRequest
 from live_server import LiveServer
-from profiled_ddp import ddp_plan
+from profiled_ddp import saved_ddp_plan
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_an_observed_run_shows_what_it_sent_against_its_plan(
     traces: list[Path], database: Database, live_server: LiveServer, browser: Browser, viewport: dict
 ) -> None:
-    with database.writing() as session:
-        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
-        plan_id = save_document(session, ddp_plan(), request).id
-        with ImportBudget() as budget:
-            run_id = store.import_observed_files(session, traces, plan_id=plan_id, budget=budget).id
+    plan_id = saved_ddp_plan(database)
+    with database.writing() as session, ImportBudget() as budget:
+        run_id = store.import_observed_files(session, traces, plan_id=plan_id, budget=budget).id
     page = browser.new_page(viewport=viewport)
     watch = PageWatch(page)
     page.goto(f"{live_server.url}/runs/{run_id}")

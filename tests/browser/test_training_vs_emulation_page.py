@@ -11,10 +11,8 @@ from playwright.sync_api import Browser, expect
 from emuplan.results.budget import ImportBudget
 from emuplan.store import runs as store
 from emuplan.store.db import Database
-from emuplan.store.plans import save_document
-from emuplan.workload.document import PlanRequest
 from live_server import LiveServer
-from profiled_ddp import ddp_plan
+from profiled_ddp import saved_ddp_plan
 
 # The DDP plan's four collectives, five iterations each at one time (µs): a benchmark of the plan.
 BENCHMARK_US = {("all_reduce", 4239400): 1000.0, ("all_reduce", 2109440): 500.0, ("broadcast", 8192): 100.0,
@@ -27,9 +25,8 @@ def test_a_training_job_against_a_benchmark_of_its_plan(
 ) -> None:
     rows = "".join(f"{i},{op},{size},{us}\n" for (op, size), us in BENCHMARK_US.items() for i in range(5))
     csv = f"iteration,collective,size_bytes,duration_us\n{rows}".encode()
+    plan_id = saved_ddp_plan(database)
     with database.writing() as session:
-        request = PlanRequest(model="ThreeLayers", strategy="data", mode="framework", gpus=2, param_dtype="float32")
-        plan_id = save_document(session, ddp_plan(), request).id
         benchmark = store.import_result_file(session, csv, "bench.csv", name="Benchmark of the plan", plan_id=plan_id)
         with ImportBudget() as budget:
             job = store.import_observed_files(session, traces, name="DDP job", plan_id=plan_id, budget=budget)
