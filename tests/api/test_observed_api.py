@@ -2,9 +2,7 @@
 run and held against the plan of the same model, an Inspector dump directory uploaded as a zip, and a dump cut
 short refused with nothing stored."""
 
-import io
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,15 +11,11 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.store.db import Database
-from paths import FIXTURES
+from inspector_job import INSPECTOR_JOB, zipped_dump
 from profiled_ddp import saved_ddp_plan
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner()
-JOB = [
-    FIXTURES / "results" / "nccl-inspector" / name
-    for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")
-]
 
 
 def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(
@@ -52,16 +46,8 @@ def test_a_jobs_traces_import_as_one_observed_run_that_matches_its_plan(
     assert again.exit_code == 2 and f"already imported as run {run['id']}" in again.output
 
 
-def _zip(paths: list[Path]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in paths:
-            archive.write(path, f"nccl-inspector-4242/{path.name}")
-    return buffer.getvalue()
-
-
 def test_an_inspector_dump_directory_uploads_as_a_zip(client: TestClient) -> None:
-    upload = client.post("/api/runs", files={"file": ("nccl-inspector-4242.zip", _zip(JOB))})
+    upload = client.post("/api/runs", files={"file": ("nccl-inspector-4242.zip", zipped_dump(INSPECTOR_JOB))})
     assert upload.status_code == 201, upload.text
     run = upload.json()
     assert (run["origin"], run["source_format"], run["ranks"], run["hosts"]) == ("observed", "nccl-inspector", 2, 2)
@@ -89,7 +75,7 @@ def test_an_inspector_dump_directory_uploads_as_a_zip(client: TestClient) -> Non
 
 
 def test_a_dump_cut_short_is_refused_and_nothing_stored(client: TestClient) -> None:
-    content = JOB[0].read_bytes()
+    content = INSPECTOR_JOB[0].read_bytes()
     upload = client.post("/api/runs", files={"file": ("gpu-a-pid101.log", content[: content.index(b"\n") + 120])})
     assert upload.status_code == 400
     assert upload.json()["detail"].startswith("gpu-a-pid101.log: line 2: not a JSON object: ")
@@ -104,7 +90,7 @@ def test_a_run_that_was_not_observed_has_no_plan_comparison(client: TestClient) 
 
 
 def test_a_collective_set_after_import_is_what_the_plan_comparison_reads(client: TestClient) -> None:
-    run_id = client.post("/api/runs", files={"file": ("dump.zip", _zip(JOB))}).json()["id"]
+    run_id = client.post("/api/runs", files={"file": ("dump.zip", zipped_dump(INSPECTOR_JOB))}).json()["id"]
     changed = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_gather": "all_to_all"}})
     assert changed.status_code == 200, changed.text
     plan = client.post(

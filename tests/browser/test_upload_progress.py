@@ -16,12 +16,9 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import CDPSession, Page, expect
 
 from emuplan.results.budget import POOL
+from inspector_job import INSPECTOR_JOB
 from live_server import LiveServer
-from paths import RESULTS
 
-INSPECTOR = [
-    RESULTS / "nccl-inspector" / name for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")
-]
 # Bytes a second the link sends: the 1.7 MB upload below takes about 3.4 s.
 SLOW_LINK = 500_000
 
@@ -74,7 +71,7 @@ def test_a_jobs_dumps_chosen_together_become_one_observed_run(
 ) -> None:
     page.goto(f"{live_server.url}/runs")
     page.fill("#upload-name", "typed before choosing")
-    page.set_input_files("#upload-file", [str(path) for path in INSPECTOR])
+    page.set_input_files("#upload-file", [str(path) for path in INSPECTOR_JOB])
     # A name names one run: several files are named by their file names.
     expect(page.locator("#upload-name")).to_be_disabled()
     expect(page.locator("#upload-chosen")).to_have_text(re.compile(r"^2 files \([\d,]+ bytes\): constructed-gpu-a"))

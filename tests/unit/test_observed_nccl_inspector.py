@@ -5,7 +5,6 @@ agreement, per-rank times with the slow rank found, archives, and refusals that 
 import gzip
 import io
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,10 @@ from emuplan.results.stats import summarise
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
+from inspector_job import INSPECTOR_JOB, zipped_dump
 from paths import FIXTURES
 
 DUMPS = FIXTURES / "results" / "nccl-inspector"
-JOB = [DUMPS / "constructed-gpu-a-pid101.log", DUMPS / "constructed-gpu-b-pid202.log"]
 
 
 def parsed_job(files):
@@ -55,7 +54,7 @@ def test_the_readme_examples_read_with_our_busbw_agreeing(file_name, collective,
 
 
 def test_one_file_per_process_is_one_run_with_every_rank_timed() -> None:
-    parsed = parsed_job(named(JOB))
+    parsed = parsed_job(named(INSPECTOR_JOB))
     assert (parsed.ranks, parsed.hosts, parsed.warnings) == (2, 2, [])
     rows = parsed.samples.select(["collective", "size_bytes", "duration_us", "variant", "busbw_gbps"]).to_pylist()
     assert [tuple(row.values()) for row in rows] == [
@@ -89,14 +88,6 @@ def test_one_file_per_process_is_one_run_with_every_rank_timed() -> None:
     ]
 
 
-def _zip(paths: list[Path]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in paths:
-            archive.write(path, f"nccl-inspector-4242/{path.name}")
-    return buffer.getvalue()
-
-
 def _tar_gz(paths: list[Path]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -105,16 +96,16 @@ def _tar_gz(paths: list[Path]) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("packed", [_zip, _tar_gz])
+@pytest.mark.parametrize("packed", [zipped_dump, _tar_gz])
 def test_a_dump_directory_as_an_archive_reads_as_the_files(packed) -> None:
-    parsed = parse_result_file(packed(JOB), "dump.zip")
-    expected = parsed_job(named(JOB))
+    parsed = parse_result_file(packed(INSPECTOR_JOB), "dump.zip")
+    expected = parsed_job(named(INSPECTOR_JOB))
     assert parsed.samples.to_pylist() == expected.samples.to_pylist()
     assert parsed.rank_times.to_pylist() == expected.rank_times.to_pylist()
 
 
 def test_a_dump_cut_short_names_its_line() -> None:
-    content = JOB[0].read_bytes()
+    content = INSPECTOR_JOB[0].read_bytes()
     cut = content[: content.index(b"\n") + 120]
     with pytest.raises(ResultFileError) as refused:
         parsed_job([("gpu-a-pid101.log", cut)])
@@ -123,16 +114,16 @@ def test_a_dump_cut_short_names_its_line() -> None:
 
 
 def test_a_malformed_field_names_its_line_and_key() -> None:
-    lines = JOB[1].read_bytes().split(b"\n")
+    lines = INSPECTOR_JOB[1].read_bytes().split(b"\n")
     lines[2] = lines[2].replace(b'"coll_sn":3', b'"coll_sn":"3"')
     with pytest.raises(ResultFileError, match=r"^gpu-b\.log: line 3: coll_perf\.coll_sn is '3', expected int$"):
         parsed_job([("gpu-b.log", b"\n".join(lines))])
 
 
 def test_ranks_that_disagree_on_a_call_are_refused() -> None:
-    other = JOB[1].read_bytes().replace(b'"coll":"AllGather"', b'"coll":"AllReduce"')
+    other = INSPECTOR_JOB[1].read_bytes().replace(b'"coll":"AllGather"', b'"coll":"AllReduce"')
     with pytest.raises(ResultFileError, match=r"line 4: call \(4,\) of communicator 0xc0ffee is all_reduce"):
-        parsed_job([(JOB[0].name, JOB[0].read_bytes()), ("gpu-b.log", other)])
+        parsed_job([(INSPECTOR_JOB[0].name, INSPECTOR_JOB[0].read_bytes()), ("gpu-b.log", other)])
 
 
 def test_a_dump_without_steps_is_compared_over_the_steps_given() -> None:
@@ -140,7 +131,7 @@ def test_a_dump_without_steps_is_compared_over_the_steps_given() -> None:
     plan = plan_workload(
         PlanRequest(model="fashion-mnist-mlp", strategy="data", gpus=2), resolve_model("fashion-mnist-mlp")
     )
-    observed = parsed_job(named(JOB)).observed
+    observed = parsed_job(named(INSPECTOR_JOB)).observed
     with pytest.raises(ObservedComparisonError, match="records no training steps"):
         compare_plan_with_observed(plan, observed)
     comparison = compare_plan_with_observed(plan, observed, steps=3)
@@ -159,18 +150,18 @@ def test_a_dump_without_steps_is_compared_over_the_steps_given() -> None:
 
 
 def test_gzipped_dumps_given_together_read_as_the_files() -> None:
-    gzipped = [(f"{name}.gz", gzip.compress(content)) for name, content in named(JOB)]
+    gzipped = [(f"{name}.gz", gzip.compress(content)) for name, content in named(INSPECTOR_JOB)]
     parsed = parsed_job(gzipped)
-    assert parsed.samples.to_pylist() == parsed_job(named(JOB)).samples.to_pylist()
+    assert parsed.samples.to_pylist() == parsed_job(named(INSPECTOR_JOB)).samples.to_pylist()
 
 
 def test_one_rank_given_twice_is_refused() -> None:
     with pytest.raises(ResultFileError, match=r"^copy\.log: line 1: rank 0 recorded this call already in "):
-        parsed_job([*named(JOB), ("copy.log", JOB[0].read_bytes())])
+        parsed_job([*named(INSPECTOR_JOB), ("copy.log", INSPECTOR_JOB[0].read_bytes())])
 
 
 def test_a_line_that_is_not_json_is_named_without_calling_it_cut_short() -> None:
-    lines = JOB[0].read_bytes().split(b"\n")
+    lines = INSPECTOR_JOB[0].read_bytes().split(b"\n")
     lines[1] = lines[1].replace(b'"coll":', b'"coll" ', 1)
     with pytest.raises(ResultFileError) as refused:
         parsed_job([("gpu-a.log", b"\n".join(lines))])
@@ -179,7 +170,9 @@ def test_a_line_that_is_not_json_is_named_without_calling_it_cut_short() -> None
 
 def test_a_size_past_64_bits_is_refused() -> None:
     huge = (
-        JOB[0].read_bytes().replace(b'"coll_msg_size_bytes":1048576', b'"coll_msg_size_bytes":18446744073709551615', 1)
+        INSPECTOR_JOB[0]
+        .read_bytes()
+        .replace(b'"coll_msg_size_bytes":1048576', b'"coll_msg_size_bytes":18446744073709551615', 1)
     )
     with pytest.raises(ResultFileError, match=r"^gpu-a\.log: line 1: a size of 18446744073709551615 B does not fit"):
         parsed_job([("gpu-a.log", huge)])
@@ -229,12 +222,12 @@ def test_the_aggregated_prometheus_output_of_later_inspectors_is_refused() -> No
 
 def test_a_dump_arrows_reader_refuses_reads_object_by_object_alike() -> None:
     # Blank lines between records and a NaN busbw written "nan": rows are no longer lines, and not numbers.
-    plain = parsed_job(named(JOB))
-    spaced = [(path.name, path.read_bytes().replace(b"\n", b"\n\n")) for path in JOB]
+    plain = parsed_job(named(INSPECTOR_JOB))
+    spaced = [(path.name, path.read_bytes().replace(b"\n", b"\n\n")) for path in INSPECTOR_JOB]
     assert parsed_job(spaced).samples.to_pylist() == plain.samples.to_pylist()
     assert parsed_job(spaced).rank_times.to_pylist() == plain.rank_times.to_pylist()
-    nan = JOB[1].read_bytes().replace(b'"coll_busbw_gbs":1.092267', b'"coll_busbw_gbs":"nan"')
-    parsed = parsed_job([(JOB[0].name, JOB[0].read_bytes()), (JOB[1].name, nan)])
+    nan = INSPECTOR_JOB[1].read_bytes().replace(b'"coll_busbw_gbs":1.092267', b'"coll_busbw_gbs":"nan"')
+    parsed = parsed_job([(INSPECTOR_JOB[0].name, INSPECTOR_JOB[0].read_bytes()), (INSPECTOR_JOB[1].name, nan)])
     assert parsed.samples.column("busbw_gbps").to_pylist() == [10.48576, 6.990507, 5.24288, None]
 
 
