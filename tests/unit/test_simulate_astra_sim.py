@@ -3,6 +3,7 @@ for small plans (seed MLP, 4 and 8 ranks), its abort at exit read as a complete 
 
 import re
 import threading
+import time
 
 import pytest
 
@@ -120,16 +121,32 @@ def test_its_abort_at_exit_after_every_result_is_a_complete_result() -> None:
 
 
 @requires_astra_sim
-def test_a_cancel_or_the_time_bound_stops_it() -> None:
+def test_a_cancel_or_the_time_bound_stops_it_while_the_traces_are_written() -> None:
     cancel = threading.Event()
     cancel.set()
-    with pytest.raises(SimulationCancelled):
+    with pytest.raises(SimulationCancelled, match="^cancelled before ASTRA-sim started$"):
         simulate_plan(ASTRA_SIM, *plan_and_bundle(**SEED_DATA), "h100-sxm", 0.4, cancel=cancel)
-    # 512 micro-batches through 4 stages: far longer than the bound, which starting the binary alone passes.
+    # 512 micro-batches through 4 stages: each trace takes tens of ms to encode as it is written.
     long_pipeline = plan_and_bundle(strategy="pipeline", mode="framework", pp=4, gpus=4, micro_batches=512)
-    # A bound far below any run of it (starting the binary alone takes longer), so the check is not a race.
-    with pytest.raises(SimulationError, match=r"^timeout_s: ASTRA-sim ran past 0.001 s and was stopped$"):
-        simulate_plan(ASTRA_SIM, *long_pipeline, "h100-sxm", 0.4, timeout_s=0.001)
+    started = []
+    with pytest.raises(
+        SimulationError, match=r"^timeout_s: writing the plan's traces ran past 0.001 s; ASTRA-sim was not started$"
+    ):
+        simulate_plan(ASTRA_SIM, *long_pipeline, "h100-sxm", 0.4, timeout_s=0.001, on_started=started.append)
+    assert started == []
+
+
+@requires_astra_sim
+def test_a_cancel_or_the_time_bound_stops_the_running_binary() -> None:
+    # The traces encoded beforehand, so writing them takes milliseconds; ASTRA-sim then runs 512 micro-batches
+    # through 4 stages for over half a second, past the moment each case stops it.
+    document, bundle = plan_and_bundle(strategy="pipeline", mode="framework", pp=4, gpus=4, micro_batches=512)
+    files = dict(bundle)
+    cancel = threading.Event()
+    with pytest.raises(SimulationCancelled, match="^cancelled: ASTRA-sim was stopped$"):
+        simulate_plan(ASTRA_SIM, document, files, "h100-sxm", 0.4, cancel=cancel, on_started=cancel.set)
+    with pytest.raises(SimulationError, match=r"^timeout_s: ASTRA-sim ran past 0.2 s and was stopped$"):
+        simulate_plan(ASTRA_SIM, document, files, "h100-sxm", 0.4, timeout_s=0.2, on_started=lambda: time.sleep(0.25))
 
 
 @requires_astra_sim

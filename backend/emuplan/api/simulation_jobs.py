@@ -39,7 +39,10 @@ class SimulateRequest(BaseModel):
     gpu: Literal[tuple(GPUS)] = Field(default=DEFAULT_GPU, description="GPU whose dense bf16 peak times compute.")
     utilisation: float = Field(default=DEFAULT_UTILISATION, gt=0, le=1, description="Fraction of that peak reached.")
     timeout_s: float = Field(
-        default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S, description="ASTRA-sim is stopped after this wall time."
+        default=DEFAULT_TIMEOUT_S,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        description="Writing the traces and ASTRA-sim are stopped after this wall time.",
     )
 
 
@@ -120,12 +123,12 @@ class SimulationJobs:
             progress.update(state="exporting")
             with database.read_session() as session:
                 document, files = plan_traces(session, plan_id, request.gpu, request.utilisation)
-            if cancel.is_set():
-                raise SimulationCancelled("cancelled before ASTRA-sim started")
-            progress.update(state="simulating", ranks_total=document.inputs.gpus)
+            progress.update(ranks_total=document.inputs.gpus)
+            # "exporting" lasts until the binary runs: the bundle encodes each trace as it is written.
             simulation = simulate_plan(
                 binary, document, files, request.gpu, request.utilisation, timeout_s=request.timeout_s,
-                cancel=cancel, on_progress=lambda ranks: progress.update(ranks_done=ranks),
+                cancel=cancel, on_started=lambda: progress.update(state="simulating"),
+                on_progress=lambda ranks: progress.update(ranks_done=ranks),
             )  # fmt: skip
         except SimulationCancelled as error:
             outcome = {"state": "cancelled", "error": str(error)}

@@ -20,7 +20,7 @@ def simulate(
         "--timeout",
         min=0.001,
         max=MAX_TIMEOUT_S,
-        help="ASTRA-sim is stopped after this wall time (s).",
+        help="Writing the traces and ASTRA-sim are stopped after this wall time (s).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the simulation document the API returns."),
 ) -> None:

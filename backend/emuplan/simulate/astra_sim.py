@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -166,25 +166,35 @@ def _last_lines(path: Path) -> str:
 
 def run_astra_sim(
     binary: Path,
-    files: dict[str, bytes],
+    files: Mapping[str, bytes],
     network: SimulatedNetwork,
     world_size: int,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     cancel: threading.Event | None = None,
+    on_started: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> SimulatorOutput:
     """Simulate ``files`` (a Chakra bundle: ``workload.<rank>.et`` for every rank and ``comm_groups.json``) on
-    ``network`` in a temporary folder; ``on_progress`` gets the count of ranks finished as they finish. The
-    binary is killed on ``cancel`` (``SimulationCancelled``) or after ``timeout_s`` (``SimulationError``)."""
+    ``network`` in a temporary folder; ``on_started`` is called once the traces are written and the binary runs,
+    ``on_progress`` with the count of ranks finished as they finish. ``cancel`` (``SimulationCancelled``) and
+    ``timeout_s`` (``SimulationError``) stop the writing of the traces too, which a bundle encodes as it is read:
+    thousands of ranks take minutes."""
     npus = math.prod(dimension.npus for dimension in network.dimensions)
     if not network.dimensions or npus != world_size:
         raise SimulationError(f"network: {npus} NPUs for a plan of {world_size} ranks")
+    deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="emuplan-astra-sim-") as folder:
         root = Path(folder)
         traces = root / "traces"
         traces.mkdir()
         for name, content in files.items():
+            if cancel is not None and cancel.is_set():
+                raise SimulationCancelled("cancelled before ASTRA-sim started")
+            if time.monotonic() > deadline:
+                raise SimulationError(
+                    f"timeout_s: writing the plan's traces ran past {timeout_s:g} s; ASTRA-sim was not started"
+                )
             (traces / name).write_bytes(content)
         (root / "system.json").write_text(json.dumps(system_config(len(network.dimensions))))
         (root / "network.yml").write_text(network.yaml_text())
@@ -205,7 +215,9 @@ def run_astra_sim(
                 process = subprocess.Popen(command, cwd=root, stdout=stdout, stderr=stderr, start_new_session=True)
             except OSError as error:
                 raise SimulatorUnavailable(f"EMUPLAN_ASTRA_SIM: cannot run {binary}: {error}") from None
-            _wait(process, stdout_path, world_size, started + timeout_s, timeout_s, cancel, on_progress)
+            if on_started is not None:
+                on_started()
+            _wait(process, stdout_path, world_size, deadline, timeout_s, cancel, on_progress)
         wall_s = time.monotonic() - started
         finished, compute = _read_results(stdout_path.read_bytes())
         missing = [rank for rank in range(world_size) if rank not in finished or rank not in compute]
@@ -326,7 +338,7 @@ class Simulation(BaseModel):
 def simulate_plan(
     binary: Path,
     document: PlanDocument,
-    files: dict[str, bytes],
+    files: Mapping[str, bytes],
     gpu: str,
     utilisation: float,
     **run_options,

@@ -9,6 +9,7 @@ from sqlmodel import Session
 from emuplan.simulate.astra_sim import check_binary
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.workload_export import chakra_bundle, chakra_refusal
+from emuplan.workload.chakra.bundle import TraceBundle
 from emuplan.workload.chakra.schedule import ExportError
 from emuplan.workload.document import PlanDocument
 
@@ -25,8 +26,9 @@ def check_simulation(session: Session, plan_id: int, binary: Path | None) -> Pat
 
 def plan_traces(
     session: Session, plan_id: int, gpu: str, utilisation: float, allow_files: bool = False
-) -> tuple[PlanDocument, dict[str, bytes]]:
-    """The plan's document and its Chakra bundle with a trace for every rank, as a simulator needs."""
+) -> tuple[PlanDocument, TraceBundle]:
+    """The plan's document and its Chakra bundle with a trace for every rank, as a simulator needs (each trace
+    encoded as it is read)."""
     document = plan_document(get_plan(session, plan_id))
     every_rank = f"0-{document.inputs.gpus - 1}"
     return document, chakra_bundle(session, plan_id, gpu, utilisation, every_rank, allow_files=allow_files)
