@@ -12,8 +12,15 @@ from typer.testing import CliRunner
 from emuplan.cli import app
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
+from live_server import LiveServer
 
 pytestmark = pytest.mark.both_databases
+runner = CliRunner(env={"EMUPLAN_SERVER": None, "EMUPLAN_TOKEN": None})
+
+
+def remote(server: LiveServer, *args: str):
+    return runner.invoke(app, ["--server", server.url, *args])
+
 
 SEED_DATA_PARALLEL = {"model": "fashion-mnist-mlp", "strategy": "data", "mode": "framework", "gpus": 4}
 
@@ -82,7 +89,7 @@ def test_api_errors_name_the_field(client: TestClient) -> None:
 def test_cli_writes_the_same_bundle_into_a_folder(client: TestClient, cli_env: str, tmp_path: Path) -> None:
     plan_id = create_plan(client, SEED_DATA_PARALLEL)
     out = tmp_path / "traces"
-    result = CliRunner().invoke(app, ["export-workload", str(plan_id), "--format", "chakra", "--out", str(out)])
+    result = runner.invoke(app, ["export-workload", str(plan_id), "--format", "chakra", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.stdout == f"wrote 4 trace file(s) and 3 other file(s) to {out}\n"
     files = {path.name: path.read_bytes() for path in out.iterdir()}
@@ -91,6 +98,42 @@ def test_cli_writes_the_same_bundle_into_a_folder(client: TestClient, cli_env: s
     with zipfile.ZipFile(io.BytesIO(api_zip)) as archive:
         assert {name: archive.read(name) for name in archive.namelist()} == files
 
-    missing = CliRunner().invoke(app, ["export-workload", "999", "--out", str(tmp_path / "none")])
+    missing = runner.invoke(app, ["export-workload", "999", "--out", str(tmp_path / "none")])
     assert missing.exit_code == 2 and "plan" in missing.stderr and "999" in missing.stderr
     assert not (tmp_path / "none").exists()
+
+
+def zip_members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_cli_streams_the_zip_to_a_file_and_fetches_it_from_a_server(
+    client: TestClient, live_server: LiveServer, cli_env: str, tmp_path: Path
+) -> None:
+    plan_id = create_plan(client, SEED_DATA_PARALLEL)
+    api_zip = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra", "ranks": "1-2"}).content
+    with zipfile.ZipFile(io.BytesIO(api_zip)) as archive:
+        expected = {name: archive.read(name) for name in archive.namelist()}
+    assert sorted(expected) == [
+        "README.txt", "comm_group_names.json", "comm_groups.json", "workload.1.et", "workload.2.et"
+    ]  # fmt: skip
+    # Without a server: the local database's bundle, zipped as the API zips it.
+    local_zip = tmp_path / "local" / "bundle.zip"
+    local = runner.invoke(app, ["export-workload", str(plan_id), "--ranks", "1-2", "--out", str(local_zip)])
+    assert local.stdout == f"wrote 2 trace file(s) and 3 other file(s) to {local_zip}\n"
+    assert zip_members(local_zip) == expected  # not the bytes: a member's time stamp is the time it was zipped
+    # With --server: the server's zip streamed to disk, or unpacked into a folder.
+    remote_zip, remote_folder = tmp_path / "remote.zip", tmp_path / "remote"
+    for out in (remote_zip, remote_folder):
+        result = remote(live_server, "export-workload", str(plan_id), "--ranks", "1-2", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        assert result.stdout == f"wrote 2 trace file(s) and 3 other file(s) to {out}\n"
+    assert zip_members(remote_zip) == expected
+    assert {path.name: path.read_bytes() for path in remote_folder.iterdir()} == expected
+    # The server's refusal, as the local command words it, and nothing written.
+    refused = remote(live_server, "export-workload", str(plan_id), "--ranks", "0-4", "--out", str(tmp_path / "no.zip"))
+    assert (refused.exit_code, refused.stderr) == (
+        2, f"error: ranks: rank 4 is outside 0-3 (the plan has 4 GPUs) (HTTP 422 from {live_server.url})\n"
+    )  # fmt: skip
+    assert not (tmp_path / "no.zip").exists()

@@ -33,8 +33,8 @@ app = typer.Typer(
 )
 
 
-# Set by the callback below for the command that follows: import, runs, plans, comparisons, stats, compare and
-# plan --save then talk to that server instead of the local database.
+# Set by the callback below for the command that follows: import, runs, plans, comparisons, stats, compare,
+# export-workload and plan --save then talk to that server instead of the local database.
 _remote: "RemoteServer | None" = None
 
 
@@ -45,8 +45,8 @@ def main(
         typer.Option(
             "--server",
             envvar="EMUPLAN_SERVER",
-            help="A remote emuplan, e.g. https://host:8000: import, runs, plans, comparisons, stats, compare and "
-            "plan --save use its API instead of the local database.",
+            help="A remote emuplan, e.g. https://host:8000: import, runs, plans, comparisons, stats, compare, "
+            "export-workload and plan --save use its API instead of the local database.",
         ),
     ] = None,
     token: Annotated[

@@ -125,16 +125,31 @@ class RemoteServer:
             fail(f"cannot reach {self.url}: {error}")
         if response.status_code == 204:
             return None
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = {"detail": response.text.strip()[:500] or response.reason_phrase}
+        answer = _json_answer(response)
         if response.status_code >= 400:
-            message = f"{error_detail(answer)} (HTTP {response.status_code} from {self.url})"
+            message = self._refusal(response, answer)
             if raise_refusal:
                 raise Refused(message, answer)
             fail(message)
         return answer
+
+    def _refusal(self, response, answer: Any) -> str:
+        return f"{error_detail(answer)} (HTTP {response.status_code} from {self.url})"
+
+    def download(self, path: str, params: dict, destination: Path) -> None:
+        """GET ``path`` into ``destination`` as the body arrives, never whole in memory; an error answer exits."""
+        import httpx2
+
+        try:
+            with self._client() as client, client.stream("GET", path, params=_without_none(params)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    fail(self._refusal(response, _json_answer(response)))
+                with destination.open("wb") as file:
+                    for chunk in response.iter_bytes():
+                        file.write(chunk)
+        except httpx2.HTTPError as error:
+            fail(f"cannot reach {self.url}: {error}")
 
     def get(self, path: str, params: dict | None = None) -> Any:
         return self._answer(lambda client: client.get(path, params=_without_none(params)))
@@ -173,6 +188,14 @@ class RemoteServer:
             return self._answer(
                 lambda client: client.post(path, files=parts, data=_without_none(fields)), raise_refusal=raise_refusal
             )
+
+
+def _json_answer(response) -> Any:
+    """The answer's JSON, or its text as an error ``detail`` (a proxy's HTML page, say)."""
+    try:
+        return response.json()
+    except ValueError:
+        return {"detail": response.text.strip()[:500] or response.reason_phrase}
 
 
 def _without_none(values: dict | None) -> dict:

@@ -331,8 +331,12 @@ def zip_stream(files: Mapping[str, bytes]) -> Iterator[bytes]:
     yield pipe.take()
 
 
-def bundle_zip(files: Mapping[str, bytes]) -> bytes:
-    return b"".join(zip_stream(files))
+def write_zip(files: Mapping[str, bytes], path: Path) -> None:
+    """The zip written as ``zip_stream`` makes it, one member in memory at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        for chunk in zip_stream(files):
+            file.write(chunk)
 
 
 def write_bundle(files: Mapping[str, bytes], directory: Path) -> None:
