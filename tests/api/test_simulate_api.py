@@ -123,6 +123,12 @@ def test_refusals_come_before_anything_starts(astra_client: TestClient) -> None:
     assert astra_client.post("/api/plans/999/simulate", json={}).status_code == 404
     framework = save_plan(astra_client)
     assert astra_client.post(f"/api/plans/{framework}/simulate", json={"gpu": "tpu"}).status_code == 422
+    # ASTRA-sim needs every rank's trace: a plan past a bundle's ranks is refused at once, not by a failed job.
+    huge = save_plan(astra_client, model="gpt2", strategy="hybrid", tp=2, pp=2, gpus=32768, batch_size=8192)
+    response = astra_client.post(f"/api/plans/{huge}/simulate", json={})
+    assert (response.status_code, response.json()["detail"]) == (
+        422, "gpus: ASTRA-sim needs a trace for every rank and a bundle holds at most 16384; the plan has 32768"
+    )  # fmt: skip
     assert astra_client.get("/api/simulations").json() == []
     assert astra_client.get("/api/simulations/nope").status_code == 404
 

@@ -10,8 +10,10 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from emuplan.cli import app
+from emuplan.store.workload_export import wanted_ranks
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
+from emuplan.workload.chakra.schedule import ExportError
 from live_server import LiveServer
 
 pytestmark = pytest.mark.both_databases
@@ -56,10 +58,21 @@ def test_api_zip_holds_every_rank_the_groups_and_a_readme(client: TestClient) ->
     assert json.loads(files["comm_groups.json"]) == {"1": [0, 1, 2, 3]}
     assert f"saved plan #{plan_id}" in files["README.txt"].decode()
 
+    every = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra", "ranks": "all"})
+    with zipfile.ZipFile(io.BytesIO(every.content)) as archive:
+        assert {name: archive.read(name) for name in archive.namelist()} == files
     two = client.get(f"/api/plans/{plan_id}/workload", params={"format": "chakra", "ranks": "1-2", "gpu": "b200"})
     with zipfile.ZipFile(io.BytesIO(two.content)) as archive:
         assert sorted(n for n in archive.namelist() if n.endswith(".et")) == ["workload.1.et", "workload.2.et"]
         assert "NVIDIA B200 dense bf16 peak 2250 TFLOP/s" in archive.read("README.txt").decode()
+
+
+def test_all_is_every_rank_up_to_what_a_bundle_holds() -> None:
+    assert wanted_ranks("all", 4) == [0, 1, 2, 3]
+    assert wanted_ranks(" ALL ", 16384) == list(range(16384))
+    assert wanted_ranks("0,2-3", 4) == [0, 2, 3]
+    with pytest.raises(ExportError, match="^ranks: more than 16384 ranks in one bundle; ask for fewer$"):
+        wanted_ranks("all", 32768)
 
 
 def test_api_errors_name_the_field(client: TestClient) -> None:

@@ -191,7 +191,11 @@ def export_plan_workload(
     workload_format: str = Query(alias="format", description=f"One of: {', '.join(WORKLOAD_FORMATS)}."),
     gpu: str = Query(default=DEFAULT_GPU, description=f"GPU whose dense bf16 peak times compute: {', '.join(GPUS)}."),
     utilisation: float = Query(default=DEFAULT_UTILISATION, description="Fraction of the GPU peak reached (0, 1]."),
-    ranks: str | None = Query(default=None, max_length=1000, description="Ranks to write, e.g. 0-7 or 0,4,8-11."),
+    ranks: str | None = Query(
+        default=None,
+        max_length=1000,
+        description="Ranks to write: all, or e.g. 0-7 or 0,4,8-11. Default: all up to 16384 ranks, else one per stage.",
+    ),
 ) -> Response:
     """One training step of the plan as per-rank Chakra execution traces with communicator groups (zip)."""
     if workload_format not in WORKLOAD_FORMATS:

@@ -21,7 +21,9 @@ def export_workload(
     gpu: str = typer.Option(DEFAULT_GPU, help=f"GPU whose dense bf16 peak times compute: {', '.join(GPUS)}."),
     utilisation: float = typer.Option(DEFAULT_UTILISATION, help="Fraction of the GPU's peak reached, in (0, 1]."),
     ranks: str = typer.Option(
-        None, help="Ranks to write, e.g. 0-7 or 0,4,8-11. Default: all up to 16384 ranks, else one per pipeline stage."
+        None,
+        help="Ranks to write: all, or e.g. 0-7 or 0,4,8-11. Default: all up to 16384 ranks, else one per pipeline "
+        "stage.",
     ),
 ) -> None:
     """Write one training step of a framework-mode plan as Chakra traces: workload.<rank>.et per rank,

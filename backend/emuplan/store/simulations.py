@@ -8,9 +8,9 @@ from sqlmodel import Session
 
 from emuplan.simulate.astra_sim import check_binary
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.workload_export import chakra_bundle, chakra_refusal
+from emuplan.store.workload_export import EVERY_RANK, chakra_bundle, chakra_refusal
 from emuplan.workload.chakra.bundle import TraceBundle
-from emuplan.workload.chakra.schedule import ExportError
+from emuplan.workload.chakra.schedule import MAX_RANKS_PER_BUNDLE, ExportError
 from emuplan.workload.document import PlanDocument
 
 
@@ -21,6 +21,11 @@ def check_simulation(session: Session, plan_id: int, binary: Path | None) -> Pat
     binary = check_binary(binary)
     if (refusal := chakra_refusal(session, plan)) is not None:
         raise ExportError(refusal)
+    if (gpus := plan_document(plan).inputs.gpus) > MAX_RANKS_PER_BUNDLE:
+        raise ExportError(
+            f"gpus: ASTRA-sim needs a trace for every rank and a bundle holds at most {MAX_RANKS_PER_BUNDLE}; "
+            f"the plan has {gpus}"
+        )
     return binary
 
 
@@ -30,5 +35,4 @@ def plan_traces(
     """The plan's document and its Chakra bundle with a trace for every rank, as a simulator needs (each trace
     encoded as it is read)."""
     document = plan_document(get_plan(session, plan_id))
-    every_rank = f"0-{document.inputs.gpus - 1}"
-    return document, chakra_bundle(session, plan_id, gpu, utilisation, every_rank, allow_files=allow_files)
+    return document, chakra_bundle(session, plan_id, gpu, utilisation, EVERY_RANK, allow_files=allow_files)

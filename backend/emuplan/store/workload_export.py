@@ -13,6 +13,8 @@ from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.sources import FILE_SOURCES, resolve_model
 
 WORKLOAD_FORMATS = ("chakra",)
+# The ranks option's word for every rank of the plan, past the default's one rank per stage above MAX_ALL_RANKS.
+EVERY_RANK = "all"
 
 
 def _plan_inventory(session: Session, spec: str, allow_files: bool) -> ModelInventory:
@@ -20,6 +22,11 @@ def _plan_inventory(session: Session, spec: str, allow_files: bool) -> ModelInve
     if allow_files and Path(spec).suffix.lower() in FILE_SOURCES:
         return resolve_model(spec)
     return inventory_for_spec(session, spec)
+
+
+def wanted_ranks(ranks: str, world_size: int) -> list[int]:
+    """``all`` or a list such as '0-7' or '0,4,8-11' → the ranks; more than a bundle holds is refused."""
+    return parse_ranks(f"0-{world_size - 1}" if ranks.strip().lower() == EVERY_RANK else ranks, world_size)
 
 
 def chakra_bundle(
@@ -35,7 +42,7 @@ def chakra_bundle(
     plan = get_plan(session, plan_id)
     document = plan_document(plan)
     compute = ComputeModel.from_options(gpu, utilisation)
-    wanted = parse_ranks(ranks, document.inputs.gpus) if ranks else None
+    wanted = wanted_ranks(ranks, document.inputs.gpus) if ranks else None
     inventory = _plan_inventory(session, document.inputs.model, allow_files)
     traces = build_traces(document, inventory, compute, wanted)
     return bundle_files(document, traces, f"saved plan #{plan.id} ({plan.name})")
