@@ -41,7 +41,12 @@ def test_simulate_prints_each_ranks_step_beside_the_planned_communication(
         "planned communication per step (ideal, one after another): tp 187.8 µs (2 collectives), pp 355.5 µs "
         "(4 collectives), dp 47.4 µs (1 collective)",
     ]
-    assert result.stderr.splitlines()[0] == f"simulating plan {plan_id}'s 8 ranks with {ASTRA_SIM.name} ..."
+    assert result.stderr.splitlines()[:4] == [
+        f"simulating plan {plan_id}'s 8 ranks with {ASTRA_SIM.name} ...",
+        "  writing 8 traces",
+        f"  traces written; {ASTRA_SIM.name} running",
+        "  0/8 ranks finished",
+    ]
     assert result.stderr.splitlines()[-1] == "  8/8 ranks finished"
 
     as_json = runner.invoke(app, ["simulate", str(plan_id), "--json", "--utilisation", "0.2", "--gpu", "a100"])

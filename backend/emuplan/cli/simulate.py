@@ -39,13 +39,17 @@ def simulate(
     document, files = in_store(lambda session: plan_traces(session, plan_id, gpu, utilisation, allow_files=True))
     ranks = document.inputs.gpus
     typer.echo(f"simulating plan {plan_id}'s {plural(ranks, 'rank')} with {binary.name} ...", err=True)
+    typer.echo(f"  writing {plural(ranks, 'trace')}", err=True)
+
+    def on_started() -> None:
+        typer.echo(f"  traces written; {binary.name} running", err=True)
 
     def on_progress(done: int) -> None:
         typer.echo(f"  {done}/{ranks} ranks finished", err=True)
 
     try:
         simulation = simulate_plan(
-            binary, document, files, gpu, utilisation, timeout_s=timeout, on_progress=on_progress
+            binary, document, files, gpu, utilisation, timeout_s=timeout, on_started=on_started, on_progress=on_progress
         )
     except (SimulationError, SimulatorUnavailable) as error:
         fail(str(error))
