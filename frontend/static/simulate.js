@@ -27,11 +27,12 @@ function describe(job) {
 
 function rankTable(result) {
   return table(
-    [{ text: "ranks" }, { text: "step (µs)", num: true }, { text: "compute (µs)", num: true },
-      { text: "exposed comm (µs)", num: true }, { text: "exposed (% of step)", num: true }],
+    [{ text: "ranks" }, { text: "count", num: true }, { text: "step (µs)", num: true },
+      { text: "compute (µs)", num: true }, { text: "exposed comm (µs)", num: true },
+      { text: "exposed (% of step)", num: true }],
     result.rank_groups.map((group) => [
-      group.ranks, us(group.step_ns), us(group.compute_ns), us(group.exposed_comm_ns),
-      percent((group.exposed_comm_ns / group.step_ns) * 100),
+      el("span", { title: group.ranks, text: group.ranks_shown }), integer(group.count), us(group.step_ns),
+      us(group.compute_ns), us(group.exposed_comm_ns), percent((group.exposed_comm_ns / group.step_ns) * 100),
     ]),
   );
 }
@@ -54,7 +55,7 @@ function showResult(result) {
   const slowest = result.rank_groups[0];
   const parts = [
     el("p", { class: "sub", id: "simulate-network", text: `Network: ${network.map((d) => d.npus).join(" × ")} NPUs as rings, links ${link.bandwidth_gb_s} GB/s and ${integer(link.latency_ns)} ns.` }),
-    el("p", { id: "simulate-summary", text: `Simulated step ${us(result.step_ns)} µs (ranks ${slowest.ranks}): compute ${us(slowest.compute_ns)} µs, exposed communication ${us(slowest.exposed_comm_ns)} µs.` }),
+    el("p", { id: "simulate-summary", text: `Simulated step ${us(result.step_ns)} µs (ranks ${slowest.ranks_shown}): compute ${us(slowest.compute_ns)} µs, exposed communication ${us(slowest.exposed_comm_ns)} µs.` }),
     el("div", { class: "simulate-tables" }, [
       el("div", { id: "simulate-ranks" }, [el("h3", { text: "Simulated step per rank" }), rankTable(result)]),
       el("div", { id: "simulate-planned" }, [

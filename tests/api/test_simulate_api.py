@@ -58,7 +58,16 @@ def test_a_simulation_runs_in_the_background_and_keeps_its_result(astra_client: 
     assert result == done["result"]
     assert (result["step_ns"], result["rank_groups"], result["exit_note"]) == (
         155_951,
-        [{"ranks": "0-3", "count": 4, "step_ns": 155_951, "compute_ns": 16_000, "exposed_comm_ns": 139_951}],
+        [
+            {
+                "ranks": "0-3",
+                "ranks_shown": "0-3",
+                "count": 4,
+                "step_ns": 155_951,
+                "compute_ns": 16_000,
+                "exposed_comm_ns": 139_951,
+            }
+        ],
         None,
     )
     assert result["network"] == {

@@ -53,10 +53,14 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     )
     ranks = page.locator("#simulate-ranks table")
     expect(ranks.locator("thead th")).to_have_text(
-        ["ranks", "step (µs)", "compute (µs)", "exposed comm (µs)", "exposed (% of step)"]
+        ["ranks", "count", "step (µs)", "compute (µs)", "exposed comm (µs)", "exposed (% of step)"]
     )
-    expect(ranks.locator("tbody tr").nth(0).locator("td")).to_have_text(["0-1, 4-5", "635.9", "13.0", "622.9", "98.0"])
-    expect(ranks.locator("tbody tr").nth(1).locator("td")).to_have_text(["2-3, 6-7", "585.6", "13.0", "572.6", "97.8"])
+    expect(ranks.locator("tbody tr").nth(0).locator("td")).to_have_text(
+        ["0-1, 4-5", "4", "635.9", "13.0", "622.9", "98.0"]
+    )
+    expect(ranks.locator("tbody tr").nth(1).locator("td")).to_have_text(
+        ["2-3, 6-7", "4", "585.6", "13.0", "572.6", "97.8"]
+    )
     planned = page.locator("#simulate-planned table")
     expect(planned.locator("thead th")).to_have_text(["dimension", "collectives per step", "ideal time (µs)"])
     expect(planned.locator("tbody tr td:first-child")).to_have_text(["tp", "pp", "dp", "all"])

@@ -16,6 +16,7 @@ from emuplan.simulate.astra_sim import (
     check_binary,
     plan_network,
     rank_ranges,
+    shown_ranks,
     simulate_plan,
 )
 from emuplan.workload.chakra.bundle import bundle_files
@@ -56,9 +57,13 @@ def test_the_network_is_the_plans_hosts_and_gpus_per_host_at_its_link_figures() 
     )
 
 
-def test_ranks_read_as_ranges() -> None:
+def test_ranks_read_as_ranges_and_a_table_shows_four_at_most() -> None:
     assert rank_ranges([0, 1, 4, 5, 7]) == "0-1, 4-5, 7"
     assert rank_ranges([3]) == "3"
+    assert shown_ranks([0, 1, 4, 5, 8, 9, 12, 13]) == "0-1, 4-5, 8-9, 12-13"
+    # Stage 1 of TP 8 × PP 8 × DP 16: 16 ranges of 8 ranks.
+    stage_1 = [dp * 64 + 8 + tp for dp in range(16) for tp in range(8)]
+    assert shown_ranks(stage_1) == "8-15, 72-79, 136-143, …, 968-975"
 
 
 def test_without_a_binary_the_message_says_how_to_install_it(tmp_path) -> None:

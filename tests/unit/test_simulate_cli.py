@@ -34,9 +34,9 @@ def test_simulate_prints_each_ranks_step_beside_the_planned_communication(
     assert result.stdout.splitlines() == [
         f"plan {plan_id}: 4 × 2 NPUs as rings, links 12.5 GB/s and 5000 ns; compute at 40% of NVIDIA H100 SXM's "
         "bf16 peak",
-        "ranks               step (µs)  compute (µs)  exposed comm (µs)",
-        "0-1, 4-5                635.9          13.0              622.9",
-        "2-3, 6-7                585.6          13.0              572.6",
+        "ranks             count    step (µs)  compute (µs)  exposed comm (µs)",
+        "0-1, 4-5              4        635.9          13.0              622.9",
+        "2-3, 6-7              4        585.6          13.0              572.6",
         "simulated step (slowest rank): 635.9 µs",
         "planned communication per step (ideal, one after another): tp 187.8 µs (2 collectives), pp 355.5 µs "
         "(4 collectives), dp 47.4 µs (1 collective)",

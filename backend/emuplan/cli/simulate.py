@@ -63,11 +63,12 @@ def simulate(
         f"{link.bandwidth_gb_s:g} GB/s and {link.latency_ns:g} ns; compute at "
         f"{simulation.utilisation:.0%} of {GPUS[simulation.gpu].label}'s bf16 peak"
     )
-    typer.echo(f"{'ranks':<16} {'step (µs)':>12} {'compute (µs)':>13} {'exposed comm (µs)':>18}")
+    width = max(16, *(len(group.ranks_shown) for group in simulation.rank_groups))
+    typer.echo(f"{'ranks':<{width}} {'count':>6} {'step (µs)':>12} {'compute (µs)':>13} {'exposed comm (µs)':>18}")
     for group in simulation.rank_groups:
         typer.echo(
-            f"{group.ranks:<16} {time_in(group.step_ns / 1000):>12} {time_in(group.compute_ns / 1000):>13} "
-            f"{time_in(group.exposed_comm_ns / 1000):>18}"
+            f"{group.ranks_shown:<{width}} {group.count:>6,} {time_in(group.step_ns / 1000):>12} "
+            f"{time_in(group.compute_ns / 1000):>13} {time_in(group.exposed_comm_ns / 1000):>18}"
         )
     typer.echo(f"simulated step (slowest rank): {time_in(simulation.step_ns / 1000)} µs")
     planned = ", ".join(

@@ -298,10 +298,15 @@ def _kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
+# A rank group's ranges as a table shows them: a pipeline stage of 1,024 ranks is 16 ranges, of 16,384 ranks 128.
+SHOWN_RANGES = 3
+
+
 class RankGroup(BaseModel):
     """Ranks whose simulated figures are the same (ranks sharing a role usually are), written once."""
 
     ranks: str = Field(description="The ranks, as ranges: '0-1, 4-5'.")
+    ranks_shown: str = Field(description="The ranks for a table: the first three ranges, '…' and the last one.")
     count: int
     step_ns: int
     compute_ns: int
@@ -315,10 +320,18 @@ def rank_groups(ranks: list[RankTime]) -> list[RankGroup]:
         groups.setdefault((rank.step_ns, rank.compute_ns, rank.exposed_comm_ns), []).append(rank.rank)
     ordered = sorted(groups.items(), key=lambda item: (-item[0][0], item[1][0]))
     return [
-        RankGroup(ranks=rank_ranges(members), count=len(members), step_ns=step, compute_ns=compute,
-                  exposed_comm_ns=exposed)
+        RankGroup(ranks=rank_ranges(members), ranks_shown=shown_ranks(members), count=len(members), step_ns=step,
+                  compute_ns=compute, exposed_comm_ns=exposed)
         for (step, compute, exposed), members in ordered
     ]  # fmt: skip
+
+
+def shown_ranks(members: list[int]) -> str:
+    """[0, 1, 4, 5, 8, 9, 12, 13, 16, 17] → '0-1, 4-5, 8-9, …, 16-17'."""
+    ranges = rank_ranges(members).split(", ")
+    if len(ranges) <= SHOWN_RANGES + 1:
+        return ", ".join(ranges)
+    return ", ".join([*ranges[:SHOWN_RANGES], "…", ranges[-1]])
 
 
 class Simulation(BaseModel):
