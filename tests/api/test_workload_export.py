@@ -15,6 +15,7 @@ from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
 from emuplan.workload.chakra.schedule import ExportError
 from live_server import LiveServer
+from ports import free_port
 
 pytestmark = pytest.mark.both_databases
 runner = CliRunner(env={"EMUPLAN_SERVER": None, "EMUPLAN_TOKEN": None})
@@ -149,4 +150,9 @@ def test_cli_streams_the_zip_to_a_file_and_fetches_it_from_a_server(
     assert (refused.exit_code, refused.stderr) == (
         2, f"error: ranks: rank 4 is outside 0-3 (the plan has 4 GPUs) (HTTP 422 from {live_server.url})\n"
     )  # fmt: skip
+    assert not (tmp_path / "no.zip").exists()
+    unreachable = runner.invoke(
+        app, ["--server", f"http://127.0.0.1:{free_port()}", "export-workload", "1", "--out", str(tmp_path / "no.zip")]
+    )
+    assert unreachable.exit_code == 2 and unreachable.stderr.startswith("error: cannot reach http://127.0.0.1:")
     assert not (tmp_path / "no.zip").exists()

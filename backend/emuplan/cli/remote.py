@@ -149,6 +149,7 @@ class RemoteServer:
                     for chunk in response.iter_bytes():
                         file.write(chunk)
         except httpx2.HTTPError as error:
+            destination.unlink(missing_ok=True)  # a body cut short is no download
             fail(f"cannot reach {self.url}: {error}")
 
     def get(self, path: str, params: dict | None = None) -> Any:
