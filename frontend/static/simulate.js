@@ -6,6 +6,7 @@ const card = document.getElementById("simulate");
 const planId = Number(card.dataset.planId);
 const startButton = document.getElementById("simulate-start");
 const cancelButton = document.getElementById("simulate-cancel");
+const timeoutInput = document.getElementById("simulate-timeout");
 const progress = document.getElementById("simulate-progress");
 const status = document.getElementById("simulate-status");
 const errorBox = document.getElementById("simulate-error");
@@ -98,7 +99,8 @@ startButton?.addEventListener("click", async () => {
   showMessage(errorBox, "");
   startButton.disabled = true;
   try {
-    const job = await fetchJSON(`/api/plans/${planId}/simulate`, { json: {} });
+    const limit = timeoutInput.value.trim();
+    const job = await fetchJSON(`/api/plans/${planId}/simulate`, { json: limit ? { timeout_s: Number(limit) } : {} });
     currentJob = job;
     render(job);
     follow(job.id);

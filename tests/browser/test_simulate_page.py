@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from astra_sim_binary import requires_astra_sim
 from emuplan.settings import Settings
+from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from live_server import LiveServer, start_server, stop_server
 from paths import ASTRA_SIM
 
@@ -43,8 +44,14 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     page.goto(f"{astra_server.url}/plans/{plan_id}")
     section = page.locator("#simulate")
     expect(section.locator("h2")).to_have_text("Simulate with ASTRA-sim")
+    # The time limit starts at the API's default, bounded by its ceiling; what the user sets is what the job gets.
+    limit = section.locator("#simulate-timeout")
+    assert (limit.input_value(), limit.get_attribute("max")) == (f"{DEFAULT_TIMEOUT_S:g}", f"{MAX_TIMEOUT_S:g}")
+    limit.fill("300")
     section.locator("#simulate-start").click()
     expect(page.locator("#simulate-status")).to_contain_text("Simulated ", timeout=60_000)
+    jobs = httpx2.get(f"{astra_server.url}/api/simulations", params={"plan_id": plan_id}, timeout=30).json()
+    assert [job["request"]["timeout_s"] for job in jobs] == [300.0]
     expect(page.locator("#simulate-network")).to_have_text(
         "Network: 4 × 2 NPUs as rings, links 12.5 GB/s and 5,000 ns."
     )
