@@ -319,3 +319,21 @@ def test_each_rank_of_a_stage_runs_its_nodes_with_its_own_groups_and_peers() -> 
     assert {attribute(n, "pg_name") for n in collectives(ranks[7])} == {"4", "8", "12"}
     first_recv = next(n for n in ranks[7] if n.type == et.COMM_RECV_NODE)
     assert (attribute(first_recv, "comm_src"), attribute(first_recv, "comm_dst")) == (5, 7)
+
+
+def test_megatron_finalize_waits_for_the_data_parallel_sync_then_layer_norms_then_tied_embedding() -> None:
+    """finalize_model_grads: finish_grad_sync (the DDP buckets), then the sequence-parallel layer norms' TP
+    all-reduce, then the tied word embedding's over the first and last stage, each after the one before.
+    Stage 0's layer norms: 6 layers × (ln_1, ln_2 weight and bias + the two row-parallel biases) × 768
+    = 27,648 main_grad elements in fp32."""
+    _, files = export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024, sequence_parallel=True)
+    nodes = decoded(files)[0]
+    buckets = [node.id for node in collectives(nodes) if node.name.startswith("DDP bucket")]
+    assert len(buckets) == 3
+    layer_norms = by_name(nodes, "sequence-parallel layer-norm all-reduce")
+    last_compute = by_name(nodes, "mb3 bwd weight-grad embeddings")
+    assert sorted(layer_norms.data_deps) == [*buckets[:2], last_compute.id, buckets[2]]
+    assert (attribute(layer_norms, "comm_size"), attribute(layer_norms, "pg_name")) == (110592, "1")
+    tied = by_name(nodes, "tied word-embedding all-reduce")
+    assert (list(tied.data_deps), attribute(tied, "pg_name")) == ([layer_norms.id], "9")
+    assert set(by_name(nodes, "optimizer step").data_deps) >= {*buckets, layer_norms.id, tied.id}

@@ -795,10 +795,14 @@ def _stage_trace(
     for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
         (forward if phase is Phase.FORWARD else backward)(j)
 
-    # After the last backward: the roots' reduce-scatters, then Megatron's finalize_model_grads order:
-    # the layer norms' all-reduce over TP, the tied word embedding's over its first and last stage.
-    finals = [(f"{kind} {_spelled(item.op)} {item.label}", item) for item in root_scatters]
-    finals += [
+    # After the last backward: the roots' reduce-scatters.
+    for item in root_scatters:
+        step_collectives.append(builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, builder.tail()))
+    # Then Megatron's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py): it waits for
+    # the data-parallel gradient sync (``finish_grad_sync``), then all-reduces the layer norms' gradients over
+    # TP, then the tied word embedding's over its first and last stage, each a blocking call on the result
+    # of the one before.
+    finals = [
         ("sequence-parallel layer-norm all-reduce", item) for item in _layer_norm_reduction(stage, inputs, inventory)
     ]
     shape = inventory.transformer
@@ -809,8 +813,10 @@ def _stage_trace(
             count_per_step=1, phase=Phase.BACKWARD, parallel_dim=ParallelDim.PP, label="tied word-embedding gradients",
         )  # fmt: skip
         finals.append(("tied word-embedding all-reduce", item))
+    synced = [*builder.tail(), *step_collectives]
     for name, item in finals:
-        step_collectives.append(builder.collective(name, item, builder.tail()))
+        synced = [builder.collective(name, item, synced)]
+        step_collectives += synced
     builder.waiting += step_collectives
     # Sharded optimizers (ZeRO, FSDP2) update only the rank's share of each data-parallel group's parameters.
     parameters = sum(p.numel for unit in local for p in unit.parameters)
