@@ -337,3 +337,25 @@ def test_megatron_finalize_waits_for_the_data_parallel_sync_then_layer_norms_the
     tied = by_name(nodes, "tied word-embedding all-reduce")
     assert (list(tied.data_deps), attribute(tied, "pg_name")) == ([layer_norms.id], "9")
     assert set(by_name(nodes, "optimizer step").data_deps) >= {*buckets, layer_norms.id, tied.id}
+
+
+def test_sequence_parallel_weight_gradient_gather_overlaps_the_input_gradient() -> None:
+    """Megatron's column-parallel backward under sequence parallel: the input's all-gather for the weight
+    gradient (comm_size one rank's piece: 1 × 1024 tokens × 768 × 2 bytes / 4 = 393,216) runs beside the
+    input gradient's matmul and only the weight gradient waits for it; the input gradient's reduce-scatter
+    (the whole 1,572,864 bytes) follows the matmul and, on the TP communicator, the all-gather."""
+    _, files = export("gpt2", strategy="tensor", gpus=4, batch_size=4, seq_len=1024, sequence_parallel=True)
+    nodes = decoded(files)[0]
+    for block, gather_label, scatter_label in (
+        ("transformer.h.11 attention", "column-parallel input re-gathered for weight gradient (per layer ×2)",
+         "column-parallel input gradient (per layer ×2)"),
+        ("final norm and LM head", "LM head input re-gathered for weight gradient", "LM head input gradient"),
+    ):  # fmt: skip
+        gather = by_name(nodes, f"mb0 bwd {block}: {gather_label}")
+        input_grad = by_name(nodes, f"mb0 bwd input-grad {block}")
+        scatter = by_name(nodes, f"mb0 bwd {block}: {scatter_label}")
+        weight_grad = by_name(nodes, f"mb0 bwd weight-grad {block}")
+        assert gather.id not in [*input_grad.data_deps, *input_grad.ctrl_deps]
+        assert (list(scatter.data_deps), list(scatter.ctrl_deps)) == ([input_grad.id], [gather.id])
+        assert (list(weight_grad.data_deps), list(weight_grad.ctrl_deps)) == ([gather.id], [input_grad.id])
+        assert (attribute(gather, "comm_size"), attribute(scatter, "comm_size")) == (393216, 1572864)
