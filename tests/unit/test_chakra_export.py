@@ -359,3 +359,19 @@ def test_sequence_parallel_weight_gradient_gather_overlaps_the_input_gradient() 
         assert (list(scatter.data_deps), list(scatter.ctrl_deps)) == ([input_grad.id], [gather.id])
         assert (list(weight_grad.data_deps), list(weight_grad.ctrl_deps)) == ([gather.id], [input_grad.id])
         assert (attribute(gather, "comm_size"), attribute(scatter, "comm_size")) == (393216, 1572864)
+
+
+@pytest.mark.parametrize(("link_gbps", "latency_us", "micros"), [(50, 5, 5), (0.001, 20, 4116)])
+def test_ddp_buffer_broadcast_lasts_the_plans_alpha_beta_time(link_gbps: float, latency_us: float, micros: int) -> None:
+    """ASTRA-sim replays a broadcast for its duration: DDP's broadcast of Llama-3-8B's rotary buffers (inv_freq
+    and original_inv_freq, 64 × float32 each: 512 B) lasts α + S/B at the plan's link figures, e.g. 20 µs +
+    512 B ÷ 125,000 B/s = 4,116 µs, before the first forward."""
+    document, files = export(
+        "llama-3-8b", gpus=4, seq_len=1024, batch_size=4, link_gbps=link_gbps, latency_us=latency_us
+    )
+    [planned] = [item for item in document.collectives if item.op is CollectiveOp.BROADCAST]
+    nodes = decoded(files)[0]
+    broadcast = nodes[0]
+    assert (broadcast.name, attribute(broadcast, "comm_type")) == (f"mb0 fwd: DDP: {planned.label}", et.BROADCAST)
+    assert (attribute(broadcast, "comm_size"), broadcast.duration_micros) == (512, micros)
+    assert list(by_name(nodes, "mb0 fwd embeddings").data_deps) == [broadcast.id]

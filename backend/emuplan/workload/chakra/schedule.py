@@ -17,7 +17,7 @@ from enum import StrEnum
 from math import prod
 
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS, Gpu
-from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.plan_options import DataParallelImpl, Mode
@@ -554,6 +554,7 @@ class _RankBuilder:
             comm_size=simulated_comm_size(item),
             bytes_total=item.bytes_total,
             group=dim,
+            duration_micros=max(1, round(item.ideal_time_us)) if item.op is CollectiveOp.BROADCAST else 0,
         )
         self.group_tail[dim] = node.id
         return node.id
@@ -683,6 +684,10 @@ def _layer_norm_reduction(stage: Stage, inputs: NormalisedInputs, inventory: Mod
     )  # fmt: skip
 
 
+def _ideal_micros(item: PlannedCollective, inputs: NormalisedInputs) -> float:
+    return ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
+
+
 def _spelled(op: CollectiveOp) -> str:
     return op.value.replace("_", "-")
 
@@ -731,7 +736,14 @@ def _stage_trace(
         for group in traffic
         if not sharded_units
     ]
-    broadcasts = [item for group in traffic for item in group.items if item.op is CollectiveOp.BROADCAST]
+    # ASTRA-sim replays a broadcast for its node's duration rather than simulating it (Workload.cc,
+    # ``Workload::issue_coll_comm``: "TODO: implement broadcast"): the plan's α-β time at its link figures.
+    broadcasts = [
+        item.model_copy(update={"ideal_time_us": _ideal_micros(item, inputs)})
+        for group in traffic
+        for item in group.items
+        if item.op is CollectiveOp.BROADCAST
+    ]
     updated = [] if sharded_units else [
         item for group in traffic for item in group.items if item.op is CollectiveOp.ALL_GATHER
     ]  # fmt: skip
