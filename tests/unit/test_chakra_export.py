@@ -319,3 +319,59 @@ def test_each_rank_of_a_stage_runs_its_nodes_with_its_own_groups_and_peers() -> 
     assert {attribute(n, "pg_name") for n in collectives(ranks[7])} == {"4", "8", "12"}
     first_recv = next(n for n in ranks[7] if n.type == et.COMM_RECV_NODE)
     assert (attribute(first_recv, "comm_src"), attribute(first_recv, "comm_dst")) == (5, 7)
+
+
+def test_megatron_finalize_waits_for_the_data_parallel_sync_then_layer_norms_then_tied_embedding() -> None:
+    """finalize_model_grads: finish_grad_sync (the DDP buckets), then the sequence-parallel layer norms' TP
+    all-reduce, then the tied word embedding's over the first and last stage, each after the one before.
+    Stage 0's layer norms: 6 layers × (ln_1, ln_2 weight and bias + the two row-parallel biases) × 768
+    = 27,648 main_grad elements in fp32."""
+    _, files = export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024, sequence_parallel=True)
+    nodes = decoded(files)[0]
+    buckets = [node.id for node in collectives(nodes) if node.name.startswith("DDP bucket")]
+    assert len(buckets) == 3
+    layer_norms = by_name(nodes, "sequence-parallel layer-norm all-reduce")
+    last_compute = by_name(nodes, "mb3 bwd weight-grad embeddings")
+    assert sorted(layer_norms.data_deps) == [*buckets[:2], last_compute.id, buckets[2]]
+    assert (attribute(layer_norms, "comm_size"), attribute(layer_norms, "pg_name")) == (110592, "1")
+    tied = by_name(nodes, "tied word-embedding all-reduce")
+    assert (list(tied.data_deps), attribute(tied, "pg_name")) == ([layer_norms.id], "9")
+    assert set(by_name(nodes, "optimizer step").data_deps) >= {*buckets, layer_norms.id, tied.id}
+
+
+def test_sequence_parallel_weight_gradient_gather_overlaps_the_input_gradient() -> None:
+    """Megatron's column-parallel backward under sequence parallel: the input's all-gather for the weight
+    gradient (comm_size one rank's piece: 1 × 1024 tokens × 768 × 2 bytes / 4 = 393,216) runs beside the
+    input gradient's matmul and only the weight gradient waits for it; the input gradient's reduce-scatter
+    (the whole 1,572,864 bytes) follows the matmul and, on the TP communicator, the all-gather."""
+    _, files = export("gpt2", strategy="tensor", gpus=4, batch_size=4, seq_len=1024, sequence_parallel=True)
+    nodes = decoded(files)[0]
+    for block, gather_label, scatter_label in (
+        ("transformer.h.11 attention", "column-parallel input re-gathered for weight gradient (per layer ×2)",
+         "column-parallel input gradient (per layer ×2)"),
+        ("final norm and LM head", "LM head input re-gathered for weight gradient", "LM head input gradient"),
+    ):  # fmt: skip
+        gather = by_name(nodes, f"mb0 bwd {block}: {gather_label}")
+        input_grad = by_name(nodes, f"mb0 bwd input-grad {block}")
+        scatter = by_name(nodes, f"mb0 bwd {block}: {scatter_label}")
+        weight_grad = by_name(nodes, f"mb0 bwd weight-grad {block}")
+        assert gather.id not in [*input_grad.data_deps, *input_grad.ctrl_deps]
+        assert (list(scatter.data_deps), list(scatter.ctrl_deps)) == ([input_grad.id], [gather.id])
+        assert (list(weight_grad.data_deps), list(weight_grad.ctrl_deps)) == ([gather.id], [input_grad.id])
+        assert (attribute(gather, "comm_size"), attribute(scatter, "comm_size")) == (393216, 1572864)
+
+
+@pytest.mark.parametrize(("link_gbps", "latency_us", "micros"), [(50, 5, 5), (0.001, 20, 4116)])
+def test_ddp_buffer_broadcast_lasts_the_plans_alpha_beta_time(link_gbps: float, latency_us: float, micros: int) -> None:
+    """ASTRA-sim replays a broadcast for its duration: DDP's broadcast of Llama-3-8B's rotary buffers (inv_freq
+    and original_inv_freq, 64 × float32 each: 512 B) lasts α + S/B at the plan's link figures, e.g. 20 µs +
+    512 B ÷ 125,000 B/s = 4,116 µs, before the first forward."""
+    document, files = export(
+        "llama-3-8b", gpus=4, seq_len=1024, batch_size=4, link_gbps=link_gbps, latency_us=latency_us
+    )
+    [planned] = [item for item in document.collectives if item.op is CollectiveOp.BROADCAST]
+    nodes = decoded(files)[0]
+    broadcast = nodes[0]
+    assert (broadcast.name, attribute(broadcast, "comm_type")) == (f"mb0 fwd: DDP: {planned.label}", et.BROADCAST)
+    assert (attribute(broadcast, "comm_size"), broadcast.duration_micros) == (512, micros)
+    assert list(by_name(nodes, "mb0 fwd embeddings").data_deps) == [broadcast.id]

@@ -71,10 +71,25 @@ def test_every_plan_replays_to_the_end(request_fields: dict) -> None:
     assert check_bundle(export(request_fields)) > 0
 
 
-def test_a_pytorch_source_replays_to_the_end() -> None:
+@pytest.fixture(scope="module")
+def seed_source_inventory():
+    """The seeds' Classifier read from its PyTorch source once (the sandboxed capture takes seconds)."""
     options = PytorchSourceOptions(model_class="Classifier", input_shape=[1, 28, 28])
-    inventory = resolve_model(SEED_SOURCE, pytorch_options=options)
-    assert check_bundle(export({"model": SEED_SOURCE, **FRAMEWORK, "gpus": 4}, inventory)) > 0
+    return resolve_model(SEED_SOURCE, pytorch_options=options)
+
+
+SOURCE_PLANS = {
+    "data ddp": {"gpus": 4},
+    "tensor": {"strategy": "tensor", "gpus": 2},
+    "pipeline mb4": {"strategy": "pipeline", "gpus": 2, "micro_batches": 4},
+    "hybrid fsdp2 mb8": {"strategy": "hybrid", "pp": 2, "dp": 2, "micro_batches": 8, "dp_impl": "fsdp2"},
+    "zero2": {"gpus": 4, "dp_impl": "zero2"},
+}
+
+
+@pytest.mark.parametrize("request_fields", SOURCE_PLANS.values(), ids=SOURCE_PLANS.keys())
+def test_a_pytorch_source_replays_to_the_end(seed_source_inventory, request_fields: dict) -> None:
+    assert check_bundle(export({"model": SEED_SOURCE, **FRAMEWORK, **request_fields}, seed_source_inventory)) > 0
 
 
 def test_reduce_scatter_carries_its_whole_input_and_all_gather_one_piece() -> None:

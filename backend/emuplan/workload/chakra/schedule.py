@@ -17,7 +17,7 @@ from enum import StrEnum
 from math import prod
 
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS, Gpu
-from emuplan.workload.collectives import CollectiveOp
+from emuplan.workload.collectives import CollectiveOp, ideal_time_s
 from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, PlanDocument, PlannedCollective
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.plan_options import DataParallelImpl, Mode
@@ -180,6 +180,8 @@ class _Block:
     forward_after: list[PlannedCollective] = field(default_factory=list)
     backward_before: list[PlannedCollective] = field(default_factory=list)
     backward_after: list[PlannedCollective] = field(default_factory=list)
+    # Sequence parallel's all-gathers of a column-parallel input for its weight gradient: only that waits.
+    weight_gradient_gathers: list[PlannedCollective] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,15 @@ def _gathers_first(items: list[PlannedCollective]) -> tuple[list[PlannedCollecti
     return before, [item for item in items if item.op is not CollectiveOp.ALL_GATHER]
 
 
+def _weight_gradient_gathers(
+    items: list[PlannedCollective],
+) -> tuple[list[PlannedCollective], list[PlannedCollective]]:
+    """The input gradient's collectives, and the all-gathers megatron_collectives labels as re-gathering a
+    column-parallel input for its weight gradient."""
+    gathers = [item for item in items if "re-gathered for weight gradient" in item.label]
+    return [item for item in items if item not in gathers], gathers
+
+
 def _per_block(items: list[PlannedCollective], phase: Phase, share: int) -> list[PlannedCollective]:
     return [
         item.model_copy(update={"count_per_step": item.count_per_step // share})
@@ -359,16 +370,20 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         items = tp_items(layers=1, has_embedding=False, has_head=False)
         forward_before, forward_after = _gathers_first(_per_block(items, Phase.FORWARD, 2))
         backward_before, backward_after = _gathers_first(_per_block(items, Phase.BACKWARD, 2))
+        backward_before, weight_gathers = _weight_gradient_gathers(backward_before)
         for part, members in (
             ("attention", [p for p in unit.parameters if "attn" in p.name]),
             ("mlp", [p for p in unit.parameters if "attn" not in p.name]),
         ):
             if part == "mlp" and dispatcher is not None and any(is_expert_parameter(p) for p in members):
-                dense = (forward_before, forward_after, backward_before, backward_after) if shared_expert else ([],) * 4
+                dense = (forward_before, forward_after, backward_before, backward_after, weight_gathers)
+                if not shared_expert:
+                    dense = ([],) * 5
                 forward_before = dense[0] + dispatcher.forward_before
                 forward_after = dispatcher.forward_after + dense[1]
                 backward_before = dense[2] + dispatcher.backward_before
                 backward_after = dispatcher.backward_after + dense[3]
+                weight_gathers = dense[4]
             blocks.append(
                 _Block(
                     f"{unit.name} {part}",
@@ -380,6 +395,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
                     forward_after,
                     backward_before,
                     backward_after,
+                    weight_gathers,
                 )
             )
     if last:
@@ -388,6 +404,7 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
         # Sequence parallel gathers the head's input first; the loss's collectives follow the logits.
         split = 1 if inputs.sequence_parallel and inputs.tp > 1 else 0
         logits = 2 * tokens * shape.hidden_size * -(-shape.vocab_size // inputs.tp) if shape.tie_word_embeddings else 0
+        backward, weight_gathers = _weight_gradient_gathers(_per_block(items, Phase.BACKWARD, 1))
         blocks.append(
             _Block(
                 "final norm and LM head",
@@ -395,7 +412,8 @@ def _megatron_blocks(stage: Stage, local: list, inputs: NormalisedInputs, invent
                 _matmul_flops(head, tokens, {}) + logits,
                 forward_before=forward[:split],
                 forward_after=forward[split:],
-                backward_after=_per_block(items, Phase.BACKWARD, 1),
+                backward_after=backward,
+                weight_gradient_gathers=weight_gathers,
             )
         )
     assigned = {p.name for block in blocks for p in block.parameters}
@@ -536,6 +554,7 @@ class _RankBuilder:
             comm_size=simulated_comm_size(item),
             bytes_total=item.bytes_total,
             group=dim,
+            duration_micros=max(1, round(item.ideal_time_us)) if item.op is CollectiveOp.BROADCAST else 0,
         )
         self.group_tail[dim] = node.id
         return node.id
@@ -665,6 +684,10 @@ def _layer_norm_reduction(stage: Stage, inputs: NormalisedInputs, inventory: Mod
     )  # fmt: skip
 
 
+def _ideal_micros(item: PlannedCollective, inputs: NormalisedInputs) -> float:
+    return ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
+
+
 def _spelled(op: CollectiveOp) -> str:
     return op.value.replace("_", "-")
 
@@ -713,7 +736,14 @@ def _stage_trace(
         for group in traffic
         if not sharded_units
     ]
-    broadcasts = [item for group in traffic for item in group.items if item.op is CollectiveOp.BROADCAST]
+    # ASTRA-sim replays a broadcast for its node's duration rather than simulating it (Workload.cc,
+    # ``Workload::issue_coll_comm``: "TODO: implement broadcast"): the plan's α-β time at its link figures.
+    broadcasts = [
+        item.model_copy(update={"ideal_time_us": _ideal_micros(item, inputs)})
+        for group in traffic
+        for item in group.items
+        if item.op is CollectiveOp.BROADCAST
+    ]
     updated = [] if sharded_units else [
         item for group in traffic for item in group.items if item.op is CollectiveOp.ALL_GATHER
     ]  # fmt: skip
@@ -771,9 +801,14 @@ def _stage_trace(
         for position, block in enumerate(reversed(blocks)):
             gathers.before(position)
             builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before)
+            # Megatron launches the weight gradient's input all-gather before the input gradient's matmul and
+            # waits for it only before the weight gradient's (megatron/core/tensor_parallel/layers.py,
+            # LinearWithGradAccumulationAndAsyncCommunication.backward).
+            gathered = builder.blocking(f"mb{j} bwd {block.name}", block.weight_gradient_gathers)
             builder.compute(f"mb{j} bwd input-grad {block.name}", block.matmul_flops + block.other_flops)
             # The weight gradient overlaps the input gradient's collective; the next block waits for it.
             joined = builder.blocking(f"mb{j} bwd {block.name}", block.backward_after)
+            builder.waiting += gathered
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
             if not last_micro_batch:
@@ -795,10 +830,14 @@ def _stage_trace(
     for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
         (forward if phase is Phase.FORWARD else backward)(j)
 
-    # After the last backward: the roots' reduce-scatters, then Megatron's finalize_model_grads order:
-    # the layer norms' all-reduce over TP, the tied word embedding's over its first and last stage.
-    finals = [(f"{kind} {_spelled(item.op)} {item.label}", item) for item in root_scatters]
-    finals += [
+    # After the last backward: the roots' reduce-scatters.
+    for item in root_scatters:
+        step_collectives.append(builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, builder.tail()))
+    # Then Megatron's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py): it waits for
+    # the data-parallel gradient sync (``finish_grad_sync``), then all-reduces the layer norms' gradients over
+    # TP, then the tied word embedding's over its first and last stage, each a blocking call on the result
+    # of the one before.
+    finals = [
         ("sequence-parallel layer-norm all-reduce", item) for item in _layer_norm_reduction(stage, inputs, inventory)
     ]
     shape = inventory.transformer
@@ -809,8 +848,10 @@ def _stage_trace(
             count_per_step=1, phase=Phase.BACKWARD, parallel_dim=ParallelDim.PP, label="tied word-embedding gradients",
         )  # fmt: skip
         finals.append(("tied word-embedding all-reduce", item))
+    synced = [*builder.tail(), *step_collectives]
     for name, item in finals:
-        step_collectives.append(builder.collective(name, item, builder.tail()))
+        synced = [builder.collective(name, item, synced)]
+        step_collectives += synced
     builder.waiting += step_collectives
     # Sharded optimizers (ZeRO, FSDP2) update only the rank's share of each data-parallel group's parameters.
     parameters = sum(p.numel for unit in local for p in unit.parameters)
