@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -155,11 +155,20 @@ class Settings(BaseSettings):
                 raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
         return value
 
+    # The loopback names the default adds (not the operator): they mean this machine, so they are served to its
+    # own connections only (api/request_guard.py); a browser elsewhere that types localhost reaches its own machine.
+    _local_only_hosts: frozenset[str] = PrivateAttr(default=frozenset())
+
     @model_validator(mode="after")
     def _default_names(self) -> "Settings":
         if not self.allowed_hosts:
             self.allowed_hosts = default_allowed_hosts(self.host)
+            self._local_only_hosts = frozenset(name for name in self.allowed_hosts if is_loopback(name))
         return self
+
+    @property
+    def local_only_hosts(self) -> frozenset[str]:
+        return self._local_only_hosts
 
 
 def open_listener_refusal(settings: Settings, bind_host: str) -> str | None:

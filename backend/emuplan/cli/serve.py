@@ -1,6 +1,7 @@
 """``emuplan serve``: run the dashboard with uvicorn."""
 
 import errno
+import os
 import socket
 
 import typer
@@ -79,10 +80,14 @@ def serve(
     database.dispose()
     typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
     typer.echo(sign_in_notice(settings.auth))
+    # The options act as EMUPLAN_HOST and EMUPLAN_PORT for the app and its workers: the names it answers to by
+    # default (EMUPLAN_ALLOWED_HOSTS unset) are those of the address it listens on, the machine's on 0.0.0.0.
+    os.environ.update(EMUPLAN_HOST=host, EMUPLAN_PORT=str(port))
+    get_settings.cache_clear()
     # Forwarded headers are believed from EMUPLAN_TRUSTED_PROXIES only (by the app), not from uvicorn's default
     # of any loopback client: a local process could otherwise sign in as any address.
     options = {"host": host, "port": port, "log_level": "info", "proxy_headers": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **options)
+        uvicorn.run(create_app(get_settings()), **options)
     else:  # each worker process builds its own app from the same EMUPLAN_* settings
         uvicorn.run("emuplan.main:create_app", factory=True, workers=workers, **options)
