@@ -56,6 +56,18 @@ def test_the_compose_file_starts_with_accounts_on_a_host_list_and_a_loopback_por
     assert service["ports"] == ["${EMUPLAN_PUBLISH:-127.0.0.1:8000}:8000"]
 
 
+def test_the_image_alone_listens_for_its_published_port_with_sign_in_on():
+    final_stage = (REPO_ROOT / "Dockerfile").read_text().rsplit("\nFROM ", 1)[1]
+    (env_line,) = [line for line in final_stage.replace("\\\n", " ").splitlines() if line.startswith("ENV ")]
+    environment = dict(setting.split("=", 1) for setting in env_line.split()[1:])
+    assert environment == {
+        "EMUPLAN_HOST": "0.0.0.0",
+        "EMUPLAN_AUTH": "accounts",
+        "EMUPLAN_ALLOWED_HOSTS": "localhost,127.0.0.1",
+        "EMUPLAN_DATABASE_URL": "sqlite:////data/emuplan.sqlite3",
+    }
+
+
 def test_localhost_is_served_to_this_machine_only_when_listening_on_every_interface(database_url, monkeypatch):
     monkeypatch.delenv("EMUPLAN_ALLOWED_HOSTS")
     public = create_app(Settings(database_url=database_url, demo=False, host="0.0.0.0", auth="accounts"))
