@@ -40,9 +40,11 @@ def is_loopback(bind_host: str) -> bool:
     if bind_host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(bind_host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(bind_host.strip("[]"))
     except ValueError:  # a host name: it resolves to whatever the network says
         return False
+    # A dual-stack socket on :: sees IPv4 clients as ::ffff:a.b.c.d, which Python 3.11 does not call loopback.
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback
 
 
 def _default_database_url() -> str:

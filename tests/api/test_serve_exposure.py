@@ -81,8 +81,9 @@ def test_localhost_is_served_to_this_machine_only_when_listening_on_every_interf
             "EMUPLAN_ALLOWED_HOSTS."
         }
     assert remote.get("/api/health", headers={"Host": f"{socket.gethostname()}:8000"}).status_code == 200
-    local = TestClient(public, client=("127.0.0.1", 50000))
-    assert local.get("/api/health", headers={"Host": "localhost:8000"}).status_code == 200
+    for peer in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):  # the last: IPv4 on a dual-stack socket
+        local = TestClient(public, client=(peer, 50000))
+        assert local.get("/api/health", headers={"Host": "localhost:8000"}).status_code == 200, peer
     # Names the operator lists are served to whoever reaches the port (a container's published port
     # arrives from the bridge's address, not loopback).
     listed = create_app(Settings(database_url=database_url, demo=False, host="0.0.0.0", allowed_hosts=["localhost"]))
