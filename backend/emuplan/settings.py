@@ -35,12 +35,12 @@ def default_allowed_hosts(bind_host: str) -> list[str]:
     return list(dict.fromkeys([*names, *LOOPBACK_NAMES]))
 
 
-def is_loopback(bind_host: str) -> bool:
-    """Whether only this machine can reach an address (``localhost`` or 127.0.0.0/8, ::1)."""
-    if bind_host == "localhost":
+def is_loopback(host: str) -> bool:
+    """Whether an address (to listen on, or a client's) is this machine only: ``localhost``, 127.0.0.0/8, ::1."""
+    if host == "localhost":
         return True
     try:
-        address = ipaddress.ip_address(bind_host.strip("[]"))
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:  # a host name: it resolves to whatever the network says
         return False
     # A dual-stack socket on :: sees IPv4 clients as ::ffff:a.b.c.d, which Python 3.11 does not call loopback.

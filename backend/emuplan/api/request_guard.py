@@ -54,7 +54,7 @@ def cross_site_reason(method: str, headers: Headers) -> str | None:
 
 
 class RequestGuardMiddleware:
-    def __init__(self, app: ASGIApp, allowed_hosts: list[str], local_only_hosts: frozenset[str] = frozenset()):
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str], local_only_hosts: frozenset[str]):
         self.app = app
         self.allow_any_host = "*" in allowed_hosts
         self.allowed_hosts = frozenset(name.lower().strip("[]") for name in allowed_hosts)
