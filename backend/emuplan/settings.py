@@ -72,8 +72,9 @@ class Settings(BaseSettings):
     )
     open_without_sign_in: bool = Field(
         default=False,
-        description="Let `emuplan serve` listen beyond loopback with sign-in off (EMUPLAN_AUTH=none), so that "
-        "everyone who reaches the port may do everything. Refused unless this is true.",
+        description="Let `emuplan serve` listen beyond loopback, or answer to every host name "
+        "(EMUPLAN_ALLOWED_HOSTS=*), with sign-in off (EMUPLAN_AUTH=none), so that everyone who reaches the port may "
+        "do everything. Refused unless this is true.",
     )
     session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
     password_change_signs_out: bool = Field(
@@ -174,15 +175,26 @@ class Settings(BaseSettings):
 
 
 def open_listener_refusal(settings: Settings, bind_host: str) -> str | None:
-    """Why `serve` must not listen on ``bind_host``, or None: with sign-in off, anyone who reaches the port
-    may upload code to the sandbox and delete every run, so only this machine may reach it by default."""
-    if settings.auth == "accounts" or is_loopback(bind_host) or settings.open_without_sign_in:
+    """Why `serve` must not start so, or None: with sign-in off, anyone who reaches the port may upload code to
+    the sandbox and delete every run, so only this machine may reach it by default, under names it chose."""
+    if settings.auth == "accounts" or settings.open_without_sign_in:
         return None
-    return (
-        f"refusing to listen on {bind_host} with sign-in off (EMUPLAN_AUTH=none): everyone who reaches the port "
-        "could do everything. Turn sign-in on (EMUPLAN_AUTH=accounts, then `emuplan users add NAME --role "
-        "admin`), listen on 127.0.0.1 (--host), or accept it with EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
-    )
+    if not is_loopback(bind_host):
+        return (
+            f"refusing to listen on {bind_host} with sign-in off (EMUPLAN_AUTH=none): everyone who reaches the port "
+            "could do everything. Turn sign-in on (EMUPLAN_AUTH=accounts, then `emuplan users add NAME --role "
+            "admin`), listen on 127.0.0.1 (--host), or accept it with EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+        )
+    if "*" in settings.allowed_hosts:
+        # A page open in a browser here can point a name of its own at 127.0.0.1 (DNS rebinding): its requests
+        # are then same-origin, so only the Host check keeps it out.
+        return (
+            "refusing to answer to every host name (EMUPLAN_ALLOWED_HOSTS=*) with sign-in off (EMUPLAN_AUTH=none): "
+            "any web page open on this machine could rename itself to this server and do everything. List the names "
+            "you type in EMUPLAN_ALLOWED_HOSTS, turn sign-in on (EMUPLAN_AUTH=accounts), or accept it with "
+            "EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+        )
+    return None
 
 
 @lru_cache

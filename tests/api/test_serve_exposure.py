@@ -48,6 +48,19 @@ def test_loopback_is_served_with_sign_in_off(host: str):
     assert open_listener_refusal(Settings(auth="none", allowed_hosts=["x"]), host) is None
 
 
+def test_any_host_name_with_sign_in_off_is_refused_even_on_loopback_unless_accepted():
+    """A page open in the user's browser could otherwise reach it under a name of its own (DNS rebinding)."""
+    assert open_listener_refusal(Settings(auth="none", allowed_hosts=["*"]), "127.0.0.1") == (
+        "refusing to answer to every host name (EMUPLAN_ALLOWED_HOSTS=*) with sign-in off (EMUPLAN_AUTH=none): "
+        "any web page open on this machine could rename itself to this server and do everything. List the names "
+        "you type in EMUPLAN_ALLOWED_HOSTS, turn sign-in on (EMUPLAN_AUTH=accounts), or accept it with "
+        "EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+    )
+    assert open_listener_refusal(Settings(auth="accounts", allowed_hosts=["*"]), "127.0.0.1") is None
+    accepted = Settings(auth="none", allowed_hosts=["*"], open_without_sign_in=True)
+    assert open_listener_refusal(accepted, "127.0.0.1") is None
+
+
 def test_the_compose_file_starts_with_accounts_on_a_host_list_and_a_loopback_port():
     service = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["emuplan"]
     environment = service["environment"]
