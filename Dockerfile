@@ -12,5 +12,10 @@ COPY --from=wheel /dist /dist
 RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
     && pip install --no-cache-dir "$(ls /dist/emuplan-*.whl)[postgres]" && rm -rf /dist
 WORKDIR /data
+# Safe by default without compose too (`docker run -p 127.0.0.1:8000:8000 IMAGE`): listening on the
+# container's interface, so the published port reaches it, with sign-in on; a published port arrives
+# from the bridge's address, so the loopback names are listed rather than left to the default.
+ENV EMUPLAN_HOST=0.0.0.0 EMUPLAN_AUTH=accounts EMUPLAN_ALLOWED_HOSTS=localhost,127.0.0.1 \
+    EMUPLAN_DATABASE_URL=sqlite:////data/emuplan.sqlite3
 EXPOSE 8000
 CMD ["emuplan", "serve"]

@@ -91,7 +91,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.static_files = static_files.static_files(settings.frontend_dir / "static")
 
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_upload_bytes)
-    app.add_middleware(RequestGuardMiddleware, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(
+        RequestGuardMiddleware, allowed_hosts=settings.allowed_hosts, local_only_hosts=settings.local_only_hosts
+    )
     app.add_middleware(SecurityHeadersMiddleware)
     # Pages and JSON (chart figures among them) travel compressed; static files come gzipped already.
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)

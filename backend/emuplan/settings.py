@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -35,14 +35,16 @@ def default_allowed_hosts(bind_host: str) -> list[str]:
     return list(dict.fromkeys([*names, *LOOPBACK_NAMES]))
 
 
-def is_loopback(bind_host: str) -> bool:
-    """Whether only this machine can reach an address (``localhost`` or 127.0.0.0/8, ::1)."""
-    if bind_host == "localhost":
+def is_loopback(host: str) -> bool:
+    """Whether an address (to listen on, or a client's) is this machine only: ``localhost``, 127.0.0.0/8, ::1."""
+    if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(bind_host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:  # a host name: it resolves to whatever the network says
         return False
+    # A dual-stack socket on :: sees IPv4 clients as ::ffff:a.b.c.d, which Python 3.11 does not call loopback.
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback
 
 
 def _default_database_url() -> str:
@@ -70,8 +72,9 @@ class Settings(BaseSettings):
     )
     open_without_sign_in: bool = Field(
         default=False,
-        description="Let `emuplan serve` listen beyond loopback with sign-in off (EMUPLAN_AUTH=none), so that "
-        "everyone who reaches the port may do everything. Refused unless this is true.",
+        description="Let `emuplan serve` listen beyond loopback, or answer to every host name "
+        "(EMUPLAN_ALLOWED_HOSTS=*), with sign-in off (EMUPLAN_AUTH=none), so that everyone who reaches the port may "
+        "do everything. Refused unless this is true.",
     )
     session_days: float = Field(default=14.0, gt=0, le=3650, description="How long a browser stays signed in.")
     password_change_signs_out: bool = Field(
@@ -155,23 +158,43 @@ class Settings(BaseSettings):
                 raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.0/8)") from None
         return value
 
+    # The loopback names the default adds (not the operator): they mean this machine, so they are served to its
+    # own connections only (api/request_guard.py); a browser elsewhere that types localhost reaches its own machine.
+    _local_only_hosts: frozenset[str] = PrivateAttr(default=frozenset())
+
     @model_validator(mode="after")
     def _default_names(self) -> "Settings":
         if not self.allowed_hosts:
             self.allowed_hosts = default_allowed_hosts(self.host)
+            self._local_only_hosts = frozenset(name for name in self.allowed_hosts if is_loopback(name))
         return self
+
+    @property
+    def local_only_hosts(self) -> frozenset[str]:
+        return self._local_only_hosts
 
 
 def open_listener_refusal(settings: Settings, bind_host: str) -> str | None:
-    """Why `serve` must not listen on ``bind_host``, or None: with sign-in off, anyone who reaches the port
-    may upload code to the sandbox and delete every run, so only this machine may reach it by default."""
-    if settings.auth == "accounts" or is_loopback(bind_host) or settings.open_without_sign_in:
+    """Why `serve` must not start so, or None: with sign-in off, anyone who reaches the port may upload code to
+    the sandbox and delete every run, so only this machine may reach it by default, under names it chose."""
+    if settings.auth == "accounts" or settings.open_without_sign_in:
         return None
-    return (
-        f"refusing to listen on {bind_host} with sign-in off (EMUPLAN_AUTH=none): everyone who reaches the port "
-        "could do everything. Turn sign-in on (EMUPLAN_AUTH=accounts, then `emuplan users add NAME --role "
-        "admin`), listen on 127.0.0.1 (--host), or accept it with EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
-    )
+    if not is_loopback(bind_host):
+        return (
+            f"refusing to listen on {bind_host} with sign-in off (EMUPLAN_AUTH=none): everyone who reaches the port "
+            "could do everything. Turn sign-in on (EMUPLAN_AUTH=accounts, then `emuplan users add NAME --role "
+            "admin`), listen on 127.0.0.1 (--host), or accept it with EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+        )
+    if "*" in settings.allowed_hosts:
+        # A page open in a browser here can point a name of its own at 127.0.0.1 (DNS rebinding): its requests
+        # are then same-origin, so only the Host check keeps it out.
+        return (
+            "refusing to answer to every host name (EMUPLAN_ALLOWED_HOSTS=*) with sign-in off (EMUPLAN_AUTH=none): "
+            "any web page open on this machine could rename itself to this server and do everything. List the names "
+            "you type in EMUPLAN_ALLOWED_HOSTS, turn sign-in on (EMUPLAN_AUTH=accounts), or accept it with "
+            "EMUPLAN_OPEN_WITHOUT_SIGN_IN=true."
+        )
+    return None
 
 
 @lru_cache

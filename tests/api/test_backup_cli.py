@@ -1,6 +1,9 @@
-"""`emuplan backup FILE` copies the SQLite database while it is in use; `emuplan restore FILE` puts a copy
-back, upgraded to this version's schema; what cannot be done is refused naming the file and the remedy."""
+"""`emuplan backup FILE` copies the SQLite database while it is in use, readable by its owner only (as is
+the directory a new database is made in);
+`emuplan restore FILE` puts a copy back, upgraded to this version's schema; what cannot be done is refused
+naming the file and the remedy."""
 
+import os
 import sqlite3
 from contextlib import closing
 
@@ -11,7 +14,7 @@ from sqlalchemy import create_engine
 from typer.testing import CliRunner
 
 from emuplan.cli import app
-from emuplan.store.db import Database, alembic_config
+from emuplan.store.db import Database, alembic_config, migrate
 from old_schema import RUN, old_run
 from paths import SHARED_NCCL
 
@@ -49,6 +52,27 @@ def test_a_backup_taken_while_a_writer_waits_restores_what_it_held(cli_env, data
     assert listed_runs() == [("1", "kept")]
     stats = invoke("stats", "1")
     assert "broadcast: peak busbw 122.15 GB/s at 8,589,934,592 B out-of-place" in stats.output
+
+
+def test_a_backup_is_readable_by_its_owner_only(cli_env, tmp_path):
+    assert invoke("import", str(V100_LOG), "--name", "kept").exit_code == 0
+    usual = os.umask(0o022)  # the common default: new files readable by every local user
+    try:
+        assert invoke("backup", str(tmp_path / "copy.sqlite3")).exit_code == 0
+    finally:
+        os.umask(usual)
+    assert (tmp_path / "copy.sqlite3").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_new_database_directory_is_its_owners_alone(tmp_path):
+    usual = os.umask(0o022)
+    try:
+        Database(f"sqlite:///{tmp_path / 'data' / 'emuplan.sqlite3'}").dispose()
+        migrate(f"sqlite:///{tmp_path / 'elsewhere' / 'emuplan.sqlite3'}")
+    finally:
+        os.umask(usual)
+    assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "elsewhere").stat().st_mode & 0o777 == 0o700
 
 
 def test_restore_asks_first_and_keeps_the_database_when_told_no(cli_env, tmp_path):

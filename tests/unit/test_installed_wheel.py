@@ -15,6 +15,9 @@ import pytest
 from paths import REPO_ROOT
 from ports import free_port
 
+# Each build and install step, on a loaded machine (a wheel builds in ~5 s): a hung pip fails the test.
+STEP_TIMEOUT_S = 300
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -23,6 +26,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", out, REPO_ROOT],
         check=True,
+        timeout=STEP_TIMEOUT_S,
     )
     (built,) = out.glob("emuplan-*.whl")
     return built
@@ -33,13 +37,14 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment holding the wheel; its dependencies come from the test environment's
     site-packages, added as a plain path so that the checkout's editable install (a .pth there) stays out."""
     venv = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=STEP_TIMEOUT_S)
     where = "import sysconfig; print(sysconfig.get_path('purelib'))"
     purelib = Path(subprocess.check_output([venv / "bin/python", "-c", where], text=True).strip())
     (purelib / "test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", venv / "bin/python", "install", "--quiet", "--no-deps", wheel],
         check=True,
+        timeout=STEP_TIMEOUT_S,
     )
     return venv
 

@@ -4,7 +4,9 @@ A page on another origin can still send a browser's "simple" POST (``mode: "no-c
 to the server, and a DNS-rebinding page reaches it under a host name of the attacker's choosing. So:
 
 - a request whose ``Host`` is not one of ``EMUPLAN_ALLOWED_HOSTS`` gets 400 (nothing is served under
-  a name the operator did not choose, and no redirect ever points elsewhere);
+  a name the operator did not choose, and no redirect ever points elsewhere); the loopback names the
+  default adds (localhost, 127.0.0.1, ::1) get 400 too unless the connection comes from this machine:
+  on a server listening beyond loopback, saying ``Host: localhost`` from elsewhere proves nothing;
 - an unsafe method (POST, PUT, PATCH, DELETE) gets 403 when the browser says it comes from another
   site: ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (typed by the user), or, from
   browsers that do not send it, an ``Origin`` that is not this server's. Requests carrying neither
@@ -16,6 +18,8 @@ from urllib.parse import urlsplit
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from emuplan.settings import is_loopback
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # "same-site" is refused too: another port on the same host is another origin but the same site.
@@ -50,10 +54,11 @@ def cross_site_reason(method: str, headers: Headers) -> str | None:
 
 
 class RequestGuardMiddleware:
-    def __init__(self, app: ASGIApp, allowed_hosts: list[str]):
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str], local_only_hosts: frozenset[str]):
         self.app = app
         self.allow_any_host = "*" in allowed_hosts
         self.allowed_hosts = frozenset(name.lower().strip("[]") for name in allowed_hosts)
+        self.local_only_hosts = frozenset(name.lower().strip("[]") for name in local_only_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,6 +71,15 @@ class RequestGuardMiddleware:
             detail = (
                 f"Host {host!r} is not served here. The operator lists the names this server answers to in "
                 "EMUPLAN_ALLOWED_HOSTS."
+            )
+            await JSONResponse(status_code=400, content={"detail": detail})(scope, receive, send)
+            return
+        # No client address: a Unix socket, on this machine too.
+        peer = (scope.get("client") or ("127.0.0.1", 0))[0]
+        if name in self.local_only_hosts and not is_loopback(peer):
+            detail = (
+                f"Host {host!r} is served only to connections from this machine, and this one comes from {peer}. "
+                "Open the dashboard under the server's name; the operator lists the names in EMUPLAN_ALLOWED_HOSTS."
             )
             await JSONResponse(status_code=400, content={"detail": detail})(scope, receive, send)
             return

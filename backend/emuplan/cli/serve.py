@@ -1,6 +1,7 @@
 """``emuplan serve``: run the dashboard with uvicorn."""
 
 import errno
+import os
 import socket
 
 import typer
@@ -25,6 +26,15 @@ def port_taken(host: str, port: int) -> str | None:
                 "choose another with --port or EMUPLAN_PORT"
             )
     return None
+
+
+def dashboard_url(host: str, port: int) -> str:
+    """The address to open: localhost for 127.0.0.1 and every-interface binds, an IPv6 address in brackets."""
+    if host in ("127.0.0.1", "0.0.0.0", "::", ""):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
 
 
 def sign_in_notice(auth: str) -> str:
@@ -71,18 +81,21 @@ def serve(
     # Checked before anything is printed: the URL would otherwise name another server, then uvicorn die.
     if taken := port_taken(host, port):
         fail(taken)
-    shown_host = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     # Migrated once here, before any worker starts, so that several workers never race to migrate.
     database = open_database()
     if settings.demo:  # first start: the demo's runs are measured here, with progress in this terminal
         load_demo(database, measure_locally=True)
     database.dispose()
-    typer.echo(f"emuplan dashboard: http://{shown_host}:{port}/  (database: {settings.database_url})")
+    typer.echo(f"emuplan dashboard: {dashboard_url(host, port)}  (database: {settings.database_url})")
     typer.echo(sign_in_notice(settings.auth))
+    # The options act as EMUPLAN_HOST and EMUPLAN_PORT for the app and its workers: the names it answers to by
+    # default (EMUPLAN_ALLOWED_HOSTS unset) are those of the address it listens on, the machine's on 0.0.0.0.
+    os.environ.update(EMUPLAN_HOST=host, EMUPLAN_PORT=str(port))
+    get_settings.cache_clear()
     # Forwarded headers are believed from EMUPLAN_TRUSTED_PROXIES only (by the app), not from uvicorn's default
     # of any loopback client: a local process could otherwise sign in as any address.
     options = {"host": host, "port": port, "log_level": "info", "proxy_headers": False}
     if workers == 1:
-        uvicorn.run(create_app(settings), **options)
+        uvicorn.run(create_app(get_settings()), **options)
     else:  # each worker process builds its own app from the same EMUPLAN_* settings
         uvicorn.run("emuplan.main:create_app", factory=True, workers=workers, **options)

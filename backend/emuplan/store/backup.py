@@ -59,6 +59,10 @@ def backup(database_url: str, target: Path) -> str:
     if not source.is_file():
         raise BackupError(f"there is no database at {source} to back up")
     partial = target.with_name(target.name + ".partial")
+    # The copy holds password hashes and everything stored: its owner's alone, whatever the umask (SQLite
+    # fills the empty file, and gives its -wal and -shm files the same mode).
+    partial.unlink(missing_ok=True)
+    partial.touch(mode=0o600)
     try:
         with (
             closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as live,

@@ -17,7 +17,7 @@ from alembic import command
 from alembic.config import Config
 from pydantic_core import from_json
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlmodel import Session
 
 from emuplan.settings import MIGRATIONS_DIR
@@ -73,11 +73,17 @@ def _refuse_nul(_connection, _cursor, _statement, parameters, context, _executem
             raise TextWithNul(f"{where}text cannot contain a NUL (0x00) character")
 
 
+def _make_sqlite_directory(url: URL) -> None:
+    """The SQLite file's directory, made its owner's alone when new: the file holds password hashes and every run
+    (a directory that exists keeps its mode)."""
+    if url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 def make_engine(database_url: str) -> Engine:
     url = make_url(database_url)
     if url.get_backend_name() == "sqlite":
-        if url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        _make_sqlite_directory(url)
         engine = create_engine(url, connect_args={"check_same_thread": False}, json_deserializer=from_json)
         _configure_sqlite(engine)
     else:
@@ -133,6 +139,6 @@ def alembic_config(database_url: str, migrations_dir: Path = MIGRATIONS_DIR) -> 
 def migrate(database_url: str, migrations_dir: Path = MIGRATIONS_DIR) -> None:
     """Bring the database to the newest schema (``alembic upgrade head``)."""
     url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    if url.get_backend_name() == "sqlite":
+        _make_sqlite_directory(url)
     command.upgrade(alembic_config(database_url, migrations_dir), "head")
