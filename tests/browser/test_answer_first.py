@@ -187,3 +187,30 @@ def test_a_saved_plan_leads_with_its_trials_and_sizes_then_its_settings(
     screenshot(page, f"saved-plan-result-{label(viewport)}")
     watch.assert_clean()
     page.close()
+
+
+@VIEWPORTS
+def test_a_comparison_folds_the_run_list_so_its_ranking_leads(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/compare?runs=1,2,3")
+    wait_for_charts(page)
+    expect(page.locator("#run-picker-fold summary")).to_have_text("Comparing #1, #2, #3: tick others")
+    expect(page.locator("#run-picker-fold")).not_to_have_attribute("open", "")
+    expect(page.locator("#step-cost-ranking")).to_contain_text("#1 data")
+    assert_in_first_viewport(page, viewport, ["#baseline", "#step-cost-ranking"], f"compare-ranking-{label(viewport)}")
+    # Ticking another run: the list unfolds.
+    page.click("#run-picker-fold summary")
+    expect(page.locator("#pick-form input[name=run][value='1']")).to_be_checked()
+    screenshot(page, f"compare-ranking-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+    # Nothing compared yet: the list is open.
+    page = browser.new_page(viewport=viewport)
+    page.goto(demo_server.url + "/compare")
+    expect(page.locator("#run-picker-fold")).to_have_attribute("open", "")
+    page.close()
