@@ -134,3 +134,83 @@ def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_above_it_o
     screenshot(page, f"plan-result-{label(viewport)}")
     watch.assert_clean()
     page.close()
+
+
+@VIEWPORTS
+def test_a_run_of_four_sizes_with_reasons_leads_with_its_numbers_and_gives_the_reasons_after(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/runs/3")
+    wait_for_charts(page)
+    rows = page.locator("#headline-table tbody tr")
+    expect(rows).to_have_count(4)
+    expect(rows.first.locator("td")).to_have_text(["all_reduce · 2600 B", "20.56", "27.43", "0.00", "—"])
+    expect(page.locator("#step-cost-headline strong")).to_have_text("86.16 ms at p50")
+    # The step cost leads (the bottom line of a run a plan reads), then every group on a desktop; a phone's first
+    # screen holds the first group whole, its other groups right under it.
+    numbers = ["p50", "p99", "busbw", "pct-of-expected"]
+    shown = 4 if viewport is DESKTOP else 1
+    headline = ["#verdict-status", "#step-cost-headline strong"] + [
+        f"#headline-table tbody tr:nth-child({row}) td[data-key={key}]"
+        for row in range(1, shown + 1)
+        for key in numbers
+    ]
+    assert_in_first_viewport(page, viewport, headline, f"answer-four-sizes-{label(viewport)}")
+    # The verdict's reasons explain it under the numbers, before the folds.
+    assert box_of(page, "#verdict-reasons")["y"] > bottom(box_of(page, "#headline-table"))
+    assert box_of(page, "#assumptions")["y"] > bottom(box_of(page, "#verdict-reasons"))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"answer-four-sizes-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+
+
+@VIEWPORTS
+def test_a_saved_plan_leads_with_its_trials_and_sizes_then_its_settings(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/plans/1")
+    expect(page.locator("#plan-results .trial-count")).to_have_text("8")
+    expect(page.locator("#plan-results .data-sizes")).to_have_text("[971048]")
+    result = ["#plan-results .trial-count", "#plan-results .data-sizes"]
+    assert_in_first_viewport(page, viewport, result, f"saved-plan-result-{label(viewport)}")
+    assert box_of(page, "#plan-settings")["y"] > bottom(box_of(page, "#plan-results"))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"saved-plan-result-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+
+
+@VIEWPORTS
+def test_a_comparison_folds_the_run_list_so_its_ranking_leads(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/compare?runs=1,2,3")
+    wait_for_charts(page)
+    expect(page.locator("#run-picker-fold summary")).to_have_text("Comparing #1, #2, #3: tick others")
+    expect(page.locator("#run-picker-fold")).not_to_have_attribute("open", "")
+    expect(page.locator("#step-cost-ranking")).to_contain_text("#1 data")
+    assert_in_first_viewport(page, viewport, ["#baseline", "#step-cost-ranking"], f"compare-ranking-{label(viewport)}")
+    # Ticking another run: the list unfolds.
+    page.click("#run-picker-fold summary")
+    expect(page.locator("#pick-form input[name=run][value='1']")).to_be_checked()
+    screenshot(page, f"compare-ranking-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+    # Nothing compared yet: the list is open.
+    page = browser.new_page(viewport=viewport)
+    page.goto(demo_server.url + "/compare")
+    expect(page.locator("#run-picker-fold")).to_have_attribute("open", "")
+    page.close()
