@@ -183,6 +183,29 @@ def test_x_forwarded_for_counts_only_from_a_configured_proxy(
     assert failure_addresses(database) == ["127.0.0.1", "198.51.100.7", "127.0.0.2"]
 
 
+def test_an_ipv6_host_is_counted_by_its_64_so_new_addresses_in_it_buy_no_guesses(
+    behind_proxy: LiveServer, database: Database
+) -> None:
+    # A host owns its whole /64: a new address for every guess was a fresh start each time (16 of 16 got 401).
+    statuses = [
+        post_sign_in(
+            behind_proxy, {"name": f"name-{i}", "password": "guess"}, headers={"X-Forwarded-For": f"2001:db8:7:7::{i}"}
+        ).status_code
+        for i in range(1, store.FREE_FAILURES_PER_ADDRESS + 3)
+    ]
+    assert statuses == [401] * (store.FREE_FAILURES_PER_ADDRESS + 1) + [429]
+    assert set(failure_addresses(database)) == {"2001:db8:7:7::/64"}
+    # Another /64 starts afresh; an IPv4 address reaching a dual-stack listener as ::ffff:a.b.c.d is itself.
+    elsewhere = {"X-Forwarded-For": "2001:db8:7:8::1"}
+    assert post_sign_in(behind_proxy, {"name": "x", "password": "guess"}, headers=elsewhere).status_code == 401
+    assert [store.counted_address(peer) for peer in ("::ffff:198.51.100.7", "198.51.100.7", "::1", "testclient")] == [
+        "198.51.100.7",
+        "198.51.100.7",
+        "::/64",
+        "testclient",
+    ]
+
+
 def test_a_wrong_password_or_name_is_refused_alike_and_counted(
     accounts_server: LiveServer, add_account, database: Database
 ) -> None:

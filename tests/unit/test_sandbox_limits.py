@@ -103,11 +103,12 @@ def test_the_process_limit_caps_threads():
         ("import os\nos.fork()", 2),
         ("import subprocess\nsubprocess.run(['/usr/bin/true'])", 2),
         ("import socket\nsocket.socketpair()", 2),
+        ("import fcntl, os\nread, write = os.pipe()\nfcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 1 << 20)", 3),
         ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nCLONE_NEWUSER = 0x10000000\n"
          "if libc.unshare(CLONE_NEWUSER) != 0:\n    raise OSError(ctypes.get_errno(), 'Operation not permitted')", 5),
     ],
     ids=["memfd past the memory limit", "SysV shared memory", "fork", "subprocess", "socketpair",
-         "nested user namespace"],
+         "a pipe's buffer grown to 1 MiB", "nested user namespace"],
 )  # fmt: skip
 def test_the_seccomp_filter_refuses_processes_namespaces_and_memory_outside_the_limit(source: str, line: int):
     error = model_failure(source)

@@ -93,8 +93,9 @@ def _local_path(target: str | None) -> str:
 
 
 def _client_address(request: Request) -> str:
-    """The peer's address; a configured proxy's X-Forwarded-For has replaced it already (main.py)."""
-    return request.client.host if request.client else "unknown"
+    """The peer's address as failures count it (an IPv6 one as its /64); a configured proxy's X-Forwarded-For
+    has replaced the peer already (main.py)."""
+    return store.counted_address(request.client.host if request.client else "unknown")
 
 
 async def matched_hash(request: Request, name: str, password: str) -> str | None:

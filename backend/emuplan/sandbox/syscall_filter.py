@@ -9,10 +9,11 @@ tracing, BPF, and every call of another ABI (32-bit, x32) are simply not on the 
 A few calls that ordinary library code makes and copes with failing are refused with EPERM rather
 than fatal, since RLIMIT_AS caps one process's address space and these would get around it: a new
 process (each would get its own address-space limit; threads share their process's), memory that
-lives without a mapping (memfd, SysV shared memory segments, which outlive their detach) and sockets
+lives without a mapping (memfd, SysV shared memory segments, which outlive their detach), sockets
 (their buffers hold data no address space counts; the sandbox has no network to reach anyway; torch
-probes one at import). Entering or creating a namespace is refused too: a new user namespace would
-give the model every capability inside it.
+probes one at import) and pipe buffers grown past their 64 KiB (fcntl F_SETPIPE_SZ: 1 MiB each, 64 MiB
+of kernel memory per user before the kernel's soft limit stops it, measured). Entering or creating a
+namespace is refused too: a new user namespace would give the model every capability inside it.
 """
 
 import errno
@@ -20,6 +21,7 @@ import tempfile
 from functools import cache
 
 CLONE_THREAD = 0x00010000
+F_SETPIPE_SZ = 1031
 
 # What setpriv and prlimit need to change user, drop capabilities and set limits, then start Python.
 START_THE_WORKER = (
@@ -28,7 +30,7 @@ START_THE_WORKER = (
 )  # fmt: skip
 FILES = (
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
-    "open", "openat", "close", "close_range", "lseek", "dup", "dup2", "dup3", "fcntl", "ioctl", "flock",
+    "open", "openat", "close", "close_range", "lseek", "dup", "dup2", "dup3", "ioctl", "flock",
     "fsync", "fdatasync", "ftruncate", "truncate", "fadvise64", "fallocate", "sendfile", "copy_file_range",
     "stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2",
     "readlink", "readlinkat", "getdents64", "getcwd", "chdir", "fchdir", "umask",
@@ -78,6 +80,8 @@ def filter_program() -> bytes:
     refused = seccomp.ERRNO(errno.EPERM)
     for name in REFUSED:
         syscall_filter.add_rule(refused, name)
+    syscall_filter.add_rule(seccomp.ALLOW, "fcntl", seccomp.Arg(1, seccomp.NE, F_SETPIPE_SZ))
+    syscall_filter.add_rule(refused, "fcntl", seccomp.Arg(1, seccomp.EQ, F_SETPIPE_SZ))
     # clone() starts a thread (allowed) or a process (refused) depending on CLONE_THREAD.
     syscall_filter.add_rule(seccomp.ALLOW, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, CLONE_THREAD))
     syscall_filter.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))

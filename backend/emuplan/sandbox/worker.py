@@ -30,7 +30,7 @@ USER_MODULE_NAME = "uploaded_model"
 # What a system call the seccomp filter refuses (EPERM, no file name) gets added to its error.
 REFUSED_BY_THE_SANDBOX = (
     "refused by the sandbox, which allows threads but no new processes, no namespaces, and no memory outside "
-    "the model's address-space limit: no memfd, SysV shared memory or sockets"
+    "the model's address-space limit: no memfd, SysV shared memory, sockets or larger pipe buffers"
 )
 
 

@@ -12,6 +12,7 @@ many guesses others made. The password is checked outside any transaction (``che
 CPU), so a flood of guesses never holds the database's write lock while Argon2 runs.
 """
 
+import ipaddress
 import math
 import secrets
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ FREE_FAILURES_PER_ADDRESS = 10
 FREE_FAILURES_PER_ACCOUNT_FROM_AN_ADDRESS = 3
 ACCOUNT_UNDER_ATTACK = 10
 MAX_WAIT = FAILURE_WINDOW
+# An IPv6 host is handed a whole /64 and may use any address in it: counted one by one, each of its 2^64
+# addresses would start with free failures and no wait. So an IPv6 address counts as its /64.
+IPV6_PREFIX_COUNTED = 64
 MIN_PASSWORD_LENGTH = 12
 MAX_NAME_LENGTH = 64
 MAX_LABEL_LENGTH = 100
@@ -257,6 +261,21 @@ def check_password(password_hash: str | None, password: str) -> bool:
         return _hasher.verify(password_hash or _UNKNOWN_ACCOUNT_HASH, password) and password_hash is not None
     except (VerificationError, InvalidHashError):
         return False
+
+
+def counted_address(peer: str) -> str:
+    """The address failures are counted under: an IPv4 address as it is (also when it comes IPv4-mapped,
+    ::ffff:a.b.c.d, from a server listening on ::), an IPv6 address as its /64, anything else (no IP at
+    all) as it is."""
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, IPV6_PREFIX_COUNTED), strict=False))
+    return str(address)
 
 
 def _growing_wait(failures: int, free: int) -> timedelta:
