@@ -95,9 +95,13 @@ def test_plans_list_edit_and_delete_unlinking_their_runs(cli_env, client):
     edited = invoke("plans", "edit", str(plan_id), "--name", "MLP on 4", "--tag", "baseline")
     assert edited.output == f"plan {plan_id}: MLP on 4; tags: baseline\n"
     assert json.loads(invoke("plans", "--json").output)[0]["tags"] == ["baseline"]
+    client.post("/api/comparisons", json={"name": "read with it", "run_ids": [1], "plans": {"1": plan_id}})
     asked = invoke("plans", "delete", str(plan_id), input="y\n")
     assert asked.exit_code == 0, asked.output
-    assert "1 run is linked to it (#1): they will be unlinked. Delete plan 1?" in asked.output
+    assert (
+        "1 run is linked to it (#1): they will be unlinked. 1 saved comparison reads a run with it (#1 'read with "
+        "it'): they will read it with its own plan. Delete plan 1?"
+    ) in asked.output
     assert asked.output.endswith("deleted plan 1; unlinked 1 run\n")
     assert json.loads(invoke("runs", "--json").output)[0]["plan_id"] is None
 

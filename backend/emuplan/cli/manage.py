@@ -207,9 +207,17 @@ def edit_plan(
 def _plan_consequences(account: dict) -> str:
     runs = account["unlinked_run_ids"]
     if not runs:
-        return "No run is linked to it."
-    listed = ", ".join(f"#{run}" for run in runs)
-    return f"{plural(len(runs), 'run is', 'runs are')} linked to it ({listed}): they will be unlinked."
+        said = "No run is linked to it."
+    else:
+        listed = ", ".join(f"#{run}" for run in runs)
+        said = f"{plural(len(runs), 'run is', 'runs are')} linked to it ({listed}): they will be unlinked."
+    if account["comparisons"]:
+        listed = ", ".join(f"#{c['id']} {c['name']!r}" for c in account["comparisons"])
+        said += (
+            f" {plural(len(account['comparisons']), 'saved comparison reads', 'saved comparisons read')} a run with "
+            f"it ({listed}): they will read it with its own plan."
+        )
+    return said
 
 
 @plans_app.command("delete")
