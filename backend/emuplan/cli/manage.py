@@ -319,31 +319,19 @@ def _share_line(link: dict) -> str:
     return f"{link['id']:>5}  {link['state']}{label}; made {link['created_at']:%Y-%m-%d %H:%M} UTC, {expires}"
 
 
-def _share_links(action, path: str, method: str, body: dict | None = None):
-    """A share link change through the server's API (``method`` on ``path``), else ``action(session)`` on the
-    local store (its ShareLink, or (ShareLink, token)); the links as the API states them, dates parsed."""
+def _share_links(stored, path: str, method: str, body: dict | None = None):
+    """A share link call through the server's API (``method`` on ``path``, dates parsed), else ``stored(session)``
+    on the local store, which returns the same document(s) the API would."""
     from datetime import datetime
 
     server = remote_server()
-    if server is not None:
-        answer = getattr(server, method)(path, *([body] if body is not None else []))
-        links = answer if isinstance(answer, list) else [answer]
-        for link in links:
-            for key in ("created_at", "expires_at", "revoked_at"):
-                link[key] = datetime.fromisoformat(link[key]) if link[key] else None
-        return answer
-    from emuplan.store import comparisons as store
-
-    def stated(session):
-        result = action(session)
-        if isinstance(result, list):
-            return [store.share_link_document(link) for link in result]
-        if isinstance(result, tuple):
-            link, token = result
-            return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
-        return store.share_link_document(result)
-
-    return in_store(stated, write=method != "get")
+    if server is None:
+        return in_store(stored, write=method != "get")
+    answer = getattr(server, method)(path, *([body] if body is not None else []))
+    for link in answer if isinstance(answer, list) else [answer]:
+        for key in ("created_at", "expires_at", "revoked_at"):
+            link[key] = datetime.fromisoformat(link[key]) if link[key] else None
+    return answer
 
 
 @comparisons_app.command("shares")
@@ -351,9 +339,9 @@ def list_share_links(comparison_id: ComparisonId, as_json: JsonOption = False) -
     """A saved comparison's share links, oldest first: active, expired or revoked (a revoked one stays listed)."""
     from emuplan.store import comparisons as store
 
-    def listed(session):
+    def listed(session) -> list[dict]:
         store.get_comparison(session, comparison_id)
-        return store.list_share_links(session, comparison_id)
+        return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
     links = _share_links(listed, f"/api/comparisons/{comparison_id}/shares", "get")
     if as_json:
@@ -374,8 +362,12 @@ def make_share_link(
     """A new read-only link to a saved comparison for people without an account; its address is shown once."""
     from emuplan.store import comparisons as store
 
+    def made(session) -> dict:
+        link, token = store.create_share_link(session, comparison_id, expires_in_days, label)
+        return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
+
     link = _share_links(
-        lambda session: store.create_share_link(session, comparison_id, expires_in_days, label),
+        made,
         f"/api/comparisons/{comparison_id}/shares",
         "post",
         {"label": label, "expires_in_days": expires_in_days},
@@ -398,7 +390,7 @@ def label_share_link(
     from emuplan.store import comparisons as store
 
     link = _share_links(
-        lambda session: store.relabel_share_link(session, comparison_id, share_id, label),
+        lambda session: store.share_link_document(store.relabel_share_link(session, comparison_id, share_id, label)),
         f"/api/comparisons/{comparison_id}/shares/{share_id}",
         "patch",
         {"label": label},
@@ -412,7 +404,7 @@ def revoke_share_link(comparison_id: ComparisonId, share_id: ShareId) -> None:
     from emuplan.store import comparisons as store
 
     link = _share_links(
-        lambda session: store.revoke_share_link(session, comparison_id, share_id),
+        lambda session: store.share_link_document(store.revoke_share_link(session, comparison_id, share_id)),
         f"/api/comparisons/{comparison_id}/shares/{share_id}",
         "delete",
     )
