@@ -1,5 +1,5 @@
 """/plans: every stored plan, newest first, a page of 50 at a time, with the runs linked to each (a link to the
-runs list filtered by it); a viewer reads it without the editor's "Plan a workload"."""
+runs list filtered by it)."""
 
 import re
 

@@ -1,5 +1,5 @@
-"""/plans in Chromium at 1280x800 and 390x844: every stored plan with its linked runs, for a viewer without the
-editor's "Plan a workload", for an editor with it; never wider than the screen."""
+"""/plans in Chromium at 1280x800 and 390x844: every stored plan with its linked runs, for a viewer too, whose
+"Plan a workload" opens the preview (no Save); never wider than the screen."""
 
 import re
 
@@ -12,7 +12,7 @@ from emuplan.store.db import Database
 from live_server import LiveServer
 
 
-def test_a_viewer_and_an_editor_find_every_plan_on_the_plans_list(
+def test_a_viewer_finds_every_plan_on_the_plans_list_and_previews_one(
     accounts_server: LiveServer, add_account, database: Database, page: Page, watch: PageWatch
 ) -> None:
     plan_id = save_plan(database)
@@ -24,12 +24,14 @@ def test_a_viewer_and_an_editor_find_every_plan_on_the_plans_list(
     saved = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d$")
     cells = [str(plan_id), "mlp for viewers", "fashion-mnist-mlp", "data", "tutorial", "8", "—", "", "0", saved]
     expect(row.locator("td")).to_have_text(cells)
-    expect(page.locator("a.button:has-text('Plan a workload')")).to_have_count(0)
+    # A viewer previews plans on /plan (saving is the editor's): the way there is offered.
+    expect(page.locator("a.button:has-text('Plan a workload')")).to_be_visible()
     both_widths(page, "plans-viewer")
     row.locator("a").first.click()
     expect(page.locator("h1")).to_contain_text("mlp for viewers")
 
-    page.context.clear_cookies()
-    sign_in(page, accounts_server, "ed", add_account("ed", Role.editor), "/plans")
-    expect(page.locator("a.button:has-text('Plan a workload')")).to_be_visible()
+    page.go_back()
+    page.click("a.button:has-text('Plan a workload')")
+    expect(page.locator("#plan-form")).to_be_visible()
+    expect(page.locator("#save-plan")).to_have_count(0)
     watch.assert_clean()
