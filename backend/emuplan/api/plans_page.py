@@ -14,7 +14,8 @@ router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=Tru
 
 @router.get("/plans", response_class=HTMLResponse)
 def plans_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
-    pages = max(1, -(-store.count_plans(session) // store.PLANS_PER_PAGE))
+    count = store.count_plans(session)
+    pages = max(1, -(-count // store.PLANS_PER_PAGE))
     # Past the end, or not a page number: the nearest page there is.
     page_number = min(int(page) if page.isdigit() and int(page) >= 1 else 1, pages)
     offset = (page_number - 1) * store.PLANS_PER_PAGE
@@ -26,7 +27,7 @@ def plans_page(request: Request, session: ReadSessionDep, page: str = "1") -> HT
         plans=listed,
         linked_runs=store.linked_run_counts(session, [plan.id for plan in listed]),
         first=offset + 1,
-        count=store.count_plans(session),
+        count=count,
         newer=f"/plans?page={page_number - 1}" if page_number > 1 else None,
         older=f"/plans?page={page_number + 1}" if page_number < pages else None,
     )
