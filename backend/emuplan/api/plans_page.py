@@ -23,7 +23,7 @@ def plans_page(request: Request, session: ReadSessionDep, page: str = "1") -> HT
     return render(
         request,
         "plans.html",
-        nav="plans",
+        nav="plan",  # the Plan section of the top bar
         plans=listed,
         linked_runs=store.linked_run_counts(session, [plan.id for plan in listed]),
         first=offset + 1,
