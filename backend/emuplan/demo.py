@@ -76,15 +76,25 @@ def _seed_request(strategy: str):
     return PlanRequest(model="fashion-mnist-mlp", strategy=Strategy(strategy), mode=Mode.TUTORIAL)
 
 
+def _holds_content(session) -> bool:
+    """Whether the database holds a plan, run or comparison: the demo goes only into one that holds none. Not the
+    demo comparison's name: renamed or deleted (its page allows both), it brought every demo plan and run back on
+    the next start, measured again, beside the ones kept."""
+    from sqlmodel import select
+
+    from emuplan.store.models import Comparison, Plan, Run
+
+    return any(session.exec(select(table.id).limit(1)).first() is not None for table in (Plan, Run, Comparison))
+
+
 def _measure_seed_plans(database: Database) -> dict:
-    """Measured results per strategy, or {} when the demo exists already or measuring fails."""
+    """Measured results per strategy, or {} when the database holds content already or measuring fails."""
     from emuplan.measure.demo import measure_demo_plans, print_to_terminal
     from emuplan.measure.workload import MeasurementError
     from emuplan.planning import plan_request
-    from emuplan.store import comparisons
 
     with database.read_session() as session:
-        if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
+        if _holds_content(session):
             return {}
         documents = {
             strategy: plan_request(_seed_request(strategy), session)[0].model_dump(mode="json")
@@ -98,11 +108,12 @@ def _measure_seed_plans(database: Database) -> dict:
 
 
 def load_demo(database: Database, measure_locally: bool = False) -> bool:
-    """Add the demo plans, runs and comparison unless the demo comparison exists. True when added.
+    """Add the demo plans, runs and comparison to a database that holds no plan, run or comparison. True when
+    added.
 
     With ``measure_locally`` the runs are measured on this machine first (progress on stderr), outside
     the transaction. Everything is then written in one transaction, so a failure leaves no half demo
-    behind; a user who deletes demo runs later keeps the rest and is not given new ones.
+    behind; a user who renames or deletes demo content later keeps the rest and is not given new ones.
     """
     from emuplan.measure.demo import demo_run_name
     from emuplan.planning import create_plan
@@ -112,7 +123,7 @@ def load_demo(database: Database, measure_locally: bool = False) -> bool:
 
     measured = _measure_seed_plans(database) if measure_locally else {}
     with database.writing() as session:
-        if comparisons.find_comparison_by_name(session, DEMO_COMPARISON_NAME) is not None:
+        if _holds_content(session):
             return False
         run_ids = []
         for shape in DEMO_SHAPES:

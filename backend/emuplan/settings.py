@@ -88,7 +88,9 @@ class Settings(BaseSettings):
         "(e.g. 127.0.0.1,10.0.0.0/8). Only a request from one of them has its X-Forwarded-For (the client "
         "address sign-in limits count) and X-Forwarded-Proto believed. Default: none, every client is itself.",
     )
-    demo: bool = Field(default=True, description="Load the demo plans and runs on start when they are missing.")
+    demo: bool = Field(
+        default=True, description="Load the demo plans, runs and comparison on start into a database that holds none."
+    )
     # Uploads stream to a temporary file and are parsed from there, so memory does not grow with this limit
     # (it grows with the parsed table): 1 GiB takes a 10M-row per-iteration CSV (~600 MB) with room to spare.
     max_upload_bytes: int = Field(

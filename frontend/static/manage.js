@@ -52,9 +52,14 @@ function consequences(account) {
   }
   if (what === "plan") {
     const runs = account.unlinked_run_ids;
+    const reading = account.comparisons.map((c) => `#${c.id} “${c.name}”`).join(", ");
     return (runs.length
       ? `${plural(runs.length, "run is", "runs are")} linked to plan #${id} (${runs.map((run) => `#${run}`).join(", ")}): they will be unlinked and their statistics computed again without its network. `
-      : `No run is linked to plan #${id}. `) + "This cannot be undone.";
+      : `No run is linked to plan #${id}. `)
+      + (account.comparisons.length
+        ? `${plural(account.comparisons.length, "saved comparison reads", "saved comparisons read")} a run with it (${reading}): they will read that run with its own plan. `
+        : "")
+      + "This cannot be undone.";
   }
   return (account.share_links
     ? `Comparison #${id} has ${plural(account.share_links, "share link")} (${account.active_share_links} active): they are deleted with it and stop opening it. `

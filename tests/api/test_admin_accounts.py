@@ -220,3 +220,48 @@ def test_the_cli_resets_a_password_and_keeps_the_last_admin(cli_env, database: D
         assert (refused.exit_code, refused.output) == (2, last_admin.format(change))
     assert users("role", "vi", "admin").exit_code == 0
     assert users("remove", "root").output == "account 'root' removed, with its sessions and API tokens\n"
+
+
+def test_the_cli_manages_a_servers_accounts_with_an_admins_token(accounts_server: LiveServer, database: Database):
+    """With --server, `emuplan users` goes through /api/admin/accounts (it worked on the local database instead,
+    whatever --server said)."""
+    with database.writing() as session:
+        root, _ = store.create_account(session, "root", Role.admin)
+        admin_token = store.create_api_token(session, root.id, "cli", None)[1]
+        editor, _ = store.create_account(session, "ed", Role.editor)
+        editor_token = store.create_api_token(session, editor.id, "cli", None)[1]
+
+    def remote(token: str, *arguments: str):
+        server = ["--server", accounts_server.url, "--token", token]
+        return CliRunner().invoke(cli_app, [*server, "users", *arguments], env={"EMUPLAN_DATABASE_URL": "sqlite://"})
+
+    added = remote(admin_token, "add", "vi", "--role", "editor")
+    password = re.fullmatch(r"account 'vi' \(editor\) added. Its password, shown once: (\S{16})\n", added.output)[1]
+    assert client_for(accounts_server, "vi", password).get("/api/account").json()["role"] == "editor"
+    assert remote(admin_token, "role", "vi", "viewer").output == "account 'vi' is now viewer\n"
+    reset = remote(admin_token, "password", "vi").output
+    assert re.fullmatch(r"new password for 'vi', shown once: \S{16}; 1 session ended, 0 API tokens revoked\n", reset)
+    listed = remote(admin_token, "list").output.splitlines()
+    assert [line.split()[:3] for line in listed] == [
+        ["name", "role", "tokens"],
+        ["ed", "editor", "1"],
+        ["root", "admin", "1"],
+        ["vi", "viewer", "0"],
+    ]
+    refused = remote(admin_token, "remove", "root")
+    assert (refused.exit_code, refused.output) == (
+        2,
+        "error: 'root' is the last admin: removing it would leave nobody to manage accounts. Make another account "
+        f"admin first. (HTTP 409 from {accounts_server.url})\n",
+    )
+    not_admin = remote(editor_token, "add", "eve")
+    assert not_admin.exit_code == 2 and "This needs the admin role" in not_admin.output
+    token = remote(admin_token, "token", "vi")
+    assert (token.exit_code, token.output) == (
+        2,
+        "error: a token for another account is made on the server (emuplan users token there); its owner makes one "
+        "on /account\n",
+    )
+    assert remote(admin_token, "remove", "vi").output == "account 'vi' removed, with its sessions and API tokens\n"
+    with database.read_session() as session:
+        assert [account.name for account in store.listed_accounts(session)] == ["ed", "root"]

@@ -28,7 +28,7 @@ def invoke(*args: str, **options):
 
 
 def listed_runs() -> list[tuple[int, str]]:
-    return [tuple(line.split()[:2]) for line in invoke("runs").output.splitlines()[1:]]
+    return [tuple(line.split()[:2]) for line in invoke("runs", "--wide").output.splitlines()[1:]]
 
 
 def test_a_backup_taken_while_a_writer_waits_restores_what_it_held(cli_env, database: Database, tmp_path):

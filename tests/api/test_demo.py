@@ -23,6 +23,15 @@ def test_demo_is_loaded_once_with_seed_plans_and_honestly_labelled_runs(database
     with TestClient(create_app(settings)) as client:  # a second start adds nothing
         assert len(client.get("/api/runs").json()) == 3
         assert len(client.get("/api/comparisons").json()) == 1
+        # Nor does one after the demo comparison was renamed, or deleted: the rest of the demo is kept.
+        comparison_id = client.get("/api/comparisons").json()[0]["id"]
+        assert client.patch(f"/api/comparisons/{comparison_id}", json={"name": "ours now"}).status_code == 200
+    with TestClient(create_app(settings)) as client:
+        assert [c["name"] for c in client.get("/api/comparisons").json()] == ["ours now"]
+        assert client.delete(f"/api/comparisons/{comparison_id}").status_code == 200
+    with TestClient(create_app(settings)) as client:
+        assert (len(client.get("/api/plans").json()), len(client.get("/api/runs").json())) == (3, 3)
+        assert client.get("/api/comparisons").json() == []
     documents = {}
     with TestClient(create_app(settings)) as client:
         for plan in plans:

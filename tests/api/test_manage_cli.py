@@ -2,8 +2,10 @@
 edit|delete``, ``plans [edit|delete]``, ``comparisons [edit|delete]`` (the same store calls as the API)."""
 
 import json
+import re
 import shutil
 
+import httpx2
 import pytest
 from typer.testing import CliRunner
 
@@ -93,9 +95,13 @@ def test_plans_list_edit_and_delete_unlinking_their_runs(cli_env, client):
     edited = invoke("plans", "edit", str(plan_id), "--name", "MLP on 4", "--tag", "baseline")
     assert edited.output == f"plan {plan_id}: MLP on 4; tags: baseline\n"
     assert json.loads(invoke("plans", "--json").output)[0]["tags"] == ["baseline"]
+    client.post("/api/comparisons", json={"name": "read with it", "run_ids": [1], "plans": {"1": plan_id}})
     asked = invoke("plans", "delete", str(plan_id), input="y\n")
     assert asked.exit_code == 0, asked.output
-    assert "1 run is linked to it (#1): they will be unlinked. Delete plan 1?" in asked.output
+    assert (
+        "1 run is linked to it (#1): they will be unlinked. 1 saved comparison reads a run with it (#1 'read with "
+        "it'): they will read it with its own plan. Delete plan 1?"
+    ) in asked.output
     assert asked.output.endswith("deleted plan 1; unlinked 1 run\n")
     assert json.loads(invoke("runs", "--json").output)[0]["plan_id"] is None
 
@@ -115,6 +121,39 @@ def test_comparisons_list_edit_and_delete_with_their_share_links(cli_env, client
     assert "It has 1 share link (1 active): they are deleted with it; its runs stay." in deleted.output
     assert deleted.output.endswith(f"deleted comparison {comparison_id}\n")
     assert invoke("comparisons", "--json").output.strip() == "[]"
+
+
+def test_a_comparisons_share_links_are_made_labelled_listed_and_revoked(cli_env, client):
+    for path in (SHARED_NCCL / "a100-16rank-allreduce-2.17.txt", SHARED_NCCL / "v100-12gpu-broadcast-pre2.13.txt"):
+        assert invoke("import", str(path)).exit_code == 0
+    comparison_id = client.post("/api/comparisons", json={"name": "A vs V", "run_ids": [1, 2]}).json()["id"]
+    assert invoke("comparisons", "shares", str(comparison_id)).output == (
+        f"comparison {comparison_id} has no share link: emuplan comparisons share {comparison_id}\n"
+    )
+    made = invoke("comparisons", "share", str(comparison_id), "--label", "for ops", "--expires-in-days", "7")
+    made_line, opens = made.output.splitlines()
+    assert re.fullmatch(
+        r"    1  active 'for ops'; made \d{4}-\d\d-\d\d \d\d:\d\d UTC, expires \d{4}-\d\d-\d\d \d\d:\d\d UTC", made_line
+    )
+    path = re.fullmatch(r"  opens it, shown once: (/s/[\w-]+) after the dashboard's address", opens)[1]
+    assert client.get(f"/api/shared/{path.removeprefix('/s/')}").json()["comparison"]["name"] == "A vs V"
+    assert invoke("comparisons", "share", str(comparison_id)).exit_code == 0  # a second one, never expiring
+
+    labelled = invoke("comparisons", "share-label", str(comparison_id), "1", "for the net team")
+    assert labelled.output.startswith("    1  active 'for the net team'; made ")
+    assert invoke("comparisons", "unshare", str(comparison_id), "1").output.startswith("    1  revoked 'for the ")
+    assert client.get(f"/api/shared/{path.removeprefix('/s/')}").status_code == 410
+    listed = invoke("comparisons", "shares", str(comparison_id)).output.splitlines()
+    assert [line.split(";")[0] for line in listed] == ["    1  revoked 'for the net team'", "    2  active"]
+    assert listed[1].endswith("UTC, never expires")
+    links = json.loads(invoke("comparisons", "shares", str(comparison_id), "--json").output)
+    assert [(link["id"], link["state"], link["label"]) for link in links] == [
+        (1, "revoked", "for the net team"),
+        (2, "active", ""),
+    ]
+    assert (
+        invoke("comparisons", "unshare", str(comparison_id), "7").output == "error: comparison 1 has no share link 7\n"
+    )
 
 
 def test_the_managing_commands_work_the_same_against_a_server_by_the_roles_it_allows(
@@ -151,7 +190,26 @@ def test_the_managing_commands_work_the_same_against_a_server_by_the_roles_it_al
     assert [r["id"] for r in json.loads(remote(editor, "runs", "--fact", "NCCL=2.17.1", "--json").output)] == [1]
     refused = remote(editor, "runs", "delete", "1", "--yes")
     assert refused.exit_code == 2 and "This needs the admin role" in refused.output
+    # Share links: an editor makes, labels and revokes them; a viewer lists them and is refused making one.
+    saved = httpx2.post(
+        f"{accounts_server.url}/api/comparisons",
+        json={"name": "A100", "run_ids": [1]},
+        headers={"Authorization": f"Bearer {editor}"},
+    )
+    comparison_id = str(saved.json()["id"])
+    made = remote(editor, "comparisons", "share", comparison_id, "--label", "for ops").output.splitlines()
+    address = made[1].removeprefix("  opens it, shown once: ")
+    assert address.startswith(f"{accounts_server.url}/s/") and httpx2.get(address).status_code == 200
+    viewer = token("vi", Role.viewer)
+    assert remote(viewer, "comparisons", "shares", comparison_id).output.startswith("    1  active 'for ops'; made ")
+    refused_share = remote(viewer, "comparisons", "share", comparison_id)
+    assert refused_share.exit_code == 2 and "This needs the editor role" in refused_share.output
+    assert remote(editor, "comparisons", "share-label", comparison_id, "1", "ops").output.startswith(
+        "    1  active 'ops'"
+    )
+    assert remote(editor, "comparisons", "unshare", comparison_id, "1").output.startswith("    1  revoked 'ops'")
+    assert httpx2.get(address).status_code == 410
     deleted = remote(admin, "runs", "delete", "1", input="y\n")
-    assert "It is in no saved comparison. Delete run 1?" in deleted.output
+    assert f"It is in 1 saved comparison (#{comparison_id} 'A100'): they show their other runs." in deleted.output
     assert deleted.output.endswith("deleted run 1\n")
     assert json.loads(remote(editor, "runs", "--json").output) == []

@@ -153,10 +153,20 @@ def test_a_plan_is_renamed_and_deleted_unlinking_its_runs(client, three_runs):
     renamed = client.patch(f"/api/plans/{plan['id']}", json={"name": "MLP on 16", "tags": ["b"], "note": "n"}).json()
     assert (renamed["name"], renamed["tags"], renamed["note"]) == ("MLP on 16", ["b"], "n")
     assert [p["name"] for p in client.get("/api/plans").json()] == ["MLP on 16"]
-    expected = {"plan_id": plan["id"], "name": "MLP on 16", "unlinked_run_ids": [1, 3]}
+    # A saved comparison reading run 2 with the plan (run 2 is not linked to it) is named too.
+    reading = {"name": "2 with the plan", "run_ids": [2, 3], "plans": {"2": plan["id"]}}
+    comparison = client.post("/api/comparisons", json=reading).json()
+    client.post("/api/comparisons", json={"name": "own plans", "run_ids": [1, 3]})
+    expected = {
+        "plan_id": plan["id"],
+        "name": "MLP on 16",
+        "unlinked_run_ids": [1, 3],
+        "comparisons": [{"id": comparison["id"], "name": "2 with the plan"}],
+    }
     assert client.get(f"/api/plans/{plan['id']}/deletion").json() == expected
     assert client.delete(f"/api/plans/{plan['id']}").json() == expected
     assert client.get(f"/api/plans/{plan['id']}").status_code == 404
+    assert client.get(f"/api/comparisons/{comparison['id']}").status_code == 200
     assert [client.get(f"/api/runs/{run_id}").json()["plan_id"] for run_id in (1, 3)] == [None, None]
     assert client.get("/api/runs/3/stats").json()["groups"][0]["ideal_time_us"] is None
 

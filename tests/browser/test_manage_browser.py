@@ -112,11 +112,14 @@ def test_a_run_is_edited_and_deleted_and_a_plan_deleted_from_their_pages(
     page.click("#manage-save")
     expect(page.locator("#manage-error")).to_have_text("Fabric facts: line 1 (“nic ConnectX-7”) is not “key = value”.")
 
+    reading = {"name": "V with the plan", "run_ids": [other], "plans": {str(other): plan_id}}
+    reader = httpx2.post(f"{live_server.url}/api/comparisons", json=reading, timeout=60).json()["id"]
     page.goto(f"{live_server.url}/plans/{plan_id}")
     page.click("#delete-open")
     expect(page.locator("#delete-consequences")).to_have_text(
         f"1 run is linked to plan #{plan_id} (#{run_id}): they will be unlinked and their statistics computed again "
-        "without its network. This cannot be undone."
+        f"without its network. 1 saved comparison reads a run with it (#{reader} “V with the plan”): they will read "
+        "that run with its own plan. This cannot be undone."
     )
     screenshot(page, f"plan-delete-confirm-{viewport['width']}")
     page.click("#delete-no")

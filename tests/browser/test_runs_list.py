@@ -55,7 +55,17 @@ def test_a_tag_filtered_runs_list_fits_a_desktop_and_a_phone(live_server: LiveSe
     # Two samples of one size: a size sweep, headlined by its peak busbw (none: no collective, no ranks).
     assert page.locator("#runs-table td.headline").all_inner_texts() == ["peak busbw —", "peak busbw —"]
     assert page.locator("#runs-table tbody a").all_inner_texts() == ["run b", LONG_NAME]
-    assert widths(page)["page"] == DESKTOP["width"]
+    desktop = widths(page)
+    assert (desktop["page"], desktop["table"]) == (
+        DESKTOP["width"],
+        page.locator(".table-wrap").evaluate("e => e.clientWidth"),
+    )
+    # A short tag stays whole on one line (it broke letter by letter), the long one wraps inside its cell, and the
+    # name keeps a line of words.
+    badges = page.locator("#runs-table td[data-label=Tags] .badge")
+    heights = {badge.inner_text(): badge.bounding_box()["height"] for badge in badges.all()}
+    assert heights["nightly"] == heights["Nightly"] < heights[LONG_TAG]
+    assert page.locator("#runs-table td[data-label=Name]").first.bounding_box()["width"] >= 11 * 16
     screenshot(page, "runs-tag-desktop")
 
     page.set_viewport_size(PHONE)

@@ -97,6 +97,10 @@ class PlanDeletion(BaseModel):
     unlinked_run_ids: list[int] = Field(
         description="The runs linked to it: they are unlinked, their statistics computed again without its network."
     )
+    comparisons: list[dict[str, int | str]] = Field(
+        description="The saved comparisons that read a run with it ({id, name}): they read that run with its own "
+        "plan again."
+    )
 
 
 class PresetPublic(BaseModel):

@@ -1,4 +1,5 @@
-"""``emuplan runs edit|delete``, ``emuplan plans [edit|delete]``, ``emuplan comparisons [edit|delete]``: the same
+"""``emuplan runs edit|delete``, ``emuplan plans [edit|delete]``, ``emuplan comparisons [edit|delete]`` and a
+comparison's share links (``shares``, ``share``, ``share-label``, ``unshare``): the same
 changes as the API's PATCH and DELETE (same store calls locally, the API with --server), by the roles the API
 allows them (with sign-in on a server: editors edit, admins delete). Deleting says first what else changes and
 asks, unless --yes."""
@@ -17,7 +18,10 @@ plans_app = typer.Typer(
     invoke_without_command=True,
 )
 app.add_typer(plans_app, name="plans")
-comparisons_app = typer.Typer(help="List saved comparisons; edit or delete one.", invoke_without_command=True)
+comparisons_app = typer.Typer(
+    help="List saved comparisons; edit or delete one; list, make, label or revoke its share links.",
+    invoke_without_command=True,
+)
 app.add_typer(comparisons_app, name="comparisons")
 
 NameOption = Annotated[str | None, typer.Option("--name", help="Its new name.")]
@@ -203,9 +207,17 @@ def edit_plan(
 def _plan_consequences(account: dict) -> str:
     runs = account["unlinked_run_ids"]
     if not runs:
-        return "No run is linked to it."
-    listed = ", ".join(f"#{run}" for run in runs)
-    return f"{plural(len(runs), 'run is', 'runs are')} linked to it ({listed}): they will be unlinked."
+        said = "No run is linked to it."
+    else:
+        listed = ", ".join(f"#{run}" for run in runs)
+        said = f"{plural(len(runs), 'run is', 'runs are')} linked to it ({listed}): they will be unlinked."
+    if account["comparisons"]:
+        listed = ", ".join(f"#{c['id']} {c['name']!r}" for c in account["comparisons"])
+        said += (
+            f" {plural(len(account['comparisons']), 'saved comparison reads', 'saved comparisons read')} a run with "
+            f"it ({listed}): they will read it with its own plan."
+        )
+    return said
 
 
 @plans_app.command("delete")
@@ -295,3 +307,105 @@ def delete_comparison(
         _confirmed(f"{_comparison_consequences(preview)} {question}", yes)
         in_store(lambda session: store.delete_comparison(session, comparison_id), write=True)
     typer.echo(f"deleted comparison {comparison_id}")
+
+
+ComparisonId = Annotated[int, typer.Argument(help="Comparison id.")]
+ShareId = Annotated[int, typer.Argument(help="Share link id (emuplan comparisons shares COMPARISON_ID).")]
+
+
+def _share_line(link: dict) -> str:
+    expires = f"expires {link['expires_at']:%Y-%m-%d %H:%M} UTC" if link["expires_at"] else "never expires"
+    label = f" {link['label']!r}" if link["label"] else ""
+    return f"{link['id']:>5}  {link['state']}{label}; made {link['created_at']:%Y-%m-%d %H:%M} UTC, {expires}"
+
+
+def _share_links(stored, path: str, method: str, body: dict | None = None):
+    """A share link call through the server's API (``method`` on ``path``, dates parsed), else ``stored(session)``
+    on the local store, which returns the same document(s) the API would."""
+    from datetime import datetime
+
+    server = remote_server()
+    if server is None:
+        return in_store(stored, write=method != "get")
+    answer = getattr(server, method)(path, *([body] if body is not None else []))
+    for link in answer if isinstance(answer, list) else [answer]:
+        for key in ("created_at", "expires_at", "revoked_at"):
+            link[key] = datetime.fromisoformat(link[key]) if link[key] else None
+    return answer
+
+
+@comparisons_app.command("shares")
+def list_share_links(comparison_id: ComparisonId, as_json: JsonOption = False) -> None:
+    """A saved comparison's share links, oldest first: active, expired or revoked (a revoked one stays listed)."""
+    from emuplan.store import comparisons as store
+
+    def listed(session) -> list[dict]:
+        store.get_comparison(session, comparison_id)
+        return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
+
+    links = _share_links(listed, f"/api/comparisons/{comparison_id}/shares", "get")
+    if as_json:
+        _echo_json(links)
+        return
+    if not links:
+        typer.echo(f"comparison {comparison_id} has no share link: emuplan comparisons share {comparison_id}")
+    for link in links:
+        typer.echo(_share_line(link))
+
+
+@comparisons_app.command("share")
+def make_share_link(
+    comparison_id: ComparisonId,
+    label: Annotated[str, typer.Option(help="Whom or what it is for.")] = "",
+    expires_in_days: Annotated[float | None, typer.Option("--expires-in-days", help="Default: never expires.")] = None,
+) -> None:
+    """A new read-only link to a saved comparison for people without an account; its address is shown once."""
+    from emuplan.store import comparisons as store
+
+    def made(session) -> dict:
+        link, token = store.create_share_link(session, comparison_id, expires_in_days, label)
+        return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
+
+    link = _share_links(
+        made,
+        f"/api/comparisons/{comparison_id}/shares",
+        "post",
+        {"label": label, "expires_in_days": expires_in_days},
+    )
+    server = remote_server()
+    where = (
+        server.url.rstrip("/") + link["path"] if server is not None else f"{link['path']} after the dashboard's address"
+    )
+    typer.echo(_share_line(link))
+    typer.echo(f"  opens it, shown once: {where}")
+
+
+@comparisons_app.command("share-label")
+def label_share_link(
+    comparison_id: ComparisonId,
+    share_id: ShareId,
+    label: Annotated[str, typer.Argument(help="Whom or what it is for ('' clears it).")],
+) -> None:
+    """Say whom or what a share link is for; its address and life stay."""
+    from emuplan.store import comparisons as store
+
+    link = _share_links(
+        lambda session: store.share_link_document(store.relabel_share_link(session, comparison_id, share_id, label)),
+        f"/api/comparisons/{comparison_id}/shares/{share_id}",
+        "patch",
+        {"label": label},
+    )
+    typer.echo(_share_line(link))
+
+
+@comparisons_app.command("unshare")
+def revoke_share_link(comparison_id: ComparisonId, share_id: ShareId) -> None:
+    """Revoke a share link: it stops opening the comparison at once (and stays listed, revoked)."""
+    from emuplan.store import comparisons as store
+
+    link = _share_links(
+        lambda session: store.share_link_document(store.revoke_share_link(session, comparison_id, share_id)),
+        f"/api/comparisons/{comparison_id}/shares/{share_id}",
+        "delete",
+    )
+    typer.echo(_share_line(link))

@@ -445,8 +445,11 @@ def list_runs(
         _echo_json(documents)
         return
     console = Console(width=sys.maxsize if wide else None, highlight=False)
-    # Platform and tags (in --json always) where the terminal has room beside the name: 80 columns do not.
-    roomy = wide or console.width >= 120
+    # Nine columns need 120 characters beside a name; a narrower terminal gets each run as its whole name over
+    # its figures (a name folded into what the other columns leave was three characters wide at 80).
+    if not (wide or console.width >= 120):
+        console.print(_runs_stacked(documents))
+        return
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("id", justify="right")
     table.add_column("name", overflow="fold", no_wrap=wide, ratio=1)
@@ -456,22 +459,41 @@ def list_runs(
     # A sweep is headlined by its peak busbw (its p50 would pool one value per size), a distribution by its p50.
     table.add_column("peak busbw | p50", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
-    if roomy:
-        table.add_column("platform", no_wrap=True)
-        table.add_column("tags", overflow="fold")
+    table.add_column("platform", no_wrap=True)
+    table.add_column("tags", overflow="fold")
     for document in documents:
-        cells = [
-            str(document["id"]),
-            document["name"],
-            ", ".join(document["collectives"]) or "–",
-            size_range(document["size_min_bytes"], document["size_max_bytes"]),
-            f"{document['ranks'] or '–'}" + (f"×{document['hosts']}" if document["hosts"] else ""),
-            _headline(document),
-            document["verdict"] or "–",
-        ]
-        table.add_row(*cells, *([document["platform"] or "–", ", ".join(document["tags"])] if roomy else []))
+        table.add_row(str(document["id"]), document["name"], *_listed_figures(document))
     # --wide: as wide as the longest line, for grep and for terminals that scroll sideways.
     console.print(table)
+
+
+def _listed_figures(listed: dict) -> list[str]:
+    """What the runs list shows of a run after its name: collectives, sizes, ranks × hosts, headline, verdict,
+    platform, tags."""
+    return [
+        ", ".join(listed["collectives"]) or "–",
+        size_range(listed["size_min_bytes"], listed["size_max_bytes"]),
+        f"{listed['ranks'] or '–'}" + (f"×{listed['hosts']}" if listed["hosts"] else ""),
+        _headline(listed),
+        listed["verdict"] or "–",
+        listed["platform"] or "–",
+        ", ".join(listed["tags"]) or "–",
+    ]
+
+
+def _runs_stacked(documents: list[dict]):
+    """The runs list for a narrow terminal: per run its id and whole name, under it its figures in the wide
+    table's order, separated by " · " and wrapped under the name."""
+    from rich.table import Table
+
+    # The header as a first row: a header cell of two lines sits at the bottom, beside an "id" a line below.
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column("id", justify="right")
+    table.add_column("run", overflow="fold")
+    table.add_row("id", "name\ncollective · sizes · ranks×hosts · headline · verdict · platform · tags", style="bold")
+    for document in documents:
+        table.add_row(str(document["id"]), document["name"] + "\n" + " · ".join(_listed_figures(document)))
+    return table
 
 
 def _headline(listed: dict) -> str:

@@ -10,7 +10,7 @@ from sqlmodel import Session, col, delete, select
 
 from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
-from emuplan.store.models import MeasurementJobRecord, Run, SimulationJobRecord
+from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
 from emuplan.store.plans import get_plan
 from emuplan.store.runs import RunEdits, update_run
 
@@ -21,10 +21,18 @@ class PlanInUse(ValueError):
 
 def plan_deletion(session: Session, plan_id: int) -> dict:
     """What deleting the plan does besides (its page's confirmation, the CLI's question): the runs linked to it,
-    which are unlinked."""
+    which are unlinked, and the saved comparisons that read a run with it, which read that run with its own plan
+    again."""
     plan = get_plan(session, plan_id)
     linked = session.exec(select(Run.id).where(Run.plan_id == plan_id).order_by(col(Run.id))).all()
-    return {"plan_id": plan.id, "name": plan.name, "unlinked_run_ids": list(linked)}
+    # A comparison keeps its plans in its options (run id -> plan id), not in a column a query could match.
+    saved = session.exec(select(Comparison.id, Comparison.name, Comparison.options).order_by(col(Comparison.id)))
+    reading = [
+        {"id": comparison_id, "name": name}
+        for comparison_id, name, options in saved
+        if plan_id in options.get("plans", {}).values()
+    ]
+    return {"plan_id": plan.id, "name": plan.name, "unlinked_run_ids": list(linked), "comparisons": reading}
 
 
 def delete_plan(session: Session, plan_id: int) -> dict:

@@ -5,9 +5,9 @@ read back only through ``PlanDocument`` (``plan_document``). Planning itself is 
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlmodel import Session
+from sqlmodel import Session, col, func, select
 
-from emuplan.store.models import Plan
+from emuplan.store.models import Plan, Run
 from emuplan.store.platforms import platform_exists
 from emuplan.store.rows import NotFound, get_row, newest_columns
 from emuplan.workload.document import PlanDocument, PlanRequest
@@ -89,6 +89,19 @@ class ListedPlan(NamedTuple):
 
 def list_plans(session: Session, limit: int = 100, offset: int = 0) -> list[ListedPlan]:
     return newest_columns(session, Plan, ListedPlan, limit, offset)
+
+
+PLANS_PER_PAGE = 50
+
+
+def count_plans(session: Session) -> int:
+    return session.exec(select(func.count()).select_from(Plan)).one()
+
+
+def linked_run_counts(session: Session, plan_ids: list[int]) -> dict[int, int]:
+    """How many runs are linked to each of ``plan_ids`` (a plan without any is left out)."""
+    statement = select(Run.plan_id, func.count()).where(col(Run.plan_id).in_(plan_ids)).group_by(Run.plan_id)
+    return dict(session.exec(statement).all())
 
 
 def plan_names(session: Session, limit: int) -> list[PlanName]:
