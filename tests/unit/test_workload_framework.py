@@ -281,9 +281,10 @@ def test_learned_position_embeddings_make_megatron_all_reduce_the_embedding_unde
 
 
 def test_sequence_parallel_all_reduces_layer_norm_gradients_once_per_step() -> None:
-    """megatron/core/distributed/finalize_model_grads.py, _allreduce_layernorm_grads: with sequence
-    parallel, the gradients of every parameter marked sequence_parallel (layer norms, row-parallel
-    biases) are flattened into one all-reduce over the TP group per step. It reduces main_grad, which
+    """megatron/core/distributed/finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads
+    (_allreduce_layernorm_grads in older releases): with sequence parallel, the gradients of every parameter
+    marked sequence_parallel (layer norms, row-parallel biases) are flattened into one all-reduce over the TP
+    group per step. It reduces main_grad, which
     bf16 training keeps in fp32 (megatron/training/arguments.py turns on
     accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16)."""
     options = dict(strategy="tensor", gpus=4, seq_len=4096, batch_size=4, sequence_parallel=True)
