@@ -146,7 +146,8 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
     "grad_reduce_in_bf16": PlanOption(
         OptionGroup.ADVANCED,
         "Megatron grads reduced in bf16",
-        "Megatron --grad-reduce-in-bf16: main_grad reductions in bf16 instead of fp32.",
+        "Megatron --grad-reduce-in-bf16: the sequence-parallel layer-norm all-reduce of main_grad in bf16, not fp32 "
+        "(data-parallel gradients follow --grad-dtype).",
         default=False,
     ),
     "find_unused_parameters": PlanOption(
