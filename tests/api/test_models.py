@@ -318,3 +318,30 @@ def test_an_uploaded_mixtral_config_plans_with_expert_parallelism(client: TestCl
     assert relabelled.status_code == 400
     assert "describe a mixture of experts, which 'mistral' models do not have" in relabelled.json()["detail"]
     assert len(client.get("/api/models").json()) == 1
+
+
+@pytest.mark.both_databases
+@pytest.mark.sandbox
+def test_ddp_of_an_uploaded_model_with_an_unused_parameter_needs_find_unused_parameters(
+    client: TestClient, database: Database
+):
+    """Without the option the plan is refused with DDP's own reason and nothing is stored; with it, DDP's
+    construction-order buckets (as real DDP on gloo sends them, tests/unit/test_sandbox_capture.py) and the
+    used-parameter map. The plan page offers the option."""
+    source = (MODELS / "unused_branch.py").read_bytes()
+    definition_id = upload(client, "model.py", source, model_class="UnusedBranch", input_shape="512").json()["id"]
+    request = {"model_definition_id": definition_id, "strategy": "data", "mode": "framework", "gpus": 2}
+    refused = client.post("/api/plans", json=request)
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith(
+        "find_unused_parameters: unused.weight, unused.bias got no gradient in the model's backward, and DDP "
+        "without find_unused_parameters=True fails at the second step"
+    )
+    assert client.get("/api/plans").json() == []
+    planned = client.post("/api/plans", json={**request, "find_unused_parameters": True})
+    assert planned.status_code == 201, planned.text
+    collectives = planned.json()["workload"]["collectives"]
+    assert [(c["op"], c["dtype"], c["bytes_total"]) for c in collectives] == [
+        ("all_reduce", "float32", 1_598_504), ("all_reduce", "float32", 1_048_576), ("all_reduce", "int32", 24)
+    ]  # fmt: skip
+    assert 'name="find_unused_parameters"' in client.get("/plan").text

@@ -75,6 +75,26 @@ def test_preview_returns_the_document_and_stores_nothing(client: TestClient, dat
     assert plan_count(database) == 0
 
 
+def test_megatron_options_reach_the_plan(client: TestClient, database: Database) -> None:
+    """--grad-reduce-in-bf16 and --megatron-core through the API: Llama-3-8B at TP 4 with sequence parallel
+    all-reduces its 266,240 layer-norm gradients from fp32 main_grad unless told bf16; Mixtral at EP 8 sends
+    its routing probabilities (16,384 B) from Megatron-core 0.12 on only."""
+    llama = {"model": "llama-3-8b", "mode": "framework", "strategy": "tensor", "gpus": 4, "seq_len": 4096,
+             "batch_size": 4, "sequence_parallel": True}  # fmt: skip
+    for options, norms in (({}, (1_064_960, "float32")), ({"grad_reduce_in_bf16": True}, (532_480, "bfloat16"))):
+        response = client.post("/api/plans/preview", json={**llama, **options})
+        assert response.status_code == 200, response.text
+        layer_norms = [c for c in response.json()["collectives"] if "layer-norm" in c["label"]]
+        assert [(c["bytes_total"], c["dtype"]) for c in layer_norms] == [norms]
+    mixtral = {"model": "mixtral-8x7b", "mode": "framework", "ep": 8}
+    for version, sizes in (("0.16", [67_108_864, 16_384]), ("0.11", [67_108_864])):
+        response = client.post("/api/plans/preview", json={**mixtral, "megatron_core": version})
+        assert response.json()["kccb"][0]["data_sizes"] == sizes
+    unknown = client.post("/api/plans/preview", json={**mixtral, "megatron_core": "0.9"})
+    assert (unknown.status_code, unknown.json()["detail"][0]["loc"]) == (422, ["body", "megatron_core"])
+    assert plan_count(database) == 0
+
+
 @pytest.mark.parametrize(
     ("body", "status", "detail"),
     [

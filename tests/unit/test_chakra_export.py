@@ -107,7 +107,7 @@ def test_seed_mlp_data_parallel_one_all_reduce_after_fc1_backward() -> None:
 
 
 def gpt2_hybrid():
-    return export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024)
+    return export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024, grad_dtype="bfloat16")
 
 
 def test_gpt2_hybrid_groups_follow_the_rank_layout() -> None:

@@ -15,12 +15,17 @@ from emuplan.workload.planner import plan_workload
 from emuplan.workload.torch_module import inventory_from_module
 
 
-def planned(inventory: ModelInventory) -> dict[str, list[int]]:
-    request = PlanRequest(model=inventory.name, strategy="data", mode="framework", gpus=2, param_dtype="float32")
+def planned(inventory: ModelInventory, **options) -> dict[str, list[int]]:
+    request = PlanRequest(
+        model=inventory.name, strategy="data", mode="framework", gpus=2, param_dtype="float32", **options
+    )
     document = plan_workload(request, inventory)
+    gradients = [c for c in document.collectives if c.op is CollectiveOp.ALL_REDUCE and c.dtype == "float32"]
+    used_map = [c.bytes_total for c in document.collectives if c.op is CollectiveOp.ALL_REDUCE and c.dtype == "int32"]
     return {
-        "buckets": [c.bytes_total for c in document.collectives if c.op is CollectiveOp.ALL_REDUCE],
+        "buckets": [c.bytes_total for c in gradients],
         "broadcasts": [c.bytes_total for c in document.collectives if c.op is CollectiveOp.BROADCAST],
+        **({"used_map": used_map} if used_map else {}),
     }
 
 
@@ -55,6 +60,15 @@ def test_buckets_follow_gradient_ready_order_not_reverse_registration() -> None:
     expected = {"buckets": [81960 + 16785408, 16785408 + 8396800 + 4096000], "broadcasts": []}
     assert planned(meta_inventory(HeadFirst, [], "int64")) == expected
     assert ddp_step_collectives(HeadFirst, head_first_tokens) == expected
+
+
+def test_find_unused_parameters_keeps_registration_order_even_when_every_parameter_is_used() -> None:
+    """find_unused_parameters=True: DDP never rebuilds, so the buckets stay as filled at construction in
+    registration order: head + out_proj's weight close the 1 MiB first one; the rest (out_proj's bias, body,
+    embed) the second, launched first; then the used-parameter map, 9 × int32."""
+    expected = {"buckets": [8192 + 8396800 + 16785408 + 4096000, 81960 + 16777216], "broadcasts": [], "used_map": [36]}
+    assert planned(meta_inventory(HeadFirst, [], "int64"), find_unused_parameters=True) == expected
+    assert ddp_step_collectives(HeadFirst, head_first_tokens, find_unused_parameters=True) == expected
 
 
 # --- a frozen backbone ----------------------------------------------------------------------------

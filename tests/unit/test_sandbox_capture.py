@@ -2,6 +2,7 @@
 itself issues under DDP, FSDP2 and DTensor tensor parallelism (torch's fake process group, 4 ranks)."""
 
 import importlib.util
+from itertools import pairwise
 
 import pytest
 import torch
@@ -392,14 +393,15 @@ def two_blocks() -> nn.Module:
 
 
 def two_blocks_input() -> torch.Tensor:
-    return torch.randn(2, 16, 64)
+    return torch.randn(2, 16, 256)
 
 
 def test_fsdp2_with_bf16_parameters_and_fp32_gradients_gathers_in_bf16_and_reduce_scatters_in_fp32():
     """--param-dtype bfloat16 --grad-dtype float32 is FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16,
     reduce_dtype=float32): each unit's parameters all-gathered in bf16, its gradients reduce-scattered in fp32,
-    step for step as real FSDP2 on a gloo group of 2 processes issues them."""
-    options = PytorchSourceOptions(model_class="TwoBlocks", input_shape=[16, 64])
+    step for step as real FSDP2 on a gloo group of 2 processes issues them. The issue-30 audit's two-block model:
+    26 collectives, 6,317,568 B per rank (all in fp32 they would be 9,475,072)."""
+    options = PytorchSourceOptions(model_class="TwoBlocks", input_shape=[16, 256])
     source = (MODELS / "two_blocks.py").read_text()
     inventory = inspect_pytorch_source(source, "two_blocks.py", options, LIMITS).inventory
     request = PlanRequest(
@@ -408,22 +410,28 @@ def test_fsdp2_with_bf16_parameters_and_fp32_gradients_gathers_in_bf16_and_reduc
     )  # fmt: skip
     document = capture_for_plan(plan_workload(request, inventory), source, "two_blocks.py", options, LIMITS)
     planned = [(c.op.value, c.phase.value, c.dtype, c.bytes_total) for c in document.collectives]
-    # Each block's up (256 × 64 + 256) and down (64 × 256 + 64) Linear is a unit; the root holds the two norms.
-    up, down, root = 16_640, 16_448, 4 * 64
-    gathered = {"up": ("all_gather", "bfloat16", 2 * up), "down": ("all_gather", "bfloat16", 2 * down)}
-    scattered = {"up": ("reduce_scatter", "float32", 4 * up), "down": ("reduce_scatter", "float32", 4 * down)}
+    # Each Linear is a unit (parameters: qkv 256 × 768 + 768, proj 256 × 256 + 256, up 256 × 1024 + 1024, down
+    # 1024 × 256 + 256); the root holds the five LayerNorms (10 × 256).
+    numel = {"qkv": 197_376, "proj": 65_792, "up": 263_168, "down": 262_400}
+    root = 2_560
 
-    def entries(phase: str, *items: tuple[str, str, int]) -> list[tuple[str, str, str, int]]:
-        return [(op, phase, dtype, size) for op, dtype, size in items]
+    def gather(phase: str, elements: int) -> tuple[str, str, str, int]:
+        return ("all_gather", phase, "bfloat16", 2 * elements)
 
-    assert planned == [
-        *entries("forward", ("all_gather", "bfloat16", 2 * root), *[gathered["up"], gathered["down"]] * 2),
-        *entries(
-            "backward",
-            gathered["down"], gathered["up"], scattered["down"], gathered["down"], scattered["up"], gathered["up"],
-            scattered["down"], scattered["up"], ("reduce_scatter", "float32", 4 * root),
-        ),
-    ]  # fmt: skip
+    def scatter(elements: int) -> tuple[str, str, str, int]:
+        return ("reduce_scatter", "backward", "float32", 4 * elements)
+
+    forward = [gather("forward", root), *(gather("forward", numel[u]) for u in ["qkv", "proj", "up", "down"] * 2)]
+    # Backward walks the units in reverse, gathering each (not the root, kept from forward) and prefetching the
+    # next one's gather before reduce-scattering the gradients of the one just done; the root's go last.
+    reverse = [numel[u] for u in ["down", "up", "proj", "qkv"] * 2]
+    backward = [gather("backward", reverse[0])]
+    for done, following in pairwise(reverse):
+        backward += [gather("backward", following), scatter(done)]
+    backward += [scatter(reverse[-1]), scatter(root)]
+    assert planned == forward + backward
+    assert (len(planned), sum(c.bytes_per_rank * c.count_per_step for c in document.collectives)) == (26, 6_317_568)
+    assert (document.capture_differences, document.kccb_source) == ([], "captured")
     real = fsdp2_step_collectives(two_blocks, two_blocks_input, "bfloat16", "float32")
     ops = {"_allgather_base_.default": "all_gather", "_reduce_scatter_base_.default": "reduce_scatter"}
     assert [(ops[op], phase, dtype, size) for op, phase, dtype, size in real] == planned

@@ -281,9 +281,10 @@ def test_learned_position_embeddings_make_megatron_all_reduce_the_embedding_unde
 
 
 def test_sequence_parallel_all_reduces_layer_norm_gradients_once_per_step() -> None:
-    """megatron/core/distributed/finalize_model_grads.py, _allreduce_layernorm_grads: with sequence
-    parallel, the gradients of every parameter marked sequence_parallel (layer norms, row-parallel
-    biases) are flattened into one all-reduce over the TP group per step. It reduces main_grad, which
+    """megatron/core/distributed/finalize_model_grads.py, _allreduce_non_tensor_model_parallel_grads
+    (_allreduce_layernorm_grads in older releases): with sequence parallel, the gradients of every parameter
+    marked sequence_parallel (layer norms, row-parallel biases) are flattened into one all-reduce over the TP
+    group per step. It reduces main_grad, which
     bf16 training keeps in fp32 (megatron/training/arguments.py turns on
     accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16)."""
     options = dict(strategy="tensor", gpus=4, seq_len=4096, batch_size=4, sequence_parallel=True)
@@ -357,10 +358,21 @@ def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
     assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
     assert document.pipeline_bubble == pytest.approx(7 / 64)
     # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways;
-    # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024.
-    dp_bytes = sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
+    # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024. Megatron's DDP reduces
+    # main_grad, float32 in bf16 training unless --grad-reduce-in-bf16.
     layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
-    assert dp_bytes == 2 * (10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192)
+    shard = 10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192
+
+    def dp_bytes(document) -> int:
+        return sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
+
+    assert (dp_bytes(document), document.inputs.grad_dtype) == (4 * shard, "float32")
+    assert any(
+        note.startswith("Megatron's DDP reduces the gradients as main_grad, here float32") for note in document.notes
+    )
+    in_bf16 = framework("llama-3-70b", strategy="hybrid", tp=8, pp=8, dp=16, seq_len=8192, micro_batch=1,
+                        grad_reduce_in_bf16=True)  # fmt: skip
+    assert (dp_bytes(in_bf16), in_bf16.inputs.grad_dtype) == (2 * shard, "bfloat16")
 
 
 def test_every_preset_plans_every_strategy_in_framework_mode() -> None:

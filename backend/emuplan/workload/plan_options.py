@@ -122,7 +122,12 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
     "param_dtype": PlanOption(
         OptionGroup.ADVANCED, "Parameter dtype", "Parameters' dtype. Default: float32 for the seed MLP, else bfloat16."
     ),
-    "grad_dtype": PlanOption(OptionGroup.ADVANCED, "Gradient dtype", "Gradients' dtype. Default: the parameter dtype."),
+    "grad_dtype": PlanOption(
+        OptionGroup.ADVANCED,
+        "Gradient dtype",
+        "Gradients' dtype. Default: the parameter dtype; float32 for Megatron's DDP (TP on a transformer) unless "
+        "--grad-reduce-in-bf16.",
+    ),
     "activation_dtype": PlanOption(
         OptionGroup.ADVANCED, "Activation dtype", "Activations' dtype. Default: the parameter dtype."
     ),
@@ -146,7 +151,8 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
     "grad_reduce_in_bf16": PlanOption(
         OptionGroup.ADVANCED,
         "Megatron grads reduced in bf16",
-        "Megatron --grad-reduce-in-bf16: main_grad reductions in bf16 instead of fp32.",
+        "Megatron --grad-reduce-in-bf16: main_grad (data-parallel and sequence-parallel layer-norm reductions) in "
+        "the parameters' dtype instead of fp32.",
         default=False,
     ),
     "find_unused_parameters": PlanOption(

@@ -168,6 +168,11 @@ def _check_expert_options(request: PlanRequest, ep: int) -> None:
             )
 
 
+def uses_megatron_ddp(mode: Mode, transformer: TransformerShape | None, tp: int, dp_impl: DataParallelImpl) -> bool:
+    """Data parallel as Megatron's DDP: a transformer under Megatron's tensor parallelism, dp_impl ddp."""
+    return mode is Mode.FRAMEWORK and transformer is not None and tp > 1 and dp_impl is DataParallelImpl.DDP
+
+
 def _check_unused_parameters(inventory: ModelInventory, inputs: NormalisedInputs) -> None:
     """DDP's find_unused_parameters: where it applies, and the parameters that make DDP need it."""
     pytorch_ddp = (
@@ -246,6 +251,13 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
             "plan expert parallelism in framework mode"
         )
     has_experts = transformer is not None and transformer.experts is not None
+    # Megatron's DDP (a transformer under TP) reduces main_grad: float32 in bf16 training, since
+    # megatron/training/arguments.py turns on accumulate_allreduce_grads_in_fp32 unless --grad-reduce-in-bf16
+    # (megatron/core/distributed/distributed_data_parallel.py: grad_reduce_in_fp32 sizes the grad buffers).
+    grad_dtype = request.grad_dtype or (
+        "float32" if uses_megatron_ddp(mode, transformer, tp, request.dp_impl) and not request.grad_reduce_in_bf16
+        else param_dtype
+    )  # fmt: skip
     inputs = NormalisedInputs(
         model=request.model,
         strategy=request.strategy,
@@ -275,7 +287,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         find_unused_parameters=request.find_unused_parameters,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
-        grad_dtype=_dtype("grad_dtype", request.grad_dtype or param_dtype),
+        grad_dtype=_dtype("grad_dtype", grad_dtype),
         activation_dtype=_dtype("activation_dtype", request.activation_dtype or param_dtype),
         link_gbps=request.link_gbps,
         latency_us=request.latency_us,
@@ -517,6 +529,12 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
                     else f"every bucket, the first included, {inputs.bucket_cap_mb:g} MiB (explicit bucket_cap_mb)"
                 )
                 + "; iteration 0 all-reduces everything in one bucket."
+            )
+        if inputs.dp > 1 and uses_megatron_ddp(inputs.mode, shape, inputs.tp, inputs.dp_impl):
+            notes.append(
+                f"Megatron's DDP reduces the gradients as main_grad, here {inputs.grad_dtype}: float32 by default "
+                "in bf16 training (accumulate_allreduce_grads_in_fp32), the parameters' dtype with "
+                "--grad-reduce-in-bf16."
             )
     return notes
 

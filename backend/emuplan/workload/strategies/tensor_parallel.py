@@ -17,7 +17,8 @@ for the weight gradient, and the gradient reduce-scattered); vocab-parallel cros
 fp32 all-reduces of b·s (max logit, target logit, sum of exponentials). With sequence parallel each
 rank's layer-norm (and row-parallel bias) gradients cover only its part of the sequence, so
 ``finalize_model_grads`` all-reduces them, coalesced, across TP once per step
-(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_layernorm_grads``); it reduces each
+(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_non_tensor_model_parallel_grads``, which
+older releases called ``_allreduce_layernorm_grads``); it reduces each
 parameter's ``main_grad``, which bf16 training keeps in fp32 (Megatron turns on
 ``accumulate_allreduce_grads_in_fp32`` unless ``--grad-reduce-in-bf16``). A model with learned absolute
 position embeddings (GPT-2) all-reduces its embedding output even under sequence parallel and splits it
