@@ -139,9 +139,10 @@ class Database:
 
 def migration_engine(database_url: str) -> Engine:
     """The engine migrations run on, without a pool. On SQLite an upgrade's DDL is transactional, its
-    transaction opens with BEGIN IMMEDIATE (a second server starting waits for the first's upgrade, then
-    finds the database at head) and foreign keys stay off: a table rebuilt by a batch migration is dropped
-    and recreated under the rows that reference it."""
+    transaction opens with BEGIN IMMEDIATE (a second server starting at the same time waits, up to the
+    driver's 5 s busy timeout, for the first's upgrade, then finds the database at head) and foreign keys
+    stay off: a table rebuilt by a batch migration is dropped and recreated under the rows that reference it.
+    """
     engine = create_engine(database_url, poolclass=NullPool)
     if engine.dialect.name == "sqlite":
         _begin_sqlite_transactions_explicitly(engine)
