@@ -1,9 +1,14 @@
-"""Alembic environment: the URL is the one the app was configured with, else the app's settings."""
+"""Alembic environment: the URL is the one the app was configured with, else the app's settings.
+
+An upgrade is one transaction on every database, DDL included (SQLite's too: ``migration_engine``), so a
+server killed or failing during an upgrade leaves the database at the revision it started from, and the
+next start upgrades it from there.
+"""
 
 from alembic import context
-from sqlalchemy import engine_from_config, pool
 
 from emuplan.settings import get_settings
+from emuplan.store.db import migration_engine
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or get_settings().database_url
@@ -16,11 +21,16 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    connectable = engine_from_config({"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool)
-    with connectable.connect() as connection:
-        context.configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
-        with context.begin_transaction():
-            context.run_migrations()
+    engine = migration_engine(url)
+    try:
+        with engine.connect() as connection:
+            sqlite = connection.dialect.name == "sqlite"
+            # Alembic takes SQLite's DDL for non-transactional and would leave each statement to commit alone.
+            context.configure(connection=connection, render_as_batch=sqlite, transactional_ddl=True)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
 
 
 if context.is_offline_mode():

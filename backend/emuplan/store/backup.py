@@ -75,6 +75,31 @@ def backup(database_url: str, target: Path) -> str:
     return schema_revision(target)
 
 
+def _ids_handed_out(path: Path) -> dict[str, int]:
+    """The highest id each table has ever handed out (SQLite's ``sqlite_sequence``); none for no database."""
+    if not path.is_file():
+        return {}
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+        try:
+            return dict(connection.execute("SELECT name, seq FROM sqlite_sequence"))
+        except sqlite3.DatabaseError:  # no table has handed out an id, or the file is damaged: restore anyway
+            return {}
+
+
+def _keep_ids_handed_out(path: Path, handed_out: dict[str, int]) -> None:
+    """Restored runs, plans and comparisons keep their ids, and new ones continue after every id the replaced
+    database handed out: a link to a run imported after the backup finds nothing rather than a newcomer."""
+    with closing(sqlite3.connect(path)) as connection, connection:
+        for table, seq in handed_out.items():
+            connection.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = ?", (seq, table))
+            connection.execute(
+                "INSERT INTO sqlite_sequence (name, seq) SELECT ?1, ?2 WHERE NOT EXISTS "
+                "(SELECT 1 FROM sqlite_sequence WHERE name = ?1) "
+                "AND EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                (table, seq),
+            )
+
+
 def restore(database_url: str, source: Path) -> tuple[str, str]:
     """Replace the live database's content with the backup ``source``, upgraded to the newest schema on a
     scratch copy first; returns (the backup's revision, the revision now live)."""
@@ -88,12 +113,14 @@ def restore(database_url: str, source: Path) -> tuple[str, str]:
             f"{source} is at schema revision {revision}, which this emuplan does not know (its newest is "
             f"{scripts.get_current_head()}): restore it with the version that made it, or a newer one"
         )
+    handed_out = _ids_handed_out(target)
     scratch = target.with_name(target.name + ".restoring")
     scratch.unlink(missing_ok=True)
     try:
         with closing(sqlite3.connect(source)) as backup_file, closing(sqlite3.connect(scratch)) as copy:
             backup_file.backup(copy)
         migrate(f"sqlite:///{scratch}")
+        _keep_ids_handed_out(scratch, handed_out)
         target.parent.mkdir(parents=True, exist_ok=True)
         # The backup API writes the live file under its own locks: a running server sees either the old
         # content or the restored one, never a mixture.

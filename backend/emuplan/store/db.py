@@ -18,6 +18,7 @@ from alembic.config import Config
 from pydantic_core import from_json
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
 from sqlmodel import Session
 
 from emuplan.settings import MIGRATIONS_DIR
@@ -26,11 +27,30 @@ _BEGIN_IMMEDIATE = "emuplan_begin_immediate"
 WAL_AUTOCHECKPOINT_PAGES = 16384  # 64 MB of 4 KB pages
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _begin_sqlite_transactions_explicitly(engine: Engine) -> None:
+    """Every transaction SQLAlchemy begins is a real SQLite transaction, DDL included.
+
+    pysqlite's own (legacy) transaction handling opens a transaction only before INSERT, UPDATE or DELETE:
+    CREATE, ALTER and DROP would each commit on their own, so a migration killed half-way would stay half
+    done. With the driver's handling off, SQLAlchemy's begin emits BEGIN (or BEGIN IMMEDIATE, which
+    queues writers on the lock at the start instead of failing half-way with "database is locked").
+    """
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:
-        # pysqlite's own transaction handling would defer BEGIN; we emit BEGIN ourselves below.
         dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        immediate = connection.get_execution_options().get(_BEGIN_IMMEDIATE, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    _begin_sqlite_transactions_explicitly(engine)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=10000")
@@ -42,11 +62,6 @@ def _configure_sqlite(engine: Engine) -> None:
         # answering (``Database.checkpoint``).
         cursor.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:
-        immediate = connection.get_execution_options().get(_BEGIN_IMMEDIATE, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 class TextWithNul(ValueError):
@@ -126,6 +141,18 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def migration_engine(database_url: str) -> Engine:
+    """The engine migrations run on, without a pool. On SQLite an upgrade's DDL is transactional, its
+    transaction opens with BEGIN IMMEDIATE (a second server starting at the same time waits, up to the
+    driver's 5 s busy timeout, for the first's upgrade, then finds the database at head) and foreign keys
+    stay off: a table rebuilt by a batch migration is dropped and recreated under the rows that reference it.
+    """
+    engine = create_engine(database_url, poolclass=NullPool)
+    if engine.dialect.name == "sqlite":
+        _begin_sqlite_transactions_explicitly(engine)
+    return engine.execution_options(**{_BEGIN_IMMEDIATE: True})
 
 
 def alembic_config(database_url: str, migrations_dir: Path = MIGRATIONS_DIR) -> Config:
