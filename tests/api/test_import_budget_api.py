@@ -105,6 +105,7 @@ def test_an_upload_that_does_not_fit_beside_one_in_flight_gets_503_at_once(small
     second.send(second_body)
     refused = second.getresponse()
     assert (refused.status, refused.getheader("Retry-After")) == (503, "10")
+    assert refused.getheader("Content-Type") == "application/json"
     assert b"the imports in progress hold the 1000000 bytes of memory all imports share" in refused.read()
 
     first.send(first_body[65536:])
@@ -117,3 +118,15 @@ def test_an_upload_that_does_not_fit_beside_one_in_flight_gets_503_at_once(small
     second.send(second_body)
     assert second.getresponse().status == 201
     assert stored_runs(small_pool_server.settings.database_url) == 2
+
+
+def test_the_import_answers_503_and_507_are_documented(client: TestClient) -> None:
+    """Schemathesis cannot make the pool busy or the disk full, so it never sees these answers: OpenAPI lists
+    them, with the Retry-After the 503 carries, on the two routes that import (an upload, a huge run relabelled)."""
+    paths = client.get("/openapi.json").json()["paths"]
+    for operation in (paths["/api/runs"]["post"], paths["/api/runs/{run_id}"]["patch"]):
+        busy, disk_full = operation["responses"]["503"], operation["responses"]["507"]
+        assert busy["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+        for answer in (busy, disk_full):
+            assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorMessage"}
+    assert "503" not in paths["/api/runs/{run_id}/stats"]["get"]["responses"]

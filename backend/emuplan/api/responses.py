@@ -19,7 +19,10 @@ ERROR_DESCRIPTIONS = {
     415: "A file kind the server does not read.",
     422: "A field that cannot be used as given.",
     503: "Busy or unavailable; Retry-After says when to try again.",
+    507: "The server's disk filled while it worked (its temporary directory): the request can be tried again later.",
 }
+# Sent with a 503 that a retry can fix (a busy pool or sandbox).
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
 class ErrorMessage(BaseModel):
@@ -44,6 +47,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {
             "model": ErrorMessage | FieldProblems if status == 422 else ErrorMessage,
             "description": ERROR_DESCRIPTIONS[status],
+            **({"headers": RETRY_AFTER} if status == 503 else {}),
         }
         for status in statuses
     }
