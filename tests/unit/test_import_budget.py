@@ -265,6 +265,61 @@ def test_a_parquet_bomb_is_refused_from_its_footer_before_any_page_is_read() -> 
         assert budget.decompressed_bytes == 16_000_000 + 2_000_000 // 8
 
 
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value >> 7 else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def understated_parquet(rows: int) -> bytes:
+    """``rows`` zero doubles in one zstd page, its footer rewritten to say 10 rows of 80 bytes: Thrift's compact
+    integers (zigzag varints) replaced in place by ones of the same length, padded with continuation bytes."""
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"time_ms": np.zeros(rows)}), sink, compression="zstd", use_dictionary=False, write_statistics=False,
+        data_page_size=2**30, row_group_size=rows, max_rows_per_page=rows,
+    )  # fmt: skip
+    data = bytearray(sink.getvalue())
+    chunk = pq.ParquetFile(pa.BufferReader(bytes(data))).metadata.row_group(0).column(0)
+    footer_end = len(data) - 8
+    footer_start = footer_end - int.from_bytes(data[footer_end : footer_end + 4], "little")
+    footer = bytes(data[footer_start:footer_end])
+    for value, stated in ((rows, 10), (chunk.total_uncompressed_size, 80)):
+        actual = varint(value << 1)
+        padded = bytearray(varint(stated << 1))
+        padded[-1] |= 0x80
+        footer = footer.replace(actual, bytes(padded) + b"\x80" * (len(actual) - len(padded) - 1) + b"\x00")
+    data[footer_start:footer_end] = footer
+    return bytes(data)
+
+
+def test_a_parquet_footer_that_understates_its_pages_is_charged_what_the_page_headers_say() -> None:
+    """Arrow allocates what a page's header says and decompresses into it: a footer saying 10 rows of 80 bytes
+    got a 100 MB page of zeros (3.5 KB stored) decompressed under a 50 MB cap, and the file imported as 10 rows."""
+    data = understated_parquet(12_500_000)
+    footer = pq.ParquetFile(pa.BufferReader(data)).metadata
+    assert (len(data) < 5000, footer.num_rows, footer.row_group(0).column(0).total_uncompressed_size) == (True, 10, 80)
+    allocated = pa.total_allocated_bytes()
+    with (
+        limits(max_decompressed_bytes=50_000_000) as budget,
+        pytest.raises(ResultFileTooLarge, match=r"^liar.parquet: decompresses to more than 50000000 bytes"),
+    ):
+        parse_result_file(data, "liar.parquet", budget=budget)
+    assert pa.total_allocated_bytes() == allocated  # refused from the page header, the page never read
+
+
+def test_a_page_header_that_cannot_be_read_is_a_bad_file() -> None:
+    data = bytearray(parquet_of(pa.table({"time_ms": np.zeros(10)})))
+    data[4] = 0xFF  # the first page header's first field: a Thrift type that does not exist
+    with pytest.raises(
+        ResultFileError, match=r"^f.parquet: not a readable Parquet file \(a page header holds an unknown"
+    ):
+        parse_result_file(bytes(data), "f.parquet")
+
+
 def test_a_json_report_is_charged_what_its_python_objects_can_take_before_it_is_parsed() -> None:
     # An array of empty objects takes 25 bytes of Python objects a byte: 57 KB of gzip (60 MB of JSON) parsed
     # into 1.38 GB.
