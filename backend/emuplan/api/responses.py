@@ -15,7 +15,7 @@ ERROR_DESCRIPTIONS = {
     404: "No such item, or accounts are off.",
     409: "Conflicts with what is stored (a duplicate, a name taken, a job already running).",
     410: "The share link has expired or was revoked.",
-    413: "The upload or its decompressed content is larger than the server accepts.",
+    413: "The upload or its decompressed content is larger than the server accepts (a body without files: 1 MiB).",
     415: "A file kind the server does not read.",
     422: "A field that cannot be used as given.",
     503: "Busy or unavailable; Retry-After says when to try again.",
