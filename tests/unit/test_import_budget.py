@@ -18,7 +18,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
+from emuplan.results import ResultFileError, ResultFileTooLarge, parquet_input, parse_result_file
 from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
 from emuplan.results.gzip_input import gunzip_capped
 
@@ -327,6 +327,21 @@ def test_a_parquet_footer_that_understates_its_pages_is_charged_what_the_page_he
     ):
         parse_result_file(data, "liar.parquet", budget=budget)
     assert pa.total_allocated_bytes() == allocated  # refused from the page header, the page never read
+
+
+def test_a_parquet_file_of_too_many_pages_is_refused_before_their_headers_hold_the_server(monkeypatch) -> None:
+    # Each header is read in Python (~9 µs): a file of 33-byte one-value pages could hold 8 M of them in 256 MiB.
+    monkeypatch.setattr(parquet_input, "MAX_PAGES", 1000)
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"time_ms": np.arange(1001.0)}), sink, data_page_size=1, write_batch_size=1, max_rows_per_page=1,
+        use_dictionary=False, write_statistics=False,
+    )  # fmt: skip
+    with pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(sink.getvalue(), "pages.parquet")
+    assert str(refused.value) == "pages.parquet: more than 1000 pages; write it with larger pages"
+    # The same rows in the writer's own pages are read.
+    assert parse_result_file(parquet_of(pa.table({"time_ms": np.arange(1001.0)})), "p.parquet").samples.num_rows == 1001
 
 
 def test_a_page_header_that_cannot_be_read_is_a_bad_file() -> None:

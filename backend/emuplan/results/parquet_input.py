@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from emuplan.results.budget import ImportBudget, ImportsBusy
-from emuplan.results.canonical import ResultFileError
-from emuplan.results.parquet_pages import chunk_pages
+from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
+from emuplan.results.parquet_pages import MAX_PAGES, TooManyPages, chunk_pages
 
 MAGIC = b"PAR1"
 BATCH_ROWS = 65536
@@ -28,7 +28,7 @@ VALUE_BYTES = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "D
 
 
 def _decoded_bytes(metadata: pq.FileMetaData, source: bytes | memoryview | Path) -> int:
-    total = 0
+    total = pages_seen = 0
     with _raw(source) as raw:
         for group in range(metadata.num_row_groups):
             row_group = metadata.row_group(group)
@@ -36,7 +36,8 @@ def _decoded_bytes(metadata: pq.FileMetaData, source: bytes | memoryview | Path)
                 chunk = row_group.column(index)
                 width = VALUE_BYTES.get(chunk.physical_type) or metadata.schema.column(index).length or 0
                 first_page = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-                pages = chunk_pages(raw, first_page, chunk.total_compressed_size)
+                pages = chunk_pages(raw, first_page, chunk.total_compressed_size, MAX_PAGES - pages_seen)
+                pages_seen += pages.pages
                 values = max(chunk.num_values, pages.values)
                 total += max(chunk.total_uncompressed_size, pages.uncompressed_bytes, values * width)
     return total
@@ -61,6 +62,8 @@ def _readable(file_name: str) -> Iterator[None]:
         yield
     except (ResultFileError, ImportsBusy):
         raise
+    except TooManyPages as error:
+        raise ResultFileTooLarge(f"{file_name}: more than {MAX_PAGES} pages; write it with larger pages") from error
     except (pa.ArrowInvalid, OSError, ValueError) as error:
         # ValueError: a page header that cannot be read (parquet_pages).
         raise ResultFileError(f"{file_name}: not a readable Parquet file ({error})") from error
