@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from emuplan.results import ResultFileError, ResultFileTooLarge, parquet_input, parse_result_file
+from emuplan.results import arrow_ipc as arrow_ipc_reader
 from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
 from emuplan.results.gzip_input import gunzip_capped
 
@@ -194,6 +195,15 @@ def test_a_gzip_tar_is_opened_where_it_was_decompressed_not_copied(tmp_path: Pat
     assert outcome == "job.tar.gz/dump/rank0.log: neither an NCCL Inspector dump nor a PyTorch profiler trace"
     # Measured: 191 MiB (the content and the member), 286 MiB copied.
     assert growth_mib < 2.5 * member_bytes / 2**20
+
+
+def test_a_feather_of_too_many_batches_is_refused_before_their_metadata_hold_the_server(monkeypatch) -> None:
+    monkeypatch.setattr(arrow_ipc_reader, "MAX_BATCHES", 1000)
+    data = arrow_ipc(zeros(1), 1001, compression=None)
+    with pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(data, "batches.feather")
+    assert str(refused.value) == "batches.feather: more than 1000 batches; write it in larger batches"
+    assert parse_result_file(arrow_ipc(zeros(1), 1000, compression=None), "b.feather").samples.num_rows == 1000
 
 
 def test_gzip_imports_in_flight_share_one_pool() -> None:

@@ -40,6 +40,10 @@ BLOCK = struct.Struct("<qi4xq")  # offset, metadata length, (padding), body leng
 BUFFER = struct.Struct("<qq")  # offset, length in the body
 # A compressed buffer's decompressed length; -1: stored as it is.
 UNCOMPRESSED = -1
+# Batches (dictionaries too) a file may have: their metadata are read in Python, ~24 µs each, so at most ~25 s
+# for a file. Writers batch by 64 Ki rows or more (100 M rows: 1,526 batches); a 1 GiB file of one-row batches
+# holds 6 M.
+MAX_BATCHES = 1_000_000
 # Small batches are joined into one once this many rows, or this many batches, are waiting.
 JOINED_ROWS = 65536
 JOINED_BATCHES = 1024
@@ -141,7 +145,9 @@ def batch_sizes(source: bytes | memoryview | Path, head: bytes, file_name: str) 
     metadata alone (``head``: the file's first bytes)."""
     with _readable(file_name), _opened(source) as opened:
         messages = _file_messages(opened) if head.startswith(FILE_MAGIC) else _stream_messages(opened)
-        for message in messages:
+        for count, message in enumerate(messages, 1):
+            if count > MAX_BATCHES:
+                raise ResultFileTooLarge(f"{file_name}: more than {MAX_BATCHES} batches; write it in larger batches")
             yield _batch_size(message)
 
 
