@@ -30,6 +30,7 @@ from emuplan.api import (
 from emuplan.api.errors import install_error_responses
 from emuplan.api.memory import return_large_blocks_when_freed
 from emuplan.api.request_guard import RequestGuardMiddleware
+from emuplan.api.responses import errors
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -86,6 +87,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,  # served by api/pages.py's schema_router, behind the same role check as the API
+        # Any request's body past its limit (api/uploads.py's BodySizeLimitMiddleware), whatever the route.
+        responses=errors(413),
     )
     app.state.settings = settings
     app.state.database = Database(settings.database_url)

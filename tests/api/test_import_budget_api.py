@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from sqlmodel import select
 
 from emuplan.main import create_app
-from emuplan.results.budget import POOL
+from emuplan.results.budget import POOL, ImportBudget, ImportLimits
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import Run
@@ -105,6 +105,7 @@ def test_an_upload_that_does_not_fit_beside_one_in_flight_gets_503_at_once(small
     second.send(second_body)
     refused = second.getresponse()
     assert (refused.status, refused.getheader("Retry-After")) == (503, "10")
+    assert refused.getheader("Content-Type") == "application/json"
     assert b"the imports in progress hold the 1000000 bytes of memory all imports share" in refused.read()
 
     first.send(first_body[65536:])
@@ -117,3 +118,40 @@ def test_an_upload_that_does_not_fit_beside_one_in_flight_gets_503_at_once(small
     second.send(second_body)
     assert second.getresponse().status == 201
     assert stored_runs(small_pool_server.settings.database_url) == 2
+
+
+def test_the_import_answers_503_and_507_are_documented(client: TestClient) -> None:
+    """Schemathesis cannot make the pool busy or the disk full, so it never sees these answers: OpenAPI lists
+    them, with the Retry-After the 503 carries, on the two routes that import (an upload, a huge run relabelled)."""
+    paths = client.get("/openapi.json").json()["paths"]
+    for operation in (paths["/api/runs"]["post"], paths["/api/runs/{run_id}"]["patch"]):
+        busy, disk_full = operation["responses"]["503"], operation["responses"]["507"]
+        assert busy["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+        for answer in (busy, disk_full):
+            assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorMessage"}
+    assert "503" not in paths["/api/runs/{run_id}/stats"]["get"]["responses"]
+
+
+@pytest.mark.both_databases
+def test_a_run_summarised_again_in_memory_holds_its_rows_in_the_shared_pool(database_url: str) -> None:
+    """Relabelling a run loads its tables whole: 5,000 rows hold 400 KB (80 bytes each) beside the imports in
+    flight, and are turned away with 503 when those hold the pool, as an upload is; the run is left as it was."""
+    settings = Settings(database_url=database_url, demo=False, import_memory_bytes=1_000_000)
+    csv = "iteration,size,time_ms,collective\n" + "".join(f"{i},8,{1 + i % 7}.5,all_reduce\n" for i in range(5000))
+    relabel = {"collectives": {"all_reduce": "all_gather"}}
+    with TestClient(create_app(settings)) as client:
+        run_id = client.post("/api/runs", files={"file": ("r.csv", csv.encode())}).json()["id"]
+        with ImportBudget(ImportLimits.from_settings(settings)) as in_flight:
+            in_flight.holds(700_000, "another.csv")
+            busy = client.patch(f"/api/runs/{run_id}", json=relabel)
+            assert POOL.reserved == 700_000
+        assert (busy.status_code, busy.headers["Retry-After"]) == (503, "10")
+        assert busy.json()["detail"] == (
+            "r.csv: the imports in progress hold the 1000000 bytes of memory all imports share "
+            "(EMUPLAN_IMPORT_MEMORY_BYTES); try again in 10 s"
+        )
+        assert client.get(f"/api/runs/{run_id}").json()["collectives"] == ["all_reduce"]
+        relabelled = client.patch(f"/api/runs/{run_id}", json=relabel)
+        assert relabelled.status_code == 200, relabelled.text
+        assert relabelled.json()["collectives"] == ["all_gather"]
+    assert POOL.reserved == 0

@@ -107,13 +107,27 @@ def test_one_measurement_at_a_time_and_cancel_kills_the_workers(client: TestClie
 
 def test_a_measurement_that_times_out_fails_and_stores_nothing(client: TestClient) -> None:
     plan_id = create_seed_plan(client, "data")
-    job = client.post(f"/api/plans/{plan_id}/measure", json={**LONG, "timeout_s": 0.5}).json()
+    # Workers take longer than 0.5 s to import torch; 1,000 iterations could take 0.07 s at the least (any more
+    # would be refused as unable to end within the timeout).
+    job = client.post(f"/api/plans/{plan_id}/measure", json={**LONG, "iterations": 1000, "timeout_s": 0.5}).json()
     failed = wait_for(client, job["id"], ("succeeded", "failed"))
     assert failed["state"] == "failed"
     assert failed["error"].startswith("measurement timed out after 0.5 s")
     assert failed["run_id"] is None
     assert client.get("/api/runs").json() == []
     assert running(worker_pids(client, job["id"])) == []
+
+
+def test_a_measurement_that_cannot_end_within_its_timeout_is_refused_before_it_starts(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "data")
+    response = client.post(f"/api/plans/{plan_id}/measure", json={**LONG, "timeout_s": 0.5})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "100000 iterations of 1 collective take at least 7 s on local processes (20 µs a call and its bytes at 20 "
+        "GB/s, far faster than measured), more than the timeout of 0.5 s; choose fewer iterations or a longer "
+        "timeout (at most 3600 s)"
+    )
+    assert client.get("/api/measurements").json() == []
 
 
 def test_bad_requests_are_refused_before_anything_starts(client: TestClient) -> None:

@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zlib
@@ -17,7 +18,8 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
+from emuplan.results import ResultFileError, ResultFileTooLarge, parquet_input, parse_result_file
+from emuplan.results import arrow_ipc as arrow_ipc_reader
 from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
 from emuplan.results.gzip_input import gunzip_capped
 
@@ -108,21 +110,29 @@ def test_a_footer_pointing_outside_the_file_is_a_bad_file() -> None:
         parse_result_file(bytes(data), "f.feather")
 
 
+# The child reads its own high-water mark (VmHWM, reset after its imports): getrusage's ru_maxrss of a child starts
+# from the test process's RSS when it was forked (Linux keeps it across execve).
 AUDIT_BOMB = """
-import resource, sys, time
+import sys, time
 from pathlib import Path
-from emuplan.results import ResultFileTooLarge, parse_result_file
+from emuplan.results import ResultFileError, parse_result_file
+
+def status(field):
+    with open("/proc/self/status") as lines:
+        return int(next(line for line in lines if line.startswith(field + ":")).split()[1]) * 1024
 
 path = Path(sys.argv[1])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")
+before = status("VmRSS")
 start = time.perf_counter()
 try:
     outcome = parse_result_file(path, path.name).samples.num_rows
-except ResultFileTooLarge as error:
+except ResultFileError as error:
     outcome = str(error)
 seconds = time.perf_counter() - start
 print(outcome)
-print(seconds, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+print(seconds, (status("VmHWM") - before) / 2**20)
 """
 
 
@@ -131,6 +141,16 @@ def test_the_audits_feather_bomb_is_refused_at_once_in_bounded_memory(tmp_path: 
     path = tmp_path / "bomb.feather"
     path.write_bytes(arrow_ipc(zeros(25_000_000), 15))
     assert 90_000 < path.stat().st_size < 100_000
+    outcome, seconds, growth_mib = peak_growth(path)
+    assert outcome.startswith("bomb.feather: more than 20000000 rows (EMUPLAN_MAX_IMPORT_ROWS)")
+    # Measured: 0.4 ms and 0 MiB (the metadata of the first batch is all that is read).
+    assert seconds < 1.0
+    assert growth_mib < 20
+
+
+def peak_growth(path: Path) -> tuple[str, float, float]:
+    """What importing ``path`` gives (its sample count, or why it was refused), its seconds and how far the peak
+    RSS grew (MiB), measured in a fresh process."""
     result = subprocess.run(
         [sys.executable, "-c", AUDIT_BOMB, str(path)],
         capture_output=True,
@@ -140,10 +160,50 @@ def test_the_audits_feather_bomb_is_refused_at_once_in_bounded_memory(tmp_path: 
     )
     outcome, figures = result.stdout.strip().split("\n")
     seconds, growth_mib = map(float, figures.split())
-    assert outcome.startswith("bomb.feather: more than 20000000 rows (EMUPLAN_MAX_IMPORT_ROWS)")
-    # Measured: 0.4 ms and 0 MiB (the metadata of the first batch is all that is read).
-    assert seconds < 1.0
-    assert growth_mib < 20
+    return outcome, seconds, growth_mib
+
+
+def test_many_small_batches_are_joined_as_they_are_read(tmp_path: Path) -> None:
+    """Arrow keeps ~800 bytes for each batch read, whatever its rows: 600,000 one-row batches (105 MB) took an
+    import 636 MB above its start while the budget counted 50 MB. Joined as they come, it keeps a thousand."""
+    path = tmp_path / "tiny-batches.feather"
+    batch = pa.record_batch([pa.array(np.arange(1.0, 2.0))], names=["time_ms"])
+    with ipc.new_file(str(path), batch.schema) as writer:
+        for _ in range(100_000):
+            writer.write_batch(batch)
+    outcome, _, growth_mib = peak_growth(path)
+    assert outcome == "100000"
+    # Measured: 23 MiB joined, 126 MiB with every batch kept.
+    assert growth_mib < 40
+    with limits() as budget:
+        parsed = parse_result_file(path, path.name, budget=budget)
+    assert parsed.samples["duration_us"].to_pylist() == [1000.0] * 100_000
+
+
+def test_a_gzip_tar_is_opened_where_it_was_decompressed_not_copied(tmp_path: Path) -> None:
+    """A .tar.gz's content (charged to the gzip cap) was copied whole before its members were read: three times
+    a 100 MB member in memory (the content, its copy, the member), where the cap counted one."""
+    member_bytes = 100_000_000
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tarfile.TarInfo("dump/rank0.log")
+        info.size = member_bytes
+        tar.addfile(info, io.BytesIO(b" " * member_bytes))
+    path = tmp_path / "job.tar.gz"
+    path.write_bytes(gzip.compress(archive.getvalue(), 1))
+    outcome, _, growth_mib = peak_growth(path)
+    assert outcome == "job.tar.gz/dump/rank0.log: neither an NCCL Inspector dump nor a PyTorch profiler trace"
+    # Measured: 191 MiB (the content and the member), 286 MiB copied.
+    assert growth_mib < 2.5 * member_bytes / 2**20
+
+
+def test_a_feather_of_too_many_batches_is_refused_before_their_metadata_hold_the_server(monkeypatch) -> None:
+    monkeypatch.setattr(arrow_ipc_reader, "MAX_BATCHES", 1000)
+    data = arrow_ipc(zeros(1), 1001, compression=None)
+    with pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(data, "batches.feather")
+    assert str(refused.value) == "batches.feather: more than 1000 batches; write it in larger batches"
+    assert parse_result_file(arrow_ipc(zeros(1), 1000, compression=None), "b.feather").samples.num_rows == 1000
 
 
 def test_gzip_imports_in_flight_share_one_pool() -> None:
@@ -231,6 +291,76 @@ def test_a_parquet_bomb_is_refused_from_its_footer_before_any_page_is_read() -> 
         assert parse_result_file(data, "zeros.parquet", budget=budget).samples.num_rows == 2_000_000
         # The doubles as the footer declares them, then the validity bitmap Arrow reads with them, as it came.
         assert budget.decompressed_bytes == 16_000_000 + 2_000_000 // 8
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value >> 7 else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def understated_parquet(rows: int) -> bytes:
+    """``rows`` zero doubles in one zstd page, its footer rewritten to say 10 rows of 80 bytes: Thrift's compact
+    integers (zigzag varints) replaced in place by ones of the same length, padded with continuation bytes."""
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"time_ms": np.zeros(rows)}), sink, compression="zstd", use_dictionary=False, write_statistics=False,
+        data_page_size=2**30, row_group_size=rows, max_rows_per_page=rows,
+    )  # fmt: skip
+    data = bytearray(sink.getvalue())
+    chunk = pq.ParquetFile(pa.BufferReader(bytes(data))).metadata.row_group(0).column(0)
+    footer_end = len(data) - 8
+    footer_start = footer_end - int.from_bytes(data[footer_end : footer_end + 4], "little")
+    footer = bytes(data[footer_start:footer_end])
+    for value, stated in ((rows, 10), (chunk.total_uncompressed_size, 80)):
+        actual = varint(value << 1)
+        padded = bytearray(varint(stated << 1))
+        padded[-1] |= 0x80
+        footer = footer.replace(actual, bytes(padded) + b"\x80" * (len(actual) - len(padded) - 1) + b"\x00")
+    data[footer_start:footer_end] = footer
+    return bytes(data)
+
+
+def test_a_parquet_footer_that_understates_its_pages_is_charged_what_the_page_headers_say() -> None:
+    """Arrow allocates what a page's header says and decompresses into it: a footer saying 10 rows of 80 bytes
+    got a 100 MB page of zeros (3.5 KB stored) decompressed under a 50 MB cap, and the file imported as 10 rows."""
+    data = understated_parquet(12_500_000)
+    footer = pq.ParquetFile(pa.BufferReader(data)).metadata
+    assert (len(data) < 5000, footer.num_rows, footer.row_group(0).column(0).total_uncompressed_size) == (True, 10, 80)
+    allocated = pa.total_allocated_bytes()
+    with (
+        limits(max_decompressed_bytes=50_000_000) as budget,
+        pytest.raises(ResultFileTooLarge, match=r"^liar.parquet: decompresses to more than 50000000 bytes"),
+    ):
+        parse_result_file(data, "liar.parquet", budget=budget)
+    assert pa.total_allocated_bytes() == allocated  # refused from the page header, the page never read
+
+
+def test_a_parquet_file_of_too_many_pages_is_refused_before_their_headers_hold_the_server(monkeypatch) -> None:
+    # Each header is read in Python (~9 µs): a file of 33-byte one-value pages could hold 8 M of them in 256 MiB.
+    monkeypatch.setattr(parquet_input, "MAX_PAGES", 1000)
+    sink = io.BytesIO()
+    pq.write_table(
+        pa.table({"time_ms": np.arange(1001.0)}), sink, data_page_size=1, write_batch_size=1, max_rows_per_page=1,
+        use_dictionary=False, write_statistics=False,
+    )  # fmt: skip
+    with pytest.raises(ResultFileTooLarge) as refused:
+        parse_result_file(sink.getvalue(), "pages.parquet")
+    assert str(refused.value) == "pages.parquet: more than 1000 pages; write it with larger pages"
+    # The same rows in the writer's own pages are read.
+    assert parse_result_file(parquet_of(pa.table({"time_ms": np.arange(1001.0)})), "p.parquet").samples.num_rows == 1001
+
+
+def test_a_page_header_that_cannot_be_read_is_a_bad_file() -> None:
+    data = bytearray(parquet_of(pa.table({"time_ms": np.zeros(10)})))
+    data[4] = 0xFF  # the first page header's first field: a Thrift type that does not exist
+    with pytest.raises(
+        ResultFileError, match=r"^f.parquet: not a readable Parquet file \(a page header holds an unknown"
+    ):
+        parse_result_file(bytes(data), "f.parquet")
 
 
 def test_a_json_report_is_charged_what_its_python_objects_can_take_before_it_is_parsed() -> None:

@@ -48,6 +48,11 @@ def options(**fields) -> MeasurementOptions:
         (plan("all_reduce", 4096, count_per_step=200), {"iterations": 100_000},
          "100002 iterations of 200 collectives are 20000400 timed calls per rank, more than the 10000000 a "
          "measurement may make; choose fewer iterations or warm-up iterations"),
+        # 100,002 all-reduces of 16 MiB: at least 86 s at 20 GB/s, however fast the machine.
+        (plan("all_reduce", 16 * MiB), {"iterations": 100_000, "timeout_s": 60},
+         "100002 iterations of 1 collective take at least 86 s on local processes (20 µs a call and its bytes at "
+         "20 GB/s, far faster than measured), more than the timeout of 60 s; choose fewer iterations or a longer "
+         "timeout (at most 3600 s)"),
     ],
 )  # fmt: skip
 def test_a_measurement_past_its_bounds_is_refused_with_the_reason(document: dict, fields: dict, message: str):

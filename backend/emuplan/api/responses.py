@@ -15,11 +15,14 @@ ERROR_DESCRIPTIONS = {
     404: "No such item, or accounts are off.",
     409: "Conflicts with what is stored (a duplicate, a name taken, a job already running).",
     410: "The share link has expired or was revoked.",
-    413: "The upload or its decompressed content is larger than the server accepts.",
+    413: "The upload or its decompressed content is larger than the server accepts (a body without files: 1 MiB).",
     415: "A file kind the server does not read.",
     422: "A field that cannot be used as given.",
     503: "Busy or unavailable; Retry-After says when to try again.",
+    507: "The server's disk filled while it worked (its temporary directory): the request can be tried again later.",
 }
+# Sent with a 503 that a retry can fix (a busy pool or sandbox).
+RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
 class ErrorMessage(BaseModel):
@@ -44,6 +47,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         status: {
             "model": ErrorMessage | FieldProblems if status == 422 else ErrorMessage,
             "description": ERROR_DESCRIPTIONS[status],
+            **({"headers": RETRY_AFTER} if status == 503 else {}),
         }
         for status in statuses
     }

@@ -46,6 +46,9 @@ router = APIRouter(
     dependencies=requires_roles(delete=Role.admin),
     responses=errors(400, *SIGNED_IN, 404, 409, 413, 415, 422),
 )
+# An import, or a huge run summarised again: the imports in flight hold the memory they share (503), or the
+# disk a streamed import spills to filled (507).
+IMPORT_ERRORS = errors(503, 507)
 
 
 def parse_tags(text: str | None) -> list[str]:
@@ -325,6 +328,7 @@ class UploadOutcome(BaseModel):
     openapi_extra=UPLOAD_OPENAPI,
     response_model=RunPublic,
     responses={
+        **IMPORT_ERRORS,
         201: {"description": "One run: the one file's, or one job's files' (an observed run)."},
         200: {
             "model": list[UploadOutcome],
@@ -615,7 +619,7 @@ class RunDeletion(BaseModel):
     )
 
 
-@router.patch("/{run_id}", response_model=RunPublic)
+@router.patch("/{run_id}", response_model=RunPublic, responses=IMPORT_ERRORS)
 def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep) -> dict:
     """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
     platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,

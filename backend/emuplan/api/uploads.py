@@ -3,7 +3,9 @@ to disk (a body cut short leaves nothing behind), and whether several files are 
 
 Starlette spools multipart file parts to disk without a size cap, so the limit has to sit below the
 form parser: this ASGI middleware counts the bytes of every request body and stops the request with
-413 as soon as the count passes the limit, before the rest is read.
+413 as soon as the count passes the limit, before the rest is read. Only a multipart body carries files;
+any other (JSON, a sign-in form) is read whole and parsed into Python objects at up to 50 times its size
+(21 MB of JSON took the server 1.05 GB above its start), so it gets ``MAX_OTHER_BODY_BYTES``.
 """
 
 import asyncio
@@ -29,16 +31,21 @@ from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.gzip_input import GZIP_MAGIC
 from emuplan.results.observed import OBSERVED_FORMATS
 
+# The largest JSON a route takes is a run's edit: its note and facts, well under this.
+MAX_OTHER_BODY_BYTES = 1024**2
 
-def _too_large_message(limit: int) -> str:
-    return f"Upload is larger than the limit of {limit} bytes (EMUPLAN_MAX_UPLOAD_BYTES)."
+
+def _too_large_message(limit: int, multipart: bool) -> str:
+    if multipart:
+        return f"Upload is larger than the limit of {limit} bytes (EMUPLAN_MAX_UPLOAD_BYTES)."
+    return f"The request body is larger than the {limit} bytes a request without files may send."
 
 
 class UploadTooLarge(HTTPException):
     """An HTTPException so that FastAPI's body parsing passes it through instead of turning it into 400."""
 
-    def __init__(self, limit: int):
-        super().__init__(status_code=413, detail=_too_large_message(limit))
+    def __init__(self, limit: int, multipart: bool):
+        super().__init__(status_code=413, detail=_too_large_message(limit, multipart))
 
 
 class BodySizeLimitMiddleware:
@@ -50,9 +57,12 @@ class BodySizeLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            response = JSONResponse(status_code=413, content={"detail": _too_large_message(self.max_bytes)})
+        headers = dict(scope["headers"])
+        multipart = headers.get(b"content-type", b"").lower().startswith(b"multipart/form-data")
+        limit = self.max_bytes if multipart else min(self.max_bytes, MAX_OTHER_BODY_BYTES)
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            response = JSONResponse(status_code=413, content={"detail": _too_large_message(limit, multipart)})
             await response(scope, receive, send)
             return
         received = 0
@@ -62,8 +72,8 @@ class BodySizeLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise UploadTooLarge(self.max_bytes)
+                if received > limit:
+                    raise UploadTooLarge(limit, multipart)
             return message
 
         await self.app(scope, counting_receive, send)

@@ -38,6 +38,7 @@ from emuplan.measure.workload import (
     measurement_steps,
     planned_trials,
 )
+from emuplan.wording import plural
 
 # Share of the machine's available memory the workers may take together.
 MEMORY_SHARE = 0.5
@@ -54,6 +55,12 @@ SHARED_LIBRARY_BYTES = 160 * 2**20
 STAMP_BYTES_PER_CALL = 64
 RECORD_BYTES_PER_CALL = 128
 STDERR_TAIL_LINES = 8
+# What a timed call takes at the very least on local ranks (a barrier and the collective, its bytes moved at
+# memory speed), to refuse a measurement that cannot end within its timeout before it holds the machine that
+# long. Far below what is measured: an all-reduce of 971 KB on 4 gloo ranks takes 2.1 ms at best (0.46 GB/s),
+# a small call ~1.7 ms on 2 loaded ranks.
+MIN_CALL_S = 20e-6
+MAX_LOCAL_BYTES_PER_S = 20e9
 
 
 class MeasurementCancelled(MeasurementError):
@@ -97,6 +104,12 @@ def estimated_memory(steps: list[MeasuredCollective], world_size: int, timed_cal
     return MemoryEstimate(per_rank=per_rank, total=world_size * per_rank + record + SHARED_LIBRARY_BYTES)
 
 
+def shortest_duration_s(steps: list[MeasuredCollective], iterations: int) -> float:
+    """The least time ``iterations`` of ``steps`` can take on local processes (``MIN_CALL_S`` a call, its bytes at
+    ``MAX_LOCAL_BYTES_PER_S``)."""
+    return iterations * sum(MIN_CALL_S + step.bytes_total / MAX_LOCAL_BYTES_PER_S for step in steps)
+
+
 def _check_bounds(options: MeasurementOptions) -> None:
     if not 1 <= options.world_size <= MAX_LOCAL_WORLD_SIZE:
         raise MeasurementError(f"world size must be between 1 and {MAX_LOCAL_WORLD_SIZE}, got {options.world_size}")
@@ -120,10 +133,11 @@ def check_options(document: dict[str, Any], options: MeasurementOptions) -> list
             f"the plan has {trials} trials, more than the {MAX_ITERATIONS} iterations a measurement may run; "
             "choose fewer iterations"
         )
-    timed_calls = (options.warmup + (options.iterations or trials)) * len(steps)
+    iterations = options.warmup + (options.iterations or trials)
+    timed_calls = iterations * len(steps)
     if timed_calls > MAX_TIMED_CALLS:
         raise MeasurementError(
-            f"{options.warmup + (options.iterations or trials)} iterations of {len(steps)} collectives are "
+            f"{iterations} iterations of {len(steps)} collectives are "
             f"{timed_calls} timed calls per rank, more than the {MAX_TIMED_CALLS} a measurement may make; "
             "choose fewer iterations or warm-up iterations"
         )
@@ -135,6 +149,14 @@ def check_options(document: dict[str, Any], options: MeasurementOptions) -> list
             f"({estimate.per_rank / 2**20:.0f} MiB per rank: the worker itself, its buffers and gloo's copy of "
             f"the largest), more than half the {available / 2**30:.1f} GiB available; use fewer processes, or "
             "measure this plan on a cluster with --torchrun"
+        )
+    shortest_s = shortest_duration_s(steps, iterations)
+    if shortest_s > options.timeout_s:
+        raise MeasurementError(
+            f"{iterations} iterations of {plural(len(steps), 'collective')} take at least {shortest_s:.0f} s on "
+            f"local processes ({MIN_CALL_S * 1e6:g} µs a call and its bytes at "
+            f"{MAX_LOCAL_BYTES_PER_S / 1e9:g} GB/s, far faster than measured), more than the timeout of "
+            f"{options.timeout_s:g} s; choose fewer iterations or a longer timeout (at most {MAX_TIMEOUT_S:g} s)"
         )
     return steps
 

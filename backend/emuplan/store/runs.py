@@ -281,14 +281,16 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str], l
     """The run's statistics computed again from its stored samples, as ``save_run`` computes them: after its
     collectives are relabelled (``collectives``: old name → new) or its plan, whose network gives the ideal
     times, changed (``collectives`` empty). A run too large to load (``_summarised_streamed``) is summarised
-    from its tables copied to disk, as a streamed import is."""
+    from its tables copied to disk, as a streamed import is; one loaded whole holds its rows in the imports'
+    shared pool meanwhile, as its import did (503 when the imports in flight hold it)."""
     network = _network_of(session, run.plan_id)
-    if _summarised_streamed(session, run, limits):
-        ranks, warnings = run.ranks, list(run.warnings)
-        with ImportBudget(limits) as budget:
+    with ImportBudget(limits) as budget:
+        if _summarised_streamed(session, run, limits):
+            ranks, warnings = run.ranks, list(run.warnings)
             summary = _streamed_summary_again(session, run, collectives, network, budget)
-    else:
-        summary, ranks, warnings = _summary_again_in_memory(session, run, collectives, network)
+        else:
+            budget.count_rows(_stored_rows(session, run.id), run.file_name or run.name)
+            summary, ranks, warnings = _summary_again_in_memory(session, run, collectives, network)
     if collectives:
         relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
         warnings.append(f"collective set after import: {relabelled_names}")
@@ -304,6 +306,13 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str], l
     session.add(run)
     session.flush()
     return run
+
+
+def _stored_rows(session: Session, run_id: int) -> int:
+    """The rows of every table of the run (a table stored in parts counts them in its first), what loading them
+    whole holds ``ROW_BYTES`` each of."""
+    counts = session.exec(select(func.sum(RunTable.row_count)).where(RunTable.run_id == run_id)).one()
+    return int(counts or 0)
 
 
 def _summarised_streamed(session: Session, run: Run, limits: ImportLimits) -> bool:
