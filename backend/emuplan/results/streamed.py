@@ -154,6 +154,8 @@ class StreamedResult:
     warnings: list[str] = field(default_factory=list)
     # The values of each group key column in the order they first appear: the in-memory groups' order.
     key_order: dict[str, list] = field(default_factory=dict)
+    # The file's rows allowed (EMUPLAN_MAX_IMPORT_ROWS); None for a stored run summarised again.
+    max_rows: int | None = None
 
 
 def streams(source: object, fmt: str | None, budget: ImportBudget) -> bool:
@@ -188,7 +190,7 @@ def streamed_result_file(
         return
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
-        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
+        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name, max_rows=budget.limits.max_rows)
         with _out_of_resources_as_domain_errors(result):  # the Parquet written as it is read may fill the disk
             if fmt != PER_FLOW or not _flows_by_duckdb(result, source, column_map, collective):
                 _read_blocks(result, source, file_name, column_map, collective)
@@ -246,8 +248,9 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
                     canonical = canonical.set_column(0, canonical.schema.field(0), iterations)
                 _add_warnings(result, parsed.warnings)
                 _note_first_appearances(order, canonical)
-            writer.write_table(canonical)
             rows += block.num_rows
+            _count_rows(result, rows)
+            writer.write_table(canonical)
             del batch, block, canonical
             # Arrow's allocator keeps what a block freed for a second before handing it back: resident
             # under every later block and DuckDB's sort. Handed back at once.
@@ -260,6 +263,16 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
         table_reader.finish(target)
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
+
+
+def _count_rows(result: StreamedResult, rows: int) -> None:
+    """413 once the file has passed the rows an import may have (EMUPLAN_MAX_IMPORT_ROWS), as in memory; a
+    streamed import holds no row, so the rows are not charged to the memory pool."""
+    if result.max_rows is not None and rows > result.max_rows:
+        raise ResultFileTooLarge(
+            f"{result.file_name}: more than {result.max_rows} rows (EMUPLAN_MAX_IMPORT_ROWS): raise it on the "
+            "server to import this file"
+        )
 
 
 def _block_bytes(memory_bytes: int) -> int:
@@ -442,8 +455,9 @@ def _flows_by_duckdb(result: StreamedResult, source, column_map, collective) -> 
                 if "collective" in mapped:
                     for name in pc.unique(batch.column("collective_name").fill_null("")).to_pylist():
                         collective_names.setdefault(name, None)
-                writer.write_table(flows.cast(FLOWS_SCHEMA))
                 rows += batch.num_rows
+                _count_rows(result, rows)
+                writer.write_table(flows.cast(FLOWS_SCHEMA))
     except (duckdb.Error, OSError) as error:
         if not str(error).startswith(_REFUSED):
             raise
