@@ -25,7 +25,7 @@ import's budget):
    too large to decompress within the streamed memory is refused before it is.
    A plain per-flow CSV whose times carry their unit in the header is first read by DuckDB's own CSV reader
    instead (``_flows_by_duckdb``: multi-threaded, columns typed up front, ``flow_records``' checks in the same
-   query): a 10 M-row upload's server CPU went from 10.3 to 9.3 s. Any cell it refuses sends the file to the
+   query): a 10 M-row upload's server CPU went from 10.3 to 9.0–9.3 s. Any cell it refuses sends the file to the
    block reader, which names it (file, line, column) as before. The file's rows count against
    ``ImportLimits.max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413) as in memory, though none is held.
 2. DuckDB reads that Parquet back. Per group (collective, size, variant) its count and mean, then the samples
