@@ -277,3 +277,52 @@ def test_a_feather_batch_too_large_to_decompress_in_the_streamed_memory_is_refus
         "one-batch.feather: a record batch decompresses to 40000000 bytes, more than the 8388608 a streamed import "
         "reads at a time (EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES): write it in smaller batches"
     )
+
+
+@pytest.mark.parametrize(
+    ("column", "cell", "problem"),
+    [
+        (7, "late", "column 'end_us': 'late' is not a number"),
+        (6, "", "column 'start_us': the cell is empty"),
+        (7, "1.5", "column 'end_us': -3740009.053 is not a valid time: negative"),
+        (0, "3.5", "column 'iteration': 3.5 is not an iteration number (a whole number below 2^63)"),
+        (5, "-5", "column 'bytes': -5.0 is not a byte count"),
+    ],
+)
+def test_a_bad_flow_far_down_is_named_by_line_and_column_as_in_memory(tmp_path, column, cell, problem):
+    """DuckDB's CSV reader reads a per-flow CSV and refuses the bad cell; the block reader then names it."""
+    path = tmp_path / "flows.csv"
+    write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), path)
+    lines = path.read_text().splitlines()
+    cells = lines[3000].split(",")
+    cells[column] = cell
+    lines[3000] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultFileError) as in_memory:
+        parse_result_file(path, path.name)
+    with pytest.raises(ResultFileError) as streaming:
+        streamed_summary(path)
+    assert str(streaming.value) == str(in_memory.value)
+    assert str(streaming.value) == f"flows.csv: line 3001, {problem}"
+
+
+def test_a_flow_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path):
+    path = tmp_path / "flows.csv"
+    write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), path)
+    lines = path.read_text().splitlines()
+    lines[3000] += ",7"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultFileError, match=r"^flows.csv: line 3001 has 9 fields where the header has 8$"):
+        streamed_summary(path)
+
+
+def test_a_streamed_file_past_the_row_cap_is_413_naming_it(tmp_path):
+    path = tmp_path / "flows.csv"
+    write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), path)
+    limits = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=256 << 20, max_rows=6399)
+    with (
+        pytest.raises(ResultFileTooLarge, match=r"^flows.csv: more than 6399 rows \(EMUPLAN_MAX_IMPORT_ROWS\)"),
+        ImportBudget(limits) as budget,
+        streamed.streamed_result_file(path, path.name, None, None, None, budget),
+    ):
+        pass

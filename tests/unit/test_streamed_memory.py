@@ -18,7 +18,7 @@ import pytest
 
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.streamed import parquet_write_options, streamed_result_file
-from fixtures.generate_results import per_iteration_table, write_csv
+from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 from paths import REPO_ROOT
 
 BOUND_BYTES = 200 << 20
@@ -118,10 +118,11 @@ def stored_samples(large_csv):
     return path
 
 
-def peak_growth(path, mode: str, script: str = IMPORT) -> int:
-    """Bytes the child's peak RSS rose above its RSS once its modules were loaded."""
+def peak_growth(path, mode: str, script: str = IMPORT, samples: int = ROWS) -> int:
+    """Bytes the child's peak RSS rose above its RSS once its modules were loaded (``samples``: the summary's
+    sample count)."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "backend")}
-    command = [sys.executable, "-c", script, str(path), mode, str(BOUND_BYTES), str(ROWS)]
+    command = [sys.executable, "-c", script, str(path), mode, str(BOUND_BYTES), str(samples)]
     output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return int(output.split()[-1])
 
@@ -129,6 +130,16 @@ def peak_growth(path, mode: str, script: str = IMPORT) -> int:
 def test_streamed_import_stays_under_its_bound_where_the_in_memory_import_does_not(large_csv):
     streamed = peak_growth(large_csv, "streamed")
     in_memory = peak_growth(large_csv, "in-memory")
+    assert streamed <= BOUND_BYTES < in_memory, (streamed >> 20, in_memory >> 20)
+
+
+def test_a_per_flow_csv_read_by_duckdb_stays_under_the_bound_too(tmp_path):
+    """3 M flows (8 ranks × 2 QPs, 187,500 iterations), read by DuckDB's CSV reader (``_flows_by_duckdb``)."""
+    path = tmp_path / "flows.csv"
+    iterations = ROWS // 16
+    write_csv(per_flow_table(iterations=iterations, ranks=8, qps=2, seed=1), path)
+    streamed = peak_growth(path, "streamed", samples=iterations)
+    in_memory = peak_growth(path, "in-memory", samples=iterations)
     assert streamed <= BOUND_BYTES < in_memory, (streamed >> 20, in_memory >> 20)
 
 
