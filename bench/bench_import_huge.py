@@ -7,7 +7,7 @@ around 900 µs with one flow in 10,000 planted 5–50 ms late; written once to `
 
 Cases, each once per round in a rotating order (``paired.py``):
 
-- upload: ``POST /api/runs`` to ``emuplan serve`` (its defaults, but upload and row limits that take the file),
+- upload: ``POST /api/runs`` to ``emuplan serve`` (its defaults, but an upload limit that takes the file),
   streamed from disk, until the 201 — receive, check every block, Parquet, DuckDB's sorts, the SQLite write;
   the server's peak RSS over the upload (its high-water mark reset just before);
 - DuckDB alone, in a fresh process and without HTTP, doing the import's work with DuckDB's own CSV reader:
@@ -127,13 +127,7 @@ def main() -> int:
         write_flows(args.rows, path)
     size = path.stat().st_size
     with tempfile.TemporaryDirectory(dir=args.data) as directory:
-        # Limits that take the file (its rows and a trailer row per round): the rest are the server's defaults.
-        server, base = start_server(
-            directory,
-            EMUPLAN_MAX_UPLOAD_BYTES=str(2 * size),
-            EMUPLAN_MAX_IMPORT_ROWS=str(args.rows + args.rounds),
-            TMPDIR=directory,
-        )
+        server, base = start_server(directory, EMUPLAN_MAX_UPLOAD_BYTES=str(2 * size), TMPDIR=directory)
         try:
             rss: dict[str, list[int]] = {"duckdb alone": [], "upload": []}
             cpu: dict[str, list[float]] = {name: [] for name in rss}

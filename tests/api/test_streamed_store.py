@@ -64,17 +64,6 @@ def test_upload_over_the_threshold_is_streamed_and_answers_as_before(database_ur
         assert refused.json()["detail"] == "bad.csv: line 50, column 'iteration': 'three' is not a number"
 
 
-def test_a_streamed_upload_past_the_row_cap_answers_413_and_stores_nothing(database_url, flows_csv):
-    settings = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1000, max_import_rows=6399)
-    with TestClient(create_app(settings)) as client:
-        answer = client.post("/api/runs", files={"file": ("flows.csv", flows_csv.read_bytes(), "text/csv")})
-        assert answer.status_code == 413
-        assert answer.json()["detail"] == (
-            "flows.csv: more than 6399 rows (EMUPLAN_MAX_IMPORT_ROWS): raise it on the server to import this file"
-        )
-        assert client.get("/api/runs").json() == []
-
-
 def test_a_gzip_upload_over_the_threshold_is_streamed_and_a_gzip_bomb_still_answers_413(database_url, flows_csv):
     settings = Settings(
         database_url=database_url, demo=False, streamed_import_above_bytes=1000, max_decompressed_bytes=5_000_000

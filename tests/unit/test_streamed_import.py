@@ -314,15 +314,3 @@ def test_a_flow_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path)
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ResultFileError, match=r"^flows.csv: line 3001 has 9 fields where the header has 8$"):
         streamed_summary(path)
-
-
-def test_a_streamed_file_past_the_row_cap_is_413_naming_it(tmp_path):
-    path = tmp_path / "flows.csv"
-    write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), path)
-    limits = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=256 << 20, max_rows=6399)
-    with (
-        pytest.raises(ResultFileTooLarge, match=r"^flows.csv: more than 6399 rows \(EMUPLAN_MAX_IMPORT_ROWS\)"),
-        ImportBudget(limits) as budget,
-        streamed.streamed_result_file(path, path.name, None, None, None, budget),
-    ):
-        pass

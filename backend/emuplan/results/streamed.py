@@ -26,8 +26,9 @@ import's budget):
    A plain per-flow CSV whose times carry their unit in the header is first read by DuckDB's own CSV reader
    instead (``_flows_by_duckdb``: multi-threaded, columns typed up front, ``flow_records``' checks in the same
    query): a 10 M-row upload's server CPU went from 10.3 to 9.0–9.3 s. Any cell it refuses sends the file to the
-   block reader, which names it (file, line, column) as before. The file's rows count against
-   ``ImportLimits.max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413) as in memory, though none is held.
+   block reader, which names it (file, line, column) as before. A streamed import holds no row, so it is not
+   capped by rows (EMUPLAN_MAX_IMPORT_ROWS bounds the rows an in-memory import holds); its memory setting and
+   the disk bound it.
 2. DuckDB reads that Parquet back. Per group (collective, size, variant) its count and mean, then the samples
    ORDER BY group, time: a sort that spills to disk past DuckDB's memory limit, streamed past once in Arrow
    batches, picking the values at ranks known from each group's count (min, p50 … p99.9, max, the ECDF grid's
@@ -162,8 +163,6 @@ class StreamedResult:
     warnings: list[str] = field(default_factory=list)
     # The values of each group key column in the order they first appear: the in-memory groups' order.
     key_order: dict[str, list] = field(default_factory=dict)
-    # The file's rows allowed (EMUPLAN_MAX_IMPORT_ROWS); None for a stored run summarised again.
-    max_rows: int | None = None
 
 
 def streams(source: object, fmt: str | None, budget: ImportBudget) -> bool:
@@ -198,7 +197,7 @@ def streamed_result_file(
         return
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
-        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name, max_rows=budget.limits.max_rows)
+        result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
         with _out_of_resources_as_domain_errors(result):  # the Parquet written as it is read may fill the disk
             if fmt != PER_FLOW or not _flows_by_duckdb(result, source, column_map, collective):
                 _read_blocks(result, source, file_name, column_map, collective)
@@ -257,7 +256,6 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
                 _add_warnings(result, parsed.warnings)
                 _note_first_appearances(order, canonical)
             rows += block.num_rows
-            _count_rows(result, rows)
             writer.write_table(canonical)
             del batch, block, canonical
             # Arrow's allocator keeps what a block freed for a second before handing it back: resident
@@ -271,16 +269,6 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
         table_reader.finish(target)
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
-
-
-def _count_rows(result: StreamedResult, rows: int) -> None:
-    """413 once the file has passed the rows an import may have (EMUPLAN_MAX_IMPORT_ROWS), as in memory; a
-    streamed import holds no row, so the rows are not charged to the memory pool."""
-    if result.max_rows is not None and rows > result.max_rows:
-        raise ResultFileTooLarge(
-            f"{result.file_name}: more than {result.max_rows} rows (EMUPLAN_MAX_IMPORT_ROWS): raise it on the "
-            "server to import this file"
-        )
 
 
 def _block_bytes(memory_bytes: int) -> int:
@@ -459,7 +447,6 @@ def _flows_by_duckdb(result: StreamedResult, source, column_map, collective) -> 
                     for name in pc.unique(batch.column("collective_name").fill_null("")).to_pylist():
                         collective_names.setdefault(name, None)
                 rows += batch.num_rows
-                _count_rows(result, rows)
                 writer.write_table(flows.cast(FLOWS_SCHEMA))
     except (duckdb.Error, OSError):
         # A cell DuckDB does not take (a conversion, a row of the wrong width, a check), or a header it cannot
