@@ -513,6 +513,14 @@ def test_a_file_on_disk_parses_as_its_bytes_do(tmp_path):
         (b"iteration,size,time_ms\n0,8,1\n1,8\n", "f.csv: line 3 has 2 fields where the header has 3"),
         (b"iteration,size,time_ms\n0,-8,1\n", "f.csv: line 2, column 'size': -8.0 is not a byte count"),
         (b"iteration,size,time_ms\n0.5,8,1\n", "f.csv: line 2, column 'iteration': 0.5 is not an iteration number"),
+        (
+            b"iteration,src,dst,qp,bytes,fct_us\n0,0,1,0,8,1\n0,0,1,1.5,8,1\n",
+            "f.csv: line 3, column 'qp': 1.5 is not a queue pair number (a whole number ≥ 0)",
+        ),
+        (
+            b"iteration,size,iteration,time_ms\n0,8,0,1\n",
+            "f.csv: the header names 'iteration' 2 times (columns 1, 3): rename all but one",
+        ),
         (b"iteration,size,label,time_ms\n0,8,caf\xe9,1\n", "f.csv: line 2, column 'label': byte 0xe9 is not UTF-8"),
         (gzip.compress(b"iteration,size,time_ms\n0,8,1\n")[:-12], "f.csv: the gzip stream is truncated"),
     ],

@@ -287,6 +287,7 @@ def test_a_feather_batch_too_large_to_decompress_in_the_streamed_memory_is_refus
         (7, "1.5", "column 'end_us': -3740009.053 is not a valid time: negative"),
         (0, "3.5", "column 'iteration': 3.5 is not an iteration number (a whole number below 2^63)"),
         (5, "-5", "column 'bytes': -5.0 is not a byte count"),
+        (3, "1.5", "column 'qp': 1.5 is not a queue pair number (a whole number ≥ 0)"),
     ],
 )
 def test_a_bad_flow_far_down_is_named_by_line_and_column_as_in_memory(tmp_path, column, cell, problem):

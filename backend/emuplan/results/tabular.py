@@ -168,9 +168,17 @@ def mapped_columns(
 ) -> dict[str, headers.MappedColumn]:
     """The role each column plays (what the table formats recognise), by header or ``column_map``."""
     try:
-        return headers.map_columns(table.column_names, column_map)
+        mapped = headers.map_columns(table.column_names, column_map)
     except ValueError as error:
         raise ResultFileError(f"{file_name}: {error}") from error
+    for column in mapped.values():
+        positions = [number for number, name in enumerate(table.column_names, start=1) if name == column.name]
+        if len(positions) > 1:
+            raise ResultFileError(
+                f"{file_name}: the header names {column.name!r} {len(positions)} times (columns "
+                f"{', '.join(map(str, positions))}): rename all but one"
+            )
+    return mapped
 
 
 class Columns:
@@ -327,6 +335,17 @@ class Columns:
                 "iteration", index, f"{float(values[index])!r} is not an iteration number (a whole number below 2^63)"
             )
         return values.astype(np.int64)
+
+    def queue_pairs(self) -> pa.Array | None:
+        """QP numbers as int64 (nulls where a cell is empty): whole, not negative, below 2^63."""
+        if not self.has("qp"):
+            return None
+        values = self.numbers("qp", allow_null=True)
+        bad = (values < 0) | (np.abs(values) >= INT64_LIMIT) | (np.isfinite(values) & (values != np.round(values)))
+        if bad.any():
+            index = int(np.flatnonzero(bad)[0])
+            raise self.fail("qp", index, f"{float(values[index])!r} is not a queue pair number (a whole number ≥ 0)")
+        return nullable(values, pa.int64())
 
     def text(self, role: str) -> pa.DictionaryArray | None:
         return text_column(self.raw(role), self.table.num_rows) if self.has(role) else None

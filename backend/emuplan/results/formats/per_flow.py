@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import PER_FLOW
 from emuplan.results.headers import MappedColumn
-from emuplan.results.tabular import Columns, iterations_from_flows, nullable
+from emuplan.results.tabular import Columns, iterations_from_flows
 
 
 def recognises(columns: dict[str, MappedColumn]) -> bool:
@@ -49,7 +49,7 @@ def flow_records(reader: Columns) -> pa.Table:
         iteration=iteration,
         src=reader.text("src"),
         dst=reader.text("dst"),
-        qp=nullable(reader.numbers("qp", allow_null=True), pa.int64()) if reader.has("qp") else None,
+        qp=reader.queue_pairs(),
         size_bytes=reader.sizes(),
         start_us=start_us,
     )
