@@ -801,9 +801,11 @@ def _sorted_ids(session: Session, filters: RunFilters, sort: str, limit: int | N
         page += read
         if limit is not None and len(page) == limit:
             break
-        # This part ended before the page did: how many runs it holds, to skip into the next.
-        in_part = skip + len(read) if read else session.exec(select(func.count()).select_from(part.subquery())).one()
-        skip = max(0, skip - in_part)
+        # This part ended before the page did; if the page starts past its end, how far past.
+        if skip and not read:
+            skip -= session.exec(select(func.count()).select_from(part.order_by(None).subquery())).one()
+        else:
+            skip = 0
     return page
 
 
