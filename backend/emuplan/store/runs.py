@@ -777,9 +777,9 @@ def _descending(column):
 
 def _sort_parts(matching, sort: str) -> list:
     """The runs ``matching`` in the ``sort`` order as consecutive parts, each walking one index in one direction:
-    by a figure, the runs with it in (column, id) order then those without, newest first; by verdict, each verdict
-    newest first through (verdict, id). (SQLite puts NULL first in an index, PostgreSQL last: one ORDER BY …
-    NULLS LAST, or a CASE over the verdicts, would sort every matching run.)"""
+    by a figure, the runs with it in (column, id) order, then those without by id the same way; by verdict, each
+    verdict newest first through (verdict, id), then the unjudged. (SQLite puts NULL first in an index,
+    PostgreSQL last: one ORDER BY … NULLS LAST, or a CASE over the verdicts, would sort every matching run.)"""
     if sort == "oldest":
         return [matching.order_by(col(Run.id).asc())]
     if sort == "verdict":
