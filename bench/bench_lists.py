@@ -9,9 +9,10 @@ both alike; the figure is the median of the per-round ratios.
 One real run is imported over HTTP, then copied in SQL (name, statistics and curves included) to
 reach the run count: importing 10,000 files would take hours and test nothing more here. Every run is
 tagged `Nightly` (the filter `nightly` matches them all, as the unfiltered list does) and one of
-`fabric-0` … `fabric-9` (`fabric-3` matches a tenth). Sorted pages (by p50, peak busbw, size) read the sort's
-index; the fact filter (no run states `nic = cx7`) its `run_fact` index. The last page is page 200 of 10,000 runs (of a
-tag matching them all too); at 10 runs, page 200 shows the last (and only) page.
+`fabric-0` … `fabric-9` (`fabric-3` matches a tenth). Sorted pages (by p50, peak busbw, size, verdict, platform,
+collective) read the sort's index; the fact filter (no run states `nic = cx7`) its `run_fact` index. The last
+page is page 200 of 10,000 runs (of a tag matching them all too); at 10 runs, page 200 shows the last (and only)
+page.
 
 The same on PostgreSQL (a team's shared server): a throwaway cluster from Debian's `postgresql` package
 (tests/postgres_server.py), the copies made in SQL and the tables analysed, as autovacuum would have done.
@@ -44,7 +45,8 @@ LAST_PAGE = "last page"
 PATHS = (
     "/", "/runs", "/api/runs", "/compare", "/runs?tag=nightly", "/api/runs?tag=nightly", "/api/runs?tag=fabric-3",
     "/runs?page=200", LAST_PAGE, "/runs?tag=nightly&page=200", "/runs?sort=p50", "/api/runs?sort=busbw",
-    "/api/runs?collective=all_reduce&sort=size", "/runs?fact=nic%3Dcx7",
+    "/api/runs?collective=all_reduce&sort=size", "/runs?fact=nic%3Dcx7", "/runs?sort=verdict",
+    "/api/runs?sort=platform", "/api/runs?sort=collective",
 )  # fmt: skip
 FABRICS = 10
 

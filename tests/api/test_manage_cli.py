@@ -63,6 +63,15 @@ def test_runs_filters_sorts_edits_and_deletes_a_run(cli_env):
     assert listed("--ranks", "16") == [1]
     assert listed("--sort", "p50") == [2, 1]
     assert listed("--sort", "busbw") == [1, 2]
+    assert listed("--sort", "collective") == [1, 2]  # all_reduce, broadcast
+    assert listed("--sort", "verdict") == [2, 1]  # fail, pass
+    assert listed("--sort", "platform") == [1, 2]  # neither names one: oldest first
+    refused = invoke("runs", "--sort", "colour")
+    assert (refused.exit_code, refused.output.strip()) == (
+        2,
+        "error: sort: 'colour' is not one of newest, oldest, name, p50, busbw, ranks, size, verdict, platform, "
+        "collective",
+    )
     assert listed("--search", "A100") == [1]
     edited = invoke("runs", "edit", "1", "--name", "A100 rail 3", "--tag", "rail-3", "--fact", "NIC=ConnectX-7",
                     "--fact", "nccl=2.17.1", "--note", "after the update")  # fmt: skip

@@ -89,6 +89,16 @@ def test_the_list_sorts_by_name_headline_ranks_and_size_with_runs_lacking_the_fi
     assert client.get("/api/runs", params={"sort": "colour"}).status_code == 422
 
 
+def test_the_list_sorts_by_verdict_worst_first_by_platform_and_by_collective(client, three_runs):
+    assert ids(client, sort="verdict") == [2, 3, 1]  # fail, degraded, pass
+    assert ids(client, sort="verdict", limit=2, offset=1) == [3, 1]
+    assert ids(client, sort="verdict", limit=1, offset=2) == [1]
+    assert ids(client, sort="verdict", tag="nightly") == [2, 1]
+    assert ids(client, sort="platform") == [2, 1, 3]  # a100-hdr, then the runs without one, oldest first
+    assert ids(client, sort="collective") == [1, 3, 2]  # all_reduce (oldest first), broadcast
+    assert ids(client, sort="collective", limit=1, offset=2) == [2]
+
+
 def test_a_run_is_renamed_retagged_annotated_and_its_facts_replaced(client, database: Database, three_runs):
     changed = client.patch(
         "/api/runs/1",

@@ -161,7 +161,10 @@ def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> Non
         session.add(Comparison(name="c", run_ids=[run.id], created_at=datetime(2026, 11, 22, 8, 30, tzinfo=UTC)))
     runs_page = client.get("/runs").text
     assert '<th><a href="/runs?sort=oldest">Imported (UTC)</a></th>' in runs_page
-    assert '<td data-label="Imported (UTC)">2026-11-21 10:05</td>' in runs_page
+    assert (
+        '<td data-label="Imported (UTC)"><time datetime="2026-11-21T10:05Z"><span class="when">2026-11-21</span> '
+        '<span class="when">10:05</span></time></td>'
+    ) in runs_page
     home = client.get("/").text
     assert "<th>Saved (UTC)</th>" in home and "<td>2026-11-22 08:30</td>" in home
 

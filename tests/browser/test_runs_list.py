@@ -6,6 +6,7 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page
 
 from live_server import LiveServer
+from paths import SHARED_NCCL
 
 LONG_NAME = "allreduce sweep on fabric 0 with a long run name"
 LONG_TAG = "a-rather-long-tag-name-for-wrapping"
@@ -81,4 +82,78 @@ def test_a_tag_filtered_runs_list_fits_a_desktop_and_a_phone(live_server: LiveSe
     assert (fits["page"], fits["table"]) == (PHONE["width"], page.locator(".table-wrap").evaluate("e => e.clientWidth"))
     assert fits["rightmost_cell"] <= PHONE["width"]
     screenshot(page, "runs-tag-phone")
+    watch.assert_clean()
+
+
+def upload_log(server: LiveServer, file_name: str, **form: str) -> None:
+    path = SHARED_NCCL / file_name
+    response = httpx2.post(
+        f"{server.url}/api/runs", files={"file": (path.name, path.read_bytes())}, data=form, timeout=60
+    )
+    assert response.status_code == 201, response.text
+
+
+def whole_lines(cells) -> list[list[str]]:
+    """Each cell's text as the lines it is drawn on (Range rects: one per line box the text spans)."""
+    return cells.evaluate_all(
+        """cells => cells.map(cell => {
+            const lines = new Map();
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                for (let i = 0; i < node.data.length; i++) {
+                    const range = document.createRange();
+                    range.setStart(node, i);
+                    range.setEnd(node, i + 1);
+                    const top = Math.round(range.getBoundingClientRect().top);
+                    lines.set(top, (lines.get(top) || '') + node.data[i]);
+                }
+            }
+            return [...lines.keys()].sort((a, b) => a - b).map(top => lines.get(top).trim()).filter(Boolean);
+        })"""
+    )
+
+
+def test_the_runs_list_sorts_by_verdict_platform_and_collective_and_keeps_dates_whole(
+    live_server: LiveServer, page: Page, watch: PageWatch
+):
+    # Many tags on a long platform name squeeze the date column (it broke as "2026-11-" / "26 05:30").
+    upload_log(live_server, "a100-16rank-allreduce-2.17.txt", name="A100 all-reduce", tags="nightly, fabric-a")
+    upload_log(live_server, "v100-12gpu-broadcast-pre2.13.txt", name="V100 broadcast", platform="a100-hdr")
+    upload_log(live_server, "b200-allreduce-2.17.6.txt", name="B200 all-reduce", platform="b200-400g", tags="gb")
+    upload_log(live_server, "v100-12gpu-allreduce-pre2.13.txt", name="V100 all-reduce", platform="gb200-nvl72",
+               tags="nightly, fabric-b, rail-3, after-firmware-update, second-attempt")  # fmt: skip
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{live_server.url}/runs")
+    names = page.locator("#runs-table td[data-label=Name] a")
+    verdicts = page.locator("#runs-table td[data-label=Verdict]")
+    assert names.all_inner_texts() == ["V100 all-reduce", "B200 all-reduce", "V100 broadcast", "A100 all-reduce"]
+    dates = whole_lines(page.locator("#runs-table td[data-label='Imported (UTC)']"))
+    assert [[len(line) for line in lines] for lines in dates] == [[10, 5]] * 4, dates  # "2026-11-26", "05:31"
+    assert widths(page)["page"] == DESKTOP["width"]
+    screenshot(page, "runs-sorts-desktop")
+
+    page.locator("#runs-table th a", has_text="Verdict").click()
+    assert page.url.endswith("/runs?sort=verdict")
+    assert verdicts.all_inner_texts() == ["fail", "fail", "degraded", "pass"]
+    assert names.all_inner_texts() == ["V100 all-reduce", "V100 broadcast", "B200 all-reduce", "A100 all-reduce"]
+    assert page.locator("select[name=sort] option:checked").inner_text() == "by verdict, fail first"
+    page.locator("#runs-table th a", has_text="Platform").click()
+    assert page.url.endswith("/runs?sort=platform")
+    assert names.all_inner_texts() == ["V100 broadcast", "B200 all-reduce", "V100 all-reduce", "A100 all-reduce"]
+    # The filters stay with a sort chosen from the header.
+    page.goto(f"{live_server.url}/runs?tag=nightly&sort=platform")
+    page.locator("#runs-table th a", has_text="Collective").click()
+    assert page.url.endswith("/runs?tag=nightly&sort=collective")
+    assert names.all_inner_texts() == ["A100 all-reduce", "V100 all-reduce"]
+    page.goto(f"{live_server.url}/runs?sort=collective")
+    assert names.all_inner_texts() == ["A100 all-reduce", "B200 all-reduce", "V100 all-reduce", "V100 broadcast"]
+
+    page.set_viewport_size(PHONE)
+    fits = widths(page)
+    # The headline "peak busbw 702.91 GB/s" beside its label made the card 11 px wider than the phone.
+    assert (fits["page"], fits["table"]) == (PHONE["width"], page.locator(".table-wrap").evaluate("e => e.clientWidth"))
+    assert fits["rightmost_cell"] <= PHONE["width"]
+    dates = whole_lines(page.locator("#runs-table td[data-label='Imported (UTC)'] time"))
+    assert [[len(line) for line in lines] for lines in dates] == [[16]] * 4, dates  # "2026-11-26 05:31"
+    screenshot(page, "runs-sorts-phone")
     watch.assert_clean()

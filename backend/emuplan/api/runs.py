@@ -484,7 +484,8 @@ def list_runs(
         Literal[store.RUN_SORTS],
         Query(
             description="newest (default), oldest, name, p50 (lowest first), busbw (peak, highest first), "
-            "ranks (most first), size (largest first); runs without the figure last."
+            "ranks (most first), size (largest first), verdict (fail, degraded, pass, then unjudged; each newest "
+            "first), platform (A–Z), collective (its first, A–Z); runs without the figure last."
         ),
     ] = "newest",  # fmt: skip
     limit: Annotated[int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page.")] = store.RUNS_PER_PAGE,

@@ -155,6 +155,9 @@ class Run(SQLModel, table=True):
         Index("ix_run_peak_busbw_id", "peak_busbw_gbps", "id"),
         Index("ix_run_ranks_id", "ranks", "id"),
         Index("ix_run_size_max_id", "size_max_bytes", "id"),
+        # By verdict (one walk per verdict), platform (ix_run_platform_id) and first collective (migration 0018).
+        Index("ix_run_verdict_id", "verdict", "id"),
+        Index("ix_run_first_collective_id", "first_collective", "id"),
         NEVER_REUSE_IDS,
     )
 
@@ -190,6 +193,8 @@ class Run(SQLModel, table=True):
     # What the list shows of the statistics beside the headline (0016): the collectives in the order of the
     # groups and the range of data sizes.
     collectives: list = _added_json(list, "[]")
+    # The first of them, which the list sorts by (0018): the list's cell starts with it.
+    first_collective: str | None = None
     size_min_bytes: int | None = Field(default=None, sa_type=BigInteger)
     size_max_bytes: int | None = Field(default=None, sa_type=BigInteger)
     note: str = _added_text()

@@ -66,7 +66,7 @@ from emuplan.results.streamed import (
     streams,
     summarise_streamed,
 )
-from emuplan.results.verdict import judge_summary
+from emuplan.results.verdict import DEGRADED, FAIL, PASS, judge_summary
 from emuplan.settings import Settings
 from emuplan.store.models import (
     CachedSummary,
@@ -472,6 +472,7 @@ def _set_listed_figures(session: Session, run: Run, summary: dict) -> None:
     """What the list shows of the statistics beside the headline: the collectives (and their rows in
     ``run_collective``, which the list's filter reads) and the range of sizes. ``run`` has its id."""
     run.collectives = collectives_in(summary)
+    run.first_collective = run.collectives[0] if run.collectives else None
     session.exec(delete(RunCollective).where(RunCollective.run_id == run.id))
     session.add_all(RunCollective(run_id=run.id, collective=name) for name in run.collectives)
     sizes = [group["size_bytes"] for group in summary["groups"] if group.get("size_bytes") is not None]
@@ -743,17 +744,22 @@ class PublicRun(RunHeader):
 
 LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
 
-RunSort = Literal["newest", "oldest", "name", "p50", "busbw", "ranks", "size"]
+RunSort = Literal["newest", "oldest", "name", "p50", "busbw", "ranks", "size", "verdict", "platform", "collective"]
 RUN_SORTS: tuple[str, ...] = get_args(RunSort)
-# Each sort: its column and whether it runs downwards; ties go by id the same way, so that each reads its
-# (column, id) index (migration 0016). Runs without the figure come last either way.
+# Each sort by a figure: its column and whether it runs downwards; ties go by id the same way, so that each reads
+# its (column, id) index (migrations 0017, 0018). Runs without the figure come last either way.
 SORT_COLUMNS = {
     "name": (Run.name, False),
     "p50": (Run.p50_us, False),
     "busbw": (Run.peak_busbw_gbps, True),
     "ranks": (Run.ranks, True),
     "size": (Run.size_max_bytes, True),
+    "platform": (Run.platform, False),
+    "collective": (Run.first_collective, False),
 }
+# Worst first: the runs that need a look lead, then the unjudged. Not the verdicts' alphabetical order
+# (degraded, fail, pass), which would put the failures between the others.
+VERDICT_ORDER = (FAIL, DEGRADED, PASS)
 
 
 def _matching_ids(filters: RunFilters):
@@ -770,26 +776,46 @@ def _matching_ids(filters: RunFilters):
     return _filtered(select(Run.id), filters), col(RunTag.run_id if filters.tag else Run.id)
 
 
-def _sorted_ids(session: Session, filters: RunFilters, sort: str, limit: int | None, offset: int) -> list[int]:
-    """A page of ids in a sort other than newest first: the runs with the figure in its index's order, then the
-    runs without it. Asked apart, each part walks the (column, id) index in its own order on both databases
-    (SQLite puts NULL first in an index, PostgreSQL last: one ORDER BY … NULLS LAST would sort every run)."""
-    matching = _filtered(select(Run.id), filters)
+def _ascending(column):
+    return col(column).asc()
+
+
+def _descending(column):
+    return col(column).desc()
+
+
+def _sort_parts(matching, sort: str) -> list:
+    """The runs ``matching`` in the ``sort`` order as consecutive parts, each walking one index in one direction:
+    by a figure, the runs with it in (column, id) order, then those without by id the same way; by verdict, each
+    verdict newest first through (verdict, id), then the unjudged. (SQLite puts NULL first in an index,
+    PostgreSQL last: one ORDER BY … NULLS LAST, or a CASE over the verdicts, would sort every matching run.)"""
     if sort == "oldest":
-        return list(session.exec(matching.order_by(col(Run.id).asc()).offset(offset).limit(limit)))
+        return [matching.order_by(col(Run.id).asc())]
+    if sort == "verdict":
+        judged = [matching.where(Run.verdict == verdict) for verdict in VERDICT_ORDER]
+        return [part.order_by(col(Run.id).desc()) for part in [*judged, matching.where(col(Run.verdict).is_(None))]]
     column, downwards = SORT_COLUMNS[sort]
-    direction = (lambda c: col(c).desc()) if downwards else (lambda c: col(c).asc())
-    with_figure = matching.where(col(column).is_not(None))
-    known = list(session.exec(with_figure.order_by(direction(column), direction(Run.id)).offset(offset).limit(limit)))
-    if limit is not None and len(known) == limit:
-        return known
-    # The page reaches past the runs with the figure: how many there are, to skip into the runs without it.
-    counted = (
-        offset + len(known) if known else session.exec(select(func.count()).select_from(with_figure.subquery())).one()
-    )
-    without = matching.where(col(column).is_(None)).order_by(direction(Run.id))
-    rest = without.offset(max(0, offset - counted)).limit(None if limit is None else limit - len(known))
-    return known + list(session.exec(rest))
+    direction = _descending if downwards else _ascending
+    with_figure = matching.where(col(column).is_not(None)).order_by(direction(column), direction(Run.id))
+    return [with_figure, matching.where(col(column).is_(None)).order_by(direction(Run.id))]
+
+
+def _sorted_ids(session: Session, filters: RunFilters, sort: str, limit: int | None, offset: int) -> list[int]:
+    """A page of ids in a sort other than newest first, read part by part (``_sort_parts``): a part is counted
+    only when the page starts past its end."""
+    page: list[int] = []
+    skip = offset
+    for part in _sort_parts(_filtered(select(Run.id), filters), sort):
+        read = list(session.exec(part.offset(skip).limit(None if limit is None else limit - len(page))))
+        page += read
+        if limit is not None and len(page) == limit:
+            break
+        # This part ended before the page did; if the page starts past its end, how far past.
+        if skip and not read:
+            skip -= session.exec(select(func.count()).select_from(part.order_by(None).subquery())).one()
+        else:
+            skip = 0
+    return page
 
 
 def check_sort(sort: str) -> None:
