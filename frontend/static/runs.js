@@ -1,3 +1,10 @@
+// A phone folds the runs list's filters, so its first screen shows runs (the page renders them open for
+// wider screens; the fold's summary names the sort and says whether a filter is set).
+const filtersFold = document.getElementById("filters-fold");
+if (filtersFold && window.matchMedia("(max-width: 640px)").matches) {
+  filtersFold.open = false;
+}
+
 // Run pickers: the compare page takes ?runs=3,1,2&baseline=1 (and any assumptions set on it), a short URL
 // that can be bookmarked.
 // Runs are compared in the order they were ticked (the first is the default baseline), and the

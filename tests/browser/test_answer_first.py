@@ -214,3 +214,35 @@ def test_a_comparison_folds_the_run_list_so_its_ranking_leads(
     page.goto(demo_server.url + "/compare")
     expect(page.locator("#run-picker-fold")).to_have_attribute("open", "")
     page.close()
+
+
+@VIEWPORTS
+def test_the_runs_list_leads_with_its_runs_and_the_upload_follows_them(
+    demo_server: LiveServer,  # noqa: F811
+    browser: Browser,
+    viewport: dict,
+) -> None:
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(demo_server.url + "/runs")
+    first = "#runs-table tbody tr:first-child"
+    expect(page.locator(f"{first} td.headline")).to_have_text(
+        "p50 21,544.5 µs"
+    )  # run 3, the demo pipeline run, over all sizes
+    expect(page.locator(f"{first} td[data-label=Verdict]")).to_have_text("degraded")
+    # A phone folds the twelve filters under their summary; a desktop shows them.
+    expect(page.locator("#filters-fold summary")).to_have_text("Filter and sort · newest first")
+    assert page.locator("#filters-fold").evaluate("fold => fold.open") is (viewport is DESKTOP)
+    answer = [f"{first} a", f"{first} td.headline", f"{first} td[data-label=Verdict]", "#upload-jump"]
+    assert_in_first_viewport(page, viewport, answer, f"runs-list-{label(viewport)}")
+    assert box_of(page, "#upload")["y"] > bottom(box_of(page, "#runs-table"))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"runs-list-{label(viewport)}")
+    watch.assert_clean()
+    page.close()
+
+
+def test_an_empty_runs_list_leads_with_the_upload(live_server: LiveServer, page: Page) -> None:
+    page.goto(live_server.url + "/runs")
+    expect(page.locator("#upload-jump")).to_have_count(0)
+    assert box_of(page, "#upload")["y"] < box_of(page, "#filters-fold")["y"]
