@@ -325,8 +325,19 @@ def test_megatron_finalize_waits_for_the_data_parallel_sync_then_layer_norms_the
     """finalize_model_grads: finish_grad_sync (the DDP buckets), then the sequence-parallel layer norms' TP
     all-reduce, then the tied word embedding's over the first and last stage, each after the one before.
     Stage 0's layer norms: 6 layers × (ln_1, ln_2 weight and bias + the two row-parallel biases) × 768
-    = 27,648 main_grad elements in fp32."""
-    _, files = export("gpt2", strategy="hybrid", tp=2, pp=2, dp=2, batch_size=8, seq_len=1024, sequence_parallel=True)
+    = 27,648 main_grad elements in fp32. The data-parallel gradients pinned to bf16 (three buckets; Megatron's
+    default reduces them in fp32, five buckets), so the layer norms alone show the fp32 main_grad."""
+    _, files = export(
+        "gpt2",
+        strategy="hybrid",
+        tp=2,
+        pp=2,
+        dp=2,
+        batch_size=8,
+        seq_len=1024,
+        sequence_parallel=True,
+        grad_dtype="bfloat16",
+    )
     nodes = decoded(files)[0]
     buckets = [node.id for node in collectives(nodes) if node.name.startswith("DDP bucket")]
     assert len(buckets) == 3

@@ -143,9 +143,10 @@ def test_a_cancel_or_the_time_bound_stops_it_while_the_traces_are_written() -> N
 
 @requires_astra_sim
 def test_a_cancel_or_the_time_bound_stops_the_running_binary() -> None:
-    # The traces encoded beforehand, so writing them takes milliseconds; ASTRA-sim then runs 512 micro-batches
-    # through 4 stages for over half a second, past the moment each case stops it.
-    document, bundle = plan_and_bundle(strategy="pipeline", mode="framework", pp=4, gpus=4, micro_batches=512)
+    # The traces encoded beforehand, so writing them takes milliseconds; ASTRA-sim then runs 4,096 micro-batches
+    # through 4 stages for about 1.5 s on a quiet machine (512 took 0.2 s: it finished inside the time bound's
+    # 0.25 s), well past the moment each case stops it.
+    document, bundle = plan_and_bundle(strategy="pipeline", mode="framework", pp=4, gpus=4, micro_batches=4096)
     files = dict(bundle)
     cancel = threading.Event()
     with pytest.raises(SimulationCancelled, match="^cancelled: ASTRA-sim was stopped$"):
