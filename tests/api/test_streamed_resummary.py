@@ -160,3 +160,9 @@ def test_a_run_under_the_threshold_is_relabelled_in_the_request(database_url, tm
         assert answer.status_code == 200, answer.text
         assert answer.json()["warnings"][-1] == "collective set after import: all_reduce → all_gather"
         assert client.get("/api/relabel-jobs", params={"run_id": run_id}).json() == []
+
+
+def test_openapi_documents_the_relabel_job_a_patch_may_answer_with(client):
+    patch = client.get("/openapi.json").json()["paths"]["/api/runs/{run_id}"]["patch"]["responses"]
+    assert patch["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/RelabelJobPublic"}
+    assert set(client.get("/openapi.json").json()["paths"]["/api/relabel-jobs/{job_id}"]) == {"get", "delete"}

@@ -10,7 +10,7 @@ import secrets
 import threading
 from datetime import datetime
 from functools import partial
-from typing import Annotated, Any, BinaryIO, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
@@ -60,49 +60,6 @@ def public(record: RelabelJobRecord) -> RelabelJobPublic:
     return RelabelJobPublic.model_validate({**record.model_dump(), "url": url, "cancel_url": url})
 
 
-class _Watched:
-    """A stored table read through: counts the bytes read into the job's progress and stops the read when a cancel
-    was asked for."""
-
-    def __init__(
-        self, stored: BinaryIO, progress: JobProgress, read_before: list[int], total: int, cancel: threading.Event
-    ):
-        self._stored, self._progress, self._read, self._total, self._cancel = (
-            stored,
-            progress,
-            read_before,
-            total,
-            cancel,
-        )
-
-    def read(self, size: int = -1) -> bytes:
-        if self._cancel.is_set():
-            raise RelabelCancelled("cancelled while reading the run's tables")
-        data = self._stored.read(size)
-        self._read[0] = min(self._read[0] + len(data), self._total)
-        self._progress.update(bytes_done=self._read[0])
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._stored.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._stored.tell()
-
-    def size(self) -> int:
-        return self._stored.size()
-
-    @property
-    def closed(self) -> bool:
-        return self._stored.closed
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-
 def start(
     database: Database, run_id: int, collectives: dict[str, str], plan_id: int | None, limits: ImportLimits
 ) -> RelabelJobRecord:
@@ -140,6 +97,12 @@ def _run(
 ) -> None:
     read = [0]  # bytes read of every table so far
 
+    def on_read(size: int) -> None:
+        if cancel.is_set():
+            raise RelabelCancelled("cancelled while reading the run's tables")
+        read[0] = min(read[0] + size, total)
+        progress.update(bytes_done=read[0])
+
     def on_stage(state: str) -> None:
         if cancel.is_set():
             raise RelabelCancelled(f"cancelled before {state}")
@@ -152,7 +115,7 @@ def _run(
     try:
         store.summarise_again_streamed(
             database, run_id, collectives, plan_id, limits,
-            watched=lambda stored: _Watched(stored, progress, read, total, cancel), on_stage=on_stage,
+            on_read=on_read, on_stage=on_stage,
             in_last_transaction=in_last_transaction,
         )  # fmt: skip
     except RelabelCancelled as error:

@@ -86,7 +86,7 @@ from emuplan.store.models import (
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import RunNotFound
-from emuplan.store.table_files import drop_stored_table, open_stored_table, store_table_file
+from emuplan.store.table_files import ReadReported, drop_stored_table, open_stored_table, store_table_file
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
@@ -400,23 +400,23 @@ def summarise_again_streamed(
     plan_id: int | None,
     limits: ImportLimits,
     *,
-    watched: Callable[[BinaryIO], BinaryIO],
+    on_read: Callable[[int], None],
     on_stage: Callable[[str], None],
     in_last_transaction: Callable[[Session], None],
 ) -> None:
     """A relabel job's work: the huge run's statistics computed again with ``collectives`` renamed (may be empty)
     and linked to ``plan_id`` (None: no plan), as ``relabel_collectives`` and ``update_run`` compute them. Its
-    tables are read in a read session, each through ``watched`` (which reports progress and may raise to
-    cancel); ``on_stage("summarising")`` and ``on_stage("saving")`` are called as the work moves on (and may
-    raise to cancel). The run changes only in the last transaction, which stores the relabelled samples, the
-    statistics and the plan link at once, and ``in_last_transaction(session)`` (the job's end, or a raise if it
-    was cancelled): a failure or a cancel before it leaves the run as it was."""
+    tables are read in a read session, ``on_read(size)`` told of each read (it may raise to cancel);
+    ``on_stage("summarising")`` and ``on_stage("saving")`` are called as the work moves on (they may raise to
+    cancel). The run changes only in the last transaction, which stores the relabelled samples, the statistics
+    and the plan link at once, with ``in_last_transaction(session)`` (the job's end, or a raise if it was
+    cancelled): a failure or a cancel before it leaves the run as it was."""
 
     def open_watched(kind: str, reading: Session):
         @contextmanager
         def opened() -> Iterator[BinaryIO]:
             with open_stored_table(reading, run_id, kind) as stored:
-                yield watched(stored)
+                yield ReadReported(stored, on_read)
 
         return opened()
 
