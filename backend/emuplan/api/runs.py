@@ -41,6 +41,7 @@ from emuplan.roles import Role
 from emuplan.store import relabel_jobs as relabel_job_store
 from emuplan.store import runs as store
 from emuplan.store.db import Database
+from emuplan.store.models import Run
 from emuplan.store.plans import get_plan
 from emuplan.store.table_files import open_stored_table, stored_table_pieces
 from emuplan.workload.collectives import CollectiveOp
@@ -666,7 +667,7 @@ def change_run(
 
 
 def _relabel_job_started(
-    session: Session, database: Database, run, changes: RunChanges, plan_id: int | None, limits: ImportLimits
+    session: Session, database: Database, run: Run, changes: RunChanges, plan_id: int | None, limits: ImportLimits
 ) -> JSONResponse:
     """The huge run's relabelling and plan checked, its other fields changed and committed, then the job that
     computes its statistics again started: 202 with the job."""
