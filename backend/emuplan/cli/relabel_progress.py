@@ -1,9 +1,9 @@
-"""How ``emuplan relabel`` and ``emuplan runs edit --plan`` wait for a huge run's statistics to be computed again
-(a minute or more at 100 M rows), printing the progress on stderr: through the server, by following the relabel
-job its PATCH answered 202 with (Ctrl-C cancels the job); on the local database, by doing the job's work here."""
+"""How ``emuplan relabel`` (and ``emuplan runs edit --plan`` through a server) wait for a huge run's statistics to
+be computed again (a minute or more at 100 M rows), printing the progress on stderr: through a server, by following
+the relabel job its PATCH answered 202 with (Ctrl-C cancels the job); on the local database, by doing the job's
+work here."""
 
 import time
-from collections.abc import Callable
 
 import typer
 
@@ -46,9 +46,9 @@ def waited_for_server(server, run_id: int, answer: dict) -> dict:
     return server.get(f"/api/runs/{run_id}")
 
 
-def summarised_locally(run_id: int, collectives: dict[str, str], plan_id: Callable[[object], int | None]) -> bool:
-    """When the run is huge, its statistics computed again here with ``collectives`` renamed and linked to
-    ``plan_id(run)``, the progress printed; False (nothing done) for a run the request's path changes at once."""
+def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
+    """When the run is huge, its statistics computed again here with ``collectives`` renamed, the progress
+    printed; False (nothing done) for a run relabelled in one transaction (``relabel_collectives``)."""
     from emuplan.cli.app import open_database
     from emuplan.results.budget import ImportLimits
     from emuplan.settings import get_settings
@@ -60,7 +60,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str], plan_id: Callab
         with database.read_session() as session:
             if not store.summarised_again_in_background(session, run_id, limits):
                 return False
-            target_plan = plan_id(store.get_run(session, run_id))
+            plan_id = store.get_run(session, run_id).plan_id
             total = store.stored_table_bytes(session, run_id)
         lines, read = ProgressLines(run_id), [0]
 
@@ -69,7 +69,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str], plan_id: Callab
             lines.show("copying", read[0], total)
 
         store.summarise_again_streamed(
-            database, run_id, collectives, target_plan, limits,
+            database, run_id, collectives, plan_id, limits,
             on_read=on_read, on_stage=lines.show, in_last_transaction=lambda session: None,
         )  # fmt: skip
         lines.show("succeeded")

@@ -371,7 +371,7 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
         return store.run_public(store.get_run(session, run_id))
 
     mapping = relabelling(_with_store(document), new, old)
-    if summarised_locally(run_id, mapping, lambda run: run.plan_id):
+    if summarised_locally(run_id, mapping):
         return _with_store(document)
     limits = ImportLimits.from_settings(get_settings())
     return _with_store(
