@@ -1,6 +1,7 @@
 // A run's, plan's or comparison's manage section (templates/_manage.html): the edit form sends the API's PATCH
 // and reloads; "Delete…" first asks the API what else deleting changes (GET …/deletion) and says it, and only
 // the confirmation's button sends the DELETE.
+import { followRelabelJob, isRelabelJob } from "./relabel_job.js";
 import { fetchJSON, plural, showMessage } from "./util.js";
 
 const section = document.getElementById("manage");
@@ -34,7 +35,8 @@ if (form) {
         changes.facts = factsOf(data.get("facts"));
         changes.plan_id = data.get("plan_id") ? Number(data.get("plan_id")) : null;
       }
-      await fetchJSON(api, { method: "PATCH", json: changes });
+      const answer = await fetchJSON(api, { method: "PATCH", json: changes });
+      if (isRelabelJob(answer)) await followRelabelJob(answer, form); // a huge run linked: its statistics' job
       window.location.reload();
     } catch (error) {
       showMessage(errorBox, error.message);

@@ -1,13 +1,15 @@
 // The run page's edit forms (editors only): "Collective" PATCHes /api/runs/{id} with {collectives: {from:
 // to}}, "Platform" with {platform}; then the page again, its figures and verdict computed anew; the
-// server's message shown inline.
+// server's message shown inline. A huge run's relabelling is a job: its progress shown until it ends.
+import { followRelabelJob, isRelabelJob } from "./relabel_job.js";
 import { fetchJSON, showMessage } from "./util.js";
 
 async function patchRun(runId, changes, button, errorBox) {
   showMessage(errorBox, "");
   button.disabled = true;
   try {
-    await fetchJSON(`/api/runs/${runId}`, { method: "PATCH", json: changes });
+    const answer = await fetchJSON(`/api/runs/${runId}`, { method: "PATCH", json: changes });
+    if (isRelabelJob(answer)) await followRelabelJob(answer, button.form);
     window.location.reload();
   } catch (error) {
     showMessage(errorBox, error.message);

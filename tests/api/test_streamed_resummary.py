@@ -1,7 +1,9 @@
 """A huge stored run relabelled or linked to a plan is summarised again from its tables copied to disk
-(results/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives."""
+(results/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives: by a
+relabel job (PATCH answers 202, ``api/relabel_jobs.py``) that changes the run only when it succeeds."""
 
 import tempfile
+import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -10,6 +12,7 @@ from emuplan.main import create_app
 from emuplan.settings import Settings
 from emuplan.store import runs, table_files
 from emuplan.store.db import Database
+from emuplan.store.relabel_jobs import ACTIVE_STATES
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 from fixtures.summaries import assert_same
 
@@ -22,6 +25,22 @@ def generated(kind: str, path):
     table = per_iteration_table(2000, seed=7) if kind == "per-iteration" else per_flow_table(400, 8, 2, seed=5)
     write_csv(table, path)
     return path
+
+
+def job_started(answer) -> dict:
+    """The relabel job a PATCH answered with (202, the job as Location)."""
+    assert answer.status_code == 202, answer.text
+    job = answer.json()
+    assert answer.headers["location"] == job["url"] == job["cancel_url"] == f"/api/relabel-jobs/{job['id']}"
+    return job
+
+
+def job_ended(client: TestClient, job: dict) -> dict:
+    deadline = time.monotonic() + 120
+    while job["state"] in ACTIVE_STATES and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job = client.get(job["url"]).json()
+    return job
 
 
 @pytest.mark.parametrize("kind", ["per-iteration", "per-flow"])
@@ -45,8 +64,12 @@ def test_a_run_over_the_threshold_is_summarised_again_streamed_as_in_memory(
         changes = {"collectives": {"all_reduce": "all_gather"}, "plan_id": plan["id"]}
         assert client.patch(f"/api/runs/{first}", json=changes).status_code == 200
     with TestClient(create_app(streamed)) as client:
-        answer = client.patch(f"/api/runs/{second}", json=changes)
-        assert answer.status_code == 200, answer.text
+        job = job_started(client.patch(f"/api/runs/{second}", json=changes))
+        assert (job["run_id"], job["request"], job["state"]) == (second, changes, "starting")
+        ended = job_ended(client, job)
+        assert (ended["state"], ended["error"]) == ("succeeded", None)
+        assert ended["bytes_done"] == ended["bytes_total"] > 0
+        assert client.get(f"/api/runs/{second}").json()["plan_id"] == plan["id"]
     with database.read_session() as session:
         expected, got = runs.get_run(session, first), runs.get_run(session, second)
         assert [got.ranks, got.warnings, got.kind] == [expected.ranks, expected.warnings, expected.kind]
@@ -64,8 +87,8 @@ def test_a_run_whose_summary_again_does_not_fit_its_memory_answers_413_and_stays
     database_url, database: Database, tmp_path, monkeypatch
 ):
     """4 MiB for the streamed summary gives DuckDB 1 MB, less than its sort asks for at once (set on the settings
-    object past the setting's 64 MiB floor): the relabelling answers 413, the run keeps its samples and summary,
-    and its temporary copy is gone."""
+    object past the setting's 64 MiB floor): the relabel job fails saying so (what a request answered 413 with),
+    the run keeps its samples and summary, and its temporary copy is gone."""
     path = generated("per-iteration", tmp_path / "run.csv")
     settings = Settings(database_url=database_url, demo=False)
     with TestClient(create_app(settings)) as client:
@@ -79,11 +102,67 @@ def test_a_run_whose_summary_again_does_not_fit_its_memory_answers_413_and_stays
     tiny = settings.model_copy(update={"streamed_import_above_bytes": 1, "streamed_import_memory_bytes": 4 << 20})
     with TestClient(create_app(tiny)) as client:
         answer = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_reduce": "all_gather"}})
-        assert answer.status_code == 413, answer.text
-        assert answer.json()["detail"].startswith("run.csv: summarising it takes more than the 4194304 bytes")
+        ended = job_ended(client, job_started(answer))
+        assert ended["state"] == "failed"
+        assert ended["error"].startswith("run.csv: summarising it takes more than the 4194304 bytes")
+        assert ended["error"].endswith("; the run is unchanged")
     assert list(temporary.iterdir()) == []
     with database.read_session() as session:
         after = runs.get_run(session, run_id)
         assert (after.warnings, after.summary) == (before.warnings, before.summary)
         assert runs.summary_with_curves(session, after) == summary
         assert runs.load_samples(session, run_id).to_pylist() == samples.to_pylist()
+
+
+def test_a_cancelled_relabel_job_leaves_the_run_as_it_was(database_url, database: Database, tmp_path):
+    """Cancelled at once (the job's copy and DuckDB summary of 500,000 rows (~0.7 s) take far longer than the DELETE's
+    round trip, and its last transaction reads the cancel flag before it changes anything): the job ends
+    cancelled, the run keeps its collectives, plan, samples and statistics; the name, given beside, is changed at
+    once; a second relabelling may then start."""
+    path = tmp_path / "run.csv"
+    write_csv(per_iteration_table(500_000, seed=3), path)
+    settings = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1)
+    with TestClient(create_app(settings)) as client:
+        run_id = client.post("/api/runs", files={"file": (path.name, path.read_bytes(), "text/csv")}).json()["id"]
+        with database.read_session() as session:
+            before = runs.get_run(session, run_id)
+            curves, samples = runs.summary_with_curves(session, before), runs.load_samples(session, run_id)
+        changes = {"collectives": {"all_reduce": "all_gather"}, "name": "renamed"}
+        job = job_started(client.patch(f"/api/runs/{run_id}", json=changes))
+        assert job["request"] == {"collectives": {"all_reduce": "all_gather"}}
+        second = client.patch(f"/api/runs/{run_id}", json={"plan_id": None, "collectives": {"all_reduce": "broadcast"}})
+        assert second.status_code == 409
+        assert second.json()["detail"] == (
+            f"run {run_id} is being summarised again (job {job['id']}); wait for it or cancel it"
+        )
+        assert second.headers["location"] == job["url"]
+        cancelled = client.delete(job["cancel_url"]).json()
+        assert cancelled["state"] == "cancelled", cancelled
+        assert cancelled["error"].endswith("; the run is unchanged")
+        assert client.get(job["url"]).json() == cancelled
+        assert [each["id"] for each in client.get("/api/relabel-jobs", params={"run_id": run_id}).json()] == [job["id"]]
+    with database.read_session() as session:
+        after = runs.get_run(session, run_id)
+        assert after.name == "renamed"
+        assert (after.warnings, after.summary, after.p50_us, after.plan_id) == (
+            before.warnings, before.summary, before.p50_us, None
+        )  # fmt: skip
+        assert runs.summary_with_curves(session, after) == curves
+        assert runs.load_samples(session, run_id).to_pylist() == samples.to_pylist()
+
+
+def test_a_run_under_the_threshold_is_relabelled_in_the_request(database_url, tmp_path):
+    """The default threshold: 200 with the changed run, no job."""
+    path = generated("per-iteration", tmp_path / "run.csv")
+    with TestClient(create_app(Settings(database_url=database_url, demo=False))) as client:
+        run_id = client.post("/api/runs", files={"file": (path.name, path.read_bytes(), "text/csv")}).json()["id"]
+        answer = client.patch(f"/api/runs/{run_id}", json={"collectives": {"all_reduce": "all_gather"}})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["warnings"][-1] == "collective set after import: all_reduce → all_gather"
+        assert client.get("/api/relabel-jobs", params={"run_id": run_id}).json() == []
+
+
+def test_openapi_documents_the_relabel_job_a_patch_may_answer_with(client):
+    patch = client.get("/openapi.json").json()["paths"]["/api/runs/{run_id}"]["patch"]["responses"]
+    assert patch["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/RelabelJobPublic"}
+    assert set(client.get("/openapi.json").json()["paths"]["/api/relabel-jobs/{job_id}"]) == {"get", "delete"}

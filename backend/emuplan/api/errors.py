@@ -26,6 +26,7 @@ from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.measurement_jobs import MeasurementBusy
 from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
+from emuplan.store.relabel_jobs import RelabelBusy
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
@@ -42,6 +43,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     PlatformExists: 409,
     BuiltinPlatform: 409,
     MeasurementBusy: 409,
+    RelabelBusy: 409,
     SimulationBusy: 409,
     SimulationNotFinished: 409,
     PlanInUse: 409,
@@ -80,7 +82,7 @@ def error_response(error: Exception) -> ErrorResponse:
             f"{error.reason.capitalize()}: ask its owner for a new one.",
             headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
         )
-    if isinstance(error, MeasurementBusy):
+    if isinstance(error, (MeasurementBusy, RelabelBusy)):
         return ErrorResponse(status, str(error), headers={"Location": error.location})
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.

@@ -16,14 +16,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from sqlmodel import Session
 
+from emuplan.api import relabel_jobs
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
 from emuplan.api.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
+from emuplan.api.relabel_jobs import RelabelJobPublic
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
@@ -34,7 +38,11 @@ from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
 from emuplan.results.observed_kccb import export_observed_kccb
 from emuplan.roles import Role
+from emuplan.store import relabel_jobs as relabel_job_store
 from emuplan.store import runs as store
+from emuplan.store.db import Database
+from emuplan.store.models import Run
+from emuplan.store.plans import get_plan
 from emuplan.store.table_files import open_stored_table, stored_table_pieces
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
@@ -620,30 +628,64 @@ class RunDeletion(BaseModel):
     )
 
 
-@router.patch("/{run_id}", response_model=RunPublic, responses=IMPORT_ERRORS)
-def change_run(run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep) -> dict:
+RELABEL_JOB_STARTED = {
+    202: {
+        "model": RelabelJobPublic,
+        "description": "A huge run (its stored tables past EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) relabelled or linked: "
+        "the other fields are changed, its statistics are computed again by the returned job (Location); the run "
+        "keeps its collectives, plan and statistics until the job succeeds.",
+    }
+}
+
+
+@router.patch("/{run_id}", response_model=RunPublic, responses={**IMPORT_ERRORS, **RELABEL_JOB_STARTED})
+def change_run(
+    run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep, database: DatabaseDep
+) -> Any:
     """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
     platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,
-    ``"plan_id": null`` unlinks its plan."""
+    ``"plan_id": null`` unlinks its plan. Relabelling or linking a huge run answers 202 with a relabel job
+    (``GET /api/relabel-jobs/{job_id}``) that computes its statistics again."""
     given = changes.model_fields_set
     if not given:
         raise ValueError("changes: give at least one of " + ", ".join(RunChanges.model_fields))
     limits = ImportLimits.from_settings(settings)
     run = store.get_run(session, run_id)
+    plan_id = (changes.plan_id or 0) if "plan_id" in given else None
+    summarised_again = changes.collectives is not None or (plan_id is not None and (plan_id or None) != run.plan_id)
+    if summarised_again and store.summarised_again_in_background(session, run_id, limits):
+        return _relabel_job_started(session, database, run, changes, plan_id, limits)
     if "platform" in given:
         run = store.set_run_platform(session, run_id, changes.platform)
     if changes.collectives is not None:
         run = store.relabel_collectives(session, run_id, changes.collectives, limits)
     edits = store.RunEdits(
-        name=changes.name,
-        tags=changes.tags,
-        note=changes.note,
-        facts=changes.facts,
-        plan_id=(changes.plan_id or 0) if "plan_id" in given else None,
+        name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts, plan_id=plan_id
     )
     run = store.update_run(session, run_id, edits, limits)
     session.commit()
     return store.run_public(run)
+
+
+def _relabel_job_started(
+    session: Session, database: Database, run: Run, changes: RunChanges, plan_id: int | None, limits: ImportLimits
+) -> JSONResponse:
+    """The huge run's relabelling and plan checked, its other fields changed and committed, then the job that
+    computes its statistics again started: 202 with the job."""
+    if changes.collectives is not None:
+        store.check_relabelling(run, changes.collectives)
+    target_plan = run.plan_id if plan_id is None else (plan_id or None)
+    if target_plan is not None:
+        get_plan(session, target_plan)
+    relabel_job_store.check_idle(database, run.id)
+    if "platform" in changes.model_fields_set:
+        store.set_run_platform(session, run.id, changes.platform)
+    edits = store.RunEdits(name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts)
+    store.update_run(session, run.id, edits, limits)
+    session.commit()  # before the job's own transactions: SQLite has one writer
+    job = relabel_jobs.start(database, run.id, changes.collectives or {}, target_plan, limits)
+    document = relabel_jobs.public(job)
+    return JSONResponse(jsonable_encoder(document), status_code=202, headers={"Location": document.url})
 
 
 @router.get("/{run_id}/deletion", response_model=RunDeletion)

@@ -8,19 +8,19 @@ within that time. One simulation runs at a time per server process: a second sta
 import secrets
 import threading
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import Request
 from pydantic import BaseModel, Field
-from sqlalchemy.exc import OperationalError
 
 from emuplan.api.deps import app_registry
+from emuplan.api.job_threads import JobProgress, heartbeat
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
 from emuplan.store.db import Database
-from emuplan.store.job_records import HEARTBEAT_S
 from emuplan.store.models import SimulationJobRecord
 from emuplan.store.simulations import check_simulation, plan_traces
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
@@ -63,25 +63,6 @@ def public(record: SimulationJobRecord) -> SimulationJobPublic:
     return SimulationJobPublic.model_validate(record, from_attributes=True)
 
 
-class _Progress:
-    """What the job thread last reported, written to the database with each heartbeat."""
-
-    def __init__(self) -> None:
-        self._fields: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the job's thread writes, the heartbeat's reads
-        self.state_changed = threading.Event()
-
-    def update(self, **fields: Any) -> None:
-        with self._lock:
-            self._fields.update(fields)
-        if "state" in fields:
-            self.state_changed.set()
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._fields)
-
-
 class SimulationJobs:
     """This worker's simulations over the shared records in the database."""
 
@@ -98,14 +79,15 @@ class SimulationJobs:
         try:
             job_id = secrets.token_hex(8)
             record = job_store.create_job(database, job_id, plan_id, request.model_dump(mode="json"))
-            progress, cancel, done = _Progress(), threading.Event(), threading.Event()
+            progress, cancel, done = JobProgress(), threading.Event(), threading.Event()
             args = (database, binary, job_id, plan_id, request, progress, cancel, done)
             threading.Thread(target=self._run, args=args, daemon=True, name=f"simulate-{job_id}").start()
         except BaseException:
             self._running.release()
             raise
-        heartbeat_args = (database, job_id, progress, cancel, done)
-        threading.Thread(target=self._heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
+        beat = partial(job_store.beat, database)
+        heartbeat_args = (beat, job_id, progress, cancel, done)
+        threading.Thread(target=heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
         return record
 
     def _run(
@@ -115,7 +97,7 @@ class SimulationJobs:
         job_id: str,
         plan_id: int,
         request: SimulateRequest,
-        progress: _Progress,
+        progress: JobProgress,
         cancel: threading.Event,
         done: threading.Event,
     ) -> None:
@@ -144,21 +126,6 @@ class SimulationJobs:
             self._running.release()
         last = {key: value for key, value in progress.snapshot().items() if key != "state"}
         job_store.finish(database, job_id, **last, **outcome)
-
-    @staticmethod
-    def _heartbeat(
-        database: Database, job_id: str, progress: _Progress, cancel: threading.Event, done: threading.Event
-    ) -> None:
-        """Progress out, the cancel flag in, until the job thread is done."""
-        while not done.is_set():
-            progress.state_changed.clear()
-            try:
-                if job_store.beat(database, job_id, **progress.snapshot()):
-                    cancel.set()
-            except OperationalError:  # the database busy or unreachable for a moment: the next beat retries
-                pass
-            # A state change is written at once; progress within a state every HEARTBEAT_S.
-            progress.state_changed.wait(HEARTBEAT_S)
 
     def cancel(self, database: Database, job_id: str) -> SimulationJobRecord:
         """Cancel a running job, whichever worker runs it: ASTRA-sim is stopped and no result kept. Answers once

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.cli.relabel_progress import waited_for_server
 from emuplan.cli.results import runs_app
 from emuplan.wording import plural
 
@@ -109,7 +110,8 @@ def edit_run(
         if fact:
             fields["facts"] = merged_facts(server.get(f"/api/runs/{run_id}")["facts"], fact)
         changes = _changes(**fields)
-        document = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
+        answer = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
+        document = waited_for_server(server, run_id, answer)  # a huge run linked: its relabel job followed
     else:
         from emuplan.results.budget import ImportLimits
         from emuplan.settings import get_settings

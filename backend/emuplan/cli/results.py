@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.cli.relabel_progress import summarised_locally, waited_for_server
 from emuplan.results.formats import FORMATS
 from emuplan.wording import (
     against_median,
@@ -359,14 +360,23 @@ def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
     return {old: new}
 
 
-def _relabel_stored(session, run_id: int, new: str, old: str | None) -> dict:
+def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
+    """On the local database: a huge run summarised again with its progress printed (``relabel_progress``), any
+    other in one transaction."""
     from emuplan.results.budget import ImportLimits
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
-    mapping = relabelling(store.run_public(store.get_run(session, run_id)), new, old)
+    def document(session) -> dict:
+        return store.run_public(store.get_run(session, run_id))
+
+    mapping = relabelling(_with_store(document), new, old)
+    if summarised_locally(run_id, mapping):
+        return _with_store(document)
     limits = ImportLimits.from_settings(get_settings())
-    return store.run_public(store.relabel_collectives(session, run_id, mapping, limits))
+    return _with_store(
+        lambda session: store.run_public(store.relabel_collectives(session, run_id, mapping, limits)), write=True
+    )
 
 
 @app.command("relabel")
@@ -382,13 +392,14 @@ def relabel_run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the changed run as JSON.")] = False,
 ) -> None:
     """Set a run's collective after import (e.g. 'unknown' → all_reduce); its statistics are computed again
-    (the same change as PATCH /api/runs/{id})."""
+    (the same change as PATCH /api/runs/{id}). A huge run's take a minute or more: their progress is printed on
+    stderr meanwhile (through a server, Ctrl-C cancels and leaves the run as it was)."""
     server = remote_server()
     if server is not None:
         mapping = relabelling(server.get(f"/api/runs/{run_id}"), collective, old)
-        document = server.patch(f"/api/runs/{run_id}", {"collectives": mapping})
+        document = waited_for_server(server, run_id, server.patch(f"/api/runs/{run_id}", {"collectives": mapping}))
     else:
-        document = _with_store(lambda session: _relabel_stored(session, run_id, collective, old), write=True)
+        document = _relabel_stored(run_id, collective, old)
     if as_json:
         _echo_json(document)
         return

@@ -456,3 +456,23 @@ class SimulationJobRecord(SQLModel, table=True):
     heartbeat_at: datetime = _created_at()
     started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
     finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
+
+
+class RelabelJobRecord(SQLModel, table=True):
+    """A huge run's statistics computed again after its collectives are relabelled or its plan link changed
+    (``api/relabel_jobs.py``): run by one server worker, reported and cancelled by all of them. The run itself is
+    changed only in the job's last transaction, when it succeeds."""
+
+    __tablename__ = "relabel_job"
+
+    id: str = Field(primary_key=True)
+    run_id: int = Field(sa_type=BigInteger, index=True)
+    request: dict = _json(dict)  # {"collectives": {old: new}, "plan_id": id or null}; a key absent: not changed
+    state: str
+    bytes_done: int = Field(default=0, sa_type=BigInteger)
+    bytes_total: int | None = Field(default=None, sa_type=BigInteger)
+    error: str | None = None
+    cancel_requested: bool = False
+    heartbeat_at: datetime = _created_at()
+    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))

@@ -22,12 +22,14 @@ the existing run's id (the API answers 409 with ``existing_run_id``; the CLI pri
 
 import hashlib
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Literal, get_args
+from typing import BinaryIO, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,6 +70,7 @@ from emuplan.results.streamed import (
 )
 from emuplan.results.verdict import DEGRADED, FAIL, PASS, judge_summary
 from emuplan.settings import Settings
+from emuplan.store.db import Database
 from emuplan.store.models import (
     CachedSummary,
     Comparison,
@@ -83,7 +86,7 @@ from emuplan.store.models import (
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
 from emuplan.store.rows import RunNotFound
-from emuplan.store.table_files import drop_stored_table, open_stored_table, store_table_file
+from emuplan.store.table_files import ReadReported, drop_stored_table, open_stored_table, store_table_file
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.plan_options import Strategy
@@ -266,15 +269,20 @@ def relabel_collectives(
     session (flushed, not committed), a huge run in the streamed import's memory (``limits``). Two old names
     given the same new one become one collective."""
     run = get_run(session, run_id)
+    check_relabelling(run, collectives)
+    return _summarised_again(session, run, collectives, limits)
+
+
+def check_relabelling(run: Run, collectives: dict[str, str]) -> None:
+    """``RunInputError`` unless each old name is one of the run's collectives and each new one a ``CollectiveOp``."""
     present = collectives_in(run.summary)
     if not collectives:
         raise RunInputError("collectives: give at least one 'old name': 'new name' pair")
     for old, new in collectives.items():
         if old not in present:
-            raise RunInputError(f"collectives: run {run_id} has no collective {old!r}; it has {', '.join(present)}")
+            raise RunInputError(f"collectives: run {run.id} has no collective {old!r}; it has {', '.join(present)}")
         if new not in list(CollectiveOp):
             raise RunInputError(f"collectives: {new!r} (for {old!r}) is not one of {', '.join(CollectiveOp)}")
-    return _summarised_again(session, run, collectives, limits)
 
 
 def _summarised_again(session: Session, run: Run, collectives: dict[str, str], limits: ImportLimits) -> Run:
@@ -287,10 +295,20 @@ def _summarised_again(session: Session, run: Run, collectives: dict[str, str], l
     with ImportBudget(limits) as budget:
         if _summarised_streamed(session, run, limits):
             ranks, warnings = run.ranks, list(run.warnings)
-            summary = _streamed_summary_again(session, run, collectives, network, budget)
+            opened = partial(open_stored_table, session, run.id)
+            with _streamed_summary(session, run, collectives, network, budget, opened) as (summary, result):
+                if collectives:
+                    _store_samples_again(session, run.id, result)
         else:
             budget.count_rows(_stored_rows(session, run.id), run.file_name or run.name)
             summary, ranks, warnings = _summary_again_in_memory(session, run, collectives, network)
+    return _with_summary(session, run, summary, ranks, warnings, collectives)
+
+
+def _with_summary(
+    session: Session, run: Run, summary: dict, ranks: int | None, warnings: list[str], collectives: dict[str, str]
+) -> Run:
+    """The run with its statistics computed again (``summary``) in place of the old ones, flushed."""
     if collectives:
         relabelled_names = ", ".join(f"{old} → {new}" for old, new in collectives.items())
         warnings.append(f"collective set after import: {relabelled_names}")
@@ -326,16 +344,24 @@ def _summarised_streamed(session: Session, run: Run, limits: ImportLimits) -> bo
     return "rank_times" not in stored and rows * ROW_BYTES > limits.streamed_above_bytes
 
 
-def _streamed_summary_again(
-    session: Session, run: Run, collectives: dict[str, str], network: NetworkModel | None, budget: ImportBudget
-) -> dict:
-    """The summary from the run's tables copied to disk a row group at a time (``streamed.stored_result``),
-    its samples stored again from there when relabelled."""
+@contextmanager
+def _streamed_summary(
+    session: Session,
+    run: Run,
+    collectives: dict[str, str],
+    network: NetworkModel | None,
+    budget: ImportBudget,
+    open_table: Callable[[str], AbstractContextManager[BinaryIO]],
+    copied: Callable[[], None] = lambda: None,
+) -> Iterator[tuple[dict, StreamedResult]]:
+    """The summary from the run's tables (``open_table(kind)``) copied to disk a row group at a time
+    (``streamed.stored_result``; ``copied()`` once they are) and the copy, whose relabelled samples are there to
+    store until the exit."""
     kinds = ["samples", *(["flows"] if _has_table(session, run.id, "flows") else [])]
     where = run.file_name or run.name
     with stored_result(
         run.source_format,
-        lambda kind: open_stored_table(session, run.id, kind),
+        open_table,
         kinds,
         collectives,
         file_name=where,
@@ -343,12 +369,80 @@ def _streamed_summary_again(
         hosts=run.hosts,
         budget=budget,
     ) as result:
+        copied()
         summary = summarise_streamed(result, network)
         _check_finite(summary, where)
+        yield summary, result
+
+
+def _store_samples_again(session: Session, run_id: int, result: StreamedResult) -> None:
+    drop_stored_table(session, run_id, "samples")
+    store_table_file(session, run_id, "samples", result.tables["samples"], result.row_counts["samples"])
+
+
+def summarised_again_in_background(session: Session, run_id: int, limits: ImportLimits) -> bool:
+    """Whether relabelling the run or changing its plan summarises it again streamed (``_summarised_streamed``),
+    which takes minutes at 100 M rows: a job (``api/relabel_jobs.py``) rather than a request's work."""
+    return _summarised_streamed(session, get_run(session, run_id), limits)
+
+
+def stored_table_bytes(session: Session, run_id: int) -> int:
+    """The bytes of the run's stored tables (every part), what summarising it again streamed reads."""
+    return int(
+        session.exec(select(func.sum(func.length(RunTable.parquet))).where(RunTable.run_id == run_id)).one() or 0
+    )
+
+
+def summarise_again_streamed(
+    database: Database,
+    run_id: int,
+    collectives: dict[str, str],
+    plan_id: int | None,
+    limits: ImportLimits,
+    *,
+    on_read: Callable[[int], None],
+    on_stage: Callable[[str], None],
+    in_last_transaction: Callable[[Session], None],
+) -> None:
+    """A relabel job's work: the huge run's statistics computed again with ``collectives`` renamed (may be empty)
+    and linked to ``plan_id`` (None: no plan), as ``relabel_collectives`` and ``update_run`` compute them. Its
+    tables are read in a read session, ``on_read(size)`` told of each read (it may raise to cancel);
+    ``on_stage("summarising")`` and ``on_stage("saving")`` are called as the work moves on (they may raise to
+    cancel). The run changes only in the last transaction, which stores the relabelled samples, the statistics
+    and the plan link at once, with ``in_last_transaction(session)`` (the job's end, or a raise if it was
+    cancelled): a failure or a cancel before it leaves the run as it was."""
+
+    def open_watched(kind: str, reading: Session):
+        @contextmanager
+        def opened() -> Iterator[BinaryIO]:
+            with open_stored_table(reading, run_id, kind) as stored:
+                yield ReadReported(stored, on_read)
+
+        return opened()
+
+    with database.read_session() as reading:
+        run = get_run(reading, run_id)
         if collectives:
-            drop_stored_table(session, run.id, "samples")
-            store_table_file(session, run.id, "samples", result.tables["samples"], result.row_counts["samples"])
-    return summary
+            check_relabelling(run, collectives)
+        network = _network_of(reading, plan_id)
+        opened = partial(open_watched, reading=reading)
+        with (
+            ImportBudget(limits) as budget,
+            _streamed_summary(reading, run, collectives, network, budget, opened, lambda: on_stage("summarising")) as (
+                summary,
+                result,
+            ),
+        ):
+            on_stage("saving")
+            with database.writing() as session:
+                run = get_run(session, run_id)
+                if plan_id is not None:
+                    get_plan(session, plan_id)
+                run.plan_id = plan_id
+                if collectives:
+                    _store_samples_again(session, run_id, result)
+                _with_summary(session, run, summary, run.ranks, list(run.warnings), collectives)
+                in_last_transaction(session)
 
 
 def _summary_again_in_memory(

@@ -177,3 +177,35 @@ def stored_table_pieces(session: Session, run_id: int, kind: str = "samples") ->
     with open_stored_table(session, run_id, kind) as stored:
         while piece := stored.read(PIECE_BYTES):
             yield piece
+
+
+class ReadReported:
+    """A stored table (``open_stored_table``) read through, ``on_read(size)`` told of each read before it returns:
+    a long read's progress, and its end where ``on_read`` raises (a cancelled job)."""
+
+    def __init__(self, stored: pa.NativeFile, on_read: Callable[[int], None]):
+        self._stored, self._on_read = stored, on_read
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stored.read(size)
+        self._on_read(len(data))
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._stored.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._stored.tell()
+
+    def size(self) -> int:
+        return self._stored.size()
+
+    @property
+    def closed(self) -> bool:
+        return self._stored.closed
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
