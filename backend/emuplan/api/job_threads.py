@@ -1,4 +1,5 @@
-"""What the background jobs run on a worker's threads share (``api/simulation_jobs.py``, ``api/relabel_jobs.py``):
+"""What the background jobs run on a worker's threads share (``api/jobs.py``, ``api/simulation_jobs.py``,
+``api/relabel_jobs.py``):
 the progress the job's thread reports and the heartbeat thread that writes it to the job's row every
 ``HEARTBEAT_S`` and reads the cancel flag any worker may set there."""
 
@@ -31,15 +32,19 @@ class JobProgress:
 
 
 def heartbeat(
-    beat: Callable[..., bool], job_id: str, progress: JobProgress, cancel: threading.Event, done: threading.Event
+    beat: Callable[..., bool],
+    job_id: str,
+    progress: JobProgress,
+    cancel: Callable[[], None],
+    done: threading.Event,
 ) -> None:
-    """Progress out (``beat(job_id, **progress)``, which answers whether a cancel was asked for), the cancel flag
-    in, until the job's thread is done."""
+    """Progress out (``beat(job_id, **progress)``, which answers whether a cancel was asked for), the cancel in
+    (``cancel()``: an event set, a launcher's processes killed), until the job's thread is done."""
     while not done.is_set():
         progress.state_changed.clear()
         try:
             if beat(job_id, **progress.snapshot()):
-                cancel.set()
+                cancel()
         except OperationalError:  # the database busy or unreachable for a moment: the next beat retries
             pass
         # A state change is written at once; progress within a state every HEARTBEAT_S.

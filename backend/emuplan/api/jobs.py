@@ -11,13 +11,14 @@ cancel flag, so a cancel sent to another worker reaches the processes within tha
 import secrets
 import threading
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from fastapi import Request
 from pydantic import BaseModel, Field
-from sqlalchemy.exc import OperationalError
 
 from emuplan.api.deps import app_registry
+from emuplan.api.job_threads import JobProgress, heartbeat
 from emuplan.measure.launcher import LocalLauncher, MeasurementCancelled
 from emuplan.measure.options import (
     BACKENDS,
@@ -102,34 +103,22 @@ def public(record: MeasurementJobRecord) -> MeasurementJobPublic:
     )
 
 
-class _Progress:
-    """What the launcher last reported, written to the database with each heartbeat."""
+class _Progress(JobProgress):
+    """What the launcher last reported (``on_event``), written to the database with each heartbeat."""
 
     def __init__(self, warmup: int) -> None:
+        super().__init__()
         self.warmup_iterations = warmup
-        self._fields: dict[str, Any] = {}
-        self._lock = threading.Lock()  # the launcher's thread writes, the heartbeat's reads
-        self.state_changed = threading.Event()
-
-    def _update(self, **fields: Any) -> None:
-        with self._lock:
-            self._fields.update(fields)
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return dict(self._fields)
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "started":
             total = event["warmup"] + event["iterations"]
-            self._update(state="running", iterations_total=total, warmup=event["warmup"] > 0)
-            self.state_changed.set()
+            self.update(state="running", iterations_total=total, warmup=event["warmup"] > 0)
         elif kind == "iteration":
-            self._update(iterations_done=event["done"], warmup=event["done"] < self.warmup_iterations)
+            self.update(iterations_done=event["done"], warmup=event["done"] < self.warmup_iterations)
         elif kind == "finished":
-            self._update(state="storing")
-            self.state_changed.set()
+            self.update(state="storing")
 
 
 class MeasurementJobs:
@@ -153,8 +142,8 @@ class MeasurementJobs:
         done = threading.Event()
         args = (database, job_id, plan_id, request.name, launcher, progress, done)
         threading.Thread(target=self._run, args=args, daemon=True, name=f"measure-{job_id}").start()
-        heartbeat_args = (database, job_id, launcher, progress, done)
-        threading.Thread(target=self._heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
+        heartbeat_args = (partial(job_store.beat, database), job_id, progress, launcher.cancel, done)
+        threading.Thread(target=heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
         return record
 
     @staticmethod
@@ -182,21 +171,6 @@ class MeasurementJobs:
             done.set()
         last = {key: value for key, value in progress.snapshot().items() if key != "state"}
         job_store.finish(database, job_id, **last, **outcome)
-
-    @staticmethod
-    def _heartbeat(
-        database: Database, job_id: str, launcher: LocalLauncher, progress: _Progress, done: threading.Event
-    ) -> None:
-        """Progress out, the cancel flag in, until the job thread is done."""
-        while not done.is_set():
-            progress.state_changed.clear()
-            try:
-                if job_store.beat(database, job_id, **progress.snapshot()):
-                    launcher.cancel()
-            except OperationalError:  # the database busy or unreachable for a moment: the next beat retries
-                pass
-            # A state change is written at once; progress within a state every HEARTBEAT_S.
-            progress.state_changed.wait(job_store.HEARTBEAT_S)
 
     def launcher(self, job_id: str) -> LocalLauncher:
         """The launcher of a job this worker ran (tests check its processes are gone)."""

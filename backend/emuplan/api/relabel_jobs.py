@@ -78,7 +78,7 @@ def start(
     threading.Thread(target=_run, args=args, daemon=True, name=f"relabel-{job_id}").start()
     beat = partial(job_store.beat, database)
     threading.Thread(
-        target=heartbeat, args=(beat, job_id, progress, cancel, done), daemon=True, name=f"beat-{job_id}"
+        target=heartbeat, args=(beat, job_id, progress, cancel.set, done), daemon=True, name=f"beat-{job_id}"
     ).start()
     return record
 

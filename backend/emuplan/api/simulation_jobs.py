@@ -86,7 +86,7 @@ class SimulationJobs:
             self._running.release()
             raise
         beat = partial(job_store.beat, database)
-        heartbeat_args = (beat, job_id, progress, cancel, done)
+        heartbeat_args = (beat, job_id, progress, cancel.set, done)
         threading.Thread(target=heartbeat, args=heartbeat_args, daemon=True, name=f"beat-{job_id}").start()
         return record
 
