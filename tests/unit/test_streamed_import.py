@@ -104,17 +104,24 @@ def test_per_flow_summary_with_flows_and_stragglers_equals_the_in_memory_one(tmp
 def test_a_bad_cell_far_down_is_named_by_line_and_column_as_in_memory(tmp_path):
     path = tmp_path / "pipeline.csv"
     planted_per_iteration(path)
+    assert refused_both_ways(path, 30_000, 3, "fast") == (
+        "pipeline.csv: line 30001, column 'Completion Time (ms)': 'fast' is not a number"
+    )
+
+
+def refused_both_ways(path: Path, row: int, column: int, cell: str) -> str:
+    """The message both imports give once data row ``row``'s ``column`` reads ``cell`` (they must agree)."""
     lines = path.read_text().splitlines()
-    cells = lines[30_000].split(",")
-    cells[3] = "fast"
-    lines[30_000] = ",".join(cells)
+    cells = lines[row].split(",")
+    cells[column] = cell
+    lines[row] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ResultFileError) as in_memory:
         parse_result_file(path, path.name)
     with pytest.raises(ResultFileError) as streaming:
         streamed_summary(path)
     assert str(streaming.value) == str(in_memory.value)
-    assert str(streaming.value) == "pipeline.csv: line 30001, column 'Completion Time (ms)': 'fast' is not a number"
+    return str(streaming.value)
 
 
 def test_a_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path):
@@ -296,17 +303,7 @@ def test_a_bad_flow_far_down_is_named_by_line_and_column_as_in_memory(tmp_path, 
     """DuckDB's CSV reader reads a per-flow CSV and refuses the bad cell; the block reader then names it."""
     path = tmp_path / "flows.csv"
     write_csv(per_flow_table(iterations=400, ranks=8, qps=2, seed=3), path)
-    lines = path.read_text().splitlines()
-    cells = lines[3000].split(",")
-    cells[column] = cell
-    lines[3000] = ",".join(cells)
-    path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ResultFileError) as in_memory:
-        parse_result_file(path, path.name)
-    with pytest.raises(ResultFileError) as streaming:
-        streamed_summary(path)
-    assert str(streaming.value) == str(in_memory.value)
-    assert str(streaming.value) == f"flows.csv: line 3001, {problem}"
+    assert refused_both_ways(path, 3000, column, cell) == f"flows.csv: line 3001, {problem}"
 
 
 def test_a_flow_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path):
