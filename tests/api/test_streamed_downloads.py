@@ -128,8 +128,10 @@ def test_a_download_takes_the_same_memory_whatever_the_runs_size(database_url: s
     small, large = sizes
     assert measured[(large, "samples.csv")][0] > 200 * 2**20 and measured[(large, "samples.parquet")][0] > 25 * 2**20
     # Measured at 2, 4 and 8 M samples: 0-22 MiB for the CSV (written whole: 363, 629 and 1,216 MiB), 0 for
-    # the Parquet (loaded whole: its 13-54 MB at least). Eight times the samples: what one read asks for, again.
-    for name, limit_mib in (("samples.csv", 40), ("samples.parquet", 8)):
+    # the Parquet (loaded whole: its 13-54 MB at least; once 8.04 MiB on PostgreSQL in a CI run,
+    # so its bound is 12 MiB, under half of the 28 MB file loaded whole). Eight times the
+    # samples: what one read asks for, again.
+    for name, limit_mib in (("samples.csv", 40), ("samples.parquet", 12)):
         assert measured[(large, name)][1] < limit_mib
         assert measured[(large, name)][1] <= measured[(small, name)][1] + limit_mib / 2, (name, measured)
 
