@@ -129,6 +129,9 @@ def test_the_runs_list_sorts_by_verdict_platform_and_collective_and_keeps_dates_
     assert names.all_inner_texts() == ["V100 all-reduce", "B200 all-reduce", "V100 broadcast", "A100 all-reduce"]
     dates = whole_lines(page.locator("#runs-table td[data-label='Imported (UTC)']"))
     assert [[len(line) for line in lines] for lines in dates] == [[10, 5]] * 4, dates  # "2026-11-26", "05:31"
+    # A platform's name stays on one line (it broke as "gb200-" / "nvl72").
+    platforms = whole_lines(page.locator("#runs-table td[data-label=Platform]"))
+    assert platforms == [["gb200-nvl72"], ["b200-400g"], ["a100-hdr"], ["—"]], platforms
     assert widths(page)["page"] == DESKTOP["width"]
     screenshot(page, "runs-sorts-desktop")
 
