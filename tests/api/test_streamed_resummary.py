@@ -7,9 +7,11 @@ import time
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from emuplan.cli import app
 from emuplan.main import create_app
-from emuplan.settings import Settings
+from emuplan.settings import Settings, get_settings
 from emuplan.store import runs, table_files
 from emuplan.store.db import Database
 from emuplan.store.relabel_jobs import ACTIVE_STATES
@@ -166,3 +168,35 @@ def test_openapi_documents_the_relabel_job_a_patch_may_answer_with(client):
     patch = client.get("/openapi.json").json()["paths"]["/api/runs/{run_id}"]["patch"]["responses"]
     assert patch["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/RelabelJobPublic"}
     assert set(client.get("/openapi.json").json()["paths"]["/api/relabel-jobs/{job_id}"]) == {"get", "delete"}
+
+
+def test_a_plan_linked_to_a_huge_run_is_deleted_once_the_run_is_unlinked_by_its_job(
+    database_url, cli_env, monkeypatch, tmp_path
+):
+    """Unlinking the run in the DELETE would compute its statistics again inside the request (minutes at 100 M
+    rows): 409 naming the run and how to unlink it, through the API and the CLI alike; the run keeps its plan."""
+    path = generated("per-iteration", tmp_path / "run.csv")
+    settings = Settings(database_url=database_url, demo=False, streamed_import_above_bytes=1)
+    with TestClient(create_app(settings)) as client:
+        plan_id = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 16}).json()[
+            "id"
+        ]
+        run_id = client.post(
+            "/api/runs", files={"file": (path.name, path.read_bytes(), "text/csv")}, data={"plan_id": str(plan_id)}
+        ).json()["id"]
+        refused = client.delete(f"/api/plans/{plan_id}")
+        expected = (
+            f"plan {plan_id} is linked to huge run {run_id}, whose statistics are computed again by a job once "
+            f"unlinked: unlink it first (emuplan runs edit {run_id} --no-plan, or PATCH /api/runs/{run_id} with "
+            '{"plan_id": null}), then delete the plan'
+        )
+        assert (refused.status_code, refused.json()["detail"]) == (409, expected)
+        monkeypatch.setenv("EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES", "1")
+        get_settings.cache_clear()
+        command = CliRunner().invoke(app, ["plans", "delete", str(plan_id), "--yes"])
+        assert (command.exit_code, command.stderr.strip()) == (2, f"error: {expected}")
+        assert client.get(f"/api/runs/{run_id}").json()["plan_id"] == plan_id
+        unlinked = job_ended(client, job_started(client.patch(f"/api/runs/{run_id}", json={"plan_id": None})))
+        assert unlinked["state"] == "succeeded"
+        deleted = client.delete(f"/api/plans/{plan_id}")
+        assert (deleted.status_code, deleted.json()["unlinked_run_ids"]) == (200, [])

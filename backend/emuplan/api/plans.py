@@ -17,6 +17,7 @@ from emuplan.api.deps import (
 )
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.planning import plan_request
+from emuplan.results.budget import ImportLimits
 from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.store import plans as store
@@ -164,9 +165,10 @@ def preview_plan_deletion(plan_id: DatabaseInt, session: ReadSessionDep) -> Plan
 
 
 @router.delete("/{plan_id}")
-def remove_plan(plan_id: DatabaseInt, session: WriteSessionDep) -> PlanDeletion:
-    """Delete the plan (the admin role) after unlinking its runs; 409 while it is being measured."""
-    consequences = delete_plan(session, plan_id)
+def remove_plan(plan_id: DatabaseInt, session: WriteSessionDep, settings: SettingsDep) -> PlanDeletion:
+    """Delete the plan (the admin role) after unlinking its runs; 409 while it is being measured or simulated, or
+    while a huge run is linked to it (unlink that run first: its relabel job computes its statistics again)."""
+    consequences = delete_plan(session, plan_id, ImportLimits.from_settings(settings))
     session.commit()
     return PlanDeletion(**consequences)
 

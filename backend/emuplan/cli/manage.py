@@ -230,11 +230,14 @@ def delete_plan(plan_id: Annotated[int, typer.Argument(help="Plan id.")], yes: Y
         _confirmed(f"{_plan_consequences(server.get(f'/api/plans/{plan_id}/deletion'))} Delete plan {plan_id}?", yes)
         account = server.delete(f"/api/plans/{plan_id}")
     else:
+        from emuplan.results.budget import ImportLimits
+        from emuplan.settings import get_settings
         from emuplan.store import plan_deletion
 
         preview = in_store(lambda session: plan_deletion.plan_deletion(session, plan_id))
         _confirmed(f"{_plan_consequences(preview)} Delete plan {plan_id}?", yes)
-        account = in_store(lambda session: plan_deletion.delete_plan(session, plan_id), write=True)
+        limits = ImportLimits.from_settings(get_settings())
+        account = in_store(lambda session: plan_deletion.delete_plan(session, plan_id, limits), write=True)
     unlinked = account["unlinked_run_ids"]
     typer.echo(f"deleted plan {plan_id}" + (f"; unlinked {plural(len(unlinked), 'run')}" if unlinked else ""))
 

@@ -8,15 +8,16 @@ a circle)."""
 
 from sqlmodel import Session, col, delete, select
 
+from emuplan.results.budget import ImportLimits
 from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
 from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
 from emuplan.store.plans import get_plan
-from emuplan.store.runs import RunEdits, update_run
+from emuplan.store.runs import RunEdits, summarised_again_in_background, update_run
 
 
 class PlanInUse(ValueError):
-    """HTTP 409: a measurement or a simulation of the plan is running."""
+    """HTTP 409: a measurement or a simulation of the plan is running, or a huge run is linked to it."""
 
 
 def plan_deletion(session: Session, plan_id: int) -> dict:
@@ -35,9 +36,21 @@ def plan_deletion(session: Session, plan_id: int) -> dict:
     return {"plan_id": plan.id, "name": plan.name, "unlinked_run_ids": list(linked), "comparisons": reading}
 
 
-def delete_plan(session: Session, plan_id: int) -> dict:
-    """Delete the plan after unlinking its runs (in the caller's session, flushed); ``plan_deletion``'s account."""
+def delete_plan(session: Session, plan_id: int, limits: ImportLimits) -> dict:
+    """Delete the plan after unlinking its runs (in the caller's session, flushed); ``plan_deletion``'s account.
+    Refused while a huge run (``limits``) is linked: unlinking it computes its statistics again, minutes of work
+    that is a relabel job of its own, not part of this one."""
     consequences = plan_deletion(session, plan_id)
+    huge = [
+        run_id for run_id in consequences["unlinked_run_ids"] if summarised_again_in_background(session, run_id, limits)
+    ]
+    if huge:
+        listed = ", ".join(map(str, huge))
+        raise PlanInUse(
+            f"plan {plan_id} is linked to huge run{'s' if len(huge) > 1 else ''} {listed}, whose statistics are "
+            f"computed again by a job once unlinked: unlink {'them' if len(huge) > 1 else 'it'} first (emuplan runs "
+            f'edit {huge[0]} --no-plan, or PATCH /api/runs/{huge[0]} with {{"plan_id": null}}), then delete the plan'
+        )
     measuring = session.exec(
         select(MeasurementJobRecord.id).where(
             MeasurementJobRecord.plan_id == plan_id, col(MeasurementJobRecord.state).in_(ACTIVE_STATES)
