@@ -7,6 +7,9 @@ const planId = Number(card.dataset.planId);
 const startButton = document.getElementById("simulate-start");
 const cancelButton = document.getElementById("simulate-cancel");
 const timeoutInput = document.getElementById("simulate-timeout");
+const gpuSelect = document.getElementById("simulate-gpu");
+const utilisationInput = document.getElementById("simulate-utilisation");
+const gpuLabels = JSON.parse(card.dataset.gpus);
 const progress = document.getElementById("simulate-progress");
 const status = document.getElementById("simulate-status");
 const errorBox = document.getElementById("simulate-error");
@@ -56,7 +59,7 @@ function showResult(result) {
   const slowest = result.rank_groups[0];
   const parts = [
     el("p", { class: "sub", id: "simulate-network", text: `Network: ${network.map((d) => d.npus).join(" × ")} NPUs as rings, links ${link.bandwidth_gb_s} GB/s and ${integer(link.latency_ns)} ns.` }),
-    el("p", { id: "simulate-summary", text: `Simulated step ${us(result.step_ns)} µs (ranks ${slowest.ranks_shown}): compute ${us(slowest.compute_ns)} µs, exposed communication ${us(slowest.exposed_comm_ns)} µs.` }),
+    el("p", { id: "simulate-summary", text: `Simulated step ${us(result.step_ns)} µs (ranks ${slowest.ranks_shown}): compute ${us(slowest.compute_ns)} µs at ${+(result.utilisation * 100).toFixed(1)}% of ${gpuLabels[result.gpu] ?? result.gpu}'s bf16 peak, exposed communication ${us(slowest.exposed_comm_ns)} µs.` }),
     el("div", { class: "simulate-tables" }, [
       el("div", { id: "simulate-ranks" }, [el("h3", { text: "Simulated step per rank" }), rankTable(result)]),
       el("div", { id: "simulate-planned" }, [
@@ -100,7 +103,11 @@ startButton?.addEventListener("click", async () => {
   startButton.disabled = true;
   try {
     const limit = timeoutInput.value.trim();
-    const job = await fetchJSON(`/api/plans/${planId}/simulate`, { json: limit ? { timeout_s: Number(limit) } : {} });
+    const utilisation = utilisationInput.value.trim();
+    const options = { gpu: gpuSelect.value };
+    if (utilisation) options.utilisation = Number(utilisation) / 100;
+    if (limit) options.timeout_s = Number(limit);
+    const job = await fetchJSON(`/api/plans/${planId}/simulate`, { json: options });
     currentJob = job;
     render(job);
     follow(job.id);

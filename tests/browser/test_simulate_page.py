@@ -48,15 +48,19 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     limit = section.locator("#simulate-timeout")
     assert (limit.input_value(), limit.get_attribute("max")) == (f"{DEFAULT_TIMEOUT_S:g}", f"{MAX_TIMEOUT_S:g}")
     limit.fill("300")
+    # The GPU and the share of its peak start at the API's defaults.
+    assert section.locator("#simulate-gpu option:checked").inner_text() == "NVIDIA H100 SXM · 989 TFLOP/s"
+    assert section.locator("#simulate-utilisation").input_value() == "40"
     section.locator("#simulate-start").click()
     expect(page.locator("#simulate-status")).to_contain_text("Simulated ", timeout=60_000)
     jobs = httpx2.get(f"{astra_server.url}/api/simulations", params={"plan_id": plan_id}, timeout=30).json()
-    assert [job["request"]["timeout_s"] for job in jobs] == [300.0]
+    assert [job["request"] for job in jobs] == [{"gpu": "h100-sxm", "utilisation": 0.4, "timeout_s": 300.0}]
     expect(page.locator("#simulate-network")).to_have_text(
         "Network: 4 × 2 NPUs as rings, links 12.5 GB/s and 5,000 ns."
     )
     expect(page.locator("#simulate-summary")).to_have_text(
-        "Simulated step 635.9 µs (ranks 0-1, 4-5): compute 13.0 µs, exposed communication 622.9 µs."
+        "Simulated step 635.9 µs (ranks 0-1, 4-5): compute 13.0 µs at 40% of NVIDIA H100 SXM's bf16 peak, exposed "
+        "communication 622.9 µs."
     )
     ranks = page.locator("#simulate-ranks table")
     expect(ranks.locator("thead th")).to_have_text(
@@ -85,6 +89,20 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     page.set_viewport_size(DESKTOP)
     page.reload()
     expect(page.locator("#simulate-summary")).to_contain_text("Simulated step 635.9 µs")
+
+    # Another GPU at another share of its peak. A compute node lasts FLOPs ÷ (peak × utilisation), at least 1 µs:
+    # this small model's 13 nodes per rank all took the floor on an H100 at 40 %; at 2.5 times as long on an A100
+    # at 50 %, six of them take 3 µs (the traces' durations: 1, 1, 3, 1, 1, 1, 3, 3, 1, 1, 3, 3, 1 on rank 0).
+    section.locator("#simulate-gpu").select_option("a100")
+    section.locator("#simulate-utilisation").fill("50")
+    section.locator("#simulate-start").click()
+    expect(page.locator("#simulate-summary")).to_contain_text("NVIDIA A100 SXM", timeout=60_000)
+    jobs = httpx2.get(f"{astra_server.url}/api/simulations", params={"plan_id": plan_id}, timeout=30).json()
+    assert jobs[0]["request"] == {"gpu": "a100", "utilisation": 0.5, "timeout_s": 120.0}
+    expect(page.locator("#simulate-summary")).to_have_text(
+        "Simulated step 641.9 µs (ranks 0-1, 4-5): compute 25.0 µs at 50% of NVIDIA A100 SXM's bf16 peak, exposed "
+        "communication 616.9 µs."
+    )
     watch.assert_clean()
 
 

@@ -46,6 +46,7 @@ from emuplan.wording import (
     time_with_unit,
     to_the_minute,
 )
+from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
@@ -260,7 +261,9 @@ def saved_plan_page(plan_id: DatabaseInt, request: Request, session: ReadSession
     ]
     return render(
         request, "plan_saved.html", nav="plan", plan=plan, settings=settings, choice_text=CHOICE_TEXT,
-        chakra_refusal=chakra_refusal(session, plan),
+        chakra_refusal=chakra_refusal(session, plan), simulate_gpus=list(GPUS.values()),
+        simulate_gpu_labels={gpu.key: gpu.label for gpu in GPUS.values()}, simulate_default_gpu=DEFAULT_GPU,
+        simulate_default_utilisation=DEFAULT_UTILISATION,
     )  # fmt: skip
 
 
