@@ -231,6 +231,7 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
     table_reader = _FlowBlocks(result, file_name, column_map, collective) if kind == "flows" else None
     order = {name: {} for name in ("collective", "size_bytes", "variant")}
     mapped = _mapped(source.names, column_map, file_name)
+    first_units: dict[str, str] = {}  # the units the first row states: every block's rows state the same
     rows = 0
     with (
         closing(source.batches()) as batches,
@@ -248,7 +249,9 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
             if table_reader is not None:
                 canonical = table_reader.flows(block, row_name)
             else:
-                parsed = parse_table(block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name)
+                parsed = parse_table(
+                    block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name, first_units
+                )
                 canonical = parsed.samples
                 if "iteration" not in mapped:  # the row order is the iteration order, across blocks
                     iterations = pc.add(canonical["iteration"], first)
@@ -309,11 +312,11 @@ class _FlowBlocks:
         self.result, self.file_name, self.column_map, self.collective = result, file_name, column_map, collective
         self.collectives: dict[str, None] = {}
         self.endpoints: set[str] = set()
+        self.first_units: dict[str, str] = {}  # every block's cells state the first row's units
 
     def flows(self, block: pa.Table, row_name) -> pa.Table:
-        reader = tabular.Columns(
-            block, tabular.mapped_columns(block, self.file_name, self.column_map), self.file_name, row_name
-        )
+        mapped = tabular.mapped_columns(block, self.file_name, self.column_map)
+        reader = tabular.Columns(block, mapped, self.file_name, row_name, self.first_units)
         flows = per_flow.flow_records(reader)
         collectives = reader.collectives(self.collective, self.file_name)
         _add_warnings(self.result, reader.warnings)
