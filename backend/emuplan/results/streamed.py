@@ -292,6 +292,8 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
     result.row_counts[kind] = rows
     if table_reader is not None:
         table_reader.finish(target)
+        if result.source_format == NS3_FCT:
+            result.ranks = None  # ns-3's endpoints are simulated nodes: no rank count, as in memory
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
 

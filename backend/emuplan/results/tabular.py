@@ -427,12 +427,6 @@ def samples_from_columns(reader: Columns, fmt: str, collective: str | None, colu
     )
 
 
-def endpoint_count(flows: pa.Table) -> int:
-    """The endpoints flows run between (sources and destinations): a per-flow file's ranks."""
-    names = [flows[column].combine_chunks().cast(pa.string()) for column in ("src", "dst")]
-    return len(pc.unique(pa.concat_arrays(names)))
-
-
 def iterations_from_flows(flows: pa.Table, collective: pa.Array | str, warnings: list[str]) -> pa.Table:
     """Per-iteration completion = max(end) − min(start) over the iteration's flows (the fct alone without starts)."""
     if not isinstance(collective, str):

@@ -12,7 +12,7 @@ import pyarrow.csv as pacsv
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import NS3_FCT
-from emuplan.results.tabular import endpoint_count, iterations_from_flows
+from emuplan.results.tabular import iterations_from_flows
 from emuplan.results.upload import Upload
 
 # "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
@@ -103,7 +103,6 @@ def parse(upload: Upload) -> ParsedResult:
     return ParsedResult(
         samples=iterations_from_flows(flows, upload.collective or "unknown", warnings),
         source_format=NS3_FCT,
-        ranks=endpoint_count(flows),
         warnings=warnings,
         flows=flows,
     )

@@ -2,11 +2,12 @@
 are and each iteration's completion is rebuilt as max(end) − min(start)."""
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import PER_FLOW
 from emuplan.results.headers import MappedColumn
-from emuplan.results.tabular import Columns, endpoint_count, iterations_from_flows
+from emuplan.results.tabular import Columns, iterations_from_flows
 
 
 def recognises(columns: dict[str, MappedColumn]) -> bool:
@@ -15,10 +16,12 @@ def recognises(columns: dict[str, MappedColumn]) -> bool:
 
 def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | None) -> ParsedResult:
     flows = flow_records(reader)
+    endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
+                                            flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
     return ParsedResult(
         samples=iterations_from_flows(flows, reader.collectives(collective, reader.file_name), reader.warnings),
         source_format=PER_FLOW,
-        ranks=endpoint_count(flows),
+        ranks=len(endpoints),
         warnings=reader.warnings,
         flows=flows,
     )
