@@ -18,32 +18,15 @@ import pytest
 from emuplan.results import streamed
 from emuplan.results.budget import POOL, ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
-from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import summarise
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
-from fixtures.summaries import assert_same
-
-# Every file streamed; 64 KiB blocks and 5,000-row fetches, so that a few thousand rows span many of each.
-STREAM_ALL = ImportLimits(streamed_above_bytes=0, streamed_memory_bytes=256 << 20)
+from fixtures.summaries import assert_same, in_memory_summary, refused_alike, streamed_summary
 
 
+# 64 KiB blocks and 5,000-row fetches, so that a few thousand rows span many of each.
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     monkeypatch.setattr(streamed, "MAX_BLOCK_BYTES", 64 << 10)
     monkeypatch.setattr(streamed, "FETCH_ROWS", 5000)
-
-
-def streamed_summary(path: Path, **options) -> tuple[dict, streamed.StreamedResult]:
-    with (
-        ImportBudget(STREAM_ALL) as budget,
-        streamed.streamed_result_file(path, path.name, None, None, None, budget) as result,
-    ):
-        return streamed.summarise_streamed(result), result
-
-
-def in_memory_summary(path: Path) -> dict:
-    parsed = parse_result_file(path, path.name)
-    return summarise(parsed.samples, ranks=parsed.ranks, flows=parsed.flows)
 
 
 def planted_per_iteration(path: Path, rows: int = 40_000) -> tuple[pa.Table, list[int]]:
@@ -116,12 +99,7 @@ def refused_both_ways(path: Path, row: int, column: int, cell: str) -> str:
     cells[column] = cell
     lines[row] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(ResultFileError) as in_memory:
-        parse_result_file(path, path.name)
-    with pytest.raises(ResultFileError) as streaming:
-        streamed_summary(path)
-    assert str(streaming.value) == str(in_memory.value)
-    return str(streaming.value)
+    return refused_alike(path)
 
 
 def test_a_row_with_too_many_fields_far_down_is_named_by_its_line(tmp_path):
@@ -241,12 +219,7 @@ def test_a_bad_cell_far_down_a_container_is_named_as_in_memory(tmp_path, contain
     times[29_999] = "fast"
     table = table.set_column(3, "Completion Time (ms)", pa.array([str(value) for value in times]))
     path = written_as(table, tmp_path / "pipeline", container)
-    with pytest.raises(ResultFileError) as in_memory:
-        parse_result_file(path, path.name)
-    with pytest.raises(ResultFileError) as streaming:
-        streamed_summary(path)
-    assert str(streaming.value) == str(in_memory.value)
-    assert str(streaming.value) == f"{path.name}: {where}, column 'Completion Time (ms)': 'fast' is not a number"
+    assert refused_alike(path) == f"{path.name}: {where}, column 'Completion Time (ms)': 'fast' is not a number"
 
 
 def bomb(rows: int) -> pa.Table:

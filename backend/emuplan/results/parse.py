@@ -146,14 +146,15 @@ def parse_table(
     column_map: dict[str, str] | None,
     collective: str | None,
     row_name: tabular.RowName,
+    first_units: dict[str, str] | None = None,
 ) -> ParsedResult:
     """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge table's blocks, ``results.streamed``)
-    read by its format: ``named``, else the one its columns say."""
+    read by its format: ``named``, else the one its columns say (``first_units``: ``tabular.Columns``')."""
     columns = tabular.mapped_columns(table, file_name, column_map)
     entry = table_format(columns, table.column_names, file_name, named)
     if table.num_rows == 0:
         raise ResultFileError(f"{file_name}: the header has no data rows under it")
-    reader = tabular.Columns(table, columns, file_name, row_name)
+    reader = tabular.Columns(table, columns, file_name, row_name, first_units)
     return format_module(entry).parse(reader, collective, column_map)
 
 

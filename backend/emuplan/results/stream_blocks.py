@@ -1,7 +1,7 @@
-"""Where a streamed import's blocks come from (``results.streamed`` reads them all in one loop): a CSV, a gzip CSV
-decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch. Each gives its
-column names, its blocks of a bounded size, and how the in-memory import names a row (a CSV's line, a table's
-row); the containers' caps (``results.budget``) apply as in memory, except that what is decompressed passes on
+"""Where a streamed import's blocks come from (``results.streamed`` reads them all in one loop): a CSV or an ns-3
+fct.txt, gzip decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch.
+Each gives its column names, its blocks of a bounded size, and how the in-memory import names a row (a CSV's line,
+a table's row); the containers' caps (``results.budget``) apply as in memory, except that what is decompressed passes on
 with its block instead of being held.
 
 Which files are large: a file past ``ImportLimits.streamed_above_bytes`` on disk, or whose content does once
@@ -24,6 +24,7 @@ import pyarrow.csv as pacsv
 from emuplan.results import arrow_ipc, parquet_input, tabular
 from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import ResultFileError
+from emuplan.results.formats import NS3_FCT, ns3_fct
 from emuplan.results.gzip_input import GZIP_MAGIC, compressed_pieces, gunzip_chunks
 
 ARROW_MAGIC = (arrow_ipc.FILE_MAGIC, b"\xff\xff\xff\xff")
@@ -71,37 +72,34 @@ def _is_csv(head: bytes) -> bool:
 
 
 def blocks_of(
-    path: Path, file_name: str, budget: ImportBudget, block_bytes: int
-) -> "CsvBlocks | ArrowBlocks | ParquetBlocks | None":
-    """The file's block source, None when it is no table (a gzip of anything but a CSV)."""
+    path: Path, file_name: str, budget: ImportBudget, block_bytes: int, fmt: str | None = None
+) -> "CsvBlocks | Ns3FctBlocks | ArrowBlocks | ParquetBlocks | None":
+    """The file's block source, None when it is no table (a gzip of anything but a CSV). Text is an ns-3 fct.txt
+    when ``fmt`` says so or, said none, its first line has that shape (as the in-memory import tells)."""
     with path.open("rb") as file:
         head = file.read(HEAD_BYTES)
     if head.startswith(ARROW_MAGIC):
         return ArrowBlocks(path, head, file_name, budget, block_bytes)
     if head.startswith(parquet_input.MAGIC):
         return ParquetBlocks(path, file_name, budget, block_bytes)
-    if head.startswith(GZIP_MAGIC):
-        csv_head = _gunzipped_head(head)
-        return CsvBlocks(path, csv_head, file_name, budget, block_bytes, gzipped=True) if _is_csv(csv_head) else None
-    return CsvBlocks(path, head, file_name, budget, block_bytes, gzipped=False)
+    gzipped = head.startswith(GZIP_MAGIC)
+    text_head = _gunzipped_head(head) if gzipped else head
+    if gzipped and not _is_csv(text_head):
+        return None
+    if fmt == NS3_FCT or fmt is None and ns3_fct.recognises_text(text_head.decode("utf-8", errors="replace")):
+        return Ns3FctBlocks(path, file_name, budget, block_bytes, gzipped)
+    return CsvBlocks(path, text_head, file_name, budget, block_bytes, gzipped)
 
 
-class CsvBlocks:
-    """A CSV read by Arrow's block reader; gzip decompressed as it is read, each chunk charged to the import's
-    decompressed cap (once: a second pass charges only what passes the first). A column whose type changes
-    further down is read again from the start as the wider type (``widened``)."""
+class _TextBlocks:
+    """Text read by Arrow's block reader; gzip decompressed as it is read, each chunk charged to the import's
+    decompressed cap (once: a second pass charges only what passes the first)."""
 
-    row_name = staticmethod(tabular.csv_line)
-
-    def __init__(self, path: Path, head: bytes, file_name: str, budget: ImportBudget, block_bytes: int, gzipped: bool):
+    def __init__(self, path: Path, file_name: str, budget: ImportBudget, block_bytes: int, gzipped: bool):
         self.path, self.file_name, self.budget, self.block_bytes, self.gzipped = (
             path, file_name, budget, block_bytes, gzipped,
         )  # fmt: skip
-        self.delimiter = tabular.sniff_delimiter(head)
-        self.column_types: dict[str, pa.DataType] = {}
         self.charged_bytes = 0
-        with self._text() as text:
-            self.names = next(csv.reader(text, delimiter=self.delimiter), [])
 
     def _binary(self) -> io.RawIOBase:
         return _Gunzipped(self) if self.gzipped else self.path.open("rb", buffering=0)
@@ -120,6 +118,20 @@ class CsvBlocks:
         if decompressed_bytes > self.charged_bytes:
             self.budget.decompressed(decompressed_bytes - self.charged_bytes, self.file_name, held=False)
             self.charged_bytes = decompressed_bytes
+
+
+class CsvBlocks(_TextBlocks):
+    """A CSV with a header row by blocks. A column whose type changes further down is read again from the start
+    as the wider type (``widened``)."""
+
+    row_name = staticmethod(tabular.csv_line)
+
+    def __init__(self, path: Path, head: bytes, file_name: str, budget: ImportBudget, block_bytes: int, gzipped: bool):
+        super().__init__(path, file_name, budget, block_bytes, gzipped)
+        self.delimiter = tabular.sniff_delimiter(head)
+        self.column_types: dict[str, pa.DataType] = {}
+        with self._text() as text:
+            self.names = next(csv.reader(text, delimiter=self.delimiter), [])
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         bad_rows: list[str] = []
@@ -176,11 +188,29 @@ class CsvBlocks:
         return "a line"
 
 
+class Ns3FctBlocks(_TextBlocks):
+    """An ns-3 fct.txt (no header) by blocks, read with ``ns3_fct``'s options: its lines' columns and types are
+    fixed. A bad line is named by its number, as the in-memory import names it (``ns3_fct.refusal``)."""
+
+    names = list(ns3_fct.NS3_COLUMNS)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            with self._native() as file, pacsv.open_csv(file, **ns3_fct.csv_options(self.block_bytes)) as reader:
+                yield from reader
+        except pa.ArrowInvalid as error:
+            with io.TextIOWrapper(io.BufferedReader(self._binary()), encoding="utf-8", errors="replace") as text:
+                raise ns3_fct.refusal(text, self.file_name, error) from error
+
+    def widened(self, message: str) -> bool:
+        return False  # its columns have their types
+
+
 class _Gunzipped(io.RawIOBase):
-    """A gzip file's content as a file read from the start, each chunk charged to its ``CsvBlocks`` as it is
+    """A gzip file's content as a file read from the start, each chunk charged to its ``_TextBlocks`` as it is
     decompressed."""
 
-    def __init__(self, blocks: CsvBlocks):
+    def __init__(self, blocks: _TextBlocks):
         self._compressed = blocks.path.open("rb")
         self._chunks = gunzip_chunks(compressed_pieces(self._compressed), blocks.file_name)
         self._blocks = blocks

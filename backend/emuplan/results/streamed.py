@@ -2,10 +2,10 @@
 summarised from an out-of-core sort, with the same figures the in-memory import gives.
 
 Which files: a per-iteration or per-flow table on disk — a CSV, a gzip CSV, a Feather/Arrow IPC file or stream,
-a Parquet file — larger than ``ImportLimits.streamed_above_bytes`` (EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) on disk
-or once decompressed (``stream_blocks.is_large``). The rest stay in memory: KAI summaries (a row per size),
-nccl-tests logs and ``-J`` reports, NCCL Inspector dumps and profiler traces (a line per size or call: small by
-nature), a gzip of anything but a CSV, and ns-3 ``fct.txt`` (not streamed yet). A stored run summarised again
+a Parquet file — or an ns-3 ``fct.txt`` (plain or gzip) larger than ``ImportLimits.streamed_above_bytes``
+(EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES) on disk or once decompressed (``stream_blocks.is_large``). The rest stay in
+memory: KAI summaries (a row per size), nccl-tests logs and ``-J`` reports, NCCL Inspector dumps and profiler
+traces (a line per size or call: small by nature), a gzip of anything but a CSV. A stored run summarised again
 (relabelled, linked to a plan) whose rows loaded whole would pass that threshold: ``stored_result`` copies its
 tables to disk a row group at a time.
 
@@ -15,14 +15,17 @@ import's budget):
 1. ``stream_blocks`` gives a block at a time (about ``_block_bytes``): Arrow's CSV reader (``pyarrow.csv.open_csv``;
    a gzip decompressed as it is read), an Arrow IPC file's record batches cut to size, a Parquet file's batches.
    Each block is checked and converted by the in-memory import's own code (``parse.parse_table``,
-   ``formats.per_flow.flow_records``) with its rows numbered from the block's first (a CSV's line, a table's
-   row), so a bad cell is named by file, row and column as before; the canonical rows are appended to the run's
-   Parquet table on disk (what the database then stores). A CSV column whose type changes further down (an
-   integer column with a fraction, a number column with a word) is read again from the start as the wider type,
-   as Arrow's whole-file reader would have read it. The containers keep their caps: what a gzip, Feather or
-   Parquet file decompresses to counts against ``max_decompressed_bytes`` (not held: it passes on with its
-   block), charged from the metadata before any batch is decompressed where there are some, and a Feather batch
-   too large to decompress within the streamed memory is refused before it is.
+   ``formats.per_flow.flow_records``, ``formats.ns3_fct.flows_of``) with its rows numbered from the block's first
+   (a CSV's line, a table's row), so a bad cell is named by file, row and column as before (an fct.txt's bad
+   line by ``ns3_fct.refusal``, as in memory); the canonical rows are appended to the run's Parquet table on disk
+   (what the database then stores). Times whose cells state their unit must state the file's first row's unit in
+   every block (``tabular.Columns.first_units``): a later block in another unit is refused as in memory. A CSV
+   column whose type changes further down (an integer column with a fraction, a number column with a word) is
+   read again from the start as the wider type, as Arrow's whole-file reader would have read it. The containers
+   keep their caps: what a gzip, Feather or Parquet file decompresses to counts against
+   ``max_decompressed_bytes`` (not held: it passes on with its block), charged from the metadata before any batch
+   is decompressed where there are some, and a Feather batch too large to decompress within the streamed memory
+   is refused before it is.
    A plain per-flow CSV whose times carry their unit in the header is first read by DuckDB's own CSV reader
    instead (``_flows_by_duckdb``: multi-threaded, columns typed up front, ``flow_records``' checks in the same
    query): a 10 M-row upload's server CPU went from 10.3 to 9.0–9.3 s. Any cell it refuses sends the file to the
@@ -36,7 +39,7 @@ import's budget):
    The same for all samples together and for the flows' completion times; the standard deviation from the
    squared deviations summed on that pass (float rounding apart, numpy's figures). DuckDB out of its memory is
    ``ResultFileTooLarge`` (413, naming the setting), its spill's disk full ``ImportDiskFull`` (507, TMPDIR).
-3. Per-flow files: the iterations (max(end) − min(start) per iteration) and the receiving endpoints' last
+3. Per-flow files and fct.txt: the iterations (max(end) − min(start) per iteration) and the receiving endpoints' last
    bytes (stragglers) are DuckDB group-bys (they spill too); the stragglers' per-rank sums are added up a
    block of iterations at a time.
 
@@ -81,7 +84,16 @@ from emuplan.results.canonical import (
     renamed_text,
     samples_table,
 )
-from emuplan.results.formats import BY_NAME, DETECTION_ORDER, PER_FLOW, PER_ITERATION, format_module, per_flow
+from emuplan.results.formats import (
+    BY_NAME,
+    DETECTION_ORDER,
+    NS3_FCT,
+    PER_FLOW,
+    PER_ITERATION,
+    format_module,
+    ns3_fct,
+    per_flow,
+)
 from emuplan.results.parse import parse_table
 from emuplan.results.stats import (
     CURVE_POINTS,
@@ -108,7 +120,8 @@ from emuplan.results.stragglers import (
     rank_headline,
 )
 
-STREAMED_FORMATS = (PER_ITERATION, PER_FLOW)
+STREAMED_FORMATS = (PER_ITERATION, PER_FLOW, NS3_FCT)
+FLOW_FORMATS = (PER_FLOW, NS3_FCT)
 # CSV text parsed at a time: 1/128 of the import's memory, at most MAX_BLOCK_BYTES. Arrow's block reader holds
 # blocks read ahead besides the one being checked: measured (3 M rows) 57 MB at 1 MiB blocks, 107 MB at 2 MiB,
 # 183 MB at 4 MiB and 201 MB at 8 MiB; larger blocks cost less per row to check.
@@ -186,11 +199,14 @@ def streamed_result_file(
     budget: ImportBudget,
 ) -> Iterator[StreamedResult | None]:
     """The file read into Parquet tables in a temporary directory (deleted on exit), or None when it is not a
-    per-iteration or per-flow table (the in-memory import then reads it, and names what is wrong). Raises
-    ``ResultFileError`` naming file, row (a CSV's line) and column, as the in-memory import does."""
+    per-iteration or per-flow table nor an ns-3 fct.txt (the in-memory import then reads it, and names what is
+    wrong). Raises ``ResultFileError`` naming file, row (a CSV's line) and column, as the in-memory import does."""
     memory_bytes = budget.limits.streamed_memory_bytes
-    source = stream_blocks.blocks_of(path, file_name, budget, _block_bytes(memory_bytes))
-    detected = None if source is None else _header_format(source.names, column_map)
+    source = stream_blocks.blocks_of(path, file_name, budget, _block_bytes(memory_bytes), fmt)
+    if isinstance(source, stream_blocks.Ns3FctBlocks):
+        detected = NS3_FCT
+    else:
+        detected = None if source is None else _header_format(source.names, column_map)
     fmt = fmt or detected
     if detected is None or fmt not in STREAMED_FORMATS:
         yield None
@@ -225,12 +241,17 @@ def _read_blocks(result, source, file_name, column_map, collective) -> None:
 
 
 def _read_blocks_once(result, source, file_name, column_map, collective) -> None:
-    kind = "flows" if result.source_format == PER_FLOW else "samples"
+    kind = "flows" if result.source_format in FLOW_FORMATS else "samples"
     schema = FLOWS_SCHEMA if kind == "flows" else SAMPLES_SCHEMA
     target = result.directory / f"{kind}.parquet"
     table_reader = _FlowBlocks(result, file_name, column_map, collective) if kind == "flows" else None
     order = {name: {} for name in ("collective", "size_bytes", "variant")}
-    mapped = _mapped(source.names, column_map, file_name)
+    mapped = {} if result.source_format == NS3_FCT else _mapped(source.names, column_map, file_name)
+    if result.source_format == NS3_FCT:
+        _add_warnings(result, [ns3_fct.one_iteration_warning(file_name)])
+        if collective:
+            table_reader.collectives.setdefault(collective, None)
+    first_units: dict[str, str] = {}  # the units the first row states: every block's rows state the same
     rows = 0
     with (
         closing(source.batches()) as batches,
@@ -245,10 +266,14 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
 
             if block.num_rows == 0:
                 continue
-            if table_reader is not None:
+            if result.source_format == NS3_FCT:
+                canonical = table_reader.endpoints_noted(ns3_fct.flows_of(block))
+            elif table_reader is not None:
                 canonical = table_reader.flows(block, row_name)
             else:
-                parsed = parse_table(block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name)
+                parsed = parse_table(
+                    block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name, first_units
+                )
                 canonical = parsed.samples
                 if "iteration" not in mapped:  # the row order is the iteration order, across blocks
                     iterations = pc.add(canonical["iteration"], first)
@@ -267,6 +292,8 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
     result.row_counts[kind] = rows
     if table_reader is not None:
         table_reader.finish(target)
+        if result.source_format == NS3_FCT:
+            result.ranks = None  # ns-3's endpoints are simulated nodes: no rank count, as in memory
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
 
@@ -309,17 +336,21 @@ class _FlowBlocks:
         self.result, self.file_name, self.column_map, self.collective = result, file_name, column_map, collective
         self.collectives: dict[str, None] = {}
         self.endpoints: set[str] = set()
+        self.first_units: dict[str, str] = {}  # every block's cells state the first row's units
 
     def flows(self, block: pa.Table, row_name) -> pa.Table:
-        reader = tabular.Columns(
-            block, tabular.mapped_columns(block, self.file_name, self.column_map), self.file_name, row_name
-        )
+        mapped = tabular.mapped_columns(block, self.file_name, self.column_map)
+        reader = tabular.Columns(block, mapped, self.file_name, row_name, self.first_units)
         flows = per_flow.flow_records(reader)
         collectives = reader.collectives(self.collective, self.file_name)
         _add_warnings(self.result, reader.warnings)
         names = [collectives] if isinstance(collectives, str) else pc.unique(collectives.cast(pa.string())).to_pylist()
         for name in names:
             self.collectives.setdefault(name, None)
+        return self.endpoints_noted(flows)
+
+    def endpoints_noted(self, flows: pa.Table) -> pa.Table:
+        """``flows``, their endpoints noted (the run's ranks)."""
         for column in ("src", "dst"):
             self.endpoints.update(flows[column].combine_chunks().dictionary.to_pylist())
         return flows

@@ -182,13 +182,24 @@ def mapped_columns(
 
 
 class Columns:
-    """Typed, validated access to the mapped columns of one table."""
+    """Typed, validated access to the mapped columns of one table. ``first_units``: the unit each role's cells
+    state on the file's first row (the table may be one block of a file read a block at a time,
+    ``results.streamed``, which passes the same dict to every block); the table's first row states it when the
+    dict has none, and it is noted there."""
 
-    def __init__(self, table: pa.Table, mapped: dict[str, headers.MappedColumn], file_name: str, row_name: RowName):
+    def __init__(
+        self,
+        table: pa.Table,
+        mapped: dict[str, headers.MappedColumn],
+        file_name: str,
+        row_name: RowName,
+        first_units: dict[str, str] | None = None,
+    ):
         self.table = table
         self.mapped = mapped
         self.file_name = file_name
         self.row_name = row_name
+        self.first_units = {} if first_units is None else first_units
         self.warnings: list[str] = []
         self._combined: dict[str, pa.Array] = {}
 
@@ -272,9 +283,10 @@ class Columns:
         return pc.cast(parts.field("value"), pa.float64()).to_numpy(zero_copy_only=False), scale
 
     def _one_unit(self, role: str, units: pa.Array) -> str:
-        """The unit every row states; mixed units are an error naming the first row that differs."""
+        """The unit every row states, the file's first row's (``first_units``); mixed units are an error naming
+        the first row that differs."""
         units = pc.utf8_lower(pc.utf8_trim_whitespace(units.cast(pa.string()).fill_null("")))
-        first = units[0].as_py()
+        first = self.first_units.setdefault(role, units[0].as_py())
         differs = pc.not_equal(units, first).to_numpy(zero_copy_only=False)
         if differs.any():
             index = int(np.flatnonzero(differs)[0])

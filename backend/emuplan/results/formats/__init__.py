@@ -16,10 +16,10 @@ Two kinds of format, by what recognition looks at:
   ``recognises(columns: dict[str, MappedColumn]) -> bool`` and
   ``parse(reader: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
 
-Files too large to hold whole (a per-iteration or per-flow CSV, gzip CSV, Feather or Parquet file past
-``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) are read a block at a time by ``results.streamed``, each block through
-the same table parse (``parse.parse_table``; ``per_flow.flow_records`` for flows), so their checks and errors are
-the ones here.
+Files too large to hold whole (a per-iteration or per-flow CSV, gzip CSV, Feather or Parquet file, an ns-3
+fct.txt past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) are read a block at a time by ``results.streamed``, each
+block through the same parse (``parse.parse_table``; ``per_flow.flow_records`` for flows; ``ns3_fct.flows_of``),
+so their checks and errors are the ones here.
 
 Standard library only: every ``emuplan`` command imports this module (``emuplan import --help`` lists the
 formats); the format modules, with pyarrow, are imported when a file is read (``format_module``).

@@ -1,5 +1,11 @@
 """ns-3 (HPCC simulator) ``fct.txt``: one flow a line, no header, a fixed column order. The whole file is one
-iteration, rebuilt from its flows as for per-flow tables."""
+iteration, rebuilt from its flows as for per-flow tables. A huge one is read a block at a time
+(``results.streamed``, ``stream_blocks.Ns3FctBlocks``) with the same reading options, conversion and naming of a
+bad line as here."""
+
+import io
+import re
+from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -11,50 +17,91 @@ from emuplan.results.upload import Upload
 
 # "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
 NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")
+INT64_BOUNDS = (-(2**63), 2**63 - 1)
+# What Arrow reads as an int64 (spaces and tabs around it aside): no '+', digits only.
+_WHOLE = re.compile(r"-?[0-9]+")
 
 
 def recognises(upload: Upload) -> bool:
-    first = upload.text_head.lstrip().split("\n", 1)[0].split()
+    return recognises_text(upload.text_head)
+
+
+def recognises_text(head: str) -> bool:
+    """Whether the first line of ``head`` (the start of a file's text) has the shape of an fct.txt line."""
+    first = head.lstrip().split("\n", 1)[0].split()
     return (
         len(first) == len(NS3_COLUMNS) and all(t.isalnum() for t in first[:2]) and all(t.isdigit() for t in first[2:])
     )
 
 
-def parse(upload: Upload) -> ParsedResult:
-    file_name, budget = upload.file_name, upload.budget
-    # The table takes about the text's size.
-    budget.holds(upload.size, file_name)
-    bad_rows: list[str] = []
+def csv_options(block_bytes: int | None = None) -> dict:
+    """``pyarrow.csv``'s options for an fct.txt (``read_csv``'s or ``open_csv``'s, blocks of ``block_bytes``):
+    space-delimited, no header, no quoting, every cell present (an empty one is a bad cell, not a null)."""
+    read = pacsv.ReadOptions(column_names=list(NS3_COLUMNS))
+    if block_bytes is not None:
+        read.block_size = block_bytes
+    return {
+        "read_options": read,
+        "parse_options": pacsv.ParseOptions(delimiter=" ", quote_char=False, ignore_empty_lines=True),
+        "convert_options": pacsv.ConvertOptions(
+            column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in NS3_COLUMNS[2:]}},
+            null_values=[],
+            strings_can_be_null=False,
+        ),
+    }
 
-    def on_invalid_row(row) -> str:
-        where = f"line {row.number}" if row.number is not None else "a line"
-        bad_rows.append(f"{file_name}: {where} has {row.actual_columns} fields; ns-3 fct.txt has {len(NS3_COLUMNS)}")
-        return "error"
 
-    try:
-        table = pacsv.read_csv(
-            pa.py_buffer(upload.content()),
-            read_options=pacsv.ReadOptions(column_names=list(NS3_COLUMNS)),
-            parse_options=pacsv.ParseOptions(
-                delimiter=" ", ignore_empty_lines=True, invalid_row_handler=on_invalid_row
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in NS3_COLUMNS[2:]}}
-            ),
-        )
-    except pa.ArrowInvalid as error:
-        raise ResultFileError(bad_rows[0] if bad_rows else f"{file_name}: not an ns-3 fct.txt ({error})") from error
-    budget.count_rows(table.num_rows, file_name)
-    flows = flows_table(
+def flows_of(table: pa.Table) -> pa.Table:
+    """The canonical flows (``FLOWS_SCHEMA``, all in iteration 0) of fct.txt lines read with ``csv_options``."""
+    return flows_table(
         fct_us=table["fct_ns"].to_numpy() / 1e3,
         src=table["sip"],
         dst=table["dip"],
         size_bytes=table["size"],
         start_us=table["start_ns"].to_numpy() / 1e3,
     )
-    warnings = [f"{file_name}: ns-3 fct.txt has no iterations: the whole file is one iteration"]
+
+
+def one_iteration_warning(file_name: str) -> str:
+    return f"{file_name}: ns-3 fct.txt has no iterations: the whole file is one iteration"
+
+
+def refusal(text: Iterable[str], file_name: str, error: pa.ArrowInvalid) -> ResultFileError:
+    """Error path only, after Arrow refused the file (``error``): the first line of ``text`` (the file's lines,
+    newlines universal) that is not an fct.txt line, named by its number — Arrow's multi-threaded reader does not
+    say which line it refused, and its block reader numbers a block's lines from the block's first."""
+    for number, line in enumerate(text, start=1):
+        line = line.rstrip("\n")
+        if not line:
+            continue  # Arrow skips empty lines
+        cells = line.split(" ")
+        if len(cells) != len(NS3_COLUMNS):
+            return ResultFileError(
+                f"{file_name}: line {number} has {len(cells)} fields; ns-3 fct.txt has {len(NS3_COLUMNS)}"
+            )
+        for name, cell in zip(NS3_COLUMNS[2:], cells[2:], strict=True):
+            whole = cell.strip(" \t")
+            if not _WHOLE.fullmatch(whole) or not INT64_BOUNDS[0] <= int(whole) <= INT64_BOUNDS[1]:
+                return ResultFileError(
+                    f"{file_name}: line {number}, column {name!r}: {cell!r} is not a 64-bit whole number"
+                )
+    return ResultFileError(f"{file_name}: not an ns-3 fct.txt ({str(error).splitlines()[0]})")
+
+
+def parse(upload: Upload) -> ParsedResult:
+    file_name, budget = upload.file_name, upload.budget
+    # The table takes about the text's size.
+    budget.holds(upload.size, file_name)
+    try:
+        table = pacsv.read_csv(pa.py_buffer(upload.content()), **csv_options())
+    except pa.ArrowInvalid as error:
+        text = io.TextIOWrapper(io.BytesIO(upload.content()), encoding="utf-8", errors="replace")
+        raise refusal(text, file_name, error) from error
+    budget.count_rows(table.num_rows, file_name)
+    flows = flows_of(table)
+    warnings = [one_iteration_warning(file_name)]
     return ParsedResult(
-        samples=iterations_from_flows(flows, "unknown", warnings),
+        samples=iterations_from_flows(flows, upload.collective or "unknown", warnings),
         source_format=NS3_FCT,
         warnings=warnings,
         flows=flows,
