@@ -22,7 +22,13 @@ from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, Plan
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.plan_options import DataParallelImpl, Mode
 from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
-from emuplan.workload.strategies.data_parallel import data_parallel_collectives, ddp_buckets
+from emuplan.workload.strategies.data_parallel import (
+    SHARDED_UNITS,
+    data_parallel_collectives,
+    ddp_buckets,
+    micro_batch_note,
+    reduces_every_micro_batch,
+)
 from emuplan.workload.strategies.expert_parallel import (
     expert_tensor_collectives,
     is_expert_parameter,
@@ -186,8 +192,8 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Reduction:
-    """A DDP bucket's all-reduce (ZeRO-1/2: reduce-scatter), launched in the last micro-batch once the
-    backward of block ``ready_after`` (backward order) ends."""
+    """A DDP bucket's all-reduce (ZeRO-1/2: reduce-scatter), launched once the backward of block ``ready_after``
+    (backward order) ends: in the last micro-batch, or in every one (``reduces_every_micro_batch``)."""
 
     name: str
     item: PlannedCollective
@@ -715,7 +721,8 @@ def _stage_trace(
     block_of = {p.name: index for index, block in enumerate(blocks) for p in block.parameters}
     traffic = _data_parallel_traffic(local, inputs, inventory)
     impl = inputs.dp_impl
-    sharded_units = impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
+    sharded_units = impl in SHARDED_UNITS
+    every_micro_batch = reduces_every_micro_batch(impl, inputs.pp)
 
     # DDP (ZeRO-1/2: reduce-scatter) buckets, each started after the backward of the block that produces its
     # last gradient (the latest block in backward order among its tensors); one queue per group, in order.
@@ -750,7 +757,7 @@ def _stage_trace(
 
     # FSDP2 / ZeRO-3: a unit's all-gather before its first block forward (the root's at the start) and
     # before its last block backward (roots stay unsharded), its gradients reduce-scattered once its
-    # backward is done (roots' last), in the last micro-batch.
+    # backward is done (roots' last), in every micro-batch or only the last (``reduces_every_micro_batch``).
     forward_gathers: list[_UnitGather] = []
     backward_gathers: list[_UnitGather] = []
     scatters: dict[int, list[PlannedCollective]] = {}  # backward position after which they start
@@ -771,6 +778,12 @@ def _stage_trace(
     forward_gathers.sort(key=lambda gather: gather.position)
     backward_gathers.sort(key=lambda gather: gather.position)
     step_collectives: list[int] = []
+
+    def root_scattered(name: str) -> None:
+        for item in root_scatters:
+            step_collectives.append(
+                builder.collective(f"{name}{kind} {_spelled(item.op)} {item.label}", item, builder.tail())
+            )
 
     def forward(j: int) -> None:
         if stage_index > 0:
@@ -798,6 +811,7 @@ def _stage_trace(
         launched = [0] * len(queues)
         gathers = _GatherQueue(builder, backward_gathers, f"mb{j} bwd")
         last_micro_batch = j == micro_batches - 1
+        reduced = f"mb{j} " if every_micro_batch else ""  # names the micro-batch when each one reduces
         for position, block in enumerate(reversed(blocks)):
             gathers.before(position)
             builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before)
@@ -811,17 +825,19 @@ def _stage_trace(
             builder.waiting += gathered
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
-            if not last_micro_batch:
+            if not (last_micro_batch or every_micro_batch):
                 continue
             for item in scatters.get(position, []):
                 step_collectives.append(
-                    builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
+                    builder.collective(f"{reduced}{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
                 )
             for index, queue in enumerate(queues):
                 while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
                     reduction = queue[launched[index]]
-                    step_collectives.append(builder.collective(reduction.name, reduction.item, [weight_grad]))
+                    step_collectives.append(builder.collective(reduced + reduction.name, reduction.item, [weight_grad]))
                     launched[index] += 1
+        if every_micro_batch:  # FSDP2 reduce-scatters the root's gradients as each backward ends
+            root_scattered(reduced)
         if stage_index > 0:
             k = stage_index - 1
             tag = pipeline_tag(j, k, len(stages), backward=True)
@@ -830,9 +846,8 @@ def _stage_trace(
     for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
         (forward if phase is Phase.FORWARD else backward)(j)
 
-    # After the last backward: the roots' reduce-scatters.
-    for item in root_scatters:
-        step_collectives.append(builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, builder.tail()))
+    if not every_micro_batch:  # after the last backward: the roots' reduce-scatters
+        root_scattered("")
     # Then Megatron's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py): it waits for
     # the data-parallel gradient sync (``finish_grad_sync``), then all-reduces the layer norms' gradients over
     # TP, then the tied word embedding's over its first and last stage, each a blocking call on the result
@@ -889,15 +904,8 @@ def build_traces(
         )
     elif ranks is not None and len(ranks) < inputs.gpus:
         notes.append(f"Only the requested ranks were written: {rank_ranges(ranks)} of {inputs.gpus}.")
-    if (
-        inputs.micro_batches > 1
-        and inputs.dp > 1
-        and inputs.dp_impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
-    ):
-        notes.append(
-            "Parameters are all-gathered for every micro-batch's forward and backward (resharded after each); "
-            "gradients are reduce-scattered once, in the last micro-batch's backward."
-        )
+    if inputs.dp > 1 and (accumulation := micro_batch_note(inputs.dp_impl, inputs.micro_batches, inputs.pp)):
+        notes.append(accumulation)
     wanted = list(range(inputs.gpus)) if ranks is None else ranks
     needed = sorted({role_of(inputs, rank).stage for rank in wanted})
     stage_nodes = {s: _stage_trace(s, inputs, inventory, stages, boundaries, compute) for s in needed}

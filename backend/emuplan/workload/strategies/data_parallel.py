@@ -24,6 +24,18 @@ reduce-scattered. Every tensor's dim 0 is padded to a multiple of the group size
 ZeRO-1/2: gradients reduce-scattered and updated parameters all-gathered once per step (2Ψ per
 rank), in buckets like DDP's, the flat buffer padded to a multiple of the group size. ZeRO-3: like
 FSDP2 but one flat buffer per unit (3Ψ).
+
+Gradient accumulation (``micro_batches`` > 1, pp = 1): FSDP2 by default (``requires_gradient_sync`` left True)
+gathers and reduce-scatters every unit in every micro-batch, root included (measured on gloo:
+tests/unit/test_fsdp_micro_batches.py); ``set_requires_gradient_sync(False)`` before all but the last
+would keep the gathers and drop all but the last reduce-scatters. DeepSpeed ZeRO-2/3 reduce in every
+micro-batch and cannot do otherwise (deepspeed/runtime/engine.py: ``allreduce_gradients`` — "ZeRO stage >= 2
+communicates during non gradient accumulation boundaries as well" — and ``no_sync`` asserts it "is
+incompatible with gradient partitioning logic of ZeRO stage 2"); ZeRO-1 reduces only at the accumulation
+boundary, and ZeRO-1/2 gather the updated parameters once, after the optimizer step. DDP is planned with
+``no_sync`` on all but the last micro-batch, as Megatron runs it. Under pipeline parallelism FSDP2 runs as
+``torch.distributed.pipelining`` drives it (stage.py: ``set_requires_gradient_sync(False)`` for every
+micro-batch's backward, then one ``perform_reduce_grad``): one reduce-scatter per unit and step.
 """
 
 from collections.abc import Sequence
@@ -99,6 +111,51 @@ def buffer_broadcasts(buffers: Sequence[BufferInfo]) -> list[list[BufferInfo]]:
     return sorted(groups, key=lambda group: position[group[0].name])
 
 
+SHARDED_UNITS = (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
+
+
+def reduces_every_micro_batch(impl: DataParallelImpl, pp: int) -> bool:
+    """Whether the gradients are reduced (reduce-scattered) in every micro-batch's backward rather than once, in
+    the last: FSDP2's default without pipelining, DeepSpeed ZeRO-2 and ZeRO-3 always."""
+    if impl is DataParallelImpl.FSDP2:
+        return pp == 1
+    return impl in (DataParallelImpl.ZERO2, DataParallelImpl.ZERO3)
+
+
+def micro_batch_note(impl: DataParallelImpl, micro_batches: int, pp: int) -> str | None:
+    """What the plan assumes data parallelism does over a step's micro-batches (None for one micro-batch)."""
+    if micro_batches == 1:
+        return None
+    gathers = (
+        "parameters all-gathered for every micro-batch's forward and backward"
+        if impl in SHARDED_UNITS
+        else "updated parameters all-gathered once, after the optimizer step"
+        if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2)
+        else None
+    )
+    if reduces_every_micro_batch(impl, pp):
+        reductions = f"gradients reduce-scattered in every micro-batch's backward ({micro_batches} per step)"
+    elif impl is DataParallelImpl.DDP:
+        reductions = "gradients all-reduced once, in the last micro-batch's backward (no_sync before the others)"
+    else:
+        reductions = "gradients reduce-scattered once, in the last micro-batch's backward"
+    why = {
+        DataParallelImpl.DDP: "DDP with no_sync on all but the last micro-batch, as Megatron runs it",
+        DataParallelImpl.FSDP2: (
+            "FSDP2's default (requires_gradient_sync left True); set_requires_gradient_sync(False) on all but the "
+            "last micro-batch would reduce-scatter once"
+            if pp == 1
+            else "FSDP2 as torch.distributed.pipelining drives it: gradient sync off in every micro-batch, then "
+            "one reduce per step"
+        ),
+        DataParallelImpl.ZERO1: "DeepSpeed ZeRO-1 reduces only at the gradient-accumulation boundary",
+        DataParallelImpl.ZERO2: "DeepSpeed ZeRO-2 reduces in every micro-batch (its no_sync is refused)",
+        DataParallelImpl.ZERO3: "DeepSpeed ZeRO-3 reduces in every micro-batch (its no_sync is refused)",
+    }[impl]
+    done = "; ".join(part for part in (gathers, reductions) if part)
+    return f"Gradient accumulation over {micro_batches} micro-batches: {done} — {why}."
+
+
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
     if len(bucket) == 1:
         return f"bucket {index} ({bucket[0].name})"
@@ -164,11 +221,15 @@ def data_parallel_collectives(
     buffers: Sequence[BufferInfo] = (),
     dim: ParallelDim = ParallelDim.DP,
     find_unused_parameters: bool = False,
+    micro_batches: int = 1,
+    pp: int = 1,
 ) -> list[PlannedCollective]:
     """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
     DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts.
     ``dim``: DP, or EDP for the experts' gradients under expert parallelism. ``find_unused_parameters``:
-    DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order."""
+    DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order.
+    ``micro_batches`` per step and ``pp`` set each collective's ``count_per_step`` (``micro_batch_note``)."""
+    reductions = micro_batches if reduces_every_micro_batch(impl, pp) else 1
     parameters = sorted(
         (p for unit in units for p in unit.parameters if p.name in gradient_position),
         key=lambda p: gradient_position[p.name],
@@ -191,8 +252,8 @@ def data_parallel_collectives(
     if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2):
         buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
         passes = (
-            (CollectiveOp.REDUCE_SCATTER, grad_dtype, Phase.BACKWARD, "gradients "),
-            (CollectiveOp.ALL_GATHER, param_dtype, Phase.OPTIMIZER, "updated parameters "),
+            (CollectiveOp.REDUCE_SCATTER, grad_dtype, Phase.BACKWARD, "gradients ", reductions),
+            (CollectiveOp.ALL_GATHER, param_dtype, Phase.OPTIMIZER, "updated parameters ", 1),
         )
         return [
             collective(
@@ -203,13 +264,15 @@ def data_parallel_collectives(
                 phase,
                 dim,
                 label_prefix + what + _bucket_label(index, bucket),
+                count,
             )
-            for op, dtype, phase, what in passes
+            for op, dtype, phase, what, count in passes
             for index, bucket in enumerate(buckets)
         ]
     return _sharded_unit_collectives(
-        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim
-    )
+        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim,
+        micro_batches, reductions,
+    )  # fmt: skip
 
 
 def _sharded_unit_collectives(
@@ -221,9 +284,11 @@ def _sharded_unit_collectives(
     grad_dtype: str,
     label_prefix: str,
     dim: ParallelDim,
+    gathers: int,
+    reductions: int,
 ) -> list[PlannedCollective]:
     """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients
-    (of the trainable parameters only)."""
+    (of the trainable parameters only); ``gathers`` and ``reductions`` of each per step."""
 
     def padded(unit: Unit, gradients: bool = False) -> int:
         parameters = [p for p in unit.parameters if p.name in trainable or not gradients]
@@ -240,6 +305,7 @@ def _sharded_unit_collectives(
             phase,
             dim,
             f"{label_prefix}{unit.name} parameters",
+            gathers,
         )
 
     def scatter(unit: Unit) -> list[PlannedCollective]:
@@ -256,6 +322,7 @@ def _sharded_unit_collectives(
                 Phase.BACKWARD,
                 dim,
                 f"{label_prefix}{unit.name} gradients",
+                reductions,
             )  # fmt: skip
         ]
 
