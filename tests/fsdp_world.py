@@ -9,6 +9,12 @@ forward and backward passes before the optimizer steps; with ``sync_last_only`` 
 ``set_requires_gradient_sync(False)`` before all but the last, as FSDP2 offers for accumulating without
 communication. ``build`` and ``make_input`` must be importable module-level functions (the processes are
 spawned).
+
+``fsdp2_pipeline_collectives(build_stage, make_input, output_shape, micro_batches, schedule)`` runs 2 pipeline
+stages × 2 data-parallel replicas on 4 processes: ``build_stage(index)`` is a stage's module, sharded like the
+above over its replicas and driven by ``torch.distributed.pipelining`` (``schedule``: ``Schedule1F1B`` or
+``ScheduleGPipe``); it returns each stage's c10d calls of the second step, (op, "step", dtype, bytes), sends and
+receives included.
 """
 
 import json
@@ -100,3 +106,56 @@ def fsdp2_step_collectives(
         args = (world_size, free_port(), build, make_input, (param_dtype, reduce_dtype), accumulation, out)
         mp.spawn(_rank, args=args, nprocs=world_size)
         return [tuple(record) for record in json.loads(Path(out).read_text())]
+
+
+def _pipeline_rank(
+    rank: int, port: int, build_stage: Callable, make_input: Callable, output_shape: list[int],
+    schedule: tuple[str, int], folder: str,
+) -> None:  # fmt: skip
+    from torch.distributed import pipelining
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    try:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+        stage_index = mesh["pp"].get_local_rank()
+        torch.manual_seed(stage_index)
+        module = build_stage(stage_index)
+        for layer in module.modules():
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh["dp"])
+        fully_shard(module, mesh=mesh["dp"])
+        stage = pipelining.PipelineStage(module, stage_index, 2, torch.device("cpu"), group=mesh["pp"].get_group())
+        name, micro_batches = schedule
+        driver = getattr(pipelining, name)(stage, micro_batches, loss_fn=lambda output, _target: output.sum())
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.01)
+        for _ in range(STEPS):
+            log = _Collectives()
+            log.phase = "step"
+            with log:
+                if stage_index == 0:
+                    driver.step(make_input())
+                else:
+                    driver.step(target=torch.zeros(output_shape))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        if mesh["dp"].get_local_rank() == 0:
+            (Path(folder) / f"stage{stage_index}.json").write_text(json.dumps(log.records))
+    finally:
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def fsdp2_pipeline_collectives(
+    build_stage: Callable, make_input: Callable, output_shape: list[int], micro_batches: int, schedule: str
+) -> list[list[tuple[str, str, str, int]]]:
+    with tempfile.TemporaryDirectory() as folder:
+        args = (free_port(), build_stage, make_input, output_shape, (schedule, micro_batches), folder)
+        mp.spawn(_pipeline_rank, args=args, nprocs=4)
+        return [
+            [tuple(record) for record in json.loads((Path(folder) / f"stage{index}.json").read_text())]
+            for index in range(2)
+        ]

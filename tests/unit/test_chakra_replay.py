@@ -148,9 +148,9 @@ def test_one_micro_batch_plans_trace_every_planned_collective(name: str) -> None
         ("gpt2 zero3 mb4", 100, 52),
         # ZeRO-2: its 7 buckets reduce-scattered in every micro-batch, the updated parameters gathered once.
         ("gpt2 zero2 mb4", 7, 28),
-        # Under pipelining FSDP2 gathers its stage's root + 6 layers and 6 again per micro-batch, and
-        # reduce-scatters its 7 units once (torch.distributed.pipelining's perform_reduce_grad).
-        ("gpt2 fsdp2 hybrid mb4", 52, 7),
+        # Under pipelining FSDP2 keeps parameters unsharded after backward: each of the stage's 6 layers is
+        # gathered 4 + 1 times, its root once, and the 7 units reduce-scattered once (perform_reduce_grad).
+        ("gpt2 fsdp2 hybrid mb4", 31, 7),
     ],
 )
 def test_accumulating_plans_trace_every_micro_batch_s_collectives_as_the_plan_counts_them(

@@ -2,7 +2,9 @@
 (tests/fsdp_world.py), against the framework-mode plan and its Chakra trace: by default every micro-batch
 all-gathers every unit (the root included) in forward, the non-root units again in backward, and
 reduce-scatters every unit's gradients; ``set_requires_gradient_sync(False)`` before all but the last
-micro-batch keeps the gathers and leaves one reduce-scatter per unit and step."""
+micro-batch keeps the gathers and leaves one reduce-scatter per unit and step. Under
+``torch.distributed.pipelining`` parameters stay unsharded after each backward and gradients are
+reduce-scattered once."""
 
 from collections import Counter
 
@@ -14,9 +16,12 @@ from emuplan.workload.chakra.schedule import ComputeModel, NodeKind, build_trace
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import SampleSpec
+from emuplan.workload.plan_options import DataParallelImpl
 from emuplan.workload.planner import plan_workload
+from emuplan.workload.strategies.common import parameter_units
+from emuplan.workload.strategies.data_parallel import data_parallel_collectives
 from emuplan.workload.torch_module import inventory_from_module
-from fsdp_world import fsdp2_step_collectives
+from fsdp_world import fsdp2_pipeline_collectives, fsdp2_step_collectives
 
 WORLD_SIZE = 4
 MICRO_BATCHES = 4
@@ -125,3 +130,53 @@ def test_with_gradient_sync_off_until_the_last_micro_batch_only_the_gathers_repe
     document, _ = planned
     note = next(note for note in document.notes if note.startswith("Gradient accumulation"))
     assert "set_requires_gradient_sync(False) on all but the last micro-batch would reduce-scatter once" in note
+
+
+STAGE_LAYERS = [[(16, 32), (32, 24)], [(24, 40), (40, 16)]]
+
+
+class PipelineStageModule(nn.Module):
+    """One pipeline stage: two Linear layers (a unit each) and a root parameter of its own."""
+
+    def __init__(self, stage_index: int) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(10, 3))
+        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in STAGE_LAYERS[stage_index]])
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = hidden * self.scale.sum()
+        for layer in self.layers:
+            hidden = layer(hidden)
+        return hidden
+
+
+def pipeline_input() -> torch.Tensor:
+    return torch.randn(2 * MICRO_BATCHES, 16)
+
+
+@pytest.mark.parametrize("schedule", ["Schedule1F1B", "ScheduleGPipe"])
+def test_under_pipelining_each_layer_is_gathered_once_more_than_the_micro_batches_and_reduced_once(
+    schedule: str,
+) -> None:
+    """2 stages × 2 replicas, 4 micro-batches: each stage gathers its root once and each layer 4 + 1 times
+    (11 all-gathers), and reduce-scatters each unit once (3), in either schedule: what the planner's
+    data_parallel_collectives counts for the stage, on the units it makes of the stage's module."""
+    real = fsdp2_pipeline_collectives(
+        PipelineStageModule, pipeline_input, [2 * MICRO_BATCHES, 16], MICRO_BATCHES, schedule
+    )
+    for stage_index, calls in enumerate(real):
+        with torch.device("meta"):
+            module = PipelineStageModule(stage_index)
+        inventory = inventory_from_module(module, "stage", "test", SampleSpec(shape=[STAGE_LAYERS[stage_index][0][0]]))
+        planned = data_parallel_collectives(
+            DataParallelImpl.FSDP2, parameter_units(inventory), {p.name: 0 for p in inventory.parameters}, 2,
+            "float32", "float32", None, micro_batches=MICRO_BATCHES, pp=2, stage=stage_index,
+        )  # fmt: skip
+        counted = Counter()
+        for c in planned:
+            counted[(c.op.value, c.bytes_total)] += c.count_per_step
+        sharded = Counter((C10D_OPS[op], size) for op, _, _, size in calls if op in C10D_OPS)
+        assert sharded == counted
+        assert Counter(op for op, _ in sharded.elements()) == Counter(all_gather=11, reduce_scatter=3)
+        # The root, 10 × 3 fp32 (dim 0 already a multiple of 2), is gathered and reduce-scattered once.
+        assert (sharded[("all_gather", 120)], sharded[("reduce_scatter", 120)]) == (1, 1)

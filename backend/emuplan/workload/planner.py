@@ -447,6 +447,7 @@ def _framework_collectives(
             find_unused_parameters=inputs.find_unused_parameters,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
+            stage=busiest.index,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -461,6 +462,7 @@ def _framework_collectives(
             dim=ParallelDim.EDP,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
+            stage=busiest.index,
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")

@@ -26,8 +26,10 @@ from emuplan.workload.strategies.data_parallel import (
     SHARDED_UNITS,
     data_parallel_collectives,
     ddp_buckets,
+    gathered_passes,
     micro_batch_note,
     reduces_every_micro_batch,
+    reshards_after_backward,
 )
 from emuplan.workload.strategies.expert_parallel import (
     expert_tensor_collectives,
@@ -36,7 +38,7 @@ from emuplan.workload.strategies.expert_parallel import (
     split_expert_units,
     token_all_to_alls,
 )
-from emuplan.workload.strategies.pipeline_parallel import Stage
+from emuplan.workload.strategies.pipeline_parallel import Stage, one_f_one_b
 from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
     linear_layers,
@@ -202,10 +204,12 @@ class _Reduction:
 
 @dataclass(frozen=True)
 class _UnitGather:
-    """An FSDP2 / ZeRO-3 unit's parameter all-gather, needed by the pass's ``position``-th block."""
+    """An FSDP2 / ZeRO-3 unit's parameter all-gather, needed by the pass's ``position``-th block; ``before``: whether
+    it runs before each of the stage's passes in step order (``gathered_passes``)."""
 
     item: PlannedCollective
     position: int
+    before: tuple[bool, ...]
 
 
 def simulated_comm_size(item: PlannedCollective) -> int:
@@ -609,15 +613,6 @@ class _GatherQueue:
             self._issue()
 
 
-def one_f_one_b(stage: int, stages: int, micro_batches: int) -> list[tuple[Phase, int]]:
-    """Megatron's 1F1B order on one stage: warm-up forwards, then one forward one backward, then cool-down."""
-    warmup = min(stages - stage - 1, micro_batches)
-    order = [(Phase.FORWARD, j) for j in range(warmup)]
-    for i in range(micro_batches - warmup):
-        order += [(Phase.FORWARD, warmup + i), (Phase.BACKWARD, i)]
-    return order + [(Phase.BACKWARD, j) for j in range(micro_batches - warmup, micro_batches)]
-
-
 def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -> int:
     """Unique per micro-batch, boundary and direction, so each receive matches exactly one send."""
     return 2 * (micro_batch * (stages - 1) + boundary) + int(backward)
@@ -650,7 +645,7 @@ class _DataParallelTraffic:
 
 
 def _data_parallel_traffic(
-    local: list, inputs: NormalisedInputs, inventory: ModelInventory
+    local: list, inputs: NormalisedInputs, inventory: ModelInventory, stage_index: int
 ) -> list[_DataParallelTraffic]:
     """The stage's data-parallel collectives from the planner's own function, per group."""
     ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
@@ -664,7 +659,7 @@ def _data_parallel_traffic(
             continue
         items = data_parallel_collectives(
             inputs.dp_impl, units, ready, group_size, inputs.param_dtype, inputs.grad_dtype, inputs.bucket_cap_mb,
-            buffers=group_buffers, dim=dim,
+            buffers=group_buffers, dim=dim, micro_batches=inputs.micro_batches, pp=inputs.pp, stage=stage_index,
         )  # fmt: skip
         trainable = sorted(
             (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
@@ -719,7 +714,7 @@ def _stage_trace(
     )
     builder = _RankBuilder(compute)
     block_of = {p.name: index for index, block in enumerate(blocks) for p in block.parameters}
-    traffic = _data_parallel_traffic(local, inputs, inventory)
+    traffic = _data_parallel_traffic(local, inputs, inventory, stage_index)
     impl = inputs.dp_impl
     sharded_units = impl in SHARDED_UNITS
     every_micro_batch = reduces_every_micro_batch(impl, inputs.pp)
@@ -756,8 +751,11 @@ def _stage_trace(
     ]  # fmt: skip
 
     # FSDP2 / ZeRO-3: a unit's all-gather before its first block forward (the root's at the start) and
-    # before its last block backward (roots stay unsharded), its gradients reduce-scattered once its
-    # backward is done (roots' last), in every micro-batch or only the last (``reduces_every_micro_batch``).
+    # before its last block backward, in the passes it is sharded before; its gradients reduce-scattered once
+    # its backward is done (roots' last) in every micro-batch, or all after the last backward (pipelined FSDP2).
+    passes = one_f_one_b(stage_index, len(stages), micro_batches)
+    pass_index = {step: index for index, step in enumerate(passes)}
+    reshard = reshards_after_backward(impl, inputs.pp)
     forward_gathers: list[_UnitGather] = []
     backward_gathers: list[_UnitGather] = []
     scatters: dict[int, list[PlannedCollective]] = {}  # backward position after which they start
@@ -767,10 +765,11 @@ def _stage_trace(
         for item in group.items:
             unit = by_name[item.label.rsplit(" ", 1)[0]]
             indices = [block_of[p.name] for p in unit.parameters]
+            before = tuple(gathered_passes([phase for phase, _ in passes], unit.is_root, reshard))
             if item.op is CollectiveOp.ALL_GATHER and item.phase is Phase.FORWARD:
-                forward_gathers.append(_UnitGather(item, 0 if unit.is_root else min(indices)))
+                forward_gathers.append(_UnitGather(item, 0 if unit.is_root else min(indices), before))
             elif item.op is CollectiveOp.ALL_GATHER:
-                backward_gathers.append(_UnitGather(item, len(blocks) - 1 - max(indices)))
+                backward_gathers.append(_UnitGather(item, len(blocks) - 1 - max(indices), before))
             elif unit.is_root:
                 root_scatters.append(item)
             else:
@@ -779,11 +778,14 @@ def _stage_trace(
     backward_gathers.sort(key=lambda gather: gather.position)
     step_collectives: list[int] = []
 
-    def root_scattered(name: str) -> None:
-        for item in root_scatters:
+    def scattered(name: str, items: list[PlannedCollective]) -> None:
+        for item in items:
             step_collectives.append(
                 builder.collective(f"{name}{kind} {_spelled(item.op)} {item.label}", item, builder.tail())
             )
+
+    def sharded_before(gathers: list[_UnitGather], phase: Phase, j: int) -> list[_UnitGather]:
+        return [gather for gather in gathers if gather.before[pass_index[(phase, j)]]]
 
     def forward(j: int) -> None:
         if stage_index > 0:
@@ -792,7 +794,7 @@ def _stage_trace(
             builder.recv(f"mb{j} recv activation from stage {k}", boundaries[k], k, tag)
         if j == 0:  # DDP broadcasts the module buffers as the step's first forward starts
             builder.waiting += builder.blocking("mb0 fwd: DDP", broadcasts)
-        gathers = _GatherQueue(builder, forward_gathers, f"mb{j} fwd")
+        gathers = _GatherQueue(builder, sharded_before(forward_gathers, Phase.FORWARD, j), f"mb{j} fwd")
         for position, block in enumerate(blocks):
             gathers.before(position)
             builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before)
@@ -809,7 +811,7 @@ def _stage_trace(
             tag = pipeline_tag(j, k, len(stages), backward=True)
             builder.recv(f"mb{j} recv gradient from stage {k + 1}", boundaries[k], k + 1, tag)
         launched = [0] * len(queues)
-        gathers = _GatherQueue(builder, backward_gathers, f"mb{j} bwd")
+        gathers = _GatherQueue(builder, sharded_before(backward_gathers, Phase.BACKWARD, j), f"mb{j} bwd")
         last_micro_batch = j == micro_batches - 1
         reduced = f"mb{j} " if every_micro_batch else ""  # names the micro-batch when each one reduces
         for position, block in enumerate(reversed(blocks)):
@@ -825,29 +827,30 @@ def _stage_trace(
             builder.waiting += gathered
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
-            if not (last_micro_batch or every_micro_batch):
-                continue
-            for item in scatters.get(position, []):
+            for item in scatters.get(position, []) if every_micro_batch else []:
                 step_collectives.append(
                     builder.collective(f"{reduced}{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
                 )
-            for index, queue in enumerate(queues):
+            for index, queue in enumerate(queues) if last_micro_batch or every_micro_batch else []:
                 while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
                     reduction = queue[launched[index]]
                     step_collectives.append(builder.collective(reduced + reduction.name, reduction.item, [weight_grad]))
                     launched[index] += 1
         if every_micro_batch:  # FSDP2 reduce-scatters the root's gradients as each backward ends
-            root_scattered(reduced)
+            scattered(reduced, root_scatters)
         if stage_index > 0:
             k = stage_index - 1
             tag = pipeline_tag(j, k, len(stages), backward=True)
             builder.send(f"mb{j} send gradient to stage {k}", boundaries[k], k, tag)
 
-    for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
+    for phase, j in passes:
         (forward if phase is Phase.FORWARD else backward)(j)
 
-    if not every_micro_batch:  # after the last backward: the roots' reduce-scatters
-        root_scattered("")
+    if sharded_units and not every_micro_batch:
+        # torch.distributed.pipelining's perform_reduce_grad after the last backward: the root, then the layers.
+        scattered(
+            "", root_scatters + [item for position in sorted(scatters, reverse=True) for item in scatters[position]]
+        )
     # Then Megatron's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py): it waits for
     # the data-parallel gradient sync (``finish_grad_sync``), then all-reduces the layer norms' gradients over
     # TP, then the tied word embedding's over its first and last stage, each a blocking call on the result
