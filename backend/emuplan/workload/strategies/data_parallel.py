@@ -299,10 +299,10 @@ def data_parallel_collectives(
             for op, dtype, phase, what, count in passes
             for index, bucket in enumerate(buckets)
         ]
-    passes = [phase for phase, _ in one_f_one_b(stage, pp, micro_batches)]
+    stage_passes = [phase for phase, _ in one_f_one_b(stage, pp, micro_batches)]
     return _sharded_unit_collectives(
         impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim,
-        passes, reshards_after_backward(impl, pp), reductions,
+        stage_passes, reshards_after_backward(impl, pp), reductions,
     )  # fmt: skip
 
 
