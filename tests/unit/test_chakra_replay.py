@@ -20,6 +20,7 @@ from chakra_replay import (
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, bundle_files
 from emuplan.workload.chakra.schedule import ComputeModel, build_traces, simulated_comm_size
+from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.pytorch_source import PytorchSourceOptions
@@ -42,6 +43,9 @@ PLANS = {
     "gpt2 hybrid sp mb8": {**GPT2, "strategy": "hybrid", "tp": 2, "pp": 2, "dp": 2, "micro_batches": 8,
                            "sequence_parallel": True},
     "gpt2 fsdp2": {**GPT2, "gpus": 4, "micro_batches": 1, "dp_impl": "fsdp2"},
+    "gpt2 fsdp2 mb4": {**GPT2, "batch_size": 16, "gpus": 4, "micro_batches": 4, "dp_impl": "fsdp2"},
+    "gpt2 zero2 mb4": {**GPT2, "batch_size": 16, "gpus": 4, "micro_batches": 4, "dp_impl": "zero2"},
+    "gpt2 zero3 mb4": {**GPT2, "batch_size": 16, "gpus": 4, "micro_batches": 4, "dp_impl": "zero3"},
     "gpt2 fsdp2 hybrid mb4": {**GPT2, "strategy": "hybrid", "tp": 2, "pp": 2, "dp": 2, "micro_batches": 4,
                               "dp_impl": "fsdp2"},
     "gpt2 zero1": {**GPT2, "gpus": 4, "micro_batches": 1, "dp_impl": "zero1"},
@@ -109,7 +113,8 @@ COMM_TYPES = {"all_reduce": et.ALL_REDUCE, "all_gather": et.ALL_GATHER, "reduce_
 
 
 def planned_and_traced(name: str) -> tuple[list, list]:
-    """The plan's collectives, each count_per_step times in its order, and rank 0's, both as (comm_type, comm_size)."""
+    """The plan's collectives, each count_per_step times in its order, and rank 0's, both as (comm_type, comm_size);
+    point-to-point sends are not collectives."""
     request = PLANS[name]
     inventory = resolve_model(request["model"])
     document = plan_workload(PlanRequest(**request), inventory)
@@ -117,6 +122,7 @@ def planned_and_traced(name: str) -> tuple[list, list]:
     planned = [
         (COMM_TYPES[item.op.value], simulated_comm_size(item))
         for item in document.collectives
+        if item.op is not CollectiveOp.SEND_RECV
         for _ in range(item.count_per_step)
     ]
     traced = [collective_key(node) for node in Bundle.read(files).ranks[0] if node.type == et.COMM_COLL_NODE]
@@ -132,6 +138,28 @@ def test_one_micro_batch_plans_trace_every_planned_collective(name: str) -> None
     counts it, at the size the simulators read."""
     planned, traced = planned_and_traced(name)
     assert Counter(traced) == Counter(planned)
+
+
+@pytest.mark.parametrize(
+    ("name", "gathers", "scatters"),
+    [
+        # FSDP2 (no pipelining) and ZeRO-3: root + 12 layers forward, 12 backward, 13 reduce-scatters, × 4.
+        ("gpt2 fsdp2 mb4", 100, 52),
+        ("gpt2 zero3 mb4", 100, 52),
+        # ZeRO-2: its 7 buckets reduce-scattered in every micro-batch, the updated parameters gathered once.
+        ("gpt2 zero2 mb4", 7, 28),
+        # Under pipelining FSDP2 keeps parameters unsharded after backward: each of the stage's 6 layers is
+        # gathered 4 + 1 times, its root once, and the 7 units reduce-scattered once (perform_reduce_grad).
+        ("gpt2 fsdp2 hybrid mb4", 31, 7),
+    ],
+)
+def test_accumulating_plans_trace_every_micro_batch_s_collectives_as_the_plan_counts_them(
+    name: str, gathers: int, scatters: int
+) -> None:
+    planned, traced = planned_and_traced(name)
+    assert Counter(traced) == Counter(planned)
+    kinds = Counter(comm_type for comm_type, _ in traced)  # no sequence parallel: all gathers and scatters are DP's
+    assert (kinds[et.ALL_GATHER], kinds[et.REDUCE_SCATTER]) == (gathers, scatters)
 
 
 def test_fsdp2_gathers_and_scatters_in_the_order_fsdp2_issues_them() -> None:

@@ -289,6 +289,23 @@ def test_fsdp2_and_tensor_parallel_of_a_source_are_the_capture_itself():
         capture_for_plan(plan_workload(hybrid, inventory), source, "seed_classifier.py", options, LIMITS)
 
 
+@pytest.mark.parametrize(
+    ("strategy", "count"), [({"dp_impl": "fsdp2"}, 4), ({"dp_impl": "ddp"}, 1), ({"strategy": "tensor"}, 4)]
+)
+def test_a_captured_micro_batch_counts_as_often_as_the_step_runs_it(strategy: dict, count: int):
+    """The capture runs one micro-batch; FSDP2 gathers and reduce-scatters in every one of the step's 4 (as real
+    FSDP2 does, tests/unit/test_fsdp_micro_batches.py) and tensor parallelism all-reduces in each, DDP
+    all-reduces once (no_sync until the last), as the analytic plan counts them."""
+    options = PytorchSourceOptions(model_class="Classifier", input_shape=[1, 28, 28])
+    source = (MODELS / "seed_classifier.py").read_text()
+    inventory = inspect_pytorch_source(source, "seed_classifier.py", options, LIMITS).inventory
+    request = PlanRequest(**{"model": "seed", "mode": "framework", "gpus": 4, "micro_batches": 4, **strategy})
+    document = capture_for_plan(plan_workload(request, inventory), source, "seed_classifier.py", options, LIMITS)
+    assert {c.count_per_step for c in document.captured} == {count}
+    assert document.capture_differences == []
+    assert "one micro-batch of 4 (count_per_step counts the step)" in document.notes[-1]
+
+
 # --- DDP's capture on a one-token sample, checked against real DDP on the whole sample --------------
 
 SMALL_GPT2 = {"vocab": 4096, "positions": 64, "hidden": 512, "layers": 4, "heads": 8}

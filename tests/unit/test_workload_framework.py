@@ -195,6 +195,32 @@ def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
     assert len(sizes(zero3, CollectiveOp.ALL_GATHER)) + len(sizes(zero3, CollectiveOp.REDUCE_SCATTER)) == 12
 
 
+@pytest.mark.parametrize(
+    ("dp_impl", "counts", "why"),
+    [
+        # DeepSpeed's engine.allreduce_gradients: ZeRO-1 reduces only at the gradient-accumulation boundary,
+        # ZeRO-2 and ZeRO-3 in every micro-batch (their no_sync is refused); the updated parameters of ZeRO-1/2
+        # are gathered once, after the optimizer step.
+        ("zero1", {("reduce_scatter", "backward"): 1, ("all_gather", "optimizer"): 1}, "ZeRO-1 reduces only"),
+        ("zero2", {("reduce_scatter", "backward"): 4, ("all_gather", "optimizer"): 1}, "ZeRO-2 reduces in every"),
+        (
+            "zero3",
+            {("all_gather", "forward"): 4, ("all_gather", "backward"): 4, ("reduce_scatter", "backward"): 4},
+            "ZeRO-3 reduces in every",
+        ),
+        ("ddp", {("all_reduce", "backward"): 1}, "DDP with no_sync on all but the last micro-batch"),
+    ],
+)
+def test_gradient_accumulation_counts_what_each_implementation_sends_per_micro_batch(
+    dp_impl: str, counts: dict, why: str
+) -> None:
+    document = framework(strategy="data", dp_impl=dp_impl, micro_batches=4)
+    assert {(c.op.value, c.phase.value): c.count_per_step for c in document.collectives} == counts
+    [note] = [note for note in document.notes if note.startswith("Gradient accumulation over 4 micro-batches")]
+    assert why in note
+    assert not any(n.startswith("Gradient accumulation") for n in framework(strategy="data", dp_impl=dp_impl).notes)
+
+
 # --- Tensor parallel --------------------------------------------------------------------------------
 
 

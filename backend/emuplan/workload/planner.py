@@ -21,7 +21,7 @@ from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.plan_options import DataParallelImpl, Mode, Strategy
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
-from emuplan.workload.strategies.data_parallel import data_parallel_collectives
+from emuplan.workload.strategies.data_parallel import data_parallel_collectives, micro_batch_note
 from emuplan.workload.strategies.expert_parallel import (
     check_expert_degrees,
     expert_parallel_collectives,
@@ -445,6 +445,9 @@ def _framework_collectives(
             # PyTorch's DDP broadcasts module buffers each step; Megatron's own DDP (TP on a transformer) does not.
             inventory.buffers if shape is None or inputs.tp == 1 else [],
             find_unused_parameters=inputs.find_unused_parameters,
+            micro_batches=inputs.micro_batches,
+            pp=inputs.pp,
+            stage=busiest.index,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -457,6 +460,9 @@ def _framework_collectives(
             inputs.bucket_cap_mb,
             prefix,
             dim=ParallelDim.EDP,
+            micro_batches=inputs.micro_batches,
+            pp=inputs.pp,
+            stage=busiest.index,
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
@@ -530,6 +536,8 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
                 )
                 + "; iteration 0 all-reduces everything in one bucket."
             )
+        if inputs.dp > 1 and (accumulation := micro_batch_note(inputs.dp_impl, inputs.micro_batches, inputs.pp)):
+            notes.append(accumulation)
         if inputs.dp > 1 and uses_megatron_ddp(inputs.mode, shape, inputs.tp, inputs.dp_impl):
             notes.append(
                 f"Megatron's DDP reduces the gradients as main_grad, here {inputs.grad_dtype}: float32 by default "

@@ -217,7 +217,10 @@ def _capture_target(inputs: NormalisedInputs) -> tuple[str, ParallelDim, int] | 
 def captured_collectives(
     captured: CapturedStrategy, dimension: ParallelDim, inputs: NormalisedInputs
 ) -> list[PlannedCollective]:
-    """The steady-state step as the plan document lists collectives, one entry per issue."""
+    """The steady-state step as the plan document lists collectives, one entry per issue of one micro-batch's
+    forward and backward: DDP's once per step (no_sync before all but the last micro-batch), FSDP2's and tensor
+    parallelism's in every micro-batch (``data_parallel.micro_batch_note``)."""
+    count = 1 if captured.strategy == "ddp" else inputs.micro_batches
     items = []
     for index, collective in enumerate(captured.steady_step):
         op = collective.op
@@ -228,7 +231,7 @@ def captured_collectives(
                 bytes_per_rank=collective.per_rank_bytes,
                 dtype=collective.dtype,
                 group_size=captured.world_size,
-                count_per_step=1,
+                count_per_step=count,
                 phase=Phase(collective.phase),
                 parallel_dim=dimension,
                 label=f"captured {captured.strategy} #{index} ({collective.torch_op})",
@@ -337,7 +340,13 @@ def capture_for_plan(
     kccb = kccb_trials(captured, document.trials, framework_strides(inputs), inputs.gpus_per_host)
     note = (
         f"captured: the {strategy} collectives PyTorch {torch_version()} itself issued for one steady-state step "
-        f"on {group_size} ranks (fake process group). The KCCB export and a measurement of this plan use this "
+        f"on {group_size} ranks (fake process group)"
+        + (
+            f", one micro-batch of {inputs.micro_batches} (count_per_step counts the step)"
+            if inputs.micro_batches > 1
+            else ""
+        )
+        + ". The KCCB export and a measurement of this plan use this "
         "captured list; `collectives` keeps the analytic list beside it"
         + (f" ({len(differences)} differences in capture_differences)." if differences else ", which agrees.")
     )

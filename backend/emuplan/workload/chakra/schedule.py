@@ -22,7 +22,15 @@ from emuplan.workload.document import NormalisedInputs, ParallelDim, Phase, Plan
 from emuplan.workload.inventory import ModelInventory, ParameterInfo, TransformerShape
 from emuplan.workload.plan_options import DataParallelImpl, Mode
 from emuplan.workload.planner import boundary_bytes, framework_stages, local_units, tied_embedding_bytes
-from emuplan.workload.strategies.data_parallel import data_parallel_collectives, ddp_buckets
+from emuplan.workload.strategies.data_parallel import (
+    SHARDED_UNITS,
+    data_parallel_collectives,
+    ddp_buckets,
+    gathered_passes,
+    micro_batch_note,
+    reduces_every_micro_batch,
+    reshards_after_backward,
+)
 from emuplan.workload.strategies.expert_parallel import (
     expert_tensor_collectives,
     is_expert_parameter,
@@ -30,7 +38,7 @@ from emuplan.workload.strategies.expert_parallel import (
     split_expert_units,
     token_all_to_alls,
 )
-from emuplan.workload.strategies.pipeline_parallel import Stage
+from emuplan.workload.strategies.pipeline_parallel import Stage, one_f_one_b
 from emuplan.workload.strategies.tensor_parallel import (
     dtensor_linear_collectives,
     linear_layers,
@@ -186,8 +194,8 @@ class _Block:
 
 @dataclass(frozen=True)
 class _Reduction:
-    """A DDP bucket's all-reduce (ZeRO-1/2: reduce-scatter), launched in the last micro-batch once the
-    backward of block ``ready_after`` (backward order) ends."""
+    """A DDP bucket's all-reduce (ZeRO-1/2: reduce-scatter), launched once the backward of block ``ready_after``
+    (backward order) ends: in the last micro-batch, or in every one (``reduces_every_micro_batch``)."""
 
     name: str
     item: PlannedCollective
@@ -196,10 +204,12 @@ class _Reduction:
 
 @dataclass(frozen=True)
 class _UnitGather:
-    """An FSDP2 / ZeRO-3 unit's parameter all-gather, needed by the pass's ``position``-th block."""
+    """An FSDP2 / ZeRO-3 unit's parameter all-gather, needed by the pass's ``position``-th block; ``before``: whether
+    it runs before each of the stage's passes in step order (``gathered_passes``)."""
 
     item: PlannedCollective
     position: int
+    before: tuple[bool, ...]
 
 
 def simulated_comm_size(item: PlannedCollective) -> int:
@@ -603,15 +613,6 @@ class _GatherQueue:
             self._issue()
 
 
-def one_f_one_b(stage: int, stages: int, micro_batches: int) -> list[tuple[Phase, int]]:
-    """Megatron's 1F1B order on one stage: warm-up forwards, then one forward one backward, then cool-down."""
-    warmup = min(stages - stage - 1, micro_batches)
-    order = [(Phase.FORWARD, j) for j in range(warmup)]
-    for i in range(micro_batches - warmup):
-        order += [(Phase.FORWARD, warmup + i), (Phase.BACKWARD, i)]
-    return order + [(Phase.BACKWARD, j) for j in range(micro_batches - warmup, micro_batches)]
-
-
 def pipeline_tag(micro_batch: int, boundary: int, stages: int, backward: bool) -> int:
     """Unique per micro-batch, boundary and direction, so each receive matches exactly one send."""
     return 2 * (micro_batch * (stages - 1) + boundary) + int(backward)
@@ -644,7 +645,7 @@ class _DataParallelTraffic:
 
 
 def _data_parallel_traffic(
-    local: list, inputs: NormalisedInputs, inventory: ModelInventory
+    local: list, inputs: NormalisedInputs, inventory: ModelInventory, stage_index: int
 ) -> list[_DataParallelTraffic]:
     """The stage's data-parallel collectives from the planner's own function, per group."""
     ready = {p.name: index for index, p in enumerate(inventory.gradient_ready_parameters())}
@@ -658,7 +659,7 @@ def _data_parallel_traffic(
             continue
         items = data_parallel_collectives(
             inputs.dp_impl, units, ready, group_size, inputs.param_dtype, inputs.grad_dtype, inputs.bucket_cap_mb,
-            buffers=group_buffers, dim=dim,
+            buffers=group_buffers, dim=dim, micro_batches=inputs.micro_batches, pp=inputs.pp, stage=stage_index,
         )  # fmt: skip
         trainable = sorted(
             (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
@@ -713,9 +714,10 @@ def _stage_trace(
     )
     builder = _RankBuilder(compute)
     block_of = {p.name: index for index, block in enumerate(blocks) for p in block.parameters}
-    traffic = _data_parallel_traffic(local, inputs, inventory)
+    traffic = _data_parallel_traffic(local, inputs, inventory, stage_index)
     impl = inputs.dp_impl
-    sharded_units = impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
+    sharded_units = impl in SHARDED_UNITS
+    every_micro_batch = reduces_every_micro_batch(impl, inputs.pp)
 
     # DDP (ZeRO-1/2: reduce-scatter) buckets, each started after the backward of the block that produces its
     # last gradient (the latest block in backward order among its tensors); one queue per group, in order.
@@ -749,8 +751,11 @@ def _stage_trace(
     ]  # fmt: skip
 
     # FSDP2 / ZeRO-3: a unit's all-gather before its first block forward (the root's at the start) and
-    # before its last block backward (roots stay unsharded), its gradients reduce-scattered once its
-    # backward is done (roots' last), in the last micro-batch.
+    # before its last block backward, in the passes it is sharded before; its gradients reduce-scattered once
+    # its backward is done (roots' last) in every micro-batch, or all after the last backward (pipelined FSDP2).
+    passes = one_f_one_b(stage_index, len(stages), micro_batches)
+    pass_index = {step: index for index, step in enumerate(passes)}
+    reshard = reshards_after_backward(impl, inputs.pp)
     forward_gathers: list[_UnitGather] = []
     backward_gathers: list[_UnitGather] = []
     scatters: dict[int, list[PlannedCollective]] = {}  # backward position after which they start
@@ -760,10 +765,11 @@ def _stage_trace(
         for item in group.items:
             unit = by_name[item.label.rsplit(" ", 1)[0]]
             indices = [block_of[p.name] for p in unit.parameters]
+            before = tuple(gathered_passes([phase for phase, _ in passes], unit.is_root, reshard))
             if item.op is CollectiveOp.ALL_GATHER and item.phase is Phase.FORWARD:
-                forward_gathers.append(_UnitGather(item, 0 if unit.is_root else min(indices)))
+                forward_gathers.append(_UnitGather(item, 0 if unit.is_root else min(indices), before))
             elif item.op is CollectiveOp.ALL_GATHER:
-                backward_gathers.append(_UnitGather(item, len(blocks) - 1 - max(indices)))
+                backward_gathers.append(_UnitGather(item, len(blocks) - 1 - max(indices), before))
             elif unit.is_root:
                 root_scatters.append(item)
             else:
@@ -772,6 +778,15 @@ def _stage_trace(
     backward_gathers.sort(key=lambda gather: gather.position)
     step_collectives: list[int] = []
 
+    def scattered(name: str, items: list[PlannedCollective]) -> None:
+        for item in items:
+            step_collectives.append(
+                builder.collective(f"{name}{kind} {_spelled(item.op)} {item.label}", item, builder.tail())
+            )
+
+    def sharded_before(gathers: list[_UnitGather], phase: Phase, j: int) -> list[_UnitGather]:
+        return [gather for gather in gathers if gather.before[pass_index[(phase, j)]]]
+
     def forward(j: int) -> None:
         if stage_index > 0:
             k = stage_index - 1
@@ -779,7 +794,7 @@ def _stage_trace(
             builder.recv(f"mb{j} recv activation from stage {k}", boundaries[k], k, tag)
         if j == 0:  # DDP broadcasts the module buffers as the step's first forward starts
             builder.waiting += builder.blocking("mb0 fwd: DDP", broadcasts)
-        gathers = _GatherQueue(builder, forward_gathers, f"mb{j} fwd")
+        gathers = _GatherQueue(builder, sharded_before(forward_gathers, Phase.FORWARD, j), f"mb{j} fwd")
         for position, block in enumerate(blocks):
             gathers.before(position)
             builder.waiting += builder.blocking(f"mb{j} fwd {block.name}", block.forward_before)
@@ -796,8 +811,9 @@ def _stage_trace(
             tag = pipeline_tag(j, k, len(stages), backward=True)
             builder.recv(f"mb{j} recv gradient from stage {k + 1}", boundaries[k], k + 1, tag)
         launched = [0] * len(queues)
-        gathers = _GatherQueue(builder, backward_gathers, f"mb{j} bwd")
+        gathers = _GatherQueue(builder, sharded_before(backward_gathers, Phase.BACKWARD, j), f"mb{j} bwd")
         last_micro_batch = j == micro_batches - 1
+        reduced = f"mb{j} " if every_micro_batch else ""  # names the micro-batch when each one reduces
         for position, block in enumerate(reversed(blocks)):
             gathers.before(position)
             builder.waiting += builder.blocking(f"mb{j} bwd {block.name}", block.backward_before)
@@ -811,28 +827,30 @@ def _stage_trace(
             builder.waiting += gathered
             weight_grad = builder.compute(f"mb{j} bwd weight-grad {block.name}", block.matmul_flops)
             builder.waiting += joined
-            if not last_micro_batch:
-                continue
-            for item in scatters.get(position, []):
+            for item in scatters.get(position, []) if every_micro_batch else []:
                 step_collectives.append(
-                    builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
+                    builder.collective(f"{reduced}{kind} {_spelled(item.op)} {item.label}", item, [weight_grad])
                 )
-            for index, queue in enumerate(queues):
+            for index, queue in enumerate(queues) if last_micro_batch or every_micro_batch else []:
                 while launched[index] < len(queue) and queue[launched[index]].ready_after <= position:
                     reduction = queue[launched[index]]
-                    step_collectives.append(builder.collective(reduction.name, reduction.item, [weight_grad]))
+                    step_collectives.append(builder.collective(reduced + reduction.name, reduction.item, [weight_grad]))
                     launched[index] += 1
+        if every_micro_batch:  # FSDP2 reduce-scatters the root's gradients as each backward ends
+            scattered(reduced, root_scatters)
         if stage_index > 0:
             k = stage_index - 1
             tag = pipeline_tag(j, k, len(stages), backward=True)
             builder.send(f"mb{j} send gradient to stage {k}", boundaries[k], k, tag)
 
-    for phase, j in one_f_one_b(stage_index, len(stages), micro_batches):
+    for phase, j in passes:
         (forward if phase is Phase.FORWARD else backward)(j)
 
-    # After the last backward: the roots' reduce-scatters.
-    for item in root_scatters:
-        step_collectives.append(builder.collective(f"{kind} {_spelled(item.op)} {item.label}", item, builder.tail()))
+    if sharded_units and not every_micro_batch:
+        # torch.distributed.pipelining's perform_reduce_grad after the last backward: the root, then the layers.
+        scattered(
+            "", root_scatters + [item for position in sorted(scatters, reverse=True) for item in scatters[position]]
+        )
     # Then Megatron's finalize_model_grads (megatron/core/distributed/finalize_model_grads.py): it waits for
     # the data-parallel gradient sync (``finish_grad_sync``), then all-reduces the layer norms' gradients over
     # TP, then the tied word embedding's over its first and last stage, each a blocking call on the result
@@ -889,15 +907,8 @@ def build_traces(
         )
     elif ranks is not None and len(ranks) < inputs.gpus:
         notes.append(f"Only the requested ranks were written: {rank_ranges(ranks)} of {inputs.gpus}.")
-    if (
-        inputs.micro_batches > 1
-        and inputs.dp > 1
-        and inputs.dp_impl in (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
-    ):
-        notes.append(
-            "Parameters are all-gathered for every micro-batch's forward and backward (resharded after each); "
-            "gradients are reduce-scattered once, in the last micro-batch's backward."
-        )
+    if inputs.dp > 1 and (accumulation := micro_batch_note(inputs.dp_impl, inputs.micro_batches, inputs.pp)):
+        notes.append(accumulation)
     wanted = list(range(inputs.gpus)) if ranks is None else ranks
     needed = sorted({role_of(inputs, rank).stage for rank in wanted})
     stage_nodes = {s: _stage_trace(s, inputs, inventory, stages, boundaries, compute) for s in needed}

@@ -19,11 +19,27 @@ limits and launched last-filled first (``DistributedDataParallel._ddp_init_helpe
 
 FSDP2 (``fully_shard`` per layer and on the root): each unit's parameters are all-gathered before
 its forward, again before its backward (non-root units reshard after forward), and its gradients
-reduce-scattered. Every tensor's dim 0 is padded to a multiple of the group size.
+reduce-scattered. Every tensor's dim 0 is padded to a multiple of the group size. A unit is gathered
+before a forward or backward pass only if it is sharded then (``gathered_passes``).
 
 ZeRO-1/2: gradients reduce-scattered and updated parameters all-gathered once per step (2Ψ per
 rank), in buckets like DDP's, the flat buffer padded to a multiple of the group size. ZeRO-3: like
 FSDP2 but one flat buffer per unit (3Ψ).
+
+Gradient accumulation (``micro_batches`` > 1, pp = 1): FSDP2 by default (``requires_gradient_sync`` left True)
+gathers and reduce-scatters every unit in every micro-batch, root included (measured on gloo:
+tests/unit/test_fsdp_micro_batches.py); ``set_requires_gradient_sync(False)`` before all but the last
+would keep the gathers and drop all but the last reduce-scatters. DeepSpeed ZeRO-2/3 reduce in every
+micro-batch and cannot do otherwise (deepspeed/runtime/engine.py: ``allreduce_gradients`` — "ZeRO stage >= 2
+communicates during non gradient accumulation boundaries as well" — and ``no_sync`` asserts it "is
+incompatible with gradient partitioning logic of ZeRO stage 2"); ZeRO-1 reduces only at the accumulation
+boundary, and ZeRO-1/2 gather the updated parameters once, after the optimizer step. DDP is planned with
+``no_sync`` on all but the last micro-batch, as Megatron runs it. Under pipeline parallelism FSDP2 runs as
+``torch.distributed.pipelining`` drives it (stage.py: ``set_requires_gradient_sync(False)`` and
+``set_reshard_after_backward(False)`` for every micro-batch's backward, then one ``perform_reduce_grad``):
+one reduce-scatter per unit and step, after the last backward, and parameters kept unsharded after each
+backward, so a layer is gathered m + 1 times a step and the root once (measured on gloo, 2 stages × 2
+replicas, GPipe and 1F1B: tests/unit/test_fsdp_micro_batches.py).
 """
 
 from collections.abc import Sequence
@@ -33,6 +49,7 @@ from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
 from emuplan.workload.inventory import BufferInfo, ParameterInfo
 from emuplan.workload.plan_options import DataParallelImpl
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes
+from emuplan.workload.strategies.pipeline_parallel import one_f_one_b
 
 FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 DEFAULT_BUCKET_CAP_MB = 25  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
@@ -97,6 +114,74 @@ def buffer_broadcasts(buffers: Sequence[BufferInfo]) -> list[list[BufferInfo]]:
         groups += [[same_dtype[i] for i in group] for group in bucket_assignment(sizes, [BUFFER_BROADCAST_BYTES])]
     position = {buffer.name: index for index, buffer in enumerate(buffers)}
     return sorted(groups, key=lambda group: position[group[0].name])
+
+
+SHARDED_UNITS = (DataParallelImpl.FSDP2, DataParallelImpl.ZERO3)
+
+
+def reduces_every_micro_batch(impl: DataParallelImpl, pp: int) -> bool:
+    """Whether the gradients are reduced (reduce-scattered) in every micro-batch's backward rather than once per
+    step: FSDP2's default without pipelining, DeepSpeed ZeRO-2 and ZeRO-3 always."""
+    if impl is DataParallelImpl.FSDP2:
+        return pp == 1
+    return impl in (DataParallelImpl.ZERO2, DataParallelImpl.ZERO3)
+
+
+def reshards_after_backward(impl: DataParallelImpl, pp: int) -> bool:
+    """Whether a sharded unit frees its gathered parameters after each backward: FSDP2's default and ZeRO-3 do;
+    torch.distributed.pipelining keeps FSDP2's unsharded until its one reduce per step."""
+    return not (impl is DataParallelImpl.FSDP2 and pp > 1)
+
+
+def gathered_passes(passes: Sequence[Phase], is_root: bool, reshard_after_backward: bool) -> list[bool]:
+    """Whether a sharded unit is all-gathered before each of a stage's forward and backward passes in a step, in
+    the order they run: only when it is sharded then. It starts sharded; a non-root unit reshards after its
+    forward (the root stays unsharded for its backward), and every unit after its backward when
+    ``reshard_after_backward``."""
+    sharded, gathered = True, []
+    for phase in passes:
+        gathered.append(sharded)
+        sharded = (phase is Phase.BACKWARD and reshard_after_backward) or (phase is Phase.FORWARD and not is_root)
+    return gathered
+
+
+def micro_batch_note(impl: DataParallelImpl, micro_batches: int, pp: int) -> str | None:
+    """What the plan assumes data parallelism does over a step's micro-batches (None for one micro-batch)."""
+    if micro_batches == 1:
+        return None
+    gathers = (
+        "each layer's parameters all-gathered before the step's first pass and after every forward "
+        f"({micro_batches + 1} per step), the root's once (pipelining keeps them unsharded after backward)"
+        if impl is DataParallelImpl.FSDP2 and pp > 1
+        else "parameters all-gathered for every micro-batch's forward and backward"
+        if impl in SHARDED_UNITS
+        else "updated parameters all-gathered once, after the optimizer step"
+        if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2)
+        else None
+    )
+    if reduces_every_micro_batch(impl, pp):
+        reductions = f"gradients reduce-scattered in every micro-batch's backward ({micro_batches} per step)"
+    elif impl is DataParallelImpl.DDP:
+        reductions = "gradients all-reduced once, in the last micro-batch's backward (no_sync before the others)"
+    elif impl is DataParallelImpl.FSDP2:
+        reductions = "gradients reduce-scattered once, after the last micro-batch's backward"
+    else:
+        reductions = "gradients reduce-scattered once, in the last micro-batch's backward"
+    why = {
+        DataParallelImpl.DDP: "DDP with no_sync on all but the last micro-batch, as Megatron runs it",
+        DataParallelImpl.FSDP2: (
+            "FSDP2's default (requires_gradient_sync left True); set_requires_gradient_sync(False) on all but the "
+            "last micro-batch would reduce-scatter once"
+            if pp == 1
+            else "FSDP2 as torch.distributed.pipelining drives it: gradient sync off in every micro-batch, then "
+            "one reduce per step"
+        ),
+        DataParallelImpl.ZERO1: "DeepSpeed ZeRO-1 reduces only at the gradient-accumulation boundary",
+        DataParallelImpl.ZERO2: "DeepSpeed ZeRO-2 reduces in every micro-batch (its no_sync is refused)",
+        DataParallelImpl.ZERO3: "DeepSpeed ZeRO-3 reduces in every micro-batch (its no_sync is refused)",
+    }[impl]
+    done = "; ".join(part for part in (gathers, reductions) if part)
+    return f"Gradient accumulation over {micro_batches} micro-batches: {done} — {why}."
 
 
 def _bucket_label(index: int, bucket: list[ParameterInfo]) -> str:
@@ -164,11 +249,17 @@ def data_parallel_collectives(
     buffers: Sequence[BufferInfo] = (),
     dim: ParallelDim = ParallelDim.DP,
     find_unused_parameters: bool = False,
+    micro_batches: int = 1,
+    pp: int = 1,
+    stage: int = 0,
 ) -> list[PlannedCollective]:
     """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
     DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts.
     ``dim``: DP, or EDP for the experts' gradients under expert parallelism. ``find_unused_parameters``:
-    DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order."""
+    DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order.
+    ``micro_batches`` per step, ``pp`` and the ``stage`` planned (its 1F1B order) set each collective's
+    ``count_per_step`` (``micro_batch_note``)."""
+    reductions = micro_batches if reduces_every_micro_batch(impl, pp) else 1
     parameters = sorted(
         (p for unit in units for p in unit.parameters if p.name in gradient_position),
         key=lambda p: gradient_position[p.name],
@@ -191,8 +282,8 @@ def data_parallel_collectives(
     if impl in (DataParallelImpl.ZERO1, DataParallelImpl.ZERO2):
         buckets = ddp_buckets(parameters, grad_dtype, bucket_cap_mb)
         passes = (
-            (CollectiveOp.REDUCE_SCATTER, grad_dtype, Phase.BACKWARD, "gradients "),
-            (CollectiveOp.ALL_GATHER, param_dtype, Phase.OPTIMIZER, "updated parameters "),
+            (CollectiveOp.REDUCE_SCATTER, grad_dtype, Phase.BACKWARD, "gradients ", reductions),
+            (CollectiveOp.ALL_GATHER, param_dtype, Phase.OPTIMIZER, "updated parameters ", 1),
         )
         return [
             collective(
@@ -203,13 +294,16 @@ def data_parallel_collectives(
                 phase,
                 dim,
                 label_prefix + what + _bucket_label(index, bucket),
+                count,
             )
-            for op, dtype, phase, what in passes
+            for op, dtype, phase, what, count in passes
             for index, bucket in enumerate(buckets)
         ]
+    stage_passes = [phase for phase, _ in one_f_one_b(stage, pp, micro_batches)]
     return _sharded_unit_collectives(
-        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim
-    )
+        impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim,
+        stage_passes, reshards_after_backward(impl, pp), reductions,
+    )  # fmt: skip
 
 
 def _sharded_unit_collectives(
@@ -221,9 +315,13 @@ def _sharded_unit_collectives(
     grad_dtype: str,
     label_prefix: str,
     dim: ParallelDim,
+    passes: list[Phase],
+    reshard_after_backward: bool,
+    reductions: int,
 ) -> list[PlannedCollective]:
     """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients
-    (of the trainable parameters only)."""
+    (of the trainable parameters only); each gather counted over the step's ``passes`` (``gathered_passes``),
+    each reduce-scatter ``reductions`` times."""
 
     def padded(unit: Unit, gradients: bool = False) -> int:
         parameters = [p for p in unit.parameters if p.name in trainable or not gradients]
@@ -231,16 +329,24 @@ def _sharded_unit_collectives(
             return sum(_padded_numel(p, group_size) for p in parameters)
         return _round_up(sum(p.numel for p in parameters), group_size)
 
-    def gather(unit: Unit, phase: Phase) -> PlannedCollective:
-        return collective(
-            CollectiveOp.ALL_GATHER,
-            numel_bytes(padded(unit), param_dtype),
-            group_size,
-            param_dtype,
-            phase,
-            dim,
-            f"{label_prefix}{unit.name} parameters",
-        )
+    def gather(unit: Unit, phase: Phase) -> list[PlannedCollective]:
+        """Nothing when the unit is never sharded before a pass of this phase (the root in backward, mostly)."""
+        gathered = gathered_passes(passes, unit.is_root, reshard_after_backward)
+        count = sum(1 for before, pass_phase in zip(gathered, passes, strict=True) if before and pass_phase is phase)
+        if not count:
+            return []
+        return [
+            collective(
+                CollectiveOp.ALL_GATHER,
+                numel_bytes(padded(unit), param_dtype),
+                group_size,
+                param_dtype,
+                phase,
+                dim,
+                f"{label_prefix}{unit.name} parameters",
+                count,
+            )  # fmt: skip
+        ]
 
     def scatter(unit: Unit) -> list[PlannedCollective]:
         """A unit whose parameters are all frozen has no gradients to reduce-scatter."""
@@ -256,20 +362,21 @@ def _sharded_unit_collectives(
                 Phase.BACKWARD,
                 dim,
                 f"{label_prefix}{unit.name} gradients",
+                reductions,
             )  # fmt: skip
         ]
 
-    # The root is all-gathered first and stays unsharded until backward ends: no backward all-gather,
-    # and its gradients are reduce-scattered last. In backward, FSDP2 prefetches the next unit's
-    # all-gather before reduce-scattering the current unit's gradients.
+    # The root is all-gathered first and stays unsharded until its backward ends: it is gathered for a backward
+    # only after another backward resharded it, and its gradients are reduce-scattered last. In backward, FSDP2
+    # prefetches the next unit's all-gather before reduce-scattering the current unit's gradients.
     roots = [u for u in units if u.is_root]
     layers = [u for u in units if not u.is_root]
-    forward = [gather(unit, Phase.FORWARD) for unit in roots + layers]
+    forward = [item for unit in roots + layers for item in gather(unit, Phase.FORWARD)]
     backward_layers = list(reversed(layers))
-    backward = [gather(backward_layers[0], Phase.BACKWARD)] if backward_layers else []
+    backward = [item for unit in roots + backward_layers[:1] for item in gather(unit, Phase.BACKWARD)]
     for index, unit in enumerate(backward_layers):
         if index + 1 < len(backward_layers):
-            backward.append(gather(backward_layers[index + 1], Phase.BACKWARD))
+            backward += gather(backward_layers[index + 1], Phase.BACKWARD)
         backward += scatter(unit)
     backward += [item for unit in roots for item in scatter(unit)]
     return forward + backward

@@ -25,6 +25,15 @@ class Stage:
         return sum(unit.numel for unit in self.units)
 
 
+def one_f_one_b(stage: int, stages: int, micro_batches: int) -> list[tuple[Phase, int]]:
+    """Megatron's 1F1B order on one stage: warm-up forwards, then one forward one backward, then cool-down."""
+    warmup = min(stages - stage - 1, micro_batches)
+    order = [(Phase.FORWARD, j) for j in range(warmup)]
+    for i in range(micro_batches - warmup):
+        order += [(Phase.FORWARD, warmup + i), (Phase.BACKWARD, i)]
+    return order + [(Phase.BACKWARD, j) for j in range(micro_batches - warmup, micro_batches)]
+
+
 def split_stages(units: list[Unit], stages: int) -> list[Stage]:
     """Layers split evenly; a root unit's embeddings go to the first stage, its head to the last."""
     layers = [unit for unit in units if not unit.is_root]
