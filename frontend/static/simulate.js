@@ -132,6 +132,12 @@ cancelButton?.addEventListener("click", async () => {
 // The plan's newest simulation: followed while it runs (another tab, a reload), its result shown once done.
 fetchJSON(`/api/simulations?plan_id=${planId}`).then((jobs) => {
   const newest = jobs.find((job) => ACTIVE.includes(job.state) || job.state === "succeeded");
+  if (newest && gpuSelect) {
+    // The form starts where the shown simulation was run, so that it says what the result assumed.
+    gpuSelect.value = newest.request.gpu;
+    utilisationInput.value = String(+(newest.request.utilisation * 100).toFixed(1));
+    timeoutInput.value = String(newest.request.timeout_s);
+  }
   if (newest && ACTIVE.includes(newest.state)) follow(newest.id);
   else if (newest) render(newest);
 }).catch(() => {});

@@ -98,7 +98,13 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     section.locator("#simulate-start").click()
     expect(page.locator("#simulate-summary")).to_contain_text("NVIDIA A100 SXM", timeout=60_000)
     jobs = httpx2.get(f"{astra_server.url}/api/simulations", params={"plan_id": plan_id}, timeout=30).json()
-    assert jobs[0]["request"] == {"gpu": "a100", "utilisation": 0.5, "timeout_s": 120.0}
+    # The time limit is the shown simulation's (the reload above set the form as that one was run).
+    assert jobs[0]["request"] == {"gpu": "a100", "utilisation": 0.5, "timeout_s": 300.0}
+    # A reload shows that simulation, the form set as it was run.
+    page.reload()
+    expect(page.locator("#simulate-summary")).to_contain_text("NVIDIA A100 SXM")
+    assert section.locator("#simulate-gpu").input_value() == "a100"
+    assert (section.locator("#simulate-utilisation").input_value(), limit.input_value()) == ("50", "300")
     expect(page.locator("#simulate-summary")).to_have_text(
         "Simulated step 641.9 µs (ranks 0-1, 4-5): compute 25.0 µs at 50% of NVIDIA A100 SXM's bf16 peak, exposed "
         "communication 616.9 µs."
