@@ -4,6 +4,7 @@ the in-memory import gives, exactly for every order statistic, and names a bad c
 import gc
 import gzip
 import io
+import itertools
 import math
 from pathlib import Path
 
@@ -19,14 +20,17 @@ from emuplan.results import streamed
 from emuplan.results.budget import POOL, ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
-from fixtures.summaries import assert_same, in_memory_summary, refused_alike, streamed_summary
+from fixtures.summaries import STREAM_ALL, assert_same, in_memory_summary, refused_alike, streamed_summary
 
 
-# 64 KiB blocks and 5,000-row fetches, so that a few thousand rows span many of each.
+# 64 KiB blocks, 5,000-row fetches, row groups of 500 flows and stragglers' ranges of 1,000 flows, so that a few
+# thousand rows span many of each.
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     monkeypatch.setattr(streamed, "MAX_BLOCK_BYTES", 64 << 10)
     monkeypatch.setattr(streamed, "FETCH_ROWS", 5000)
+    monkeypatch.setattr(streamed, "READ_ROWS", 500)
+    monkeypatch.setattr(streamed, "ITERATION_RANGE_ROWS", 1000)
 
 
 def planted_per_iteration(path: Path, rows: int = 40_000) -> tuple[pa.Table, list[int]]:
@@ -82,6 +86,31 @@ def test_per_flow_summary_with_flows_and_stragglers_equals_the_in_memory_one(tmp
     assert_same(expected, got)
     assert got["stragglers"]["slowest_rank"]["name"] == "2"
     assert got["flows"]["max_us"] == pytest.approx(end[1234] - table["start_us"][1234].as_py())
+
+
+def test_stragglers_group_ranges_of_iterations_in_order_or_all_at_once_and_agree_with_memory(tmp_path):
+    """A file written iteration by iteration is grouped a range of row groups at a time (every iteration in one
+    range, the ranges in order); the same flows shuffled cannot be, and are grouped at once. Both equal the
+    in-memory summary."""
+    table = per_flow_table(iterations=400, ranks=8, qps=2, seed=3)
+    ordered, shuffled = tmp_path / "flows.csv", tmp_path / "shuffled.csv"
+    write_csv(table, ordered)
+    write_csv(table.take(np.random.default_rng(5).permutation(table.num_rows)), shuffled)
+    for path in (ordered, shuffled):
+        with (
+            ImportBudget(STREAM_ALL) as budget,
+            streamed.streamed_result_file(path, path.name, None, None, None, budget) as result,
+        ):
+            ranges = streamed._iteration_ranges(result.tables["flows"], streamed.ITERATION_RANGE_ROWS)
+            assert_same(in_memory_summary(path), streamed.summarise_streamed(result))
+        if path is ordered:
+            # 6,400 flows (16 an iteration) in row groups of at most 500, a range cut once it holds 1,000: every
+            # range but the last holds 1,000 flows or more, 62.5 iterations, and the ranges run from 0 to 399.
+            widths = [high - low + 1 for low, high in ranges]
+            assert len(ranges) > 2 and all(width >= 62 for width in widths[:-1]) and sum(widths) == 400
+            assert ranges[0][0] == 0 and all(high + 1 == low for (_, high), (low, _) in itertools.pairwise(ranges))
+        else:
+            assert ranges == [streamed.EVERY_ITERATION]
 
 
 def test_a_bad_cell_far_down_is_named_by_line_and_column_as_in_memory(tmp_path):
