@@ -18,8 +18,11 @@ Cases, each once per round in a rotating order (``paired.py``):
 - received only: the same upload with a form field the server refuses (422) once the body is in — what the
   import must do before reading that DuckDB alone does not (HTTP, the multipart parse, the hash, the spool).
 
-Targets: server peak RSS ≤ 1.5 GB and upload ≤ 1.2× DuckDB alone (medians of the per-round ratios); also
-printed, the upload against DuckDB alone plus the receiving.
+Targets: server peak RSS ≤ 1.5 GB and upload ≤ 1.2× DuckDB alone (medians of the per-round ratios), and upload
+≤ 1.2× DuckDB alone plus the receiving: the receiving alone (HTTP, multipart, hash, spool of a body DuckDB
+reads from the disk instead) takes ~25 % of DuckDB alone's time here, and every part is CPU-bound on 2 cores, so
+1.2× DuckDB alone is below what an import over HTTP can reach; with the receiving counted it holds the import to
+its own work.
 
     .venv/bin/python bench/bench_import_huge.py [--rows N] [--rounds R] [--data DIR]
 """
@@ -174,15 +177,15 @@ def main() -> int:
     to_duckdb = ratios(values, "upload", "duckdb alone")
     beside = [upload / (alone + received) for upload, alone, received in
               zip(values["upload"], values["duckdb alone"], values["received only"], strict=True)]  # fmt: skip
-    print(f"  upload ÷ (DuckDB alone + received only) {spread(beside, digits=2)}x (what the import adds to both)")
     failed = False
     for name, samples, limit, shown in (
         ("upload ÷ DuckDB alone", to_duckdb, DUCKDB_LIMIT, spread(to_duckdb, digits=2) + "x"),
+        ("upload ÷ (DuckDB alone + received only)", beside, DUCKDB_LIMIT, spread(beside, digits=2) + "x"),
         ("server peak RSS", rss["upload"], RSS_LIMIT, spread(mb(rss["upload"]), digits=0, unit=" MB")),
     ):
         ok = statistics.median(samples) <= limit
         failed |= not ok
-        print(f"  {name:<24} {shown} (target ≤ {limit:g}) {'ok' if ok else 'MISSED'}")
+        print(f"  {name:<39} {shown} (target ≤ {limit:g}) {'ok' if ok else 'MISSED'}")
     print(f"  load average after: {load_average()}")
     return 1 if failed else 0
 
