@@ -68,7 +68,7 @@ from emuplan.results.streamed import (
     streams,
     summarise_streamed,
 )
-from emuplan.results.verdict import DEGRADED, FAIL, PASS, judge_summary
+from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, judge_summary
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import (
@@ -853,7 +853,7 @@ SORT_COLUMNS = {
 }
 # Worst first: the runs that need a look lead, then the unjudged. Not the verdicts' alphabetical order
 # (degraded, fail, pass), which would put the failures between the others.
-VERDICT_ORDER = (FAIL, DEGRADED, PASS)
+VERDICT_ORDER = (FAIL, DEGRADED, PASS, NOT_JUDGED)
 
 
 def _matching_ids(filters: RunFilters):
@@ -1203,7 +1203,7 @@ def _judged(
 ) -> tuple[dict, dict]:
     """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
     ranks = assumptions.ranks
-    fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
+    fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks and ranks >= 2 else None
     analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
     verdict = judge_summary(
         {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
@@ -1213,16 +1213,17 @@ def _judged(
 
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
     """A run's verdict under its own assumptions and platform (what its page shows first), and per collective
-    the best % of expected it reached at the large sizes (``Thresholds.large_size_bytes`` up, else its
-    largest size): what /metrics exposes."""
+    the best % of expected it reached where bandwidth dominates (``Thresholds.bandwidth_bound_latency_share``;
+    else at its largest size): what /metrics exposes."""
     plan = reading_plan(session, run)
     platform = platform_named(session, run.platform) if run.platform else None
     analysis, verdict = _judged(run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan)
-    large = verdict["thresholds"]["large_size_bytes"]
+    share = verdict["thresholds"]["bandwidth_bound_latency_share"]
     best: dict[str, float] = {}
     for collective in dict.fromkeys(g["collective"] for g in analysis["groups"]):
         judged = [g for g in analysis["groups"] if g["collective"] == collective and g.get("pct_of_expected")]
-        at_large = [g for g in judged if g["size_bytes"] >= large] or sorted(judged, key=lambda g: g["size_bytes"])[-1:]
+        bound = [g for g in judged if g["expected_latency_share"] <= share]
+        at_large = bound or sorted(judged, key=lambda g: g["size_bytes"])[-1:]
         if at_large:
             best[collective] = max(g["pct_of_expected"] for g in at_large)
     return verdict["status"], best
