@@ -110,9 +110,10 @@ class Platform(BaseModel):
                 return values  # the field's own validation names the bad figure
             values["gpu_generation"] = "blackwell" if scale_up >= 900 else "hopper" if scale_up >= 450 else "ampere"
         if values.get("nvls") is None:
-            values["nvls"] = values["gpu_generation"] in ("hopper", "blackwell") and values.get(
-                "scale_up_link", "nvlink"
-            ) == "nvlink"
+            values["nvls"] = (
+                values["gpu_generation"] in ("hopper", "blackwell")
+                and values.get("scale_up_link", "nvlink") == "nvlink"
+            )
         return values
 
     @field_validator("name")
