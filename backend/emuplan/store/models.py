@@ -308,8 +308,9 @@ class StoredPlatform(SQLModel, table=True):
     scale_out_fabric: str
     nics_per_node: int
     nic_gbit_s: float
-    scale_up_alpha_us: float
-    scale_out_alpha_us: float
+    gpu_generation: str
+    scale_up_link: str
+    nvls: bool
     degraded_below_pct: float
     fail_below_pct: float
     sources: list = _json(list)
