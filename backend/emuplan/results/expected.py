@@ -64,7 +64,7 @@ def expected_collective(op: CollectiveOp, size_bytes: float, ranks: int, fabric:
     except ModelError as error:
         raise FabricError(str(error)) from None
     level = fabric.scale_up_name if topology.nodes == 1 else fabric.scale_out_name
-    domains = "one NVLink domain" if topology.nodes == 1 else f"{topology.nodes} domains of {topology.ranks_per_node}"
+    domains = "one scale-up domain" if topology.nodes == 1 else f"{topology.nodes} domains of {topology.ranks_per_node}"
     formula = (
         f"NCCL {estimate.algorithm}/{estimate.protocol} over {ranks} ranks in {domains}: "
         f"{estimate.latency_us:.1f} µs + S ÷ {estimate.algbw_gbps:.1f} GB/s algbw ({nccl_model.NCCL_SOURCE})"
