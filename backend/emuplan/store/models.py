@@ -188,7 +188,7 @@ class Run(SQLModel, table=True):
     # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
     platform: str | None = None
     peak_busbw_gbps: float | None = None
-    # pass | degraded | fail (results.verdict), stored so lists show it without reading statistics (0015).
+    # pass | degraded | fail | not judged (results.verdict), stored so lists show it without reading statistics (0015).
     verdict: str | None = None
     # What the list shows of the statistics beside the headline (0016): the collectives in the order of the
     # groups and the range of data sizes.
