@@ -2,6 +2,9 @@
 instead of one α per level: the expected curve is NCCL's own model (results/nccl_model.py), whose latencies
 are per algorithm, protocol and link.
 
+Every stored run is judged again (``store.rejudge``): its expected curve is NCCL's, and a run with no platform
+is now "not judged" rather than "pass".
+
 A stored profile's generation is what its scale-up rate says (900 GB/s and up: Blackwell, 450: Hopper, else
 Ampere), its link NVLink, and NVLS on for Hopper and Blackwell: the same inference ``Platform`` makes for a
 profile that leaves them out.
@@ -13,6 +16,8 @@ Create Date: 2026-12-07
 
 import sqlalchemy as sa
 from alembic import op
+
+from emuplan.store.rejudge import judge_every_run
 
 revision = "0020"
 down_revision = "0019"
@@ -33,6 +38,7 @@ def upgrade() -> None:
     with op.batch_alter_table("platform") as batch:
         batch.drop_column("scale_up_alpha_us")
         batch.drop_column("scale_out_alpha_us")
+    judge_every_run(op.get_bind())
 
 
 def downgrade() -> None:

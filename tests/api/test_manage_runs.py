@@ -43,8 +43,8 @@ def test_the_list_states_collectives_sizes_ranks_hosts_headline_verdict_platform
     shown = ("collectives", "size_min_bytes", "size_max_bytes", "ranks", "hosts", "p50_us", "peak_busbw_gbps",
              "verdict", "platform", "tags", "facts")  # fmt: skip
     assert {run_id: tuple(run[key] for key in shown) for run_id, run in listed.items()} == {
-        1: (["all_reduce"], 10737418240, 10737418240, 16, 2, 90330.0, 222.88, "not judged", None, ["fabric-a", "nightly"],
-            {"nic": "ConnectX-6", "NCCL": "2.17.1"}),
+        1: (["all_reduce"], 10737418240, 10737418240, 16, 2, 90330.0, 222.88, "not judged", None,
+            ["fabric-a", "nightly"], {"nic": "ConnectX-6", "NCCL": "2.17.1"}),
         2: (["broadcast"], 8, 8589934592, 12, 1, 74.46, 122.15, "degraded", "a100-hdr", ["nightly"],
             {"nic": "ConnectX-5"}),
         3: (["all_reduce"], 2600, 803840, None, None, 19922.8, None, "not judged", None, [], {}),

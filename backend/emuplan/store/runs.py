@@ -816,8 +816,8 @@ class ListedRun(RunHeader):
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
     verdict: str | None = _described(
-        "pass, degraded, fail or not judged (its reasons: GET /api/runs/{id}/stats); judged again when its platform, ranks or "
-        "statistics change."
+        "pass, degraded, fail or not judged (its reasons: GET /api/runs/{id}/stats); judged again when its platform, "
+        "ranks or statistics change."
     )
     peak_busbw_gbps: float | None = _described(
         "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
