@@ -68,3 +68,23 @@ def test_the_regressed_protocol_choice_of_nccl_2441_is_a_regression_against_the_
     average = next(change for change in changed["changes"] if change["figure"] == "average_busbw_gbps")
     assert average["status"] == "regression"
     assert round(average["change_since_previous_pct"], 1) == -21.0  # 9.11 → 7.20 GB/s
+
+
+def test_with_a_plan_the_verdict_leads_with_what_a_step_costs_against_a_healthy_fabric(client: TestClient) -> None:
+    """GPT-2 under DDP on 8 GPUs (a step all-reduces its 7 gradient buckets)
+    on the P2P-disabled RTX 4090 box, and the step on NCCL's expectation of the same 8 PCIe GPUs."""
+    plan = client.post("/api/plans", json={"model": "gpt2", "strategy": "data", "mode": "framework", "gpus": 8,
+                                           "name": "GPT-2 DDP"})  # fmt: skip
+    assert plan.status_code == 201, plan.text
+    log = next(log for log in LOGS if log.file.startswith("05"))
+    run = imported(client, log, plan_id=str(plan.json()["id"]))
+    verdict = verdict_of(client, run)
+    assert verdict["status"] == "degraded"
+    first = verdict["reasons"][0]
+    assert (first["code"], first["severity"]) == ("step-cost", "note")
+    assert first["message"] == (
+        "GPT-2 DDP: this fabric costs 29.45 ms of communication per step; a healthy pcie-gen4-200g would take "
+        "18.76 ms (+56.9 %); 87 % of the loss is at 27 MiB–97.7 MiB, in 5 of the step's 7 collectives (bucket 6, "
+        "bucket 1, bucket 2, …)"
+    )
+    assert [reason["code"] for reason in verdict["reasons"][1:]] == ["below-expected", "below-expected"]

@@ -20,7 +20,11 @@ the real logs of ``../shared/fixtures/real-logs``; docs/verdicts.md has the tabl
 - busbw dips where bandwidth dominates: a size more than ``dip_fraction`` below the best smaller one:
   degraded (below that, NCCL's algorithm and protocol switches make dips that healthy systems show too);
 - unstable repeats: at least ``min_repeats_for_tail`` repeats whose p99 is over ``max_p99_over_p50`` × p50;
-- stragglers: the slowest rank over ``max_straggler_over_median`` × the median rank.
+- stragglers: the slowest rank over ``max_straggler_over_median`` × the median rank;
+- with a plan (its step cost on the run, ``results.step_cost``): what one training step's communication costs on
+  this fabric against what a healthy one of the platform would take (every planned collective at NCCL's
+  expected time over its own group), and the sizes that carry most of the difference. It leads the reasons,
+  as a note: it says what the findings cost a step, and the verdict stays the one the list shows for the run.
 
 Reasons come biggest loss first: fails, then degraded ones by the share of expected busbw lost, then notes.
 """
@@ -29,7 +33,16 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from emuplan.results.analysis import RunKind
-from emuplan.results.expected import Expected, Fabric, FabricError, fabric_of, group_expectation, measured_busbw_gbps
+from emuplan.results.expected import (
+    Expected,
+    Fabric,
+    FabricError,
+    expected_collective,
+    fabric_of,
+    group_expectation,
+    measured_busbw_gbps,
+)
+from emuplan.wording import plural
 from emuplan.workload.collectives import normalise_op_name
 
 if TYPE_CHECKING:
@@ -130,19 +143,95 @@ def judge_run(
 
 
 def judge_summary(
-    summary: dict, kind: RunKind, *, ranks: int | None, hosts: int | None, platform: "Platform | None"
+    summary: dict,
+    kind: RunKind,
+    *,
+    ranks: int | None,
+    hosts: int | None,
+    platform: "Platform | None",
+    step: dict | None = None,
 ) -> Verdict:
     """A run's verdict from its summary (``groups`` with their rates, the stragglers' headline), its rank count
-    and hosts and the platform it ran on (its fabric and its thresholds; None: % of expected not judged)."""
+    and hosts and the platform it ran on (its fabric and its thresholds; None: % of expected not judged), and
+    ``step``, a plan's step cost on the run (``results.step_cost``, with the plan's ``name``), when one reads it."""
     fabric = fabric_of(platform, ranks, hosts) if platform is not None and ranks and ranks >= 2 else None
     thresholds = (
         Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)
         if platform is not None
         else None
     )
-    return judge_run(
+    verdict = judge_run(
         summary["groups"], kind, ranks=ranks, fabric=fabric, stragglers=summary.get("stragglers"), thresholds=thresholds
     )
+    cost = _training_time(step, platform) if step and platform is not None else None
+    if cost is None:
+        return verdict
+    return Verdict(status=verdict.status, reasons=[cost, *verdict.reasons], thresholds=verdict.thresholds)
+
+
+def _training_time(step: dict, platform: "Platform") -> Reason | None:
+    """One training step's communication on this fabric against a healthy one of ``platform``: the sum over the
+    plan's collectives (those the run timed) of count per step × NCCL's expected time over the collective's own
+    group, and the range of sizes that carries 80 % of the difference."""
+    rows = [row for row in step["rows"] if row["step_p50_us"] is not None and row["group_size"] >= 2]
+    healthy = []
+    for row in rows:
+        op = normalise_op_name(row["op"])
+        if op is None:
+            continue
+        try:
+            expected = expected_collective(
+                op, row["bytes_total"], row["group_size"], fabric_of(platform, row["group_size"], None)
+            )
+        except FabricError:
+            return None
+        healthy.append((row, row["count_per_step"] * expected.time_us))
+    if not healthy:
+        return None
+    measured_us = sum(row["step_p50_us"] for row, _ in healthy)
+    healthy_us = sum(expected_us for _, expected_us in healthy)
+    extra_pct = (measured_us / healthy_us - 1) * 100
+    losses = sorted(
+        ((row["step_p50_us"] - expected_us, row) for row, expected_us in healthy), key=lambda item: -item[0]
+    )
+    total_loss = sum(loss for loss, _ in losses if loss > 0)
+    where = ""
+    if total_loss > 0:
+        carried, carriers = 0.0, []
+        for loss, row in losses:
+            if loss <= 0 or carried >= 0.8 * total_loss:
+                break
+            carried += loss
+            carriers.append(row)
+        low, high = min(r["bytes_total"] for r in carriers), max(r["bytes_total"] for r in carriers)
+        span = _size(low) if low == high else f"{_size(low)}–{_size(high)}"
+        names = [row["label"].split(" (")[0] for row in carriers]
+        named = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        where = (
+            f"; {carried / total_loss * 100:.0f} % of the loss is at {span}, in {len(carriers)} of the step's "
+            f"{len(healthy)} collectives ({named})"
+        )
+    missing = [row for row in step["rows"] if row["step_p50_us"] is None]
+    unread = (
+        f" ({plural(sum(r['count_per_step'] for r in missing), 'planned collective')} the run did not time left out)"
+    )
+    message = (
+        f"{step['plan']['name']}: this fabric costs {_ms(measured_us)} of communication per step; a healthy "
+        f"{platform.name} would take {_ms(healthy_us)} ({extra_pct:+.1f} %){where}{unread if missing else ''}"
+    )
+    return Reason("step-cost", NOTE, message, loss_pct=max(0.0, 100 - healthy_us / measured_us * 100))
+
+
+def _size(size_bytes: int) -> str:
+    """A size to three significant figures in its binary unit: 28351488 B → '27 MiB'."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size_bytes >= 1 << shift:
+            return f"{size_bytes / (1 << shift):.3g} {unit}"
+    return f"{size_bytes} B"
+
+
+def _ms(time_us: float) -> str:
+    return f"{time_us / 1000:,.2f} ms" if time_us >= 1000 else f"{time_us:,.1f} µs"
 
 
 def _where(group: dict) -> dict:

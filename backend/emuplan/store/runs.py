@@ -1200,15 +1200,22 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | Non
 
 def _judged(
     run: Run, platform: Platform | None, assumptions: Assumptions, plan: ReadingPlan | None
-) -> tuple[dict, dict]:
-    """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
+) -> tuple[dict, dict, dict | None]:
+    """The run's analysis under ``assumptions`` (with the expected curve of its platform), the step cost of the
+    plan that reads it (None without one) and its verdict, which speaks in that step's time."""
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks and ranks >= 2 else None
     analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
+    step = _step_cost(run, plan, analysis)
     verdict = judge_summary(
-        {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
+        {**run.summary, "groups": analysis["groups"]},
+        run.kind,
+        ranks=ranks,
+        hosts=run.hosts,
+        platform=platform,
+        step=step if step is not None and "rows" in step else None,
     )
-    return analysis, verdict.as_dict()
+    return analysis, verdict.as_dict(), step
 
 
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
@@ -1217,7 +1224,9 @@ def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, 
     else at its largest size): what /metrics exposes."""
     plan = reading_plan(session, run)
     platform = platform_named(session, run.platform) if run.platform else None
-    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan)
+    analysis, verdict, _ = _judged(
+        run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan
+    )
     share = verdict["thresholds"]["bandwidth_bound_latency_share"]
     best: dict[str, float] = {}
     for collective in dict.fromkeys(g["collective"] for g in analysis["groups"]):
@@ -1243,7 +1252,7 @@ def run_statistics(
     what one training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
     plan = reading_plan(session, run, plan_id)
     platform = platform_named(session, run.platform) if run.platform else None
-    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, choice, settings, plan), plan)
+    analysis, verdict, step = _judged(run, platform, _assumptions_of(session, run, choice, settings, plan), plan)
     statistics = {
         "run_id": run.id,
         "name": run.name,
@@ -1252,7 +1261,7 @@ def run_statistics(
         **analysis,
         "platform": _platform_header(platform),
         "verdict": verdict,
-        "step_cost": _step_cost(run, plan, analysis),
+        "step_cost": step,
     }
     above = statistics["above_ideal_pct"]
     statistics["above_ideal_warning"] = above_ideal_warning(
@@ -1345,12 +1354,11 @@ def compare_stored_runs(
     for r in stored:
         plan = reading_plan(session, r, plans.get(r.id))
         platform = platform_named(session, r.platform) if r.platform else None
-        analysis, verdict = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
+        analysis, verdict, cost = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
         verdicts.append({"run_id": r.id, "platform": _platform_header(platform), **verdict})
         summary = {**with_curves[r.id], "groups": analysis["groups"]}
         summaries.append(RunSummary(r.id, r.name, r.strategy, r.origin, summary, r.kind, analysis.get("sweep")))
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
-        cost = _step_cost(r, plan, analysis)
         costs.append({"run_id": r.id, "name": r.name, "strategy": r.strategy,
                       "plan": cost["plan"] if cost else None, "cost": cost})  # fmt: skip
         if analysis["above_ideal_pct"] is not None:
