@@ -64,3 +64,30 @@ def real_logs() -> list[RealLog]:
         )
         for entry in manifest
     ]
+
+
+TABLE_HEADER = (
+    "| Log | Label (source) | Platform | Ranks | Best % of expected where bandwidth dominates | NCCL's pick there "
+    "| Verdict |\n|---|---|---|---:|---:|---|---|"
+)
+
+
+def table_row(log: RealLog, stats: dict) -> str:
+    """One log's line of docs/verdicts.md from its run statistics (``GET /api/runs/{id}/stats``)."""
+    judged = [g for g in stats["groups"] if g.get("pct_of_expected") is not None]
+    bound = [
+        g
+        for g in judged
+        if g["expected_latency_share"] <= stats["verdict"]["thresholds"]["bandwidth_bound_latency_share"]
+    ]
+    if bound:
+        best = max(bound, key=lambda g: g["pct_of_expected"])
+        figure = f"{best['pct_of_expected']:.1f} %"
+    else:
+        best = max(judged, key=lambda g: g["size_bytes"])
+        figure = f"— (latency only: {best['pct_of_expected']:.1f} % at {best['size_bytes']:,} B)"
+    pick = f"{best['expected_algorithm']}/{best['expected_protocol']}"
+    ranks = stats["assumptions"]["ranks"]
+    return (
+        f"| `{log.file}` | {log.label} | {log.platform} | {ranks} | {figure} | {pick} | {stats['verdict']['status']} |"
+    )

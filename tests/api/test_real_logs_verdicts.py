@@ -6,7 +6,8 @@ over 0.6–1.0 MB, nccl#2441) is a regression against the run before it. docs/ve
 import pytest
 from fastapi.testclient import TestClient
 
-from real_logs import real_logs
+from paths import REPO_ROOT
+from real_logs import TABLE_HEADER, real_logs, table_row
 
 LOGS = real_logs()
 
@@ -88,3 +89,9 @@ def test_with_a_plan_the_verdict_leads_with_what_a_step_costs_against_a_healthy_
         "bucket 1, bucket 2, …)"
     )
     assert [reason["code"] for reason in verdict["reasons"][1:]] == ["below-expected", "below-expected"]
+
+
+def test_the_docs_table_is_what_the_corpus_reads_today(client: TestClient) -> None:
+    rows = [table_row(log, client.get(f"/api/runs/{imported(client, log)['id']}/stats").json()) for log in LOGS]
+    table = "\n".join([TABLE_HEADER, *rows])
+    assert table in (REPO_ROOT / "docs" / "verdicts.md").read_text(), table

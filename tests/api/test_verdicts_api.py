@@ -75,11 +75,16 @@ def test_a_log_with_wrong_elements_fails_and_check_exits_non_zero(client: TestCl
     assert runner.invoke(app, ["check", str(healthy["id"]), "--strict"]).exit_code == 1
 
 
-def test_setting_or_deleting_a_platform_judges_the_run_again(client: TestClient) -> None:
+def test_setting_or_deleting_a_platform_judges_the_run_again(client: TestClient, cli_env: str) -> None:
     run = upload(client, H100_LOG)
     assert client.get("/api/runs").json()[0]["verdict"] == "not judged"  # no platform: nothing to hold it to
     assert client.get(f"/api/runs/{run['id']}/stats").json()["expected_note"] == (
         "no platform: no expected curve or % of expected"
+    )
+    unjudged = CliRunner().invoke(app, ["check", str(run["id"]), "--strict"])
+    assert (unjudged.exit_code, unjudged.output.splitlines()[0]) == (
+        0,
+        f"run {run['id']} {H100_LOG.name}: not judged (no platform)",
     )
     changed = client.patch(f"/api/runs/{run['id']}", json={"platform": "h100-ndr"})
     assert changed.status_code == 200 and changed.json()["platform"] == "h100-ndr"

@@ -542,8 +542,9 @@ def check_runs(
     strict: Annotated[bool, typer.Option(help="Fail on a degraded run too, not only a failing one.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Each run's verdict as the API states it.")] = False,
 ) -> None:
-    """Each run's verdict (pass, degraded, fail) with its reasons; exits 1 when a run fails (with --strict, when
-    one is degraded too), so a nightly script can gate on it."""
+    """Each run's verdict (pass, degraded, fail, not judged) with its reasons; exits 1 when a run fails (with
+    --strict, when one is degraded too), so a nightly script can gate on it. A run not judged (no platform)
+    exits 0 and says what is missing."""
     server = remote_server()
     if server is not None:
         documents = [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]

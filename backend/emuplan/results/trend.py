@@ -25,6 +25,8 @@ from emuplan.wording import size_label
 
 WINDOW = 7
 MIN_HISTORY = 1
+# Below this many earlier values their MAD says nothing of the noise: the band is ± ``min_change`` alone.
+MIN_HISTORY_FOR_NOISE = 3
 MAD_K = 3.0
 MIN_CHANGE = 0.05
 STATUSES = ("regression", "improvement", "within", "no band")
@@ -64,8 +66,10 @@ MAD_TO_SIGMA = 1.482602218505602
 
 def _band(history: list[float], mad_k: float, min_change: float) -> tuple[float, float, float]:
     centre = median(history)
-    robust_sigma = MAD_TO_SIGMA * median([abs(value - centre) for value in history])
-    spread = max(mad_k * robust_sigma, min_change * abs(centre))
+    spread = min_change * abs(centre)
+    if len(history) >= MIN_HISTORY_FOR_NOISE:
+        robust_sigma = MAD_TO_SIGMA * median([abs(value - centre) for value in history])
+        spread = max(mad_k * robust_sigma, spread)
     return centre, centre - spread, centre + spread
 
 
