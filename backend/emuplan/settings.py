@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     )
     # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
     max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")
+    # About 15 µs of a core per event (bench/bench_trace_parse.py): a million is ~15 s.
+    max_trace_events: int = Field(
+        default=1_000_000, gt=0, description="Cap on the events (traceEvents) of one PyTorch profiler trace."
+    )
     import_memory_bytes: int = Field(
         default=3 * 1024 * 1024 * 1024,
         gt=0,
