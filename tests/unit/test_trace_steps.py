@@ -1,10 +1,12 @@
 """A profiler trace's calls put in the step they were issued in (one sweep, not every step tried per call), and a
 trace of more events than EMUPLAN_MAX_TRACE_EVENTS refused with 413 naming the file."""
 
+import gc
 import json
 
 import pytest
 
+from emuplan import json_input
 from emuplan.results import torch_profiler
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileTooLarge
@@ -66,3 +68,23 @@ def test_a_trace_of_more_events_than_the_cap_is_refused_naming_it() -> None:
     )
     with ImportBudget(ImportLimits(max_trace_events=4)) as budget:
         assert parse_observed([("rank0.json", trace(events))], budget=budget).observed["steps"] == [1]
+
+
+def test_the_cyclic_collector_is_paused_while_a_trace_is_read_and_on_again_after_even_a_refusal() -> None:
+    assert gc.isenabled()
+    with json_input.collection_paused():
+        assert not gc.isenabled()
+        with json_input.collection_paused():  # a second import's trace at the same time
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first is still being read
+    assert gc.isenabled()
+    with pytest.raises(ResultFileTooLarge):
+        torch_profiler.file_calls(trace([step(1, 0.0, 1.0)] * 2), "rank0.json", max_events=1)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with json_input.collection_paused():
+            pass
+        assert not gc.isenabled()  # off before, left off
+    finally:
+        gc.enable()

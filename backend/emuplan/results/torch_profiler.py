@@ -431,8 +431,14 @@ def _steps_issued_in(steps: list[tuple[float, float, int]], issued: list[float])
 
 
 def file_calls(content: bytes | memoryview, file_name: str, max_events: int) -> FileCalls:
-    """One rank's calls; a trace of more than ``max_events`` events is refused (413) once parsed, before any is read
-    (the import's budget has charged its JSON's objects already)."""
+    """One rank's calls, read with the cyclic garbage collector paused (``json_input.collection_paused``); a trace of
+    more than ``max_events`` events is refused (413) as soon as it is parsed (the import's budget has charged its
+    JSON's objects before)."""
+    with json_input.collection_paused():
+        return _file_calls(content, file_name, max_events)
+
+
+def _file_calls(content: bytes | memoryview, file_name: str, max_events: int) -> FileCalls:
     document = _document(content, file_name, max_events)
     info = document.get("distributedInfo")
     if not isinstance(info, dict) or not isinstance(info.get("rank"), int):
