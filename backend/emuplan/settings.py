@@ -9,6 +9,9 @@ from typing import Annotated, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from emuplan.measure.options import DEFAULT_MEMORY_MB as DEFAULT_MEASURE_MEMORY_MB
+from emuplan.simulate.options import DEFAULT_MEMORY_MB as DEFAULT_SIMULATOR_MEMORY_MB
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # backend/emuplan/settings.py -> in a checkout, the repository root holds frontend/ and migrations/.
 REPO_ROOT = PACKAGE_DIR.parents[1]
@@ -103,6 +106,10 @@ class Settings(BaseSettings):
     )
     # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
     max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")
+    # About 15 µs of a core per event (bench/bench_trace_parse.py): a million is ~15 s.
+    max_trace_events: int = Field(
+        default=1_000_000, gt=0, description="Cap on the events (traceEvents) of one PyTorch profiler trace."
+    )
     import_memory_bytes: int = Field(
         default=3 * 1024 * 1024 * 1024,
         gt=0,
@@ -141,6 +148,18 @@ class Settings(BaseSettings):
         default=None,
         description="ASTRA-sim's analytical binary (AstraSim_Analytical_Congestion_Unaware): plans can be simulated "
         "when it is set. An external tool the user builds; see the README.",
+    )
+    simulator_memory_mb: int = Field(
+        default=DEFAULT_SIMULATOR_MEMORY_MB,
+        ge=64,
+        description="Memory ASTRA-sim may write to (RLIMIT_DATA), MB; a plan whose estimated simulator memory passes "
+        "it is refused before it starts (422, with the estimate).",
+    )
+    measure_memory_mb: int = Field(
+        default=DEFAULT_MEASURE_MEMORY_MB,
+        ge=256,
+        description="Memory each measurement worker may write to (RLIMIT_DATA), MB: the collectives' buffers, torch "
+        "and the backend's own (CUDA's reserved address space does not count).",
     )
     frontend_dir: Path = Field(default=FRONTEND_DIR, description="Templates and static files.")
     migrations_dir: Path = Field(default=MIGRATIONS_DIR, description="Alembic scripts.")

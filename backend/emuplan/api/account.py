@@ -26,6 +26,7 @@ from emuplan.api.password_checks import password_checks
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
+from emuplan.store.db import DatabaseBusy
 from emuplan.store.rows import NotFound
 from emuplan.wording import plural
 
@@ -151,7 +152,8 @@ async def sign_in(
         if checked_hash is None:
             raise store.SignInRefused("Wrong name or password.")
         secret = await run_in_threadpool(start_session, checked_hash)
-    except (store.SignInRefused, store.SignInRateLimited) as error:
+    # A busy database (another write held its lock past the busy timeout) is told on the form, as a 503.
+    except (store.SignInRefused, store.SignInRateLimited, DatabaseBusy) as error:
         logger.warning("sign-in refused for account %r from %s: %s", name, address, type(error).__name__)
         failure = error_response(error)
         return render(

@@ -23,6 +23,7 @@ from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailabl
 from emuplan.simulate.astra_sim import SimulatorUnavailable
 from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
+from emuplan.store.db import DatabaseBusy
 from emuplan.store.measurement_jobs import MeasurementBusy
 from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
@@ -57,6 +58,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     SandboxBusy: 503,
     SimulatorUnavailable: 503,
     ImportsBusy: 503,
+    DatabaseBusy: 503,
     # The server's disk, not the request, is short: Insufficient Storage.
     ImportDiskFull: 507,
     # Fields that cannot be planned, measured or stored as given.
@@ -87,7 +89,7 @@ def error_response(error: Exception) -> ErrorResponse:
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.
         return ErrorResponse(status, str(error), headers={"Retry-After": str(RETRY_AFTER_S)})
-    if isinstance(error, ImportsBusy):
+    if isinstance(error, ImportsBusy | DatabaseBusy):
         return ErrorResponse(status, str(error), headers={"Retry-After": str(error.retry_after_s)})
     if isinstance(error, NotSignedIn):
         return ErrorResponse(status, str(error), headers={"WWW-Authenticate": "Bearer"})

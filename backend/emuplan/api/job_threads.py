@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
+from emuplan.store.db import DatabaseBusy
 from emuplan.store.job_records import HEARTBEAT_S
 
 
@@ -45,7 +46,7 @@ def heartbeat(
         try:
             if beat(job_id, **progress.snapshot()):
                 cancel()
-        except OperationalError:  # the database busy or unreachable for a moment: the next beat retries
+        except (DatabaseBusy, OperationalError):  # the database busy or unreachable for a moment: the next beat retries
             pass
         # A state change is written at once; progress within a state every HEARTBEAT_S.
         progress.state_changed.wait(HEARTBEAT_S)

@@ -73,8 +73,9 @@ class MeasureRequest(BaseModel):
     )
     name: str | None = Field(default=None, max_length=200, description="Run name. Default: plan and set-up.")
 
-    def options(self) -> MeasurementOptions:
-        return MeasurementOptions(**self.model_dump(exclude={"name"}))
+    def options(self, memory_mb: int) -> MeasurementOptions:
+        """The options asked for, each worker under ``memory_mb`` (EMUPLAN_MEASURE_MEMORY_MB)."""
+        return MeasurementOptions(**self.model_dump(exclude={"name"}), memory_mb=memory_mb)
 
 
 class MeasurementJobPublic(BaseModel):
@@ -129,8 +130,8 @@ class MeasurementJobs:
         self._lock = threading.Lock()
         self._launchers: dict[str, LocalLauncher] = {}
 
-    def start(self, database: Database, plan_id: int, request: MeasureRequest) -> MeasurementJobRecord:
-        launcher = local_launcher(database, plan_id, request.options())  # 404/422 before anything is recorded
+    def start(self, database: Database, plan_id: int, request: MeasureRequest, memory_mb: int) -> MeasurementJobRecord:
+        launcher = local_launcher(database, plan_id, request.options(memory_mb))  # 404/422 before anything is recorded
         job_id = secrets.token_hex(8)
         record = job_store.claim_host(database, job_id, plan_id, request.model_dump(mode="json"))
         progress = _Progress(request.warmup)

@@ -10,7 +10,7 @@ three. A second start on a server host while a job runs there answers 409 with t
 from fastapi import APIRouter, Request, Response
 
 from emuplan.api.access import requires_roles
-from emuplan.api.deps import DatabaseDep, DatabaseInt
+from emuplan.api.deps import DatabaseDep, DatabaseInt, SettingsDep
 from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of, public
 from emuplan.api.responses import SIGNED_IN, errors
 
@@ -26,10 +26,16 @@ plan_router = APIRouter(
 
 @plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)
 def start_measurement(
-    plan_id: DatabaseInt, body: MeasureRequest, request: Request, response: Response, database: DatabaseDep
+    plan_id: DatabaseInt,
+    body: MeasureRequest,
+    request: Request,
+    response: Response,
+    database: DatabaseDep,
+    settings: SettingsDep,
 ) -> MeasurementJobPublic:
-    """Start measuring the plan on local processes in the background; poll the returned job."""
-    job = jobs_of(request).start(database, plan_id, body)
+    """Start measuring the plan on local processes in the background, each under EMUPLAN_MEASURE_MEMORY_MB; poll
+    the returned job."""
+    job = jobs_of(request).start(database, plan_id, body, settings.measure_memory_mb)
     response.headers["Location"] = f"/api/measurements/{job.id}"
     return public(job)
 

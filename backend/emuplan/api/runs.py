@@ -385,20 +385,34 @@ async def upload_run(
                 # Each file is an import of its own, admitted at its own size as it comes.
                 budget.release()
                 limits = ImportLimits.from_settings(settings)
-                outcomes = await run_in_threadpool(_import_each, session, upload.files, form, limits)
+                outcomes = await run_in_threadpool(_import_each, database, session, upload.files, form, limits)
                 answer = JSONResponse(status_code=200, content=outcomes)
             else:
-                answer = await run_in_threadpool(_import_upload, session, upload.files, form, budget)
+                answer = await run_in_threadpool(_import_upload, database, session, upload.files, form, budget)
     # The run's tables went to the WAL; copying them into the database file waits until the answer is out.
     after_answer.add_task(database.checkpoint)
     return answer
 
 
-def _import_upload(session, files: list[SpooledFile], form: UploadForm, budget: ImportBudget) -> dict:
+def _refuse_duplicate(database: Database, digest: str, file_name: str) -> None:
+    """A duplicate refused before its file is parsed, on a read session: ``session`` (the write transaction, SQLite's
+    one writer) is first used to store, so another user's sign-in or upload never waits for a file being read."""
+    with database.read_session() as reading:
+        store.refuse_duplicate(reading, digest, file_name)
+
+
+def _import_upload(
+    database: Database, session, files: list[SpooledFile], form: UploadForm, budget: ImportBudget
+) -> dict:
     """One run: the one file, or one job's files (``store.import_observed_files``: the strategy, collective and
     column mapping are the records' own)."""
     try:
         if len(files) > 1:
+            _refuse_duplicate(
+                database,
+                store.job_digest(file.sha256 for file in files),
+                f"{files[0].file_name} and {len(files) - 1} more",
+            )
             run = store.import_observed_files(
                 session,
                 [file.path for file in files],
@@ -411,6 +425,7 @@ def _import_upload(session, files: list[SpooledFile], form: UploadForm, budget: 
                 facts=store.facts_from_lines((form.facts or "").splitlines()),
             )
         else:
+            _refuse_duplicate(database, files[0].sha256, files[0].file_name)
             run = _import_file(session, files[0], form, budget)
         session.commit()
         return store.run_public(run)
@@ -438,7 +453,9 @@ def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBud
     )
 
 
-def _import_each(session, files: list[SpooledFile], form: UploadForm, limits: ImportLimits) -> list[dict]:
+def _import_each(
+    database: Database, session, files: list[SpooledFile], form: UploadForm, limits: ImportLimits
+) -> list[dict]:
     """Each file as a run of its own, committed (or rolled back) before the next is read. The errors the table in
     ``api/errors.py`` would answer are caught here because each is one file's outcome, not the request's answer
     (as ``emuplan import`` does with several files)."""
@@ -446,6 +463,7 @@ def _import_each(session, files: list[SpooledFile], form: UploadForm, limits: Im
     for file in files:
         outcome = {"file": file.file_name, "outcome": "stored", "run_id": None, "detail": None}
         try:
+            _refuse_duplicate(database, file.sha256, file.file_name)
             with ImportBudget(limits) as budget:
                 budget.admit(file.size, file.file_name)
                 outcome["run_id"] = _import_file(session, file, form, budget).id

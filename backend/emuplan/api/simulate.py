@@ -13,6 +13,7 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, SettingsDep
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.simulation_jobs import SimulateRequest, SimulationJobPublic, public, simulation_jobs_of
+from emuplan.child_memory import MB
 from emuplan.simulate.astra_sim import Simulation
 from emuplan.store import simulation_jobs as job_store
 
@@ -39,8 +40,9 @@ def start_simulation(
     settings: SettingsDep,
 ) -> SimulationJobPublic:
     """Simulate one training step of the plan with ASTRA-sim in the background (503 when EMUPLAN_ASTRA_SIM names
-    no binary); poll the returned job."""
-    job = simulation_jobs_of(request).start(database, settings.astra_sim, plan_id, body)
+    no binary; 422 when its estimated memory passes EMUPLAN_SIMULATOR_MEMORY_MB); poll the returned job."""
+    memory_limit = settings.simulator_memory_mb * MB
+    job = simulation_jobs_of(request).start(database, settings.astra_sim, memory_limit, plan_id, body)
     response.headers["Location"] = f"/api/simulations/{job.id}"
     return public(job)
 

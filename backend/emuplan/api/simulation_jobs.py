@@ -70,17 +70,17 @@ class SimulationJobs:
         self._running = threading.Semaphore(1)
 
     def start(
-        self, database: Database, binary: Path | None, plan_id: int, request: SimulateRequest
+        self, database: Database, binary: Path | None, memory_limit_bytes: int, plan_id: int, request: SimulateRequest
     ) -> SimulationJobRecord:
         with database.read_session() as session:  # 404/422/503 before anything is recorded
-            binary = check_simulation(session, plan_id, binary)
+            binary = check_simulation(session, plan_id, binary, memory_limit_bytes)
         if not self._running.acquire(blocking=False):
             raise SimulationBusy()
         try:
             job_id = secrets.token_hex(8)
             record = job_store.create_job(database, job_id, plan_id, request.model_dump(mode="json"))
             progress, cancel, done = JobProgress(), threading.Event(), threading.Event()
-            args = (database, binary, job_id, plan_id, request, progress, cancel, done)
+            args = (database, binary, memory_limit_bytes, job_id, plan_id, request, progress, cancel, done)
             threading.Thread(target=self._run, args=args, daemon=True, name=f"simulate-{job_id}").start()
         except BaseException:
             self._running.release()
@@ -94,6 +94,7 @@ class SimulationJobs:
         self,
         database: Database,
         binary: Path,
+        memory_limit_bytes: int,
         job_id: str,
         plan_id: int,
         request: SimulateRequest,
@@ -109,7 +110,8 @@ class SimulationJobs:
             # "exporting" lasts until the binary runs: the bundle encodes each trace as it is written.
             simulation = simulate_plan(
                 binary, document, files, request.gpu, request.utilisation, timeout_s=request.timeout_s,
-                cancel=cancel, on_started=lambda: progress.update(state="simulating"),
+                memory_limit_bytes=memory_limit_bytes, cancel=cancel,
+                on_started=lambda: progress.update(state="simulating"),
                 on_progress=lambda ranks: progress.update(ranks_done=ranks),
             )  # fmt: skip
         except SimulationCancelled as error:

@@ -184,6 +184,7 @@ def measure(
     """
     from emuplan.measure.workload import MeasurementError
     from emuplan.results.canonical import ResultFileError
+    from emuplan.settings import get_settings
     from emuplan.store.measurements import measure_and_store
     from emuplan.store.plans import PlanNotFound
     from emuplan.store.runs import DuplicateRun, RunInputError, run_public
@@ -198,6 +199,7 @@ def measure(
         workload=workload,
         timeout_s=timeout,
         scheduling=scheduling,
+        memory_mb=get_settings().measure_memory_mb,
     )
     database = open_database()
     try:

@@ -26,17 +26,26 @@ def simulate(
 ) -> None:
     """Simulate one training step of a framework-mode plan with ASTRA-sim on the plan's own network (its hosts ×
     GPUs per host as rings at its link speed and α): each rank's simulated step, compute and exposed communication,
-    beside the communication the plan's ideal times add up to. EMUPLAN_ASTRA_SIM names the binary."""
+    beside the communication the plan's ideal times add up to. EMUPLAN_ASTRA_SIM names the binary; it runs under
+    EMUPLAN_SIMULATOR_MEMORY_MB, and a plan whose estimated simulator memory passes it is refused before it starts."""
     # Imported here: the store, protobuf and the planner are only needed once the command runs.
+    from emuplan.child_memory import MB
     from emuplan.settings import get_settings
     from emuplan.simulate.astra_sim import SimulationError, SimulatorUnavailable, check_binary, simulate_plan
+    from emuplan.simulate.memory import SimulationTooLarge, check_memory
     from emuplan.store.simulations import plan_traces
 
+    settings = get_settings()
     try:
-        binary = check_binary(get_settings().astra_sim)
+        binary = check_binary(settings.astra_sim)
     except SimulatorUnavailable as error:
         fail(str(error))
     document, files = in_store(lambda session: plan_traces(session, plan_id, gpu, utilisation, allow_files=True))
+    memory_limit = settings.simulator_memory_mb * MB
+    try:
+        check_memory(files.trace_set, memory_limit)
+    except SimulationTooLarge as error:
+        fail(str(error))
     ranks = document.inputs.gpus
     typer.echo(f"simulating plan {plan_id}'s {plural(ranks, 'rank')} with {binary.name} ...", err=True)
     typer.echo(f"  writing {plural(ranks, 'trace')}", err=True)
@@ -49,8 +58,9 @@ def simulate(
 
     try:
         simulation = simulate_plan(
-            binary, document, files, gpu, utilisation, timeout_s=timeout, on_started=on_started, on_progress=on_progress
-        )
+            binary, document, files, gpu, utilisation, timeout_s=timeout, memory_limit_bytes=memory_limit,
+            on_started=on_started, on_progress=on_progress,
+        )  # fmt: skip
     except (SimulationError, SimulatorUnavailable) as error:
         fail(str(error))
     if as_json:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emuplan.child_memory import MB, memory_limited
 from emuplan.measure.options import (
     BACKENDS,
     MAX_ITERATIONS,
@@ -251,7 +252,7 @@ class LocalLauncher:
         for rank in range(world_size):
             with (workdir / f"rank{rank}.stderr").open("wb") as stderr:
                 process = subprocess.Popen(
-                    command,
+                    memory_limited(command, self.options.memory_mb * MB),
                     env={**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,

@@ -33,6 +33,9 @@ MAX_ITERATIONS = 100_000
 MAX_WARMUP = 10_000
 MAX_TIMED_CALLS = 10_000_000
 MAX_TIMEOUT_S = 3600.0
+# What each worker may write to (RLIMIT_DATA, EMUPLAN_MEASURE_MEMORY_MB): torch, the backend and the buffers of the
+# largest collective, twice.
+DEFAULT_MEMORY_MB = 16384
 # torchrun's --rdzv-endpoint until the user names the node that hosts rank 0's rendezvous.
 DEFAULT_RENDEZVOUS = "HEAD_NODE:29500"
 
@@ -46,6 +49,7 @@ class MeasurementOptions:
     workload: WorkloadSource = WorkloadSource.KCCB
     timeout_s: float = 600.0
     scheduling: TimingScheduling = TimingScheduling.REALTIME
+    memory_mb: int = DEFAULT_MEMORY_MB  # each local worker's limit (``child_memory``); torchrun's are the user's
 
     def worker_arguments(self) -> list[str]:
         """The worker options these settings stand for, shared by our launcher and the torchrun command."""

@@ -8,6 +8,8 @@ An import's readers charge its ``ImportBudget`` as they go, before they allocate
 - rows count against ``max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413 past it): an import builds its samples
   table and statistics per row whatever the file's width, so a 6.6 KB Feather of 25 M zeros cost the
   server 1.9 GB (``ROW_BYTES`` each);
+- a PyTorch profiler trace's events count against ``max_trace_events`` (EMUPLAN_MAX_TRACE_EVENTS, 413 past
+  it), each trace on its own: its time grows with them;
 - other memory the import builds (a CSV's table, about the size of its text; a JSON report's Python
   objects, up to ``JSON_BYTES_PER_BYTE`` times its text) counts only in the pool.
 
@@ -24,6 +26,8 @@ from emuplan.results.canonical import ResultFileTooLarge
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 DEFAULT_MAX_ROWS = 20_000_000
+# A profiler trace is read as Python objects, about 15 µs and 2 KB an event: a million is ~15 s of a core.
+DEFAULT_MAX_TRACE_EVENTS = 1_000_000
 # Less than two imports at the decompressed cap: two 3 GB gzip bombs at once took the server from 0.24 to
 # 4.24 GB without the pool, to 3.28 GB with this one (both turned away with 503 once it was full).
 DEFAULT_POOL_BYTES = 3 * 1024**3
@@ -59,6 +63,7 @@ class ImportDiskFull(ValueError):
 class ImportLimits:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
     max_rows: int = DEFAULT_MAX_ROWS
+    max_trace_events: int = DEFAULT_MAX_TRACE_EVENTS
     pool_bytes: int = DEFAULT_POOL_BYTES
     streamed_above_bytes: int = DEFAULT_STREAMED_ABOVE_BYTES
     streamed_memory_bytes: int = DEFAULT_STREAMED_MEMORY_BYTES
@@ -68,6 +73,7 @@ class ImportLimits:
         return cls(
             max_decompressed_bytes=settings.max_decompressed_bytes,
             max_rows=settings.max_import_rows,
+            max_trace_events=settings.max_trace_events,
             pool_bytes=settings.import_memory_bytes,
             streamed_above_bytes=settings.streamed_import_above_bytes,
             streamed_memory_bytes=settings.streamed_import_memory_bytes,

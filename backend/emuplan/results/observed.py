@@ -114,7 +114,7 @@ def parse_observed(
             parsed.append(nccl_inspector.file_calls(content, name, budget))
         else:
             budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
-            parsed.append(torch_profiler.file_calls(content, name))
+            parsed.append(torch_profiler.file_calls(content, name, budget.limits.max_trace_events))
     return _merged(parsed, fmt)
 
 
@@ -182,10 +182,11 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
         warnings.append(f"{plural(missing, 'call')} not recorded by every rank of its communicator")
     elements: dict[tuple[str, int], tuple[int, str]] = {}
     if calls.column("elements").null_count < calls.num_rows:
-        for row in slowest:
-            record = calls.slice(int(row), 1).to_pylist()[0]
-            if record["elements"] is not None:
-                elements[(record["collective"], record["size_bytes"])] = (record["elements"], record["dtype"])
+        # One take of the slowest records, not a slice each: 90 µs a call, 1.9 s of a 100 k-event trace's import.
+        chosen = calls.select(["collective", "size_bytes", "elements", "dtype"]).take(slowest).to_pydict()
+        for collective, size, count, dtype in zip(*chosen.values(), strict=True):
+            if count is not None:
+                elements[(collective, size)] = (count, dtype)
     return ParsedResult(
         samples=samples,
         source_format=fmt,

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from emuplan.simulate.options import DEFAULT_TIMEOUT_S
+from emuplan.child_memory import MB, memory_limited
+from emuplan.simulate.options import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from emuplan.workload.chakra.bundle import GROUPS_FILE, TRACE_PREFIX
 from emuplan.workload.chakra.schedule import rank_ranges
 from emuplan.workload.document import NormalisedInputs, PlanDocument
@@ -171,6 +172,7 @@ def run_astra_sim(
     world_size: int,
     *,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit_bytes: int = DEFAULT_MEMORY_MB * MB,
     cancel: threading.Event | None = None,
     on_started: Callable[[], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
@@ -179,7 +181,7 @@ def run_astra_sim(
     ``network`` in a temporary folder; ``on_started`` is called once the traces are written and the binary runs,
     ``on_progress`` with the count of ranks finished as they finish. ``cancel`` (``SimulationCancelled``) and
     ``timeout_s`` (``SimulationError``) stop the writing of the traces too, which a bundle encodes as it is read:
-    thousands of ranks take minutes."""
+    thousands of ranks take minutes. The binary runs under ``memory_limit_bytes`` (``child_memory``)."""
     npus = math.prod(dimension.npus for dimension in network.dimensions)
     if not network.dimensions or npus != world_size:
         raise SimulationError(f"network: {npus} NPUs for a plan of {world_size} ranks")
@@ -212,7 +214,13 @@ def run_astra_sim(
         with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
             try:
                 # Its own session, so a kill takes anything it started too; it writes log/ into its folder.
-                process = subprocess.Popen(command, cwd=root, stdout=stdout, stderr=stderr, start_new_session=True)
+                process = subprocess.Popen(
+                    memory_limited(command, memory_limit_bytes),
+                    cwd=root,
+                    stdout=stdout,
+                    stderr=stderr,
+                    start_new_session=True,
+                )
             except OSError as error:
                 raise SimulatorUnavailable(f"EMUPLAN_ASTRA_SIM: cannot run {binary}: {error}") from None
             if on_started is not None:
@@ -223,8 +231,15 @@ def run_astra_sim(
         missing = [rank for rank in range(world_size) if rank not in finished or rank not in compute]
         if missing:
             shown = ", ".join(map(str, missing[:8])) + (", …" if len(missing) > 8 else "")
+            ran_out = b"bad_alloc" in stderr_path.read_bytes()[-8192:]
             raise SimulationError(
-                f"ASTRA-sim exited with status {process.returncode} without a result for rank(s) {shown} "
+                (
+                    f"ASTRA-sim ran out of its memory limit of {memory_limit_bytes / MB:,.0f} MB "
+                    "(EMUPLAN_SIMULATOR_MEMORY_MB): "
+                    if ran_out
+                    else ""
+                )
+                + f"ASTRA-sim exited with status {process.returncode} without a result for rank(s) {shown} "
                 f"({len(missing)} of {world_size}); its last words: {_last_lines(stderr_path)} || "
                 f"{_last_lines(stdout_path)}"
             )

@@ -2,7 +2,8 @@
 
 SQLite is the default store. Every connection turns on WAL, a busy timeout and foreign keys; write
 sessions open their transaction with ``BEGIN IMMEDIATE`` so that two writers queue on the lock at the
-start instead of failing half-way with "database is locked". PostgreSQL (psycopg 3) gets plain
+start instead of failing half-way with "database is locked". A lock waited on past the busy timeout (on
+PostgreSQL, its lock_timeout) is ``DatabaseBusy``: 503 with Retry-After. PostgreSQL (psycopg 3) gets plain
 SQLAlchemy. On both, text holding a NUL character is refused before it reaches the database
 (``TextWithNul``): PostgreSQL cannot store it, and SQLite behaves the same so a database can move.
 JSON columns are read with pydantic-core's parser: a run's curves (~340 KB of numbers) decode in ~2.6 ms
@@ -25,6 +26,39 @@ from emuplan.settings import MIGRATIONS_DIR
 
 _BEGIN_IMMEDIATE = "emuplan_begin_immediate"
 WAL_AUTOCHECKPOINT_PAGES = 16384  # 64 MB of 4 KB pages
+# How long a write waits for another's lock (SQLite's busy timeout, PostgreSQL's lock_timeout) before its request
+# is answered 503 (``DatabaseBusy``); writes are short transactions, so this is only reached under a stuck writer.
+BUSY_TIMEOUT_S = 10
+BUSY_RETRY_AFTER_S = 5
+# SQLITE_BUSY and SQLITE_LOCKED (the low byte of the extended codes); PostgreSQL's lock_not_available,
+# deadlock_detected and serialization_failure.
+_SQLITE_BUSY_CODES = frozenset({5, 6})
+_POSTGRES_BUSY_STATES = frozenset({"55P03", "40P01", "40001"})
+
+
+class DatabaseBusy(Exception):
+    """Another writer held the database's lock past ``BUSY_TIMEOUT_S``: 503 with Retry-After, not a 500."""
+
+    retry_after_s = BUSY_RETRY_AFTER_S
+
+
+def _is_busy(error: BaseException) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return (isinstance(code, int) and code & 0xFF in _SQLITE_BUSY_CODES) or (
+        getattr(error, "sqlstate", None) in _POSTGRES_BUSY_STATES
+    )
+
+
+def _answer_busy_as_busy(engine: Engine) -> None:
+    """A lock wait that timed out (at BEGIN, a statement or COMMIT) raised as ``DatabaseBusy``."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context) -> None:
+        if _is_busy(context.original_exception):
+            raise DatabaseBusy(
+                f"the database is busy with another write (waited {BUSY_TIMEOUT_S} s for its lock); "
+                f"try again in {BUSY_RETRY_AFTER_S} s"
+            ) from context.original_exception
 
 
 def _begin_sqlite_transactions_explicitly(engine: Engine) -> None:
@@ -53,7 +87,7 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_connection, _record) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         # SQLite copies the WAL into the database file (and syncs it) in the commit that takes the WAL past
@@ -102,8 +136,15 @@ def make_engine(database_url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False}, json_deserializer=from_json)
         _configure_sqlite(engine)
     else:
-        engine = create_engine(url, pool_pre_ping=True, json_deserializer=from_json)
+        engine = create_engine(
+            url,
+            pool_pre_ping=True,
+            json_deserializer=from_json,
+            # A lock waited on as long as SQLite's busy timeout, then the same 503 (PostgreSQL waits forever).
+            connect_args={"options": f"-c lock_timeout={BUSY_TIMEOUT_S * 1000}"},
+        )
     event.listen(engine, "before_cursor_execute", _refuse_nul)
+    _answer_busy_as_busy(engine)
     return engine
 
 

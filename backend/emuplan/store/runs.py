@@ -599,6 +599,20 @@ def find_duplicate(session: Session, content_sha256: str) -> Run | None:
     return session.exec(select(Run).where(Run.content_sha256 == content_sha256).order_by(Run.id)).first()
 
 
+def refuse_duplicate(session: Session, content_sha256: str, file_name: str) -> None:
+    """``DuplicateRun`` if a run holds content of this digest: before any parsing, on a read session, so that a
+    duplicate is refused at once and no write lock is held while a file is read (the write transaction checks
+    again as it stores)."""
+    existing = find_duplicate(session, content_sha256)
+    if existing is not None:
+        raise DuplicateRun(existing, file_name)
+
+
+def job_digest(file_digests: Iterable[str]) -> str:
+    """One training job's digest from its files' SHA-256 (hex), whatever their order."""
+    return hashlib.sha256("".join(sorted(file_digests)).encode()).hexdigest()
+
+
 def import_result_file(
     session: Session,
     source: bytes | Path,
@@ -624,7 +638,8 @@ def import_result_file(
 
     A table large enough (``results.streamed``) is read a block at a time into Parquet on disk and summarised from
     there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
-    starts only after them."""
+    starts only after them: ``session`` is first used to store. A caller that knows the digest checks it first
+    on a read session (``refuse_duplicate``)."""
     if budget is None:
         with ImportBudget(ImportLimits(max_decompressed_bytes=max_decompressed_bytes)) as own:
             return import_result_file(
@@ -633,10 +648,6 @@ def import_result_file(
                 budget=own, facts=facts,
             )  # fmt: skip
     if streams(source, fmt, budget):
-        # A huge file known by its digest (hashed as the upload streamed in) is refused before it is read.
-        existing = find_duplicate(session, content_sha256) if content_sha256 is not None else None
-        if existing is not None:
-            raise DuplicateRun(existing, file_name)
         with ThreadPoolExecutor(max_workers=1) as pool:
             hashing = pool.submit(sha256_hex, source) if content_sha256 is None else None
             with streamed_result_file(source, file_name, fmt, column_map, collective, budget) as streamed:
@@ -681,7 +692,7 @@ def import_observed_files(
         budget.holds(path.stat().st_size, path.name)
         files.append((path.name, path.read_bytes()))
     parsed = parse_observed(files, fmt, budget=budget)
-    digest = hashlib.sha256("".join(sorted(sha256_hex(content) for _, content in files)).encode()).hexdigest()
+    digest = job_digest(sha256_hex(content) for _, content in files)
     file_name = f"{files[0][0]} and {len(files) - 1} more"
     return _save_new(session, parsed, digest, file_name, name, plan_id, None, tags, platform, facts)
 
