@@ -119,9 +119,11 @@ def planned_and_traced(name: str) -> tuple[list, list]:
     inventory = resolve_model(request["model"])
     document = plan_workload(PlanRequest(**request), inventory)
     files = bundle_files(document, build_traces(document, inventory, ComputeModel.from_options()), "a test plan")
+    # Rank 0 runs stage 0's collectives.
+    listed = document.stages[0].collectives if document.stages else document.collectives
     planned = [
         (COMM_TYPES[item.op.value], simulated_comm_size(item))
-        for item in document.collectives
+        for item in listed
         if item.op is not CollectiveOp.SEND_RECV
         for _ in range(item.count_per_step)
     ]

@@ -355,15 +355,24 @@ def test_vocabulary_is_padded_to_128_times_tp_in_the_tp_shard() -> None:
 
 
 def test_pipeline_sends_boundary_activations_two_m_p_minus_one_times() -> None:
+    """Each stage lists the transfers it sends or receives, so every one of the 2·m·(p − 1) appears in two stages;
+    stage 1 (fc1's 256-wide output in, fc2's 128-wide out) moves the most and bounds the step."""
     document = framework(strategy="pipeline", gpus=4, micro_batches=8)
-    sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
-    assert sum(c.count_per_step for c in sends) == 2 * 8 * (4 - 1)
     micro_batch = 8192 // 8
-    assert [c.bytes_total for c in sends if c.phase.value == "forward"] == [
-        micro_batch * 256 * 4,
-        micro_batch * 128 * 4,
-        micro_batch * 64 * 4,
+
+    def forward_sends(items) -> list[int]:
+        return [c.bytes_total for c in items if c.op is CollectiveOp.SEND_RECV and c.phase.value == "forward"]
+
+    transfers = [c.count_per_step for s in document.stages for c in s.collectives if c.op is CollectiveOp.SEND_RECV]
+    assert sum(transfers) == 2 * (2 * 8 * (4 - 1))
+    assert [forward_sends(stage.collectives) for stage in document.stages] == [
+        [micro_batch * 256 * 4],
+        [micro_batch * 256 * 4, micro_batch * 128 * 4],
+        [micro_batch * 128 * 4, micro_batch * 64 * 4],
+        [micro_batch * 64 * 4],
     ]
+    assert [stage.bounds_step for stage in document.stages] == [False, True, False, False]
+    assert document.collectives == document.stages[1].collectives
     assert document.pipeline_bubble == pytest.approx(3 / 8)
     assert document.kccb.algorithm == "ALGO_BROADCAST_PARALLEL"
 
@@ -379,18 +388,20 @@ def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
         ("dp", "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"): (16, 16, 1),
     }
     assert document.kccb_trials == 3
+    # A middle stage bounds the step: its activations and gradients go both ways, 2 × 2 × 64 transfers.
+    assert [stage.bounds_step for stage in document.stages] == [False, True, *[False] * 6]
     sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
-    assert sum(c.count_per_step for c in sends) == 2 * 64 * 7
+    assert sum(c.count_per_step for c in sends) == 4 * 64
     assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
     assert document.pipeline_bubble == pytest.approx(7 / 64)
-    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways;
+    # The last stage's DP all-reduces one TP shard of 10 layers + final norm + LM head, split 8 ways;
     # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024. Megatron's DDP reduces
     # main_grad, float32 in bf16 training unless --grad-reduce-in-bf16.
     layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
     shard = 10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192
 
     def dp_bytes(document) -> int:
-        return sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
+        return sum(c.bytes_total for c in document.stages[-1].collectives if c.parallel_dim.value == "dp")
 
     assert (dp_bytes(document), document.inputs.grad_dtype) == (4 * shard, "float32")
     assert any(

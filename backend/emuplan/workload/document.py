@@ -182,6 +182,18 @@ def collective_of_size(
     return next((item for item in candidates if item.bytes_total == size_bytes), None)
 
 
+class StageCollectives(DeferredModel):
+    """One pipeline stage's collectives: what every rank of that stage takes part in during one step."""
+
+    stage: int
+    collectives: list[PlannedCollective]
+    collectives_per_step: int
+    ideal_time_us: float = Field(
+        description="Σ count per step × ideal time: the stage's α-β communication, serialised."
+    )
+    bounds_step: bool = Field(description="Whether this is the stage the plan's `collectives` are (the longest).")
+
+
 class KccbTrial(DeferredModel):
     """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
 
@@ -212,6 +224,11 @@ class PlanDocument(DeferredModel):
     kccb_trials: int
     notes: list[str]
     pipeline_bubble: float | None = Field(default=None, description="(p − 1) / m, pipeline strategies only.")
+    stages: list[StageCollectives] = Field(
+        default_factory=list,
+        description="Pipelined framework plans: every stage's collectives; `collectives` are the one that bounds the "
+        "step (the longest communication at the α-β model).",
+    )
     captured: list[PlannedCollective] = Field(
         default_factory=list,
         description="PyTorch source models in framework mode: the collectives PyTorch itself issued (fake process "

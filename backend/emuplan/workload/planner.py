@@ -15,6 +15,7 @@ from emuplan.workload.document import (
     PlannedCollective,
     PlanningError,
     PlanRequest,
+    StageCollectives,
 )
 from emuplan.workload.inventory import ModelInventory, TransformerShape, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
@@ -351,28 +352,72 @@ def tied_embedding_bytes(shape: TransformerShape, inputs: NormalisedInputs) -> i
     )
 
 
+def _with_ideal_times(items: list[PlannedCollective], inputs: NormalisedInputs) -> list[PlannedCollective]:
+    for item in items:
+        item.ideal_time_us = (
+            ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
+        )
+    return items
+
+
+def stage_ideal_us(items: list[PlannedCollective]) -> float:
+    """A stage's communication per step at the plan's α-β model, serialised (what the step cost sums)."""
+    return sum(item.count_per_step * item.ideal_time_us for item in items)
+
+
 def _framework_collectives(
     inventory: ModelInventory, inputs: NormalisedInputs, notes: list[str]
-) -> list[PlannedCollective]:
+) -> tuple[list[PlannedCollective], list[StageCollectives]]:
+    """The collectives of the stage that bounds the step, and every stage's (none without pipelining).
+
+    Each stage's groups issue their own collectives concurrently with the other stages' (its TP, DP and EP groups
+    hold only its ranks), so a step waits for the stage whose communication takes longest: the plan lists that
+    stage's, and the KCCB trials and the step cost are built from it."""
     stages = framework_stages(inventory, inputs)
-    busiest = max(stages, key=lambda stage: stage.numel)
-    prefix = f"stage {busiest.index}: " if inputs.pp > 1 else ""
-    if inputs.pp > 1:
-        notes.append(
-            f"Tensor- and data-parallel traffic is shown for stage {busiest.index}, the stage with the most "
-            "parameters; other stages' groups run the same kinds of collectives concurrently."
+    if inputs.pp == 1:
+        return _with_ideal_times(_stage_collectives(inventory, inputs, stages, stages[0]), inputs), []
+    per_stage = [_with_ideal_times(_stage_collectives(inventory, inputs, stages, stage), inputs) for stage in stages]
+    times = [stage_ideal_us(items) for items in per_stage]
+    bounding = times.index(max(times))
+    others = [time for index, time in enumerate(times) if index != bounding]
+    spread = f"{min(others) / 1000:,.2f}" + (f"–{max(others) / 1000:,.2f}" if max(others) > min(others) else "")
+    notes.append(
+        f"Pipeline: the collectives listed (and the KCCB trials and step cost built from them) are stage {bounding}'s, "
+        f"the stage whose communication takes longest at the α-β model ({times[bounding] / 1000:,.2f} ms per step; "
+        f"the other stages {spread} ms): each stage's groups run concurrently, so it bounds the step. `stages` lists "
+        "every stage's collectives; a stage's point-to-point transfers are the activations and gradients it sends "
+        "and receives."
+    )
+    summaries = [
+        StageCollectives(
+            stage=index,
+            collectives=items,
+            collectives_per_step=sum(item.count_per_step for item in items),
+            ideal_time_us=times[index],
+            bounds_step=index == bounding,
         )
+        for index, items in enumerate(per_stage)
+    ]
+    return per_stage[bounding], summaries
+
+
+def _stage_collectives(
+    inventory: ModelInventory, inputs: NormalisedInputs, stages: list[Stage], stage: Stage
+) -> list[PlannedCollective]:
+    """The collectives the ranks of ``stage`` take part in during one step."""
+    last = len(stages) - 1
+    prefix = f"stage {stage.index}: " if inputs.pp > 1 else ""
     shape = inventory.transformer
     items: list[PlannedCollective] = []
     # Experts the planner knows the routing of: a source merely naming a tensor "experts" has none.
-    moe_layers = moe_layer_count(busiest.units) if shape is not None and shape.experts is not None else 0
+    moe_layers = moe_layer_count(stage.units) if shape is not None and shape.experts is not None else 0
     if moe_layers and (inputs.ep > 1 or inputs.tp > 1):
         items += expert_parallel_collectives(shape, inputs, moe_layers)
     if inputs.tp > 1:
         if shape is not None:
             check_megatron_degrees(shape, inputs.tp)
-            layers = sum(1 for unit in busiest.units if not unit.is_root)
-            stage_parameters = [p for unit in busiest.units for p in unit.parameters]
+            layers = sum(1 for unit in stage.units if not unit.is_root)
+            stage_parameters = [p for unit in stage.units for p in unit.parameters]
             items += megatron_collectives(
                 hidden=shape.hidden_size,
                 vocab=padded_vocab_size(shape.vocab_size, inputs.tp),
@@ -382,8 +427,8 @@ def _framework_collectives(
                 layers=layers,
                 micro_batches=inputs.micro_batches,
                 sequence_parallel=inputs.sequence_parallel,
-                has_embedding=busiest.index == 0,
-                has_head=busiest.index == len(stages) - 1,
+                has_embedding=stage.index == 0,
+                has_head=stage.index == last,
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
                 # Without a shared expert, a MoE layer's MLP gathers are the token dispatcher's.
                 expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
@@ -394,7 +439,7 @@ def _framework_collectives(
                 learned_positions=shape.learned_position_embeddings,
             )
         else:
-            layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
+            layers = linear_layers([p for unit in stage.units for p in unit.parameters])
             if not layers:
                 raise PlanningError("model: tensor parallelism needs Linear layers (2-D weights)")
             items += dtensor_linear_collectives(
@@ -403,13 +448,13 @@ def _framework_collectives(
                 inputs.tp,
                 inputs.activation_dtype,
                 inputs.micro_batches,
-                input_requires_grad=busiest.index > 0,
+                input_requires_grad=stage.index > 0,
             )
     if inputs.pp > 1:
         items += pipeline_collectives(
-            boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
+            boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype, stage.index
         )
-        if shape is not None and shape.tie_word_embeddings:
+        if shape is not None and shape.tie_word_embeddings and stage.index in (0, last):
             # Megatron keeps a copy of the tied word embedding on the last stage and sums the two
             # copies' gradients over the first and last stage once per step.
             items.append(
@@ -423,7 +468,7 @@ def _framework_collectives(
                     "tied word-embedding gradients (first and last stage)",
                 )
             )
-    units = local_units(busiest, inputs, shape is not None)
+    units = local_units(stage, inputs, shape is not None)
     if inputs.find_unused_parameters:  # DDP keeps the buckets it built in registration order
         trainable = (p for p in inventory.parameters if p.requires_grad)
         gradient_position = {p.name: index for index, p in enumerate(trainable)}
@@ -447,7 +492,7 @@ def _framework_collectives(
             find_unused_parameters=inputs.find_unused_parameters,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
-            stage=busiest.index,
+            stage=stage.index,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -462,7 +507,7 @@ def _framework_collectives(
             dim=ParallelDim.EDP,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
-            stage=busiest.index,
+            stage=stage.index,
         )
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
@@ -566,18 +611,15 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
     inputs = normalise_request(request, inventory)
     trials = count_trials(inputs.dataset_size, inputs.batch_size, inputs.epochs, inputs.drop_last)
     notes = _notes(inventory, inputs, trials)
+    stages: list[StageCollectives] = []
     if inputs.mode is Mode.TUTORIAL:
-        collectives = tutorial_collectives(inventory, inputs)
+        collectives = _with_ideal_times(tutorial_collectives(inventory, inputs), inputs)
         strides = dict.fromkeys(ParallelDim, 1)
         bubble = None
     else:
-        collectives = _framework_collectives(inventory, inputs, notes)
+        collectives, stages = _framework_collectives(inventory, inputs, notes)
         strides = framework_strides(inputs)
         bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
-    for item in collectives:
-        item.ideal_time_us = (
-            ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
-        )
     kccb = kccb_trials(collectives, trials, strides, inputs.gpus_per_host)
     if len(kccb) > 1:
         notes.append(
@@ -600,4 +642,5 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
         kccb_trials=len(kccb),
         notes=notes,
         pipeline_bubble=bubble,
+        stages=stages,
     )
