@@ -190,9 +190,46 @@ def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
     zero2 = framework(strategy="data", dp_impl="zero2")
     assert sizes(zero2, CollectiveOp.REDUCE_SCATTER) == [971056]  # 242762 rounded up to a multiple of 4, fp32
     assert sizes(zero2, CollectiveOp.ALL_GATHER, "optimizer") == [971056]
+    # Without persistent parameters every unit is gathered: fc4's 650 elements padded to 652, fp32.
+    everything = framework(strategy="data", dp_impl="zero3", persistence_threshold=0)
+    assert sizes(everything, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 2608]
+    assert len(sizes(everything, CollectiveOp.ALL_GATHER)) + len(sizes(everything, CollectiveOp.REDUCE_SCATTER)) == 12
+    assert sizes(everything, CollectiveOp.ALL_GATHER, "optimizer") == []
+
+
+def test_zero3_never_gathers_parameters_below_deepspeed_s_persistence_threshold() -> None:
+    """DeepSpeed's stage3_param_persistence_threshold, 100,000 elements by default (deepspeed/runtime/zero/config.py;
+    ``param.ds_numel <= param_threshold`` in parameter_offload.py): of the seed MLP only fc1's 200,704-element weight
+    is gathered for a pass; fc1's bias and fc2-fc4 stay whole and are gathered once after the optimizer step
+    (stage3.py ``_post_step``), each padded to a multiple of 4 ranks: 256 + 32768 + 128 + 8192 + 64 + 640 + 12
+    elements, fp32. Their gradients are reduce-scattered as before."""
     zero3 = framework(strategy="data", dp_impl="zero3")
-    assert sizes(zero3, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 2608]
-    assert len(sizes(zero3, CollectiveOp.ALL_GATHER)) + len(sizes(zero3, CollectiveOp.REDUCE_SCATTER)) == 12
+    assert zero3.inputs.persistence_threshold == 100_000
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "forward") == [200704 * 4]
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "backward") == [200704 * 4]
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "optimizer") == [42060 * 4]
+    assert sizes(zero3, CollectiveOp.REDUCE_SCATTER) == [2608, 33024, 131584, 803840]
+    assert any(note.startswith("ZeRO-3 keeps the 7 parameters of at most 100,000 elements (42,058 elements in all)")
+               for note in zero3.notes)  # fmt: skip
+    # Settable: at 250,000 fc1's weight stays whole too, and nothing is gathered for a pass.
+    larger = framework(strategy="data", dp_impl="zero3", persistence_threshold=250_000)
+    assert sizes(larger, CollectiveOp.ALL_GATHER) == [(200704 + 42060) * 4]
+    with pytest.raises(PlanningError, match=r"^persistence_threshold: DeepSpeed's stage3_param_persistence_thre"):
+        framework(strategy="data", dp_impl="zero2", persistence_threshold=10)
+
+
+@pytest.mark.parametrize("dp_impl", ["zero2", "zero3"])
+def test_zero_2_and_3_with_pipeline_parallelism_are_refused_as_deepspeed_refuses_them(dp_impl: str) -> None:
+    """deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__: ``assert self.zero_optimization_stage() <
+    ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"``."""
+    with pytest.raises(PlanningError) as refused:
+        framework("gpt2", strategy="hybrid", pp=2, dp=2, dp_impl=dp_impl)
+    assert str(refused.value) == (
+        f"dp_impl: DeepSpeed refuses {dp_impl} with pipeline parallelism (pp 2): its PipelineEngine asserts "
+        '"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py); plan '
+        "zero1, or fsdp2 as torch.distributed.pipelining drives it"
+    )
+    assert framework("gpt2", strategy="hybrid", pp=2, dp=2, dp_impl="zero1").stages
 
 
 @pytest.mark.parametrize(
@@ -205,7 +242,12 @@ def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
         ("zero2", {("reduce_scatter", "backward"): 4, ("all_gather", "optimizer"): 1}, "ZeRO-2 reduces in every"),
         (
             "zero3",
-            {("all_gather", "forward"): 4, ("all_gather", "backward"): 4, ("reduce_scatter", "backward"): 4},
+            {
+                ("all_gather", "forward"): 4,
+                ("all_gather", "backward"): 4,
+                ("reduce_scatter", "backward"): 4,
+                ("all_gather", "optimizer"): 1,
+            },  # fc1's weight gathered per pass, the persistent rest once
             "ZeRO-3 reduces in every",
         ),
         ("ddp", {("all_reduce", "backward"): 1}, "DDP with no_sync on all but the last micro-batch"),

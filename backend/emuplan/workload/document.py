@@ -32,6 +32,7 @@ class ParallelDim(StrEnum):
     EP = "ep"  # expert parallel: the ranks that share one MoE layer's experts
     EDP = "edp"  # expert data parallel: the ranks holding the same experts (dp / ep of them)
     TP_EP = "tp_ep"  # an EP group's TP groups together (Megatron's tp_ep_group): tp × ep ranks
+    TP_DP = "tp_dp"  # a stage's TP groups over every DP replica (Megatron's tensor_and_data_parallel_group)
 
 
 def _option(name: str):
@@ -85,6 +86,7 @@ class PlanRequest(DeferredModel):
     megatron_core: MegatronCore = _option("megatron_core")
     grad_reduce_in_bf16: bool = _option("grad_reduce_in_bf16")
     find_unused_parameters: bool = _option("find_unused_parameters")
+    persistence_threshold: int | None = _option("persistence_threshold")
 
     @classmethod
     def option_group(cls, name: str) -> OptionGroup:
@@ -120,6 +122,8 @@ class NormalisedInputs(DeferredModel):
     megatron_core: MegatronCore = MegatronCore.CURRENT
     grad_reduce_in_bf16: bool = False
     find_unused_parameters: bool = False
+    # DeepSpeed's stage3_param_persistence_threshold, ZeRO-3 plans only.
+    persistence_threshold: int | None = None
     bucket_cap_mb: float | None
     param_dtype: str
     grad_dtype: str

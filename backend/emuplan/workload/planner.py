@@ -22,9 +22,14 @@ from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.plan_options import DataParallelImpl, Mode, Strategy
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
-from emuplan.workload.strategies.data_parallel import data_parallel_collectives, micro_batch_note
+from emuplan.workload.strategies.data_parallel import (
+    ZERO3_PERSISTENCE_THRESHOLD,
+    data_parallel_collectives,
+    micro_batch_note,
+)
 from emuplan.workload.strategies.expert_parallel import (
     check_expert_degrees,
+    expert_bias_reduction,
     expert_parallel_collectives,
     expert_parallel_notes,
     moe_layer_count,
@@ -198,6 +203,31 @@ def _check_unused_parameters(inventory: ModelInventory, inputs: NormalisedInputs
         )
 
 
+def _check_zero_options(request: PlanRequest, mode: Mode, pp: int) -> int | None:
+    """DeepSpeed's refusals and ZeRO-3's persistence threshold (None for any other implementation)."""
+    zero = (DataParallelImpl.ZERO2, DataParallelImpl.ZERO3)
+    if mode is Mode.FRAMEWORK and pp > 1 and request.dp_impl in zero:
+        # deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__:
+        # assert self.zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with
+        # pipeline parallelism"
+        raise PlanningError(
+            f"dp_impl: DeepSpeed refuses {request.dp_impl.value} with pipeline parallelism (pp {pp}): its "
+            'PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" '
+            "(deepspeed/runtime/pipe/engine.py); plan zero1, or fsdp2 as torch.distributed.pipelining drives it"
+        )
+    threshold = request.persistence_threshold
+    if threshold is not None and request.dp_impl is not DataParallelImpl.ZERO3:
+        raise PlanningError(
+            "persistence_threshold: DeepSpeed's stage3_param_persistence_threshold applies to dp_impl zero3 "
+            f"only, not {request.dp_impl.value}"
+        )
+    if threshold is not None and threshold < 0:
+        raise PlanningError(f"persistence_threshold: must not be negative, got {threshold}")
+    if request.dp_impl is DataParallelImpl.ZERO3 and threshold is None:
+        return ZERO3_PERSISTENCE_THRESHOLD
+    return threshold
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -227,6 +257,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     defaults = workload_defaults(inventory)
     mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
     gpus, tp, pp, dp = _parallel_degrees(request, defaults)
+    persistence_threshold = _check_zero_options(request, mode, pp)
     hosts, gpus_per_host = _host_layout(request, gpus, defaults)
     transformer = inventory.transformer
     batch_size, micro_batch, micro_batches = _batching(request, dp, pp, defaults, transformer is not None)
@@ -286,6 +317,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         megatron_core=request.megatron_core,
         grad_reduce_in_bf16=request.grad_reduce_in_bf16,
         find_unused_parameters=request.find_unused_parameters,
+        persistence_threshold=persistence_threshold,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
         grad_dtype=_dtype("grad_dtype", grad_dtype),
@@ -493,6 +525,7 @@ def _stage_collectives(
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
             stage=stage.index,
+            persistence_threshold=inputs.persistence_threshold or 0,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -508,7 +541,10 @@ def _stage_collectives(
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
             stage=stage.index,
+            persistence_threshold=inputs.persistence_threshold or 0,
         )
+    if shape is not None and shape.experts is not None:
+        items += expert_bias_reduction(inventory.buffers, stage.units, shape.experts.num_experts, inputs)
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
     return sorted(items, key=lambda item: _PHASE_ORDER[item.phase])
@@ -583,6 +619,17 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
             )
         if inputs.dp > 1 and (accumulation := micro_batch_note(inputs.dp_impl, inputs.micro_batches, inputs.pp)):
             notes.append(accumulation)
+        if inputs.dp > 1 and inputs.persistence_threshold is not None:
+            threshold = inputs.persistence_threshold
+            persistent = [p for p in inventory.parameters if p.numel <= threshold]
+            notes.append(
+                f"ZeRO-3 keeps the {len(persistent)} parameters of at most {threshold:,} elements "
+                f"({sum(p.numel for p in persistent):,} elements in all) whole on every rank "
+                "(stage3_param_persistence_threshold"
+                + (", DeepSpeed's default" if threshold == ZERO3_PERSISTENCE_THRESHOLD else "")
+                + "): never gathered for a pass, their gradients reduce-scattered with the rest, and all-gathered "
+                "once after each optimizer step."
+            )
         if inputs.dp > 1 and uses_megatron_ddp(inputs.mode, shape, inputs.tp, inputs.dp_impl):
             notes.append(
                 f"Megatron's DDP reduces the gradients as main_grad, here {inputs.grad_dtype}: float32 by default "
@@ -604,6 +651,7 @@ def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int | tuple
         ParallelDim.EP: replica,
         ParallelDim.EDP: replica * inputs.ep,
         ParallelDim.TP_EP: (inputs.tp, replica),
+        ParallelDim.TP_DP: (inputs.tp, replica),
     }
 
 
