@@ -489,3 +489,23 @@ def test_parameter_units_follow_numbered_layers_or_owning_modules() -> None:
     assert [(u.name, u.is_root) for u in parameter_units(resolve_model(SEED))] == [
         ("fc1", False), ("fc2", False), ("fc3", False), ("fc4", False)
     ]  # fmt: skip
+
+
+def test_a_plan_whose_micro_batches_multiply_its_collectives_says_so_first_with_a_usual_micro_batch() -> None:
+    """GPT-2 under FSDP2 on 8 GPUs at the preset's global batch of 1024 and micro-batch 1: 128 micro-batches per
+    replica, each gathering and reduce-scattering the root and 12 layers (13 + 12 gathers and 13 reduce-scatters
+    per micro-batch). At micro-batch 8 the same global batch is 16 micro-batches: 8 × fewer."""
+    document = framework("gpt2", dp_impl="fsdp2")
+    assert document.notes[0] == (
+        "Micro-batches multiply this plan's collectives: 4,864 per step (3,200 all_gather, 1,664 reduce_scatter), "
+        "because each of the 8 data-parallel replicas runs 128 micro-batches of 1 sample (global batch 1024 ÷ dp 8 "
+        "÷ micro-batch 1): the global batch and the micro-batch set the count, not the strategy. At micro-batch 8 "
+        "(16 micro-batches, --micro-batch 8) the step would issue 608 (400 all_gather, 208 reduce_scatter)."
+    )
+    usual = framework("gpt2", dp_impl="fsdp2", micro_batch=8)
+    assert sum(c.count_per_step for c in usual.collectives) == 608
+    # At micro-batch 8 already, the comparison is the replica's batch in one micro-batch.
+    assert usual.notes[0].endswith("At micro-batch 128 (1 micro-batch, --micro-batch 128) the step would issue 38 "
+                                   "(25 all_gather, 13 reduce_scatter).")  # fmt: skip
+    # DDP reduces once per step whatever the micro-batches (no_sync): nothing to say.
+    assert framework("gpt2").notes[0].startswith("trials = ")

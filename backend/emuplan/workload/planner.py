@@ -655,6 +655,44 @@ def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int | tuple
     }
 
 
+# A micro-batch practitioners run models of this size with (nanoGPT trains GPT-2 at 12, Megatron's GPT and Llama
+# examples at 1 to 8 sequences of 2-4k tokens per GPU): what the micro-batch note compares a plan with.
+USUAL_MICRO_BATCH = 8
+
+
+def _per_step(items: list[PlannedCollective]) -> tuple[int, str]:
+    """Collectives per step, and their split by kind ("3,200 all_gather, 1,664 reduce_scatter")."""
+    by_op: dict[str, int] = {}
+    for item in items:
+        by_op[item.op.value] = by_op.get(item.op.value, 0) + item.count_per_step
+    return sum(by_op.values()), ", ".join(f"{count:,} {op}" for op, count in by_op.items())
+
+
+def micro_batch_count_note(
+    inventory: ModelInventory, inputs: NormalisedInputs, collectives: list[PlannedCollective]
+) -> str | None:
+    """When the step's micro-batches multiply its collectives: how many, why, and what a usual micro-batch (or, at
+    one already, the replica's batch in one micro-batch) would give. None when the count does not depend on them."""
+    if inputs.mode is not Mode.FRAMEWORK or inputs.micro_batches == 1:
+        return None
+    per_replica = inputs.micro_batch * inputs.micro_batches
+    usual = USUAL_MICRO_BATCH if inputs.micro_batch < USUAL_MICRO_BATCH < per_replica else per_replica
+    other = inputs.model_copy(update={"micro_batch": usual, "micro_batches": -(-per_replica // usual)})
+    total, kinds = _per_step(collectives)
+    other_total, other_kinds = _per_step(_framework_collectives(inventory, other, [])[0])
+    if other_total == total:
+        return None
+    samples = f"{inputs.micro_batch} sample{'s' if inputs.micro_batch > 1 else ''}"
+    return (
+        f"Micro-batches multiply this plan's collectives: {total:,} per step ({kinds}), because each of the "
+        f"{inputs.dp} data-parallel replicas runs {inputs.micro_batches} micro-batches of {samples} (global batch "
+        f"{inputs.batch_size} ÷ dp {inputs.dp} ÷ micro-batch {inputs.micro_batch}): the global batch and the "
+        f"micro-batch set the count, not the strategy. At micro-batch {usual} ({other.micro_batches} "
+        f"micro-batch{'es' if other.micro_batches > 1 else ''}, --micro-batch {usual}) the step would issue "
+        f"{other_total:,} ({other_kinds})."
+    )
+
+
 def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:
     inputs = normalise_request(request, inventory)
     trials = count_trials(inputs.dataset_size, inputs.batch_size, inputs.epochs, inputs.drop_last)
@@ -668,6 +706,8 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
         collectives, stages = _framework_collectives(inventory, inputs, notes)
         strides = framework_strides(inputs)
         bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
+        if (multiplied := micro_batch_count_note(inventory, inputs, collectives)) is not None:
+            notes.insert(0, multiplied)
     kccb = kccb_trials(collectives, trials, strides, inputs.gpus_per_host)
     if len(kccb) > 1:
         notes.append(
