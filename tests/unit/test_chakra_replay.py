@@ -64,6 +64,8 @@ PLANS = {
     # DeepSeek-V3's expert-bias all-reduce over each stage's TP×DP group.
     "deepseek-v3 tp2 ep2": {"model": "deepseek-v3", "mode": "framework", "seq_len": 1024, "strategy": "hybrid",
                             "tp": 2, "dp": 4, "ep": 2, "batch_size": 4},
+    "deepseek-v3 tp2 alone": {"model": "deepseek-v3", "mode": "framework", "seq_len": 1024, "strategy": "tensor",
+                              "gpus": 2, "batch_size": 1},
 }  # fmt: skip
 
 

@@ -270,7 +270,7 @@ def expert_bias_reduction(
             group,
             "float32",
             Phase.BACKWARD,
-            ParallelDim.TP_DP if inputs.tp > 1 else ParallelDim.DP,
+            ParallelDim.DP if inputs.tp == 1 else ParallelDim.TP if inputs.dp == 1 else ParallelDim.TP_DP,
             f"expert-bias token counts ({biased} MoE layers × {num_experts} experts; aux-loss-free balancing, once "
             "per step)",
         )
