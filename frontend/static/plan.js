@@ -11,7 +11,8 @@ const FIELDS = [...form.elements].filter((field) => field.name);
 const FIELD = Object.fromEntries(FIELDS.map((field) => [field.name, field]));
 const MODES = ["tutorial", "framework"];
 // What an empty field means when the planner has no number to show for it.
-const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25", capacity_factor: "dropless" };
+const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25", capacity_factor: "dropless",
+  persistence_threshold: "zero3: DeepSpeed's 100000" };
 let previewSerial = 0;
 
 function request(mode) {

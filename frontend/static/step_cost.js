@@ -78,6 +78,9 @@ export function renderStepCostHeadline(container, cost) {
     ...pair("Per step, all at p99", step.p99_us === null ? "— (a sweep has one time per size)" : `${time(step.p99_us)} ${cost.time_unit}`),
     ...pair("Collectives per step", `${integer(step.collectives_per_step)} (${integer(step.bytes_per_step)} B of whole buffers; ${integer(Math.round(step.wire_bytes_per_rank_per_step))} B sent per rank on a ring)`),
     ...pair("Whole training", `${integer(training.steps)} steps: ${timeIn(training.p50_s === null ? null : training.p50_s * 1e6, "s")} s at p50`),
+    // A pipelined plan: its stages communicate concurrently, and the step is the longest of them on this run.
+    ...(cost.stages.length ? pair("Pipeline stages", cost.stages.map((stage) =>
+      `stage ${stage.stage} ${time(stage.p50_us)} ${cost.time_unit}${stage.bounds_step ? " (the step: the longest)" : ""}`).join("; ")) : []),
     ...(caveat ? pair("Caveats", caveat) : []),
   ]));
 }

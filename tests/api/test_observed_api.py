@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.store.db import Database
-from inspector_job import INSPECTOR_JOB, zipped_dump
+from inspector_job import INSPECTOR_2_30_JOB, INSPECTOR_JOB, zipped_dump
 from profiled_ddp import saved_ddp_plan
 
 pytestmark = pytest.mark.both_databases
@@ -72,6 +72,20 @@ def test_an_inspector_dump_directory_uploads_as_a_zip(client: TestClient) -> Non
         "missing": 0,
         "unexpected": 1,
     }
+
+
+def test_an_nccl_2_30_dump_with_p2p_records_uploads_with_its_communicator_s_name(client: TestClient) -> None:
+    upload = client.post("/api/runs", files={"file": ("nccl-inspector-2.30.zip", zipped_dump(INSPECTOR_2_30_JOB))})
+    assert upload.status_code == 201, upload.text
+    run = upload.json()
+    assert (run["source_format"], run["ranks"], run["sample_count"]) == ("nccl-inspector", 2, 2)
+    assert [g["label"] for g in run["summary"]["groups"]] == ["all_reduce · 1048576 B · default_pg (0xc0ffee)"]
+    assert [warning.split(":")[0] for warning in run["warnings"]] == [
+        f"nccl-inspector-2.30.zip/nccl-inspector-4242/{path.name}" for path in INSPECTOR_2_30_JOB
+    ]
+    assert run["warnings"][0].endswith(": 2 p2p_perf records skipped (line 2, 4): point-to-point sends and receives "
+                                       "(p2p_perf, NCCL_INSPECTOR_ENABLE_P2P) and event records are not collectives "
+                                       "of a communicator; its collectives are read")  # fmt: skip
 
 
 def test_a_dump_cut_short_is_refused_and_nothing_stored(client: TestClient) -> None:

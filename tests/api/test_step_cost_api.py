@@ -93,6 +93,22 @@ def test_a_run_reads_its_step_with_its_linked_or_a_chosen_plan(demo_client: Test
     assert f'data-stats-url="/api/runs/{runs["pipeline"]}/stats?plan={plans["tensor"]}"' in page
 
 
+def test_a_pipelined_plan_costs_every_stage_and_the_step_is_the_longest(demo_client: TestClient) -> None:
+    """The seed MLP in framework mode over 2 stages × 2 replicas: stage 0 (fc1, fc2) all-reduces one 935,424-byte
+    bucket, stage 1 (fc3, fc4) one of 35,624, each beside its activations and gradients; read on the demo's
+    pipeline run (all-reduces of 2,600 to 803,840 B), stage 0 takes longest and is the step."""
+    runs, _ = _demo_ids(demo_client)
+    body = {"model": "fashion-mnist-mlp", "mode": "framework", "strategy": "hybrid", "pp": 2, "dp": 2}
+    plan = demo_client.post("/api/plans", json=body).json()
+    assert [len(stage["collectives"]) for stage in plan["workload"]["stages"]] == [3, 3]
+    cost = demo_client.get(f"/api/runs/{runs['pipeline']}/stats", params={"plan": plan["id"]}).json()["step_cost"]
+    assert [(stage["stage"], stage["bounds_step"]) for stage in cost["stages"]] == [(0, True), (1, False)]
+    assert cost["bounding_stage"] == 0
+    assert cost["stages"][0]["p50_us"] > cost["stages"][1]["p50_us"]
+    assert cost["step"]["p50_us"] == cost["stages"][0]["p50_us"]
+    assert [row["bytes_total"] for row in cost["rows"] if row["op"] == "all_reduce"] == [935424]
+
+
 @pytest.mark.parametrize(
     ("params", "status", "detail"),
     [

@@ -58,6 +58,10 @@ def test_simulate_shows_each_ranks_step_beside_the_planned_communication(
     expect(page.locator("#simulate-network")).to_have_text(
         "Network: 4 × 2 NPUs as rings, links 12.5 GB/s and 5,000 ns."
     )
+    expect(page.locator("#simulate-all-to-all")).to_contain_text(
+        "all-to-all runs as NCCL's grouped send/recv moves it, with ASTRA-sim's direct implementation one peer at a "
+        "time (direct1)"
+    )
     expect(page.locator("#simulate-summary")).to_have_text(
         "Simulated step 635.9 µs (ranks 0-1, 4-5): compute 13.0 µs at 40% of NVIDIA H100 SXM's bf16 peak, exposed "
         "communication 622.9 µs."

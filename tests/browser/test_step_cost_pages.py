@@ -4,6 +4,7 @@ plan picked for a run changes it, and Save and share keeps the assumptions and p
 import re
 from collections.abc import Iterator
 
+import httpx2
 import pytest
 from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Browser, Page, expect
@@ -87,4 +88,16 @@ def test_a_plan_picked_for_a_run_is_kept_when_the_comparison_is_shared(demo_serv
     )
     expect(page.locator("#plan-form")).to_have_count(0)  # read-only
     expect(page.locator("#compare-assumptions tbody tr").first).to_contain_text("7200")
+    watch.assert_clean()
+
+
+def test_a_run_read_with_a_pipelined_plan_names_the_stage_that_is_the_step(demo_server: LiveServer, page: Page) -> None:
+    body = {"model": "fashion-mnist-mlp", "mode": "framework", "strategy": "hybrid", "pp": 2, "dp": 2}
+    plan_id = httpx2.post(f"{demo_server.url}/api/plans", json=body, timeout=30).json()["id"]
+    watch = PageWatch(page)
+    page.goto(f"{demo_server.url}/runs/3?plan={plan_id}")
+    stages = page.locator("#step-cost-headline dt", has_text="Pipeline stages").locator(
+        "xpath=following-sibling::dd[1]"
+    )
+    expect(stages).to_have_text(re.compile(r"^stage 0 [\d.]+ ms \(the step: the longest\); stage 1 [\d.]+ ms$"))
     watch.assert_clean()

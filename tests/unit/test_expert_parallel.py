@@ -267,3 +267,31 @@ def test_tutorial_mode_has_no_experts_to_offer() -> None:
     message = r"^ep: tutorial mode reproduces the seed notebooks, which have no mixture of experts; plan expert "
     with pytest.raises(PlanningError, match=message + r"parallelism in framework mode$"):
         plan_workload(request, resolve_model(MIXTRAL))
+
+
+EXPERT_BIAS = "expert-bias token counts"
+
+
+def test_deepseek_v3_all_reduces_its_expert_bias_token_counts_once_per_step() -> None:
+    """DeepSeek-V3's aux-loss-free balancing under Megatron (--moe-router-enable-expert-bias): finalize_model_grads'
+    _update_router_expert_bias stacks the stage's routers' float32 token counts (58 MoE layers of the 61 × 256
+    experts) and get_updated_expert_bias all-reduces them over the TP×DP group, once per step."""
+    document = plan("deepseek-v3", gpus=4, ep=4, seq_len=1024, batch_size=4)
+    [bias] = [c for c in document.collectives if c.label.startswith(EXPERT_BIAS)]
+    assert (bias.op, bias.bytes_total, bias.dtype, bias.group_size, bias.parallel_dim, bias.count_per_step) == (
+        CollectiveOp.ALL_REDUCE, 58 * 256 * 4, "float32", 4, ParallelDim.DP, 1,
+    )  # fmt: skip
+    # With TP the group is every TP rank of every replica: Megatron's tensor_and_data_parallel_group, 2 × 4 ranks,
+    # runs of 2 consecutive ranks: one KCCB trial on one host.
+    with_tp = plan("deepseek-v3", strategy="hybrid", tp=2, dp=4, ep=2, seq_len=1024, batch_size=4)
+    [bias] = [c for c in with_tp.collectives if c.label.startswith(EXPERT_BIAS)]
+    assert (bias.group_size, bias.parallel_dim) == (8, ParallelDim.TP_DP)
+    [trial] = [t for t in with_tp.kccb_list() if t.parallel_dim is ParallelDim.TP_DP]
+    assert (trial.data_sizes, trial.group_size, trial.hosts, trial.gpus_per_host) == ([58 * 256 * 4], 8, 1, 8)
+    # Each pipeline stage reduces its own layers' counts: layers 3-30 on stage 0, 31-60 on stage 1.
+    staged = plan("deepseek-v3", strategy="hybrid", pp=2, dp=2, seq_len=1024, batch_size=4)
+    assert [
+        [c.bytes_total for c in stage.collectives if c.label.startswith(EXPERT_BIAS)] for stage in staged.stages
+    ] == [[28 * 256 * 4], [30 * 256 * 4]]
+    # Mixtral balances with an auxiliary loss: no bias, no such all-reduce.
+    assert not [c for c in plan(ep=8).collectives if c.label.startswith(EXPERT_BIAS)]

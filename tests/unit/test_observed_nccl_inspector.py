@@ -17,7 +17,7 @@ from emuplan.results.stats import summarise
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model
-from inspector_job import INSPECTOR_JOB, zipped_dump
+from inspector_job import INSPECTOR_2_30_JOB, INSPECTOR_JOB, zipped_dump
 from paths import FIXTURES
 
 DUMPS = FIXTURES / "results" / "nccl-inspector"
@@ -216,8 +216,15 @@ def test_the_aggregated_prometheus_output_of_later_inspectors_is_refused() -> No
         'nccl_bus_bandwidth_gbs{version="v5.1",slurm_job_id="unknown",node="n0",gpu="GPU0",comm_name="DP",n_nodes="1",'
         'nranks="2",collective="AllReduce",message_size="1-2MB",algo_proto="Ring_ll"} 123.5\n'
     )
-    with pytest.raises(ResultFileError, match=r"^agg\.prom: line 1: the aggregated Prometheus output of a later"):
+    with pytest.raises(ResultFileError, match=r"^agg\.prom: line 1: the aggregated Prometheus output of a later") as no:
         parsed_job([("agg.prom", line.encode())])
+    # What the mode is, why it cannot be a run, and what to import instead.
+    assert str(no.value).endswith(
+        "per communicator name, collective and message-size range, e.g. 1-2MB, the calls since the last dump summed "
+        "into one figure, with no rank, call number or exact size) holds no single call, which is what a run is made "
+        "of: import its JSON dump instead (NCCL_INSPECTOR_PROM_DUMP=0, the files <hostname>-pid<pid>.log in "
+        "NCCL_INSPECTOR_DUMP_DIR)"
+    )
 
 
 def test_a_dump_arrows_reader_refuses_reads_object_by_object_alike() -> None:
@@ -262,3 +269,55 @@ def test_one_prometheus_file_uploaded_alone_is_detected_from_its_content() -> No
     assert parsed.samples.select(["collective", "size_bytes", "duration_us"]).to_pylist() == [
         {"collective": "all_gather", "size_bytes": 131072, "duration_us": 50.0}
     ]
+
+
+def test_an_nccl_2_30_dump_with_p2p_records_imports_its_collectives_under_the_communicator_s_name() -> None:
+    """NCCL 2.30's Inspector writes p2p_perf records by default and names the communicator (header.comm_name):
+    the sends and receives are skipped, each file saying on which lines, and the groups read "default_pg"."""
+    parsed = parsed_job(named(INSPECTOR_2_30_JOB))
+    assert (parsed.source_format, parsed.ranks, parsed.hosts) == ("nccl-inspector", 2, 2)
+    rows = parsed.samples.select(["collective", "size_bytes", "duration_us", "variant"]).to_pylist()
+    assert [tuple(row.values()) for row in rows] == [
+        ("all_reduce", 1048576, 100.0, "default_pg (0xc0ffee)"),
+        ("all_reduce", 1048576, 200.0, "default_pg (0xc0ffee)"),
+    ]
+    assert parsed.warnings == [
+        f"{path.name}: 2 p2p_perf records skipped (line 2, 4): point-to-point sends and receives (p2p_perf, "
+        "NCCL_INSPECTOR_ENABLE_P2P) and event records are not collectives of a communicator; its collectives are read"
+        for path in INSPECTOR_2_30_JOB
+    ]
+    # Read object by object (a blank line between records) the same.
+    spaced = [(name, content.replace(b"\n", b"\n\n", 1)) for name, content in named(INSPECTOR_2_30_JOB)]
+    assert parsed_job(spaced).samples.to_pylist() == parsed.samples.to_pylist()
+
+
+def test_a_process_that_completed_only_sends_and_receives_is_named_and_the_job_read() -> None:
+    [first, second] = named(INSPECTOR_2_30_JOB)
+    only_p2p = (second[0], b"".join(line + b"\n" for line in second[1].splitlines() if b"p2p_perf" in line))
+    parsed = parsed_job([first, only_p2p])
+    assert parsed.samples.num_rows == 2
+    assert parsed.warnings[-1] == (
+        "constructed-nccl-2.30-gpu-b-pid202.log: no collective in the file, only 2 p2p_perf records (skipped: "
+        "point-to-point sends and receives are not collectives of a communicator)"
+    )
+    with pytest.raises(ResultFileError, match=r"^constructed-nccl-2\.30-gpu-b-pid202\.log: no collective in the file"):
+        parsed_job([only_p2p])
+
+
+def test_a_sweep_row_of_several_calls_gives_algbw_from_its_own_time() -> None:
+    """Without one rank count for the run, the row's algbw is its size ÷ its mean time (1,048,576 B in 150 µs:
+    6.990507 GB/s), not the mean of each call's algbw (7.573049), and busbw that × the file's factor (1 at 2 ranks),
+    as nccl-tests defines them; a row of one call keeps the file's figures."""
+    parsed = parsed_job(named(INSPECTOR_JOB))
+    all_reduce, all_gather = summarise(parsed.samples, ranks=None)["groups"]
+    assert all_reduce["reported_algbw_gbps"] == pytest.approx((10.48576 + 6.990507 + 5.24288) / 3)
+    assert all_reduce["mean_us"] == 150.0
+    assert all_reduce["algbw_gbps"] == pytest.approx(1048576 / 150e-6 / 1e9, rel=1e-12)
+    assert all_reduce["busbw_gbps"] == pytest.approx(1048576 / 150e-6 / 1e9, rel=1e-12)
+    assert all_reduce["bandwidth_source"] == "computed, the file's bus factor"
+    assert all_reduce["busbw_gbps_p50"] == pytest.approx(1048576 / all_reduce["p50_us"] / 1e3, rel=1e-12)
+    assert (all_gather["algbw_gbps"], all_gather["busbw_gbps"], all_gather["bandwidth_source"]) == (
+        2.184533,
+        1.092267,
+        "reported",
+    )

@@ -190,9 +190,46 @@ def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
     zero2 = framework(strategy="data", dp_impl="zero2")
     assert sizes(zero2, CollectiveOp.REDUCE_SCATTER) == [971056]  # 242762 rounded up to a multiple of 4, fp32
     assert sizes(zero2, CollectiveOp.ALL_GATHER, "optimizer") == [971056]
+    # Without persistent parameters every unit is gathered: fc4's 650 elements padded to 652, fp32.
+    everything = framework(strategy="data", dp_impl="zero3", persistence_threshold=0)
+    assert sizes(everything, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 2608]
+    assert len(sizes(everything, CollectiveOp.ALL_GATHER)) + len(sizes(everything, CollectiveOp.REDUCE_SCATTER)) == 12
+    assert sizes(everything, CollectiveOp.ALL_GATHER, "optimizer") == []
+
+
+def test_zero3_never_gathers_parameters_below_deepspeed_s_persistence_threshold() -> None:
+    """DeepSpeed's stage3_param_persistence_threshold, 100,000 elements by default (deepspeed/runtime/zero/config.py;
+    ``param.ds_numel <= param_threshold`` in parameter_offload.py): of the seed MLP only fc1's 200,704-element weight
+    is gathered for a pass; fc1's bias and fc2-fc4 stay whole and are gathered once after the optimizer step
+    (stage3.py ``_post_step``), each padded to a multiple of 4 ranks: 256 + 32768 + 128 + 8192 + 64 + 640 + 12
+    elements, fp32. Their gradients are reduce-scattered as before."""
     zero3 = framework(strategy="data", dp_impl="zero3")
-    assert sizes(zero3, CollectiveOp.ALL_GATHER, "forward") == [803840, 131584, 33024, 2608]
-    assert len(sizes(zero3, CollectiveOp.ALL_GATHER)) + len(sizes(zero3, CollectiveOp.REDUCE_SCATTER)) == 12
+    assert zero3.inputs.persistence_threshold == 100_000
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "forward") == [200704 * 4]
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "backward") == [200704 * 4]
+    assert sizes(zero3, CollectiveOp.ALL_GATHER, "optimizer") == [42060 * 4]
+    assert sizes(zero3, CollectiveOp.REDUCE_SCATTER) == [2608, 33024, 131584, 803840]
+    assert any(note.startswith("ZeRO-3 keeps the 7 parameters of at most 100,000 elements (42,058 elements in all)")
+               for note in zero3.notes)  # fmt: skip
+    # Settable: at 250,000 fc1's weight stays whole too, and nothing is gathered for a pass.
+    larger = framework(strategy="data", dp_impl="zero3", persistence_threshold=250_000)
+    assert sizes(larger, CollectiveOp.ALL_GATHER) == [(200704 + 42060) * 4]
+    with pytest.raises(PlanningError, match=r"^persistence_threshold: DeepSpeed's stage3_param_persistence_thre"):
+        framework(strategy="data", dp_impl="zero2", persistence_threshold=10)
+
+
+@pytest.mark.parametrize("dp_impl", ["zero2", "zero3"])
+def test_zero_2_and_3_with_pipeline_parallelism_are_refused_as_deepspeed_refuses_them(dp_impl: str) -> None:
+    """deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__: ``assert self.zero_optimization_stage() <
+    ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"``."""
+    with pytest.raises(PlanningError) as refused:
+        framework("gpt2", strategy="hybrid", pp=2, dp=2, dp_impl=dp_impl)
+    assert str(refused.value) == (
+        f"dp_impl: DeepSpeed refuses {dp_impl} with pipeline parallelism (pp 2): its PipelineEngine asserts "
+        '"ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py); plan '
+        "zero1, or fsdp2 as torch.distributed.pipelining drives it"
+    )
+    assert framework("gpt2", strategy="hybrid", pp=2, dp=2, dp_impl="zero1").stages
 
 
 @pytest.mark.parametrize(
@@ -205,7 +242,12 @@ def test_zero_stages_move_two_or_three_times_the_parameters() -> None:
         ("zero2", {("reduce_scatter", "backward"): 4, ("all_gather", "optimizer"): 1}, "ZeRO-2 reduces in every"),
         (
             "zero3",
-            {("all_gather", "forward"): 4, ("all_gather", "backward"): 4, ("reduce_scatter", "backward"): 4},
+            {
+                ("all_gather", "forward"): 4,
+                ("all_gather", "backward"): 4,
+                ("reduce_scatter", "backward"): 4,
+                ("all_gather", "optimizer"): 1,
+            },  # fc1's weight gathered per pass, the persistent rest once
             "ZeRO-3 reduces in every",
         ),
         ("ddp", {("all_reduce", "backward"): 1}, "DDP with no_sync on all but the last micro-batch"),
@@ -355,15 +397,24 @@ def test_vocabulary_is_padded_to_128_times_tp_in_the_tp_shard() -> None:
 
 
 def test_pipeline_sends_boundary_activations_two_m_p_minus_one_times() -> None:
+    """Each stage lists the transfers it sends or receives, so every one of the 2·m·(p − 1) appears in two stages;
+    stage 1 (fc1's 256-wide output in, fc2's 128-wide out) moves the most and bounds the step."""
     document = framework(strategy="pipeline", gpus=4, micro_batches=8)
-    sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
-    assert sum(c.count_per_step for c in sends) == 2 * 8 * (4 - 1)
     micro_batch = 8192 // 8
-    assert [c.bytes_total for c in sends if c.phase.value == "forward"] == [
-        micro_batch * 256 * 4,
-        micro_batch * 128 * 4,
-        micro_batch * 64 * 4,
+
+    def forward_sends(items) -> list[int]:
+        return [c.bytes_total for c in items if c.op is CollectiveOp.SEND_RECV and c.phase.value == "forward"]
+
+    transfers = [c.count_per_step for s in document.stages for c in s.collectives if c.op is CollectiveOp.SEND_RECV]
+    assert sum(transfers) == 2 * (2 * 8 * (4 - 1))
+    assert [forward_sends(stage.collectives) for stage in document.stages] == [
+        [micro_batch * 256 * 4],
+        [micro_batch * 256 * 4, micro_batch * 128 * 4],
+        [micro_batch * 128 * 4, micro_batch * 64 * 4],
+        [micro_batch * 64 * 4],
     ]
+    assert [stage.bounds_step for stage in document.stages] == [False, True, False, False]
+    assert document.collectives == document.stages[1].collectives
     assert document.pipeline_bubble == pytest.approx(3 / 8)
     assert document.kccb.algorithm == "ALGO_BROADCAST_PARALLEL"
 
@@ -379,18 +430,20 @@ def test_hybrid_llama_3_70b_groups_tp_innermost_then_pp_then_dp() -> None:
         ("dp", "ALGO_ALL_REDUCE_UNIDIRECTIONAL_RING"): (16, 16, 1),
     }
     assert document.kccb_trials == 3
+    # A middle stage bounds the step: its activations and gradients go both ways, 2 × 2 × 64 transfers.
+    assert [stage.bounds_step for stage in document.stages] == [False, True, *[False] * 6]
     sends = [c for c in document.collectives if c.op is CollectiveOp.SEND_RECV]
-    assert sum(c.count_per_step for c in sends) == 2 * 64 * 7
+    assert sum(c.count_per_step for c in sends) == 4 * 64
     assert {c.bytes_total for c in sends} == {8192 * 8192 * 2}
     assert document.pipeline_bubble == pytest.approx(7 / 64)
-    # DP all-reduces one TP shard of the busiest stage: 10 layers + final norm + LM head, split 8 ways;
+    # The last stage's DP all-reduces one TP shard of 10 layers + final norm + LM head, split 8 ways;
     # Megatron pads the vocabulary 128256 to a multiple of 128 × tp = 1024: 129024. Megatron's DDP reduces
     # main_grad, float32 in bf16 training unless --grad-reduce-in-bf16.
     layer = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192
     shard = 10 * (layer // 8 + 2 * 8192) + 8192 + 129024 // 8 * 8192
 
     def dp_bytes(document) -> int:
-        return sum(c.bytes_total for c in document.collectives if c.parallel_dim.value == "dp")
+        return sum(c.bytes_total for c in document.stages[-1].collectives if c.parallel_dim.value == "dp")
 
     assert (dp_bytes(document), document.inputs.grad_dtype) == (4 * shard, "float32")
     assert any(
@@ -436,3 +489,23 @@ def test_parameter_units_follow_numbered_layers_or_owning_modules() -> None:
     assert [(u.name, u.is_root) for u in parameter_units(resolve_model(SEED))] == [
         ("fc1", False), ("fc2", False), ("fc3", False), ("fc4", False)
     ]  # fmt: skip
+
+
+def test_a_plan_whose_micro_batches_multiply_its_collectives_says_so_first_with_a_usual_micro_batch() -> None:
+    """GPT-2 under FSDP2 on 8 GPUs at the preset's global batch of 1024 and micro-batch 1: 128 micro-batches per
+    replica, each gathering and reduce-scattering the root and 12 layers (13 + 12 gathers and 13 reduce-scatters
+    per micro-batch). At micro-batch 8 the same global batch is 16 micro-batches: 8 × fewer."""
+    document = framework("gpt2", dp_impl="fsdp2")
+    assert document.notes[0] == (
+        "Micro-batches multiply this plan's collectives: 4,864 per step (3,200 all_gather, 1,664 reduce_scatter), "
+        "because each of the 8 data-parallel replicas runs 128 micro-batches of 1 sample (global batch 1024 ÷ dp 8 "
+        "÷ micro-batch 1): the global batch and the micro-batch set the count, not the strategy. At micro-batch 8 "
+        "(16 micro-batches, --micro-batch 8) the step would issue 608 (400 all_gather, 208 reduce_scatter)."
+    )
+    usual = framework("gpt2", dp_impl="fsdp2", micro_batch=8)
+    assert sum(c.count_per_step for c in usual.collectives) == 608
+    # At micro-batch 8 already, the comparison is the replica's batch in one micro-batch.
+    assert usual.notes[0].endswith("At micro-batch 128 (1 micro-batch, --micro-batch 128) the step would issue 38 "
+                                   "(25 all_gather, 13 reduce_scatter).")  # fmt: skip
+    # DDP reduces once per step whatever the micro-batches (no_sync): nothing to say.
+    assert framework("gpt2").notes[0].startswith("trials = ")

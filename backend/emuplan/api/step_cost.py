@@ -45,6 +45,13 @@ class StepTotals(BaseModel):
     estimated_collectives: int | float = Field(description="Calls per step whose time is interpolated or extrapolated.")
 
 
+class StageTotals(StepTotals):
+    """One pipeline stage's collectives on the run."""
+
+    stage: int
+    bounds_step: bool = Field(description="The stage whose p50 total is largest: the one `rows` and `step` are.")
+
+
 class TrainingTotals(BaseModel):
     steps: int = Field(description="The plan's trials: steps of the whole training.")
     p50_s: float | None
@@ -72,6 +79,10 @@ class StepCostDocument(BaseModel):
         description="A run observed in training: the steps its calls per step were counted over (its own step, "
         "not the plan's counts); None for a benchmark.",
     )
+    stages: list[StageTotals] = Field(
+        description="A pipelined plan: every stage costed on the run (their groups run concurrently); empty otherwise."
+    )
+    bounding_stage: int | None = Field(description="The stage `rows` and `step` are: the longest on this run.")
     convention: str
     rows: list[StepCostRow]
     by_dimension: dict[str, StepTotals]

@@ -180,6 +180,7 @@ def plan(
     find_unused_parameters: Annotated[
         bool, _request_option("find_unused_parameters", "--find-unused-parameters")
     ] = False,
+    persistence_threshold: Annotated[int | None, _request_option("persistence_threshold")] = None,
     # On by default, so the CLI has only the flag that turns it off.
     no_vocab_parallel_loss: Annotated[
         bool,

@@ -40,6 +40,12 @@ into one record by their labels. Several snapshots of one GPU's file read as one
 output of later Inspectors (labels ``version``, ``comm_name``, a ``message_size`` range such as ``8-9MB``; no
 rank or ``coll_sn``) holds no single call and is refused.
 
+NCCL 2.30's Inspector adds ``header.comm_name`` (PyTorch's process-group description), which labels the
+communicator here ("default_pg (0x7f8c…)"; the id stays, as communicators may share a name), and writes ``p2p_perf``
+records beside ``coll_perf`` by default (``NCCL_INSPECTOR_ENABLE_P2P=1``: one per send or receive, ``p2p``,
+``p2p_peer``, ``p2p_msg_size_bytes``, ``p2p_exec_time_us``): those, and the event records of its verbose modes, are
+skipped with a warning naming their lines, and the file's collectives are read.
+
 Both modes give the same records. ``coll_msg_size_bytes`` is one rank's buffer; for AllGather and ReduceScatter
 the plugin's algbw divides ``n_ranks`` × that by the time (its ``trafficSize``), which is nccl-tests' whole-buffer
 size: the size kept here, so that the project's busbw factor applied to it gives the plugin's own busbw (checked
@@ -111,7 +117,10 @@ RECORDS_SCHEMA = pa.schema(
 # The JSON fields Arrow's reader keeps (the rest is skipped).
 _JSON_SCHEMA = pa.schema(
     [
-        pa.field("header", pa.struct([("id", pa.string()), ("rank", pa.int64()), ("n_ranks", pa.int64())])),
+        pa.field(
+            "header",
+            pa.struct([("id", pa.string()), ("rank", pa.int64()), ("n_ranks", pa.int64()), ("comm_name", pa.string())]),
+        ),
         pa.field("metadata", pa.struct([("hostname", pa.string()), ("pid", pa.int64())])),
         pa.field(
             "coll_perf",
@@ -127,6 +136,7 @@ _JSON_SCHEMA = pa.schema(
                 ]
             ),
         ),
+        pa.field("p2p_perf", pa.struct([("p2p", pa.string())])),
     ]
 )
 _JSON_READ = pa_json.ReadOptions(use_threads=True, block_size=1 << 24)
@@ -143,17 +153,65 @@ def file_calls(content: bytes | memoryview, file_name: str, budget: ImportBudget
     records, once read, either way (``RECORD_BYTES`` each)."""
     data = content if isinstance(content, bytes) else bytes(content)
     prometheus = bool(_PROMETHEUS_START.match(data[:65536]))
-    records = None if prometheus else _json_lines(data)
-    if records is None:
+    read = None if prometheus else _json_lines(data)
+    if read is None:
         budget.holds(len(data) * TEXT_BYTES_PER_BYTE, file_name)
         text = _text(data, file_name)
-        records = _prometheus_records(text, file_name) if prometheus else _json_objects(text, file_name)
+        read = (_prometheus_records(text, file_name), []) if prometheus else _json_objects(text, file_name)
+    records, skipped = read
     if records.num_rows == 0:
+        if skipped:
+            raise OnlyPointToPoint(
+                f"{file_name}: no collective in the file, only {_skipped_kinds(skipped)} (skipped: point-to-point "
+                "sends and receives are not collectives of a communicator)"
+            )
         raise ResultFileError(f"{file_name}: no Inspector record in the file")
     budget.count_rows(records.num_rows, file_name)
     budget.holds(records.num_rows * (RECORD_BYTES - ROW_BYTES), file_name)
     tolerance = _PROMETHEUS_TOLERANCE if prometheus else _JSON_TOLERANCE
-    return _calls(records, file_name, tolerance)
+    calls = _calls(records, file_name, tolerance)
+    if skipped:
+        calls.warnings.append(_skipped_warning(skipped, file_name))
+    return calls
+
+
+class OnlyPointToPoint(ResultFileError):
+    """A file of a job whose process completed only sends and receives (a pipeline stage between two
+    data-parallel reductions): the job's other files are read, and it is named in a warning."""
+
+
+# Records of a kind other than coll_perf, as NCCL 2.30's Inspector writes them: p2p_perf (a send or a receive, by
+# default: NCCL_INSPECTOR_ENABLE_P2P=1) and, with its verbose options, proxy_op, proxy_ctrl, group, coll_api, p2p_api,
+# kernel_launch, net_plugin. A run is the communicators' collectives; point-to-point transfers have no call that every
+# rank of a communicator makes, so they are skipped, each named by its line, and the file is read.
+P2P_KIND = "p2p_perf"
+SHOWN_SKIPPED_LINES = 5
+
+
+def _skipped_kinds(skipped: list[tuple[int, str]]) -> str:
+    kinds: dict[str, int] = {}
+    for _, kind in skipped:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return ", ".join(f"{count} {kind} record{'s' if count > 1 else ''}" for kind, count in kinds.items())
+
+
+def _skipped_warning(skipped: list[tuple[int, str]], file_name: str) -> str:
+    lines = [line for line, _ in skipped]
+    shown = ", ".join(map(str, lines[:SHOWN_SKIPPED_LINES])) + (" …" if len(lines) > SHOWN_SKIPPED_LINES else "")
+    return (
+        f"{file_name}: {_skipped_kinds(skipped)} skipped (line {shown}): point-to-point sends and receives "
+        "(p2p_perf, NCCL_INSPECTOR_ENABLE_P2P) and event records are not collectives of a communicator; "
+        "its collectives are read"
+    )
+
+
+def _record_kind(record: dict) -> str | None:
+    """None for a collective record; else the kind of record it is (its first key past header and metadata)."""
+    if "coll_perf" in record:
+        return None
+    if P2P_KIND in record:
+        return P2P_KIND
+    return next((key for key in record if key not in ("header", "metadata")), "unnamed")
 
 
 def _text(data: bytes, file_name: str) -> str:
@@ -163,9 +221,10 @@ def _text(data: bytes, file_name: str) -> str:
         raise ResultFileError(f"{file_name}: byte {error.start} is not UTF-8: not an Inspector dump") from None
 
 
-def _json_lines(data: bytes) -> pa.Table | None:
-    """The records of a dump as the plugin writes it, one object a line, read by Arrow; None for any other
-    (``_json_objects`` reads those, or says what is wrong and where)."""
+def _json_lines(data: bytes) -> tuple[pa.Table, list[tuple[int, str]]] | None:
+    """The collective records of a dump as the plugin writes it, one object a line, read by Arrow, and the (line,
+    kind) of the point-to-point records skipped; None for any other (``_json_objects`` reads those, or says what is
+    wrong and where)."""
     try:
         table = pa_json.read_json(pa.BufferReader(data), read_options=_JSON_READ, parse_options=_JSON_PARSE)
     except pa.ArrowInvalid:
@@ -173,6 +232,14 @@ def _json_lines(data: bytes) -> pa.Table | None:
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
     if table.num_rows != lines:  # blank lines or objects over several lines: rows are not lines
         return None
+    line_numbers = np.arange(1, table.num_rows + 1, dtype=np.int64)
+    collective = table.column("coll_perf").is_valid()
+    p2p = table.column(P2P_KIND).is_valid()
+    if not pc.all(pc.or_(collective, p2p)).as_py():
+        return None  # another kind of record: read object by object, which names it
+    skipped = [(int(line), P2P_KIND) for line in line_numbers[~collective.to_numpy(zero_copy_only=False)]]
+    if skipped:
+        table, line_numbers = table.filter(collective), line_numbers[collective.to_numpy(zero_copy_only=False)]
     header, metadata, perf = (table.column(name).combine_chunks() for name in ("header", "metadata", "coll_perf"))
     required = [header.field("id"), header.field("rank"), header.field("n_ranks"), metadata.field("hostname")]
     required += [metadata.field("pid")] + [perf.field(key) for key in ("coll", "coll_sn", "coll_msg_size_bytes")]
@@ -183,7 +250,7 @@ def _json_lines(data: bytes) -> pa.Table | None:
     trace = perf.field("event_trace_ts")
     return pa.Table.from_arrays(
         [
-            header.field("id"),
+            _communicator_label(header.field("id"), header.field("comm_name")),
             header.field("rank"),
             header.field("n_ranks"),
             hostname,
@@ -196,18 +263,35 @@ def _json_lines(data: bytes) -> pa.Table | None:
             perf.field("coll_algobw_gbs"),
             perf.field("coll_busbw_gbs"),
             pa.nulls(table.num_rows, pa.float64()),
-            pa.array(np.arange(1, table.num_rows + 1, dtype=np.int64)),
+            pa.array(line_numbers),
         ],
         schema=RECORDS_SCHEMA,
-    )
+    ), skipped
 
 
-def _json_objects(text: str, file_name: str) -> pa.Table:
-    """The records of any dump, object by object; a malformed one is refused with its line and key."""
+def _communicator_label(ids: pa.Array, names: pa.Array) -> pa.Array:
+    """The communicator as its group is labelled: NCCL 2.30's ``header.comm_name`` (PyTorch's process group
+    description, e.g. "default_pg") before its id, which stays because communicators may share a name (every TP
+    group is "tp"); the id alone where the dump has no name."""
+    named = pc.and_(pc.is_valid(names), pc.not_equal(pc.fill_null(names, ""), ""))
+    labelled = pc.binary_join_element_wise(pc.fill_null(names, ""), " (", ids, ")", "")
+    return pc.if_else(named, labelled, ids)
+
+
+def _json_objects(text: str, file_name: str) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """The collective records of any dump, object by object, and the (line, kind) of the records of other kinds
+    skipped (``_record_kind``); a malformed one is refused with its line and key."""
     rows: list[tuple] = []
+    skipped: list[tuple[int, str]] = []
     for line, record in _objects(text, file_name):
         where = f"{file_name}: line {line}"
+        if (kind := _record_kind(record)) is not None:
+            skipped.append((line, kind))
+            continue
         communicator = _field(record, "header", "id", (str,), where)
+        name = record["header"].get("comm_name") if isinstance(record.get("header"), dict) else None
+        if isinstance(name, str) and name:
+            communicator = f"{name} ({communicator})"
         rank = _field(record, "header", "rank", (int,), where)
         n_ranks = _field(record, "header", "n_ranks", (int,), where)
         host = _field(record, "metadata", "hostname", (str,), where)
@@ -223,7 +307,7 @@ def _json_objects(text: str, file_name: str) -> pa.Table:
         start = float(start) if isinstance(start, int | float) and not isinstance(start, bool) else None
         rows.append((communicator, rank, n_ranks, host, f"{host}/pid {pid}", coll, sn, message, float(time_us), start,
                      algbw, busbw, None, line))  # fmt: skip
-    return _records(rows)
+    return _records(rows), skipped
 
 
 def _records(rows: list[tuple]) -> pa.Table:
@@ -292,8 +376,11 @@ def _prometheus_records(text: str, file_name: str) -> pa.Table:
         labels = sample.labels
         if "comm_id" not in labels and ("comm_name" in labels or "version" in labels):
             raise ResultFileError(
-                f"{file_name}: line {number}: the aggregated Prometheus output of a later Inspector (message-size "
-                "ranges, no rank or coll_sn) holds no single call: import its JSON dump (NCCL_INSPECTOR_PROM_DUMP=0)"
+                f"{file_name}: line {number}: the aggregated Prometheus output of a later Inspector (NCCL 2.30 on: "
+                "per communicator name, collective and message-size range, e.g. 1-2MB, the calls since the last "
+                "dump summed into one figure, with no rank, call number or exact size) holds no single call, which "
+                "is what a run is made of: import its JSON dump instead (NCCL_INSPECTOR_PROM_DUMP=0, the files "
+                "<hostname>-pid<pid>.log in NCCL_INSPECTOR_DUMP_DIR)"
             )
         call = calls.setdefault(tuple(sorted(labels.items())), {"line": number, "labels": labels})
         call[metric] = sample.value

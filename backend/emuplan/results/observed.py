@@ -96,6 +96,7 @@ def parse_observed(
     What they decompress to, and what their records become, are charged to ``budget``; a file is dropped once
     read, so an archive's members are never all held at once."""
     parsed: list[FileCalls] = []
+    without_collectives: list[nccl_inspector.OnlyPointToPoint] = []
     for name, content in _expanded(files, budget):
         head = bytes(content[:65536])
         detected = (
@@ -111,11 +112,18 @@ def parse_observed(
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
         if fmt == NCCL_INSPECTOR:
-            parsed.append(nccl_inspector.file_calls(content, name, budget))
+            try:
+                parsed.append(nccl_inspector.file_calls(content, name, budget))
+            except nccl_inspector.OnlyPointToPoint as only:
+                without_collectives.append(only)
         else:
             budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
             parsed.append(torch_profiler.file_calls(content, name, budget.limits.max_trace_events))
-    return _merged(parsed, fmt)
+    if not parsed and without_collectives:
+        raise without_collectives[0]
+    result = _merged(parsed, fmt)
+    result.warnings += [str(only) for only in without_collectives]
+    return result
 
 
 def _expanded(files: list[tuple[str, bytes | memoryview]], budget: ImportBudget):

@@ -325,10 +325,15 @@ def group_rates(group: dict, network: NetworkModel | None, ranks: int | None) ->
     """
     collective = group["collective"]
     whole_bytes, group_size = _planned_shape(network, collective, group["size_bytes"], ranks)
+    factor = _reported_bus_factor(group)
     rates = {}
     for suffix, time_key in (("", "mean_us"), ("_p50", "p50_us")):
         figures = _bandwidths(collective, whole_bytes, group[time_key], group_size)
-        if figures["busbw_gbps"] is None and group.get("reported_busbw_gbps") is not None and suffix == "":
+        if figures["busbw_gbps"] is None and figures["algbw_gbps"] is not None and factor is not None:
+            figures.update(
+                busbw_gbps=figures["algbw_gbps"] * factor, bandwidth_source="computed, the file's bus factor"
+            )
+        elif figures["busbw_gbps"] is None and group.get("reported_busbw_gbps") is not None and suffix == "":
             figures = {
                 "algbw_gbps": group.get("reported_algbw_gbps"),
                 "busbw_gbps": group["reported_busbw_gbps"],
@@ -339,6 +344,18 @@ def group_rates(group: dict, network: NetworkModel | None, ranks: int | None) ->
             figures.update(pct_of_ideal=group["reported_pct_of_ideal"], ideal_source="reported")
         rates.update({f"{key}{suffix}": value for key, value in figures.items()})
     return rates
+
+
+def _reported_bus_factor(group: dict) -> float | None:
+    """busbw ÷ algbw as the file states them, for a group of several calls whose rank count the run lacks (an NCCL
+    Inspector dump of communicators of several sizes): nccl-tests' algbw is the size ÷ the row's time and busbw that
+    × the bus factor, so averaging each call's algbw and busbw would put figures beside the mean time that do not
+    follow from it. Every call of a group shares one factor, so the ratio of their means is it. None for a group of
+    one call (whose printed figures are kept as printed) or without both figures."""
+    algbw, busbw = group.get("reported_algbw_gbps"), group.get("reported_busbw_gbps")
+    if group.get("count", 0) < 2 or not algbw or busbw is None:
+        return None
+    return busbw / algbw
 
 
 def _planned_shape(

@@ -22,6 +22,10 @@ How a planned collective gets its time from a run (``basis``):
 - ``missing``: the run never measured that collective (or measured one size only and the plan needs
   another). Listed, never dropped: the step's total then says how many collectives it lacks.
 
+A pipelined plan lists every stage's collectives (``PlanDocument.stages``); the stages' groups run concurrently, so
+each stage is costed on its own and the step is the stage whose total (p50) is largest on this run: ``stages`` gives
+every stage's total and ``bounding_stage`` the one ``rows`` and ``step`` are.
+
 A run observed in a training job (``results.observed``) with training steps is read for its own step
 (``observed_step_cost``): per (collective, size, group size) its calls per step (``results.plan_vs_observed``:
 per communicator, over the steps) × the time of one call — p50 and p99 of the slowest communicator of that kind,
@@ -197,14 +201,28 @@ def step_cost(
     # Our own measurements time the whole buffer, as nccl-tests states it.
     whole_buffer = source_format in WHOLE_BUFFER_FORMATS or measured
     curves = _curves(groups)
-    planned = plan.exported_collectives()
-    rows = [_row(item, curves, whole_buffer, ranks, sweep) for item in planned]
+    # A pipelined plan's stages communicate concurrently: each is costed on the run, and the step is the stage that
+    # takes longest there (the plan's own `collectives` are the longest at its α-β model, which the run may not share).
+    stage_lists = (
+        [stage.collectives for stage in plan.stages]
+        if plan.stages and plan.kccb_source == "analytic"
+        else [plan.exported_collectives()]
+    )
+    per_stage = [[_row(item, curves, whole_buffer, ranks, sweep) for item in items] for items in stage_lists]
+    totals = [_total(rows, sweep) for rows in per_stage]
+    bounding = max(range(len(totals)), key=lambda index: totals[index]["p50_us"] or 0.0)
+    stages = [
+        {"stage": stage.stage, **total, "bounds_step": index == bounding}
+        for index, (stage, total) in enumerate(zip(plan.stages, totals, strict=True))
+    ] if len(stage_lists) > 1 else []  # fmt: skip
     return {
         "size_convention": "whole buffer (nccl-tests)" if whole_buffer else "KCCB data size",
         "time_source": "one time per size (sweep): p50 only" if sweep else "p50 and p99 of each size",
         "variant": next((v for v in PREFERRED_VARIANTS if any(g["variant"] == v for g in groups)), None),
         "observed_steps": None,
-        **_step_of(rows, plan.trials, sweep),
+        "stages": stages,
+        "bounding_stage": plan.stages[bounding].stage if stages else None,
+        **_step_of(per_stage[bounding], plan.trials, sweep),
     }
 
 
@@ -264,6 +282,8 @@ def observed_step_cost(plan: PlanDocument, observed: dict, groups: list[dict]) -
         "time_source": OBSERVED_TIME_SOURCE,
         "variant": None,
         "observed_steps": comparison["steps"],
+        "stages": [],
+        "bounding_stage": None,
         **_step_of(rows, plan.trials, sweep=False),
     }
 

@@ -89,10 +89,21 @@ def plan_network(inputs: NormalisedInputs) -> SimulatedNetwork:
                                                          latency_ns=latency) for n in sizes])  # fmt: skip
 
 
+# All-to-all as NCCL runs it: grouped send/recv, each rank sending 1/n of its buffer to every other rank, so (n−1)/n of
+# the buffer goes through its link (ASTRA-sim's ring all-to-all moves (n−1)/2 of it per link). ASTRA-sim's "direct"
+# implementation sends to every peer; "direct<w>" keeps w of those messages in flight (astra-sim/system/Sys.cc,
+# ``generate_collective_impl_from_input``: the window is the number after "direct"; collective/AllToAll.cc,
+# ``AllToAll::AllToAll``: ``parallel_reduce = min(window, nodes_in_ring - 1)``, all of them for -1). One at a time:
+# the analytical congestion-unaware network gives each message in flight the whole link, so all at once would finish
+# the n−1 messages in the time of one. tests/unit/test_simulate_all_to_all.py holds it within 3 % of a pairwise replay.
+ALL_TO_ALL_IMPLEMENTATION = "direct1"
+
+
 def system_config(dimensions: int) -> dict:
-    """ASTRA-sim's system configuration: ring collectives in every dimension (one entry per dimension), and one
-    chunk per collective, so a collective pays α once per ring step, as the plan's α-β ring does, not once per chunk.
-    Compute takes each node's ``duration_micros`` (roofline off)."""
+    """ASTRA-sim's system configuration: ring collectives in every dimension (one entry per dimension), all-to-all
+    one peer at a time (``ALL_TO_ALL_IMPLEMENTATION``), and one chunk per collective, so a collective pays α once per
+    ring step, as the plan's α-β ring does, not once per chunk. Compute takes each node's ``duration_micros``
+    (roofline off)."""
     ring = ["ring"] * dimensions
     return {
         "scheduling-policy": "LIFO",
@@ -102,7 +113,7 @@ def system_config(dimensions: int) -> dict:
         "all-reduce-implementation": ring,
         "all-gather-implementation": ring,
         "reduce-scatter-implementation": ring,
-        "all-to-all-implementation": ring,
+        "all-to-all-implementation": [ALL_TO_ALL_IMPLEMENTATION] * dimensions,
         "collective-optimization": "localBWAware",
         "local-mem-bw": 1600,
         "boost-mode": 0,

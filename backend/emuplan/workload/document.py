@@ -32,6 +32,7 @@ class ParallelDim(StrEnum):
     EP = "ep"  # expert parallel: the ranks that share one MoE layer's experts
     EDP = "edp"  # expert data parallel: the ranks holding the same experts (dp / ep of them)
     TP_EP = "tp_ep"  # an EP group's TP groups together (Megatron's tp_ep_group): tp × ep ranks
+    TP_DP = "tp_dp"  # a stage's TP groups over every DP replica (Megatron's tensor_and_data_parallel_group)
 
 
 def _option(name: str):
@@ -85,6 +86,7 @@ class PlanRequest(DeferredModel):
     megatron_core: MegatronCore = _option("megatron_core")
     grad_reduce_in_bf16: bool = _option("grad_reduce_in_bf16")
     find_unused_parameters: bool = _option("find_unused_parameters")
+    persistence_threshold: int | None = _option("persistence_threshold")
 
     @classmethod
     def option_group(cls, name: str) -> OptionGroup:
@@ -120,6 +122,8 @@ class NormalisedInputs(DeferredModel):
     megatron_core: MegatronCore = MegatronCore.CURRENT
     grad_reduce_in_bf16: bool = False
     find_unused_parameters: bool = False
+    # DeepSpeed's stage3_param_persistence_threshold, ZeRO-3 plans only.
+    persistence_threshold: int | None = None
     bucket_cap_mb: float | None
     param_dtype: str
     grad_dtype: str
@@ -182,6 +186,18 @@ def collective_of_size(
     return next((item for item in candidates if item.bytes_total == size_bytes), None)
 
 
+class StageCollectives(DeferredModel):
+    """One pipeline stage's collectives: what every rank of that stage takes part in during one step."""
+
+    stage: int
+    collectives: list[PlannedCollective]
+    collectives_per_step: int
+    ideal_time_us: float = Field(
+        description="Σ count per step × ideal time: the stage's α-β communication, serialised."
+    )
+    bounds_step: bool = Field(description="Whether this is the stage the plan's `collectives` are (the longest).")
+
+
 class KccbTrial(DeferredModel):
     """One KCCB trial configuration (``kccb.Benchmark`` + infrastructure)."""
 
@@ -212,6 +228,11 @@ class PlanDocument(DeferredModel):
     kccb_trials: int
     notes: list[str]
     pipeline_bubble: float | None = Field(default=None, description="(p − 1) / m, pipeline strategies only.")
+    stages: list[StageCollectives] = Field(
+        default_factory=list,
+        description="Pipelined framework plans: every stage's collectives; `collectives` are the one that bounds the "
+        "step (the longest communication at the α-β model).",
+    )
     captured: list[PlannedCollective] = Field(
         default_factory=list,
         description="PyTorch source models in framework mode: the collectives PyTorch itself issued (fake process "

@@ -167,6 +167,12 @@ PLAN_OPTIONS: dict[str, PlanOption] = {
         "Busiest EP rank's tokens ÷ an even share (1 to ep): all-to-alls sized for it.",
         default=1.0,
     ),
+    "persistence_threshold": PlanOption(
+        OptionGroup.ADVANCED,
+        "ZeRO-3 persistence threshold, elements",
+        "ZeRO-3's param persistence threshold (DeepSpeed): parameters of at most this many elements are never "
+        "gathered for a pass (kept whole, gathered once after each optimizer step). Default: DeepSpeed's 100000.",
+    ),
 }
 
 # Far beyond any real training run, and small enough that every product the planner forms from them
@@ -190,6 +196,7 @@ MAXIMA: dict[str, float] = {
     "bucket_cap_mb": 2**20,
     "capacity_factor": 1e3,
     "hot_expert_factor": 2**20,
+    "persistence_threshold": 2**40,
 }
 for _name, _maximum in MAXIMA.items():
     PLAN_OPTIONS[_name] = replace(PLAN_OPTIONS[_name], maximum=_maximum)

@@ -15,15 +15,21 @@ from emuplan.workload.document import (
     PlannedCollective,
     PlanningError,
     PlanRequest,
+    StageCollectives,
 )
 from emuplan.workload.inventory import ModelInventory, TransformerShape, dtype_bytes
 from emuplan.workload.kccb import kccb_trials
 from emuplan.workload.plan_options import DataParallelImpl, Mode, Strategy
 from emuplan.workload.presets import TRANSFORMER_STEPS, WorkloadDefaults, workload_defaults
 from emuplan.workload.strategies.common import Unit, collective, numel_bytes, parameter_units
-from emuplan.workload.strategies.data_parallel import data_parallel_collectives, micro_batch_note
+from emuplan.workload.strategies.data_parallel import (
+    ZERO3_PERSISTENCE_THRESHOLD,
+    data_parallel_collectives,
+    micro_batch_note,
+)
 from emuplan.workload.strategies.expert_parallel import (
     check_expert_degrees,
+    expert_bias_reduction,
     expert_parallel_collectives,
     expert_parallel_notes,
     moe_layer_count,
@@ -197,6 +203,31 @@ def _check_unused_parameters(inventory: ModelInventory, inputs: NormalisedInputs
         )
 
 
+def _check_zero_options(request: PlanRequest, mode: Mode, pp: int) -> int | None:
+    """DeepSpeed's refusals and ZeRO-3's persistence threshold (None for any other implementation)."""
+    zero = (DataParallelImpl.ZERO2, DataParallelImpl.ZERO3)
+    if mode is Mode.FRAMEWORK and pp > 1 and request.dp_impl in zero:
+        # deepspeed/runtime/pipe/engine.py, PipelineEngine.__init__:
+        # assert self.zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and ZeRO-3 are incompatible with
+        # pipeline parallelism"
+        raise PlanningError(
+            f"dp_impl: DeepSpeed refuses {request.dp_impl.value} with pipeline parallelism (pp {pp}): its "
+            'PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" '
+            "(deepspeed/runtime/pipe/engine.py); plan zero1, or fsdp2 as torch.distributed.pipelining drives it"
+        )
+    threshold = request.persistence_threshold
+    if threshold is not None and request.dp_impl is not DataParallelImpl.ZERO3:
+        raise PlanningError(
+            "persistence_threshold: DeepSpeed's stage3_param_persistence_threshold applies to dp_impl zero3 "
+            f"only, not {request.dp_impl.value}"
+        )
+    if threshold is not None and threshold < 0:
+        raise PlanningError(f"persistence_threshold: must not be negative, got {threshold}")
+    if request.dp_impl is DataParallelImpl.ZERO3 and threshold is None:
+        return ZERO3_PERSISTENCE_THRESHOLD
+    return threshold
+
+
 def normalise_request(request: PlanRequest, inventory: ModelInventory) -> NormalisedInputs:
     """Fill every default from the model and check how the numbers fit together."""
     for field in (
@@ -226,6 +257,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
     defaults = workload_defaults(inventory)
     mode = request.mode or (Mode.TUTORIAL if defaults.tutorial_by_default else Mode.FRAMEWORK)
     gpus, tp, pp, dp = _parallel_degrees(request, defaults)
+    persistence_threshold = _check_zero_options(request, mode, pp)
     hosts, gpus_per_host = _host_layout(request, gpus, defaults)
     transformer = inventory.transformer
     batch_size, micro_batch, micro_batches = _batching(request, dp, pp, defaults, transformer is not None)
@@ -285,6 +317,7 @@ def normalise_request(request: PlanRequest, inventory: ModelInventory) -> Normal
         megatron_core=request.megatron_core,
         grad_reduce_in_bf16=request.grad_reduce_in_bf16,
         find_unused_parameters=request.find_unused_parameters,
+        persistence_threshold=persistence_threshold,
         bucket_cap_mb=request.bucket_cap_mb,
         param_dtype=param_dtype,
         grad_dtype=_dtype("grad_dtype", grad_dtype),
@@ -351,28 +384,72 @@ def tied_embedding_bytes(shape: TransformerShape, inputs: NormalisedInputs) -> i
     )
 
 
+def _with_ideal_times(items: list[PlannedCollective], inputs: NormalisedInputs) -> list[PlannedCollective]:
+    for item in items:
+        item.ideal_time_us = (
+            ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
+        )
+    return items
+
+
+def stage_ideal_us(items: list[PlannedCollective]) -> float:
+    """A stage's communication per step at the plan's α-β model, serialised (what the step cost sums)."""
+    return sum(item.count_per_step * item.ideal_time_us for item in items)
+
+
 def _framework_collectives(
     inventory: ModelInventory, inputs: NormalisedInputs, notes: list[str]
-) -> list[PlannedCollective]:
+) -> tuple[list[PlannedCollective], list[StageCollectives]]:
+    """The collectives of the stage that bounds the step, and every stage's (none without pipelining).
+
+    Each stage's groups issue their own collectives concurrently with the other stages' (its TP, DP and EP groups
+    hold only its ranks), so a step waits for the stage whose communication takes longest: the plan lists that
+    stage's, and the KCCB trials and the step cost are built from it."""
     stages = framework_stages(inventory, inputs)
-    busiest = max(stages, key=lambda stage: stage.numel)
-    prefix = f"stage {busiest.index}: " if inputs.pp > 1 else ""
-    if inputs.pp > 1:
-        notes.append(
-            f"Tensor- and data-parallel traffic is shown for stage {busiest.index}, the stage with the most "
-            "parameters; other stages' groups run the same kinds of collectives concurrently."
+    if inputs.pp == 1:
+        return _with_ideal_times(_stage_collectives(inventory, inputs, stages, stages[0]), inputs), []
+    per_stage = [_with_ideal_times(_stage_collectives(inventory, inputs, stages, stage), inputs) for stage in stages]
+    times = [stage_ideal_us(items) for items in per_stage]
+    bounding = times.index(max(times))
+    others = [time for index, time in enumerate(times) if index != bounding]
+    spread = f"{min(others) / 1000:,.2f}" + (f"–{max(others) / 1000:,.2f}" if max(others) > min(others) else "")
+    notes.append(
+        f"Pipeline: the collectives listed (and the KCCB trials and step cost built from them) are stage {bounding}'s, "
+        f"the stage whose communication takes longest at the α-β model ({times[bounding] / 1000:,.2f} ms per step; "
+        f"the other stages {spread} ms): each stage's groups run concurrently, so it bounds the step. `stages` lists "
+        "every stage's collectives; a stage's point-to-point transfers are the activations and gradients it sends "
+        "and receives."
+    )
+    summaries = [
+        StageCollectives(
+            stage=index,
+            collectives=items,
+            collectives_per_step=sum(item.count_per_step for item in items),
+            ideal_time_us=times[index],
+            bounds_step=index == bounding,
         )
+        for index, items in enumerate(per_stage)
+    ]
+    return per_stage[bounding], summaries
+
+
+def _stage_collectives(
+    inventory: ModelInventory, inputs: NormalisedInputs, stages: list[Stage], stage: Stage
+) -> list[PlannedCollective]:
+    """The collectives the ranks of ``stage`` take part in during one step."""
+    last = len(stages) - 1
+    prefix = f"stage {stage.index}: " if inputs.pp > 1 else ""
     shape = inventory.transformer
     items: list[PlannedCollective] = []
     # Experts the planner knows the routing of: a source merely naming a tensor "experts" has none.
-    moe_layers = moe_layer_count(busiest.units) if shape is not None and shape.experts is not None else 0
+    moe_layers = moe_layer_count(stage.units) if shape is not None and shape.experts is not None else 0
     if moe_layers and (inputs.ep > 1 or inputs.tp > 1):
         items += expert_parallel_collectives(shape, inputs, moe_layers)
     if inputs.tp > 1:
         if shape is not None:
             check_megatron_degrees(shape, inputs.tp)
-            layers = sum(1 for unit in busiest.units if not unit.is_root)
-            stage_parameters = [p for unit in busiest.units for p in unit.parameters]
+            layers = sum(1 for unit in stage.units if not unit.is_root)
+            stage_parameters = [p for unit in stage.units for p in unit.parameters]
             items += megatron_collectives(
                 hidden=shape.hidden_size,
                 vocab=padded_vocab_size(shape.vocab_size, inputs.tp),
@@ -382,8 +459,8 @@ def _framework_collectives(
                 layers=layers,
                 micro_batches=inputs.micro_batches,
                 sequence_parallel=inputs.sequence_parallel,
-                has_embedding=busiest.index == 0,
-                has_head=busiest.index == len(stages) - 1,
+                has_embedding=stage.index == 0,
+                has_head=stage.index == last,
                 vocab_parallel_loss=inputs.vocab_parallel_loss,
                 # Without a shared expert, a MoE layer's MLP gathers are the token dispatcher's.
                 expert_layers=0 if shape.experts is None or shape.experts.shared_intermediate_size else moe_layers,
@@ -394,7 +471,7 @@ def _framework_collectives(
                 learned_positions=shape.learned_position_embeddings,
             )
         else:
-            layers = linear_layers([p for unit in busiest.units for p in unit.parameters])
+            layers = linear_layers([p for unit in stage.units for p in unit.parameters])
             if not layers:
                 raise PlanningError("model: tensor parallelism needs Linear layers (2-D weights)")
             items += dtensor_linear_collectives(
@@ -403,13 +480,13 @@ def _framework_collectives(
                 inputs.tp,
                 inputs.activation_dtype,
                 inputs.micro_batches,
-                input_requires_grad=busiest.index > 0,
+                input_requires_grad=stage.index > 0,
             )
     if inputs.pp > 1:
         items += pipeline_collectives(
-            boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype
+            boundary_bytes(inventory, stages, inputs), inputs.micro_batches, inputs.activation_dtype, stage.index
         )
-        if shape is not None and shape.tie_word_embeddings:
+        if shape is not None and shape.tie_word_embeddings and stage.index in (0, last):
             # Megatron keeps a copy of the tied word embedding on the last stage and sums the two
             # copies' gradients over the first and last stage once per step.
             items.append(
@@ -423,7 +500,7 @@ def _framework_collectives(
                     "tied word-embedding gradients (first and last stage)",
                 )
             )
-    units = local_units(busiest, inputs, shape is not None)
+    units = local_units(stage, inputs, shape is not None)
     if inputs.find_unused_parameters:  # DDP keeps the buckets it built in registration order
         trainable = (p for p in inventory.parameters if p.requires_grad)
         gradient_position = {p.name: index for index, p in enumerate(trainable)}
@@ -447,7 +524,8 @@ def _framework_collectives(
             find_unused_parameters=inputs.find_unused_parameters,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
-            stage=busiest.index,
+            stage=stage.index,
+            persistence_threshold=inputs.persistence_threshold or 0,
         )
     if expert_units and inputs.dp // inputs.ep > 1:
         items += data_parallel_collectives(
@@ -462,8 +540,11 @@ def _framework_collectives(
             dim=ParallelDim.EDP,
             micro_batches=inputs.micro_batches,
             pp=inputs.pp,
-            stage=busiest.index,
+            stage=stage.index,
+            persistence_threshold=inputs.persistence_threshold or 0,
         )
+    if shape is not None and shape.experts is not None:
+        items += expert_bias_reduction(inventory.buffers, stage.units, shape.experts.num_experts, inputs)
     if not items:
         raise PlanningError("gpus: one GPU exchanges nothing; plan for at least 2")
     return sorted(items, key=lambda item: _PHASE_ORDER[item.phase])
@@ -538,6 +619,17 @@ def _notes(inventory: ModelInventory, inputs: NormalisedInputs, trials: int) -> 
             )
         if inputs.dp > 1 and (accumulation := micro_batch_note(inputs.dp_impl, inputs.micro_batches, inputs.pp)):
             notes.append(accumulation)
+        if inputs.dp > 1 and inputs.persistence_threshold is not None:
+            threshold = inputs.persistence_threshold
+            persistent = [p for p in inventory.parameters if p.numel <= threshold]
+            notes.append(
+                f"ZeRO-3 keeps the {len(persistent)} parameters of at most {threshold:,} elements "
+                f"({sum(p.numel for p in persistent):,} elements in all) whole on every rank "
+                "(stage3_param_persistence_threshold"
+                + (", DeepSpeed's default" if threshold == ZERO3_PERSISTENCE_THRESHOLD else "")
+                + "): never gathered for a pass, their gradients reduce-scattered with the rest, and all-gathered "
+                "once after each optimizer step."
+            )
         if inputs.dp > 1 and uses_megatron_ddp(inputs.mode, shape, inputs.tp, inputs.dp_impl):
             notes.append(
                 f"Megatron's DDP reduces the gradients as main_grad, here {inputs.grad_dtype}: float32 by default "
@@ -559,25 +651,63 @@ def framework_strides(inputs: NormalisedInputs) -> dict[ParallelDim, int | tuple
         ParallelDim.EP: replica,
         ParallelDim.EDP: replica * inputs.ep,
         ParallelDim.TP_EP: (inputs.tp, replica),
+        ParallelDim.TP_DP: (inputs.tp, replica),
     }
+
+
+# A micro-batch practitioners run models of this size with (nanoGPT trains GPT-2 at 12, Megatron's GPT and Llama
+# examples at 1 to 8 sequences of 2-4k tokens per GPU): what the micro-batch note compares a plan with.
+USUAL_MICRO_BATCH = 8
+
+
+def _per_step(items: list[PlannedCollective]) -> tuple[int, str]:
+    """Collectives per step, and their split by kind ("3,200 all_gather, 1,664 reduce_scatter")."""
+    by_op: dict[str, int] = {}
+    for item in items:
+        by_op[item.op.value] = by_op.get(item.op.value, 0) + item.count_per_step
+    return sum(by_op.values()), ", ".join(f"{count:,} {op}" for op, count in by_op.items())
+
+
+def micro_batch_count_note(
+    inventory: ModelInventory, inputs: NormalisedInputs, collectives: list[PlannedCollective]
+) -> str | None:
+    """When the step's micro-batches multiply its collectives: how many, why, and what a usual micro-batch (or, at
+    one already, the replica's batch in one micro-batch) would give. None when the count does not depend on them."""
+    if inputs.mode is not Mode.FRAMEWORK or inputs.micro_batches == 1:
+        return None
+    per_replica = inputs.micro_batch * inputs.micro_batches
+    usual = USUAL_MICRO_BATCH if inputs.micro_batch < USUAL_MICRO_BATCH < per_replica else per_replica
+    other = inputs.model_copy(update={"micro_batch": usual, "micro_batches": -(-per_replica // usual)})
+    total, kinds = _per_step(collectives)
+    other_total, other_kinds = _per_step(_framework_collectives(inventory, other, [])[0])
+    if other_total == total:
+        return None
+    samples = f"{inputs.micro_batch} sample{'s' if inputs.micro_batch > 1 else ''}"
+    return (
+        f"Micro-batches multiply this plan's collectives: {total:,} per step ({kinds}), because each of the "
+        f"{inputs.dp} data-parallel replicas runs {inputs.micro_batches} micro-batches of {samples} (global batch "
+        f"{inputs.batch_size} ÷ dp {inputs.dp} ÷ micro-batch {inputs.micro_batch}): the global batch and the "
+        f"micro-batch set the count, not the strategy. At micro-batch {usual} ({other.micro_batches} "
+        f"micro-batch{'es' if other.micro_batches > 1 else ''}, --micro-batch {usual}) the step would issue "
+        f"{other_total:,} ({other_kinds})."
+    )
 
 
 def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocument:
     inputs = normalise_request(request, inventory)
     trials = count_trials(inputs.dataset_size, inputs.batch_size, inputs.epochs, inputs.drop_last)
     notes = _notes(inventory, inputs, trials)
+    stages: list[StageCollectives] = []
     if inputs.mode is Mode.TUTORIAL:
-        collectives = tutorial_collectives(inventory, inputs)
+        collectives = _with_ideal_times(tutorial_collectives(inventory, inputs), inputs)
         strides = dict.fromkeys(ParallelDim, 1)
         bubble = None
     else:
-        collectives = _framework_collectives(inventory, inputs, notes)
+        collectives, stages = _framework_collectives(inventory, inputs, notes)
         strides = framework_strides(inputs)
         bubble = bubble_fraction(inputs.pp, inputs.micro_batches) if inputs.pp > 1 else None
-    for item in collectives:
-        item.ideal_time_us = (
-            ideal_time_s(item.op, item.bytes_total, item.group_size, inputs.link_gbps, inputs.latency_us) * 1e6
-        )
+        if (multiplied := micro_batch_count_note(inventory, inputs, collectives)) is not None:
+            notes.insert(0, multiplied)
     kccb = kccb_trials(collectives, trials, strides, inputs.gpus_per_host)
     if len(kccb) > 1:
         notes.append(
@@ -600,4 +730,5 @@ def plan_workload(request: PlanRequest, inventory: ModelInventory) -> PlanDocume
         kccb_trials=len(kccb),
         notes=notes,
         pipeline_bubble=bubble,
+        stages=stages,
     )

@@ -32,7 +32,9 @@ from emuplan.workload.strategies.data_parallel import (
     reshards_after_backward,
 )
 from emuplan.workload.strategies.expert_parallel import (
+    expert_bias_reduction,
     expert_tensor_collectives,
+    has_expert_bias,
     is_expert_parameter,
     routing_metadata,
     split_expert_units,
@@ -167,6 +169,8 @@ class TraceSet:
                 names[ParallelDim.EDP] = _edp_group(role.dp_index % inputs.ep, role.stage, role.tp_index)
             if inputs.tp > 1:
                 names[ParallelDim.TP_EP] = _tp_ep_group(role.dp_index, role.stage, inputs.ep)
+        if self.groups.has(f"tp-dp stage{role.stage}"):
+            names[ParallelDim.TP_DP] = f"tp-dp stage{role.stage}"
         if role.stage in (0, inputs.pp - 1) and self.groups.has(f"embedding dp{role.dp_index} tp{role.tp_index}"):
             names[ParallelDim.PP] = f"embedding dp{role.dp_index} tp{role.tp_index}"
         return {dim: self.groups.id_of(name) for dim, name in names.items()}
@@ -256,8 +260,9 @@ def parse_ranks(text: str, world_size: int) -> list[int]:
     return sorted(ranks)
 
 
-def _layout_groups(inputs: NormalisedInputs, tied_embedding: bool) -> CommGroups:
-    """Every group of the layout, in a fixed order, so ids do not depend on which ranks are written."""
+def _layout_groups(inputs: NormalisedInputs, tied_embedding: bool, expert_bias: bool = False) -> CommGroups:
+    """Every group of the layout, in a fixed order, so ids do not depend on which ranks are written; a stage's
+    TP×DP group only for an expert bias to reduce over it."""
     groups = CommGroups()
     for d in range(inputs.dp):
         for s in range(inputs.pp):
@@ -283,6 +288,11 @@ def _layout_groups(inputs: NormalisedInputs, tied_embedding: bool) -> CommGroups
                 for offset in range(inputs.ep if inputs.dp > inputs.ep else 0):
                     replicas = range(offset, inputs.dp, inputs.ep)
                     groups.add(_edp_group(offset, s, t), [rank_of(inputs, d, s, t) for d in replicas])
+    if expert_bias and inputs.tp > 1 and inputs.dp > 1:
+        for s in range(inputs.pp):
+            groups.add(
+                f"tp-dp stage{s}", [rank_of(inputs, d, s, t) for d in range(inputs.dp) for t in range(inputs.tp)]
+            )
     if tied_embedding:
         for d in range(inputs.dp):
             for t in range(inputs.tp):
@@ -660,6 +670,7 @@ def _data_parallel_traffic(
         items = data_parallel_collectives(
             inputs.dp_impl, units, ready, group_size, inputs.param_dtype, inputs.grad_dtype, inputs.bucket_cap_mb,
             buffers=group_buffers, dim=dim, micro_batches=inputs.micro_batches, pp=inputs.pp, stage=stage_index,
+            persistence_threshold=inputs.persistence_threshold or 0,
         )  # fmt: skip
         trainable = sorted(
             (p for unit in units for p in unit.parameters if p.name in ready), key=lambda p: ready[p.name]
@@ -746,8 +757,10 @@ def _stage_trace(
         for item in group.items
         if item.op is CollectiveOp.BROADCAST
     ]
-    updated = [] if sharded_units else [
-        item for group in traffic for item in group.items if item.op is CollectiveOp.ALL_GATHER
+    # After the optimizer step: ZeRO-1/2's updated parameters, ZeRO-3's persistent ones.
+    updated = [
+        item for group in traffic for item in group.items
+        if item.op is CollectiveOp.ALL_GATHER and item.phase is Phase.OPTIMIZER
     ]  # fmt: skip
 
     # FSDP2 / ZeRO-3: a unit's all-gather before its first block forward (the root's at the start) and
@@ -762,7 +775,7 @@ def _stage_trace(
     root_scatters: list[PlannedCollective] = []
     for group in traffic if sharded_units else []:
         by_name = {unit.name: unit for unit in group.units}
-        for item in group.items:
+        for item in (item for item in group.items if item.phase is not Phase.OPTIMIZER):
             unit = by_name[item.label.rsplit(" ", 1)[0]]
             indices = [block_of[p.name] for p in unit.parameters]
             before = tuple(gathered_passes([phase for phase, _ in passes], unit.is_root, reshard))
@@ -866,6 +879,11 @@ def _stage_trace(
             count_per_step=1, phase=Phase.BACKWARD, parallel_dim=ParallelDim.PP, label="tied word-embedding gradients",
         )  # fmt: skip
         finals.append(("tied word-embedding all-reduce", item))
+    if shape is not None and shape.experts is not None:  # then the routers' expert bias (_update_router_expert_bias)
+        finals += [
+            ("expert-bias all-reduce", item)
+            for item in expert_bias_reduction(inventory.buffers, stage.units, shape.experts.num_experts, inputs)
+        ]
     synced = [*builder.tail(), *step_collectives]
     for name, item in finals:
         synced = [builder.collective(name, item, synced)]
@@ -895,7 +913,7 @@ def build_traces(
     stages = framework_stages(inventory, inputs)
     shape = inventory.transformer
     tied = inputs.pp > 1 and shape is not None and shape.tie_word_embeddings
-    groups = _layout_groups(inputs, tied)
+    groups = _layout_groups(inputs, tied, shape is not None and has_expert_bias(inventory.buffers))
     boundaries = boundary_bytes(inventory, stages, inputs) if inputs.pp > 1 else []
     notes = []
     if ranks is None and inputs.gpus > MAX_ALL_RANKS:

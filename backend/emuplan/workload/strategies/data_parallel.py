@@ -24,7 +24,14 @@ before a forward or backward pass only if it is sharded then (``gathered_passes`
 
 ZeRO-1/2: gradients reduce-scattered and updated parameters all-gathered once per step (2Ψ per
 rank), in buckets like DDP's, the flat buffer padded to a multiple of the group size. ZeRO-3: like
-FSDP2 but one flat buffer per unit (3Ψ).
+FSDP2 but one flat buffer per unit (3Ψ), without its persistent parameters: those of at most
+``stage3_param_persistence_threshold`` elements (default 100,000: deepspeed/runtime/zero/config.py,
+``param_persistence_threshold``; ``param.ds_numel <= param_threshold`` in
+deepspeed/runtime/zero/parameter_offload.py, ``DeepSpeedZeRoOffload.mark_persistent_parameters``) stay whole on
+every rank and are never gathered for a pass; their gradients are reduce-scattered with the rest, and after each
+optimizer step one coalesced all-gather brings every rank their updated values
+(deepspeed/runtime/zero/stage3.py, ``_post_step``: ``self.persistent_parameters[0].all_gather(
+self.persistent_parameters)``), each parameter's partition padded to a multiple of the group size.
 
 Gradient accumulation (``micro_batches`` > 1, pp = 1): FSDP2 by default (``requires_gradient_sync`` left True)
 gathers and reduce-scatters every unit in every micro-batch, root included (measured on gloo:
@@ -55,6 +62,7 @@ FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTE
 DEFAULT_BUCKET_CAP_MB = 25  # torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
 MIB = 1024 * 1024
 BUFFER_BROADCAST_BYTES = 250 * MIB  # DistributedDataParallel.broadcast_bucket_size
+ZERO3_PERSISTENCE_THRESHOLD = 100_000  # DeepSpeed's stage3_param_persistence_threshold default (1e5 elements)
 
 
 def ddp_bucket_limits(bucket_cap_mb: float | None) -> list[int]:
@@ -252,13 +260,14 @@ def data_parallel_collectives(
     micro_batches: int = 1,
     pp: int = 1,
     stage: int = 0,
+    persistence_threshold: int = 0,
 ) -> list[PlannedCollective]:
     """``gradient_position`` (trainable parameter name → its place in gradient-ready order) orders
     DDP's and ZeRO's buckets; parameters it leaves out are frozen. ``buffers``: what DDP broadcasts.
     ``dim``: DP, or EDP for the experts' gradients under expert parallelism. ``find_unused_parameters``:
     DDP's, which never rebuilds its buckets; ``gradient_position`` is then the registration order.
     ``micro_batches`` per step, ``pp`` and the ``stage`` planned (its 1F1B order) set each collective's
-    ``count_per_step`` (``micro_batch_note``)."""
+    ``count_per_step`` (``micro_batch_note``). ``persistence_threshold``: ZeRO-3's, in elements (0: none)."""
     reductions = micro_batches if reduces_every_micro_batch(impl, pp) else 1
     parameters = sorted(
         (p for unit in units for p in unit.parameters if p.name in gradient_position),
@@ -300,10 +309,29 @@ def data_parallel_collectives(
             for index, bucket in enumerate(buckets)
         ]
     stage_passes = [phase for phase, _ in one_f_one_b(stage, pp, micro_batches)]
-    return _sharded_unit_collectives(
+    persistent = {
+        p.name for unit in units for p in unit.parameters
+        if impl is DataParallelImpl.ZERO3 and p.numel <= persistence_threshold
+    }  # fmt: skip
+    items = _sharded_unit_collectives(
         impl, units, set(gradient_position), group_size, param_dtype, grad_dtype, label_prefix, dim,
-        stage_passes, reshards_after_backward(impl, pp), reductions,
+        stage_passes, reshards_after_backward(impl, pp), reductions, persistent,
     )  # fmt: skip
+    if persistent:
+        kept = [p for unit in units for p in unit.parameters if p.name in persistent]
+        items.append(
+            collective(
+                CollectiveOp.ALL_GATHER,
+                numel_bytes(sum(_round_up(p.numel, group_size) for p in kept), param_dtype),
+                group_size,
+                param_dtype,
+                Phase.OPTIMIZER,
+                dim,
+                label_prefix + f"persistent parameters after the optimizer step ({len(kept)} of at most "
+                f"{persistence_threshold:,} elements; stage3_param_persistence_threshold)",
+            )
+        )
+    return items
 
 
 def _sharded_unit_collectives(
@@ -318,22 +346,25 @@ def _sharded_unit_collectives(
     passes: list[Phase],
     reshard_after_backward: bool,
     reductions: int,
+    persistent: set[str],
 ) -> list[PlannedCollective]:
     """FSDP2 / ZeRO-3: all-gather per unit in forward, again in backward, reduce-scatter of gradients
     (of the trainable parameters only); each gather counted over the step's ``passes`` (``gathered_passes``),
-    each reduce-scatter ``reductions`` times."""
+    each reduce-scatter ``reductions`` times; ZeRO-3's ``persistent`` parameters are never gathered."""
 
     def padded(unit: Unit, gradients: bool = False) -> int:
-        parameters = [p for p in unit.parameters if p.name in trainable or not gradients]
+        wanted = (lambda p: p.name in trainable) if gradients else (lambda p: p.name not in persistent)
+        parameters = [p for p in unit.parameters if wanted(p)]
         if impl is DataParallelImpl.FSDP2:
             return sum(_padded_numel(p, group_size) for p in parameters)
         return _round_up(sum(p.numel for p in parameters), group_size)
 
     def gather(unit: Unit, phase: Phase) -> list[PlannedCollective]:
-        """Nothing when the unit is never sharded before a pass of this phase (the root in backward, mostly)."""
+        """Nothing when the unit is never sharded before a pass of this phase (the root in backward, mostly), or
+        holds only persistent parameters."""
         gathered = gathered_passes(passes, unit.is_root, reshard_after_backward)
         count = sum(1 for before, pass_phase in zip(gathered, passes, strict=True) if before and pass_phase is phase)
-        if not count:
+        if not count or not padded(unit):
             return []
         return [
             collective(

@@ -240,6 +240,43 @@ def expert_parallel_collectives(
     return items
 
 
+_EXPERT_BIAS = ".mlp.gate.e_score_correction_bias"  # DeepSeek-V3's router buffer (transformers' naming)
+
+
+def has_expert_bias(buffers: list) -> bool:
+    return any(buffer.name.endswith(_EXPERT_BIAS) for buffer in buffers)
+
+
+def expert_bias_reduction(
+    buffers: list, stage_units: list[Unit], num_experts: int, inputs: NormalisedInputs
+) -> list[PlannedCollective]:
+    """DeepSeek-V3's auxiliary-loss-free balancing as Megatron trains it (``--moe-router-enable-expert-bias``):
+    once per step, after the gradients are reduced, the stage's routers' token counts per expert (float32, one row
+    per MoE layer: megatron/core/transformer/moe/router.py, ``local_tokens_per_expert``) are stacked and all-reduced
+    over the TP×DP group to update each expert's bias (megatron/core/distributed/finalize_model_grads.py,
+    ``_update_router_expert_bias``; megatron/core/transformer/moe/moe_utils.py, ``get_updated_expert_bias``:
+    ``torch.distributed.all_reduce(tokens_per_expert, group=parallel_state.get_tensor_and_data_parallel_group(
+    with_context_parallel=True))``). A model with such a bias has ``e_score_correction_bias`` buffers."""
+    layers = {unit.name for unit in stage_units if not unit.is_root}
+    biased = sum(1 for buffer in buffers if buffer.name.endswith(_EXPERT_BIAS) and
+                 buffer.name.removesuffix(_EXPERT_BIAS) in layers)  # fmt: skip
+    group = inputs.tp * inputs.dp
+    if not biased or group == 1:
+        return []
+    return [
+        collective(
+            CollectiveOp.ALL_REDUCE,
+            numel_bytes(biased * num_experts, "float32"),
+            group,
+            "float32",
+            Phase.BACKWARD,
+            ParallelDim.DP if inputs.tp == 1 else ParallelDim.TP if inputs.dp == 1 else ParallelDim.TP_DP,
+            f"expert-bias token counts ({biased} MoE layers × {num_experts} experts; aux-loss-free balancing, once "
+            "per step)",
+        )
+    ]
+
+
 def expert_parallel_notes(shape: TransformerShape, inputs: NormalisedInputs) -> list[str]:
     """What a plan with experts assumes: the rank layout, the all-to-all convention and the load."""
     experts = shape.experts

@@ -49,8 +49,12 @@ def split_stages(units: list[Unit], stages: int) -> list[Stage]:
     return result
 
 
-def pipeline_collectives(boundary_bytes: list[int], micro_batches: int, dtype: str) -> list[PlannedCollective]:
-    """Activation sends forward and gradient sends backward across each boundary (stage k → k+1)."""
+def pipeline_collectives(
+    boundary_bytes: list[int], micro_batches: int, dtype: str, stage: int
+) -> list[PlannedCollective]:
+    """The activations and gradients ``stage`` sends or receives: across the boundaries on either side of it
+    (boundary k joins stage k and k + 1), forward and backward."""
+    adjacent = [(k, size) for k, size in enumerate(boundary_bytes) if stage in (k, k + 1)]
     forward = [
         collective(
             CollectiveOp.SEND_RECV,
@@ -62,7 +66,7 @@ def pipeline_collectives(boundary_bytes: list[int], micro_batches: int, dtype: s
             f"stage {k} → {k + 1} activation",
             micro_batches,
         )
-        for k, size in enumerate(boundary_bytes)
+        for k, size in adjacent
     ]
     backward = [
         collective(
@@ -75,7 +79,7 @@ def pipeline_collectives(boundary_bytes: list[int], micro_batches: int, dtype: s
             f"stage {k + 1} → {k} activation gradient",
             micro_batches,
         )
-        for k, size in reversed(list(enumerate(boundary_bytes)))
+        for k, size in reversed(adjacent)
     ]
     return forward + backward
 
