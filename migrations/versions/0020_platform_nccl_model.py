@@ -2,6 +2,9 @@
 instead of one α per level: the expected curve is NCCL's own model (results/nccl_model.py), whose latencies
 are per algorithm, protocol and link.
 
+Runs get ``measured_at``: when a run was measured, where the user says (upload, ``emuplan import
+--measured-at``, ``PATCH /api/runs/{id}``), so a series orders back-filled logs where they belong.
+
 Every stored run is judged again (``store.rejudge``): its expected curve is NCCL's, and a run with no platform
 is now "not judged" rather than "pass".
 
@@ -39,9 +42,11 @@ def upgrade() -> None:
         batch.drop_column("scale_up_alpha_us")
         batch.drop_column("scale_out_alpha_us")
     judge_every_run(op.get_bind())
+    op.add_column("run", sa.Column("measured_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("run", "measured_at")
     with op.batch_alter_table("platform") as batch:
         batch.add_column(sa.Column("scale_up_alpha_us", sa.Float(), nullable=False, server_default="0.47"))
         batch.add_column(sa.Column("scale_out_alpha_us", sa.Float(), nullable=False, server_default="2.7"))

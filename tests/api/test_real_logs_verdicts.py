@@ -5,7 +5,9 @@ over 0.6–1.0 MB, nccl#2441) is a regression against the run before it. docs/ve
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from emuplan.cli import app
 from paths import REPO_ROOT
 from real_logs import TABLE_HEADER, real_logs, table_row
 
@@ -95,3 +97,37 @@ def test_the_docs_table_is_what_the_corpus_reads_today(client: TestClient) -> No
     rows = [table_row(log, client.get(f"/api/runs/{imported(client, log)['id']}/stats").json()) for log in LOGS]
     table = "\n".join([TABLE_HEADER, *rows])
     assert table in (REPO_ROOT / "docs" / "verdicts.md").read_text(), table
+
+
+def test_a_series_is_ordered_by_when_each_run_was_measured_so_a_back_filled_log_lands_in_place(
+    client: TestClient, cli_env: str
+) -> None:
+    """The good nccl#2441 build measured first, the regressed one after; imported the other way round, each says
+    when it was measured (the upload's field, then the CLI and PATCH move it), and the series reads them in
+    measurement order: the regressed run is the regression, not the good one an improvement."""
+    good = next(log for log in LOGS if log.file.startswith("19"))
+    bad = next(log for log in LOGS if log.file.startswith("18"))
+    regressed = imported(client, bad, measured_at="2026-01-02T00:00:00+00:00")
+    back_filled = imported(client, good)
+    assert regressed["measured_at"] == "2026-01-02T00:00:00+00:00"
+    edited = CliRunner().invoke(
+        app, ["runs", "edit", str(back_filled["id"]), "--measured-at", "2026-01-01T00:00+00:00"]
+    )
+    assert edited.exit_code == 0, edited.output
+    changed = client.get("/api/trend", params={"platform": "h100-nvl-pair"}).json()["what_changed"]
+    assert (changed["run_id"], changed["previous_run_id"]) == (regressed["id"], back_filled["id"])
+    average = next(change for change in changed["changes"] if change["figure"] == "average_busbw_gbps")
+    assert average["status"] == "regression"
+    # Moved after it through the API, the good run is the newest: an improvement.
+    moved = client.patch(f"/api/runs/{back_filled['id']}", json={"measured_at": "2026-01-03T00:00:00Z"})
+    assert moved.status_code == 200 and moved.json()["measured_at"] == "2026-01-03T00:00:00+00:00"
+    changed = client.get("/api/trend", params={"platform": "h100-nvl-pair"}).json()["what_changed"]
+    assert changed["run_id"] == back_filled["id"]
+    assert next(c for c in changed["changes"] if c["figure"] == "average_busbw_gbps")["status"] == "improvement"
+    # A time without its offset is refused rather than guessed, and nothing changes.
+    naive = client.patch(f"/api/runs/{back_filled['id']}", json={"measured_at": "2026-01-04T00:00:00"})
+    assert (naive.status_code, naive.json()["detail"]) == (
+        422,
+        "measured_at: 2026-01-04T00:00:00 has no UTC offset; add one (Z for UTC)",
+    )
+    assert client.get(f"/api/runs/{back_filled['id']}").json()["measured_at"] == "2026-01-03T00:00:00+00:00"

@@ -12,6 +12,7 @@ Downloads stream from storage (``store/table_files.py``).
 import dataclasses
 import itertools
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, BackgroundTasks, Depends, HTTPException, Query, Request, Response
@@ -87,6 +88,11 @@ class UploadForm(BaseModel):
     facts: str | None = Field(
         default=None, max_length=10_000, description="Fabric facts, one 'key = value' a line (topology, NIC, …)."
     )
+    measured_at: datetime | None = Field(
+        default=None,
+        description="When it was measured, ISO 8601 with its UTC offset (2026-11-03T02:00Z): a series orders runs "
+        "by it, so a log imported late lands in place.",
+    )
     job: bool | None = Field(
         default=None,
         description="Several files: true: one training job's records, one observed run (refused unless each is an "
@@ -112,6 +118,9 @@ class RunChanges(BaseModel):
         "expected and verdict follow.",
     )
     name: str | None = Field(default=None, max_length=200)
+    measured_at: datetime | None = Field(
+        default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
+    )
     tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
     note: str | None = Field(default=None, max_length=store.MAX_NOTE, description="Free text; '' clears it.")
     facts: dict[str, str] | None = Field(
@@ -170,6 +179,8 @@ def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dic
     return {
         each.name: (str, Field(description="ISO 8601 with its UTC offset."))
         if each.name == "created_at"
+        else (str | None, Field(description=each.metadata.get("description")))
+        if each.name == "measured_at"
         else (api_types.get(each.name, each.type), Field(description=each.metadata.get("description")))
         for each in store_fields
     }
@@ -424,6 +435,7 @@ def _import_upload(
                 platform=form.platform,
                 facts=store.facts_from_lines((form.facts or "").splitlines()),
             )
+            _measured_when(session, run, form)
         else:
             _refuse_duplicate(database, files[0].sha256, files[0].file_name)
             run = _import_file(session, files[0], form, budget)
@@ -434,8 +446,14 @@ def _import_upload(
         return_freed_memory()
 
 
+def _measured_when(session, run: Run, form: UploadForm) -> None:
+    """When the form says the run was measured (before its transaction commits, so nothing is half-written)."""
+    if form.measured_at is not None:
+        store.update_run(session, run.id, store.RunEdits(measured_at=form.measured_at))
+
+
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
-    return store.import_result_file(
+    run = store.import_result_file(
         session,
         file.path,
         file.file_name,
@@ -451,6 +469,8 @@ def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBud
         budget=budget,
         facts=store.facts_from_lines((form.facts or "").splitlines()),
     )
+    _measured_when(session, run, form)
+    return run
 
 
 def _import_each(
@@ -682,7 +702,12 @@ def change_run(
     if changes.collectives is not None:
         run = store.relabel_collectives(session, run_id, changes.collectives, limits)
     edits = store.RunEdits(
-        name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts, plan_id=plan_id
+        name=changes.name,
+        tags=changes.tags,
+        note=changes.note,
+        facts=changes.facts,
+        plan_id=plan_id,
+        measured_at=changes.measured_at,
     )
     run = store.update_run(session, run_id, edits, limits)
     session.commit()
@@ -702,7 +727,9 @@ def _relabel_job_started(
     relabel_job_store.check_idle(database, run.id)
     if "platform" in changes.model_fields_set:
         store.set_run_platform(session, run.id, changes.platform)
-    edits = store.RunEdits(name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts)
+    edits = store.RunEdits(
+        name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts, measured_at=changes.measured_at
+    )
     store.update_run(session, run.id, edits, limits)
     session.commit()  # before the job's own transactions: SQLite has one writer
     job = relabel_jobs.start(database, run.id, changes.collectives or {}, target_plan, limits)

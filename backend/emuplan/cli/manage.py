@@ -5,6 +5,7 @@ allows them (with sign-in on a server: editors edit, admins delete). Deleting sa
 asks, unless --yes."""
 
 import json
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -63,7 +64,7 @@ def _changes(**fields) -> dict:
     if not changes:
         fail(
             "nothing to change: give --name, --tag, --no-tags or --note"
-            + (", --fact, --plan or --no-plan" if "facts" in fields else "")
+            + (", --fact, --measured-at, --plan or --no-plan" if "facts" in fields else "")
         )
     return changes
 
@@ -97,19 +98,32 @@ def edit_run(
         int | None, typer.Option("--plan", help="Link it to this plan (statistics computed again).")
     ] = None,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Unlink its plan.")] = False,
+    measured_at: Annotated[
+        datetime | None,
+        typer.Option(
+            "--measured-at",
+            help="When it was measured, ISO 8601 with its UTC offset (2026-11-03T02:00+00:00): where a series "
+            "places it.",
+            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%d %H:%M%z"],
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rename, retag, annotate a run, state its fabric facts, link it to a plan or unlink it."""
+    """Rename, retag, annotate a run, state its fabric facts and when it was measured, link it to a plan or
+    unlink it."""
     if plan is not None and no_plan:
         fail("--plan and --no-plan contradict each other")
     server = remote_server()
     # Unlinking is the one change whose value is None: the API's "plan_id": null, the store's plan_id 0.
     plan_id = 0 if no_plan else plan
     fields = {"name": name, "tags": _tags(tags, no_tags), "note": note, "plan_id": plan_id, "facts": None}
+    fields["measured_at"] = measured_at
     if server is not None:
         if fact:
             fields["facts"] = merged_facts(server.get(f"/api/runs/{run_id}")["facts"], fact)
         changes = _changes(**fields)
+        if measured_at is not None:
+            changes["measured_at"] = measured_at.isoformat()
         answer = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
         document = waited_for_server(server, run_id, answer)  # a huge run linked: its relabel job followed
     else:

@@ -188,6 +188,9 @@ class Run(SQLModel, table=True):
     # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
     platform: str | None = None
     peak_busbw_gbps: float | None = None
+    # When it was measured, where the file or the user says (0020); a series orders its runs by it, else by
+    # ``created_at``, so that a log imported late lands where it belongs.
+    measured_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
     # pass | degraded | fail | not judged (results.verdict), stored so lists show it without reading statistics (0015).
     verdict: str | None = None
     # What the list shows of the statistics beside the headline (0016): the collectives in the order of the

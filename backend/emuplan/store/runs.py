@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Literal, get_args
@@ -82,6 +82,7 @@ from emuplan.store.models import (
     RunTable,
     RunTag,
     RunTrendFigures,
+    utc_now,
 )
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
@@ -845,6 +846,14 @@ class PublicRun(RunHeader):
     note: str
     warnings: list[str]
     summary: dict
+    measured_at: datetime | None = _described(
+        "When it was measured, where given (upload, --measured-at, PATCH); a series orders runs by it, else by when "
+        "they were imported."
+    )
+
+    def document(self) -> dict:
+        measured_at = None if self.measured_at is None else self.measured_at.isoformat()
+        return {**RunHeader.document(self), "measured_at": measured_at}
 
 
 LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
@@ -1006,6 +1015,16 @@ class RunEdits:
     note: str | None = None
     facts: dict[str, str] | None = None
     plan_id: int | None = None
+    measured_at: datetime | None = None
+
+
+def checked_measured_at(moment: datetime) -> datetime:
+    """When a run was measured, in UTC: a time without its offset is refused rather than guessed."""
+    if moment.tzinfo is None:
+        raise RunInputError(f"measured_at: {moment.isoformat()} has no UTC offset; add one (Z for UTC)")
+    if moment > utc_now():
+        raise RunInputError(f"measured_at: {moment.isoformat()} is in the future")
+    return moment.astimezone(UTC)
 
 
 def update_run(session: Session, run_id: int, changes: RunEdits, limits: ImportLimits = DEFAULT_LIMITS) -> Run:
@@ -1020,6 +1039,8 @@ def update_run(session: Session, run_id: int, changes: RunEdits, limits: ImportL
         run.name = changes.name.strip()[:200]
     if changes.note is not None:
         run.note = checked_note(changes.note)
+    if changes.measured_at is not None:
+        run.measured_at = checked_measured_at(changes.measured_at)
     if changes.tags is not None or changes.facts is not None:
         run.tags = checked_tags(changes.tags) if changes.tags is not None else run.tags
         run.facts = checked_facts(changes.facts) if changes.facts is not None else run.facts

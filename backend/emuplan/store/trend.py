@@ -41,8 +41,9 @@ class SeriesError(ValueError):
 
 
 def run_time(run: Run) -> datetime:
-    """When a run was measured: the one place a series reads its time axis from."""
-    return run.created_at
+    """When a run was measured (where given: upload, --measured-at, PATCH), else when it was imported: the one
+    place a series reads its time axis from."""
+    return run.measured_at or run.created_at
 
 
 @dataclass(frozen=True)
