@@ -43,6 +43,10 @@ def test_a_second_run_that_lost_half_its_peak_is_a_regression_with_one_run_befor
     changed = what_changed(judged)
     assert (changed["run_id"], changed["quiet"]) == (5, False)
     assert changed["summary"] == "peak busbw regression: -53.3 % from the median"
+    # The first run alone has nothing to be quiet against, and says so.
+    assert what_changed(judge_series(points[:1]))["summary"] == (
+        "run #4 is the series' first: nothing before it to compare it with yet"
+    )
     # A move inside ± 5 % of the one run before is no regression, and the headline says quiet.
     points[1] = SeriesPoint(
         run_id=5, name="second", measured_at=points[1].measured_at, figures={"peak_busbw_gbps": 460}

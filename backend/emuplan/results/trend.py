@@ -12,9 +12,12 @@ history to be seen: from the second run on the band is the earlier runs' median 
 one or two runs says nothing of the noise), so a run that halves its peak busbw is a regression with one run
 before it; only a series' first run has no band.
 
-Why not a change-point library (ruptures, say): those find where a finished series changed level, after
-the fact and with a penalty to tune; a nightly check asks an online question — is tonight's run outside
-last week's noise — which a trailing robust band answers run by run, the same way on every page.
+Why not a change-point method (E-Divisive, as MongoDB's and Apache Otava's performance CI run it): those find
+where a finished series changed level, with a stated significance, and need several points after the change; a
+nightly check asks an online question (is tonight's run outside the noise of the runs before it), which a
+trailing robust band answers from the second run on, the same way on every page. Their packages do not install
+beside this one either (measured 2026-12-07): signal-processing-algorithms 2.1.6 pins numpy < 2, gevent and
+Python < 3.12; apache-otava 0.8.0 pins numpy 2.2.0 and brings google-cloud-bigquery, slack-sdk and pg8000.
 """
 
 from dataclasses import dataclass
@@ -109,7 +112,8 @@ def judge_series(
 
 def what_changed(judged: dict[str, list[dict]]) -> dict:
     """The latest run against the one before it, figure by figure: regressions first, then improvements,
-    then the rest, each group biggest move first; ``quiet`` when the latest run left no band."""
+    then the rest, each group biggest move first; ``quiet`` when no figure of the latest run left its band (its
+    summary says so only when there was a run before it to have a band from)."""
     latest_id = max(
         ((entry["measured_at"], entry["run_id"]) for entries in judged.values() for entry in entries), default=None
     )
@@ -137,6 +141,8 @@ def what_changed(judged: dict[str, list[dict]]) -> dict:
         summary = "; ".join(
             f"{c['label']} {c['status']}: {c['change_from_median_pct']:+.1f} % from the median" for c in flagged
         )
+    elif not changes:
+        summary = f"run #{run_id} is the series' first: nothing before it to compare it with yet"
     else:
         summary = f"quiet: run #{run_id} stays within the noise band of the runs before it on every figure"
     return {
