@@ -6,6 +6,7 @@ import json
 import pytest
 
 from emuplan.results import ResultFileError, parse_result_file, summarise
+from emuplan.results.canonical import collective_from_file_name
 from emuplan.results.nccl_tests import Cells, collectives_fitting_cells
 from paths import NCCL_TESTS, SHARED_NCCL
 
@@ -158,3 +159,10 @@ def cells(redop, root, count, algbw=10.0, busbw=10.0, size=1048576, type_name="f
 )
 def test_the_cells_each_nccl_tests_test_prints(row, fitting):
     assert collectives_fitting_cells(row) == fitting
+
+
+def test_a_collectives_name_in_the_file_name_wins_over_p2p_which_names_the_transport():
+    assert collective_from_file_name("05-rtx4090-pcie-1x8-p2p-disabled-allreduce.txt") == "all_reduce"
+    assert collective_from_file_name("p2p-bandwidth.log") == "send_recv"
+    assert collective_from_file_name("dp_allreduce_run3.csv") == "all_reduce"
+    assert collective_from_file_name("results.txt") is None

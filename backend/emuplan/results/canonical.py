@@ -37,7 +37,7 @@ from emuplan.results.formats import NCCL_TESTS as NCCL_TESTS
 from emuplan.results.formats import NCCL_TESTS_JSON as NCCL_TESTS_JSON
 from emuplan.results.formats import PER_ITERATION as PER_ITERATION
 from emuplan.results.formats import TORCH_PROFILER as TORCH_PROFILER
-from emuplan.workload.collectives import normalise_op_name
+from emuplan.workload.collectives import CollectiveOp, normalise_op_name
 
 TEXT = pa.dictionary(pa.int32(), pa.string())
 
@@ -250,12 +250,16 @@ def collective_of(name: str) -> str:
 
 
 def collective_from_file_name(file_name: str) -> str | None:
-    """The collective one or two words of a file name spell: 'dp_allreduce_run3.csv', 'all-gather.log'."""
+    """The collective one or two words of a file name spell: 'dp_allreduce_run3.csv', 'all-gather.log'. A
+    collective's own name wins over the point-to-point words ('p2p', 'send'), which names often use for the
+    transport: 'rtx4090-p2p-disabled-allreduce.txt' is an all-reduce."""
     stem = file_name.rsplit("/", 1)[-1].lower()
     words = "".join(ch if ch.isalnum() else " " for ch in stem).split()
-    for width in (2, 1):
-        for start in range(len(words) - width + 1):
-            op = normalise_op_name("".join(words[start : start + width]))
-            if op is not None:
-                return op.value
-    return None
+    found = [
+        op
+        for width in (2, 1)
+        for start in range(len(words) - width + 1)
+        if (op := normalise_op_name("".join(words[start : start + width]))) is not None
+    ]
+    chosen = next((op for op in found if op is not CollectiveOp.SEND_RECV), found[0] if found else None)
+    return None if chosen is None else chosen.value
