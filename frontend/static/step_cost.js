@@ -7,7 +7,8 @@ const ratioText = (value) => (value === null || value === undefined ? "" : `${ra
 const BASIS_TEXT = {
   measured: "measured",
   interpolated: "interpolated (log–log between the sizes beside it)",
-  extrapolated: "extrapolated (α-β fit to the run's sizes)",
+  "platform-scaled": "platform-scaled (its expected curve × the run's ratio to it at the nearest size)",
+  extrapolated: "extrapolated (α-β fit to the run's sizes; no platform)",
   missing: "missing",
 };
 

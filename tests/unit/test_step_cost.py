@@ -7,11 +7,14 @@ import pytest
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
 from emuplan.planning import plan_request
+from emuplan.results.expected import healthy_time_us
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import summarise
 from emuplan.results.step_cost import compare_step_costs, parse_plan_choices, step_cost
+from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.plan_options import Mode, Strategy
+from emuplan.workload.platforms import BUILTIN_PLATFORMS
 from paths import SHARED_NCCL
 
 
@@ -206,3 +209,26 @@ def test_the_interpolation_never_leaves_the_two_measured_times() -> None:
     assert [row["run_size_bytes"] for row in inside] == [2600]
     assert 100.0 < inside[0]["time_p50_us"] < 400.0
     assert inside[0]["time_p50_us"] == pytest.approx(260.0)  # a time ∝ size is exact in log–log
+
+
+def test_with_a_platform_sizes_beyond_the_run_follow_its_expected_curve_scaled_by_the_run() -> None:
+    """The same line on h100-ndr, 4 ranks on one node: outside 10,000–100,000 B each size is NCCL's expected
+    time there × the run's measured ÷ expected time at the nearest measured size; between them nothing changes."""
+    plan = _seed_plan("pipeline")
+    groups = _line_groups("all_reduce", [10_000, 50_000, 100_000], alpha_us=10.0, us_per_byte=0.001)
+    healthy = healthy_time_us(BUILTIN_PLATFORMS["h100-ndr"])
+    cost = step_cost(plan, groups, source_format="per-iteration", ranks=4, sweep=False, expected_us=healthy)
+    bases = [row["basis"] for row in cost["rows"]]
+    assert bases == ["platform-scaled", "interpolated", "platform-scaled", "platform-scaled"]
+    group_size = cost["rows"][3]["group_size"]
+    op = CollectiveOp.ALL_REDUCE
+    for row, nearest in ((cost["rows"][0], 10_000), (cost["rows"][3], 100_000)):
+        measured = 10.0 + 0.001 * nearest
+        size = row["run_size_bytes"]
+        expected = healthy(op, size, group_size) * measured / healthy(op, nearest, group_size)
+        assert row["time_p50_us"] == pytest.approx(expected, rel=1e-12)
+        assert row["read_from_sizes"] == [nearest]
+    # 803,840 B on 4 H100s: NCCL expects 1.66 × its time at 100,000 B, where this line took 110 µs (its own α-β
+    # line would give 813.84 µs).
+    assert round(cost["rows"][3]["time_p50_us"], 1) == 183.1
+    assert cost["step"]["estimated_collectives"] == 4

@@ -21,7 +21,7 @@ class StepCostRow(BaseModel):
     bytes_total: int = Field(description="The whole buffer (nccl-tests' size), bytes.")
     bytes_per_rank: int
     run_size_bytes: int = Field(description="The size looked up in the run, in the run's size convention.")
-    basis: Literal["measured", "interpolated", "extrapolated", "missing"]
+    basis: Literal["measured", "interpolated", "platform-scaled", "extrapolated", "missing"]
     missing_reason: str | None
     read_from_sizes: list[int] = Field(description="The measured sizes the time was read from.")
     time_p50_us: float | None = Field(description="Time of one call at the run's p50, µs (lower is better).")
@@ -42,7 +42,9 @@ class StepTotals(BaseModel):
     p50_us: float | None = Field(description="Σ count × time at p50, µs, of the collectives the run has.")
     p99_us: float | None = Field(description="Σ count × time at p99, µs; None for a size sweep.")
     missing_collectives: int | float = Field(description="Calls per step the run has no time for (not in the sums).")
-    estimated_collectives: int | float = Field(description="Calls per step whose time is interpolated or extrapolated.")
+    estimated_collectives: int | float = Field(
+        description="Calls per step whose time is interpolated, platform-scaled or extrapolated."
+    )
 
 
 class StageTotals(StepTotals):

@@ -12,6 +12,7 @@ network's (or NVLink's) per-hop LL latency.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -111,6 +112,19 @@ def fabric_of(platform: "Platform", ranks: int, hosts: int | None) -> Fabric:
         nics_per_node=platform.nics_per_node * min(hosts, nodes_per_domain),
     )
     return Fabric(topology, platform.scale_up_fabric, platform.scale_out_fabric)
+
+
+def healthy_time_us(platform: "Platform") -> Callable[[CollectiveOp, int, int], float | None]:
+    """(op, whole-buffer size, group size) → the time a healthy ``platform`` takes, µs (its group laid out from the
+    first node on); None where the platform cannot say (a group it does not fit)."""
+
+    def time_us(op: CollectiveOp, size_bytes: int, group_size: int) -> float | None:
+        try:
+            return expected_collective(op, size_bytes, group_size, fabric_of(platform, group_size, None)).time_us
+        except FabricError:
+            return None
+
+    return time_us
 
 
 def measured_time_us(group: dict, sweep: bool) -> float:

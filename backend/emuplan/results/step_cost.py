@@ -16,7 +16,11 @@ How a planned collective gets its time from a run (``basis``):
 - ``interpolated``: between the nearest two measured sizes of that collective, on the straight line
   through them in log(size)–log(time): exact for a time ∝ size^k between the two, and never outside
   the two measured times.
-- ``extrapolated``: outside the measured sizes, from the α-β line t = α + S/β fitted to all measured
+- ``platform-scaled``: outside the measured sizes, when the run's platform is known: the platform's expected
+  time there (``results.expected``, NCCL's own model over the collective's group) × the run's measured ÷
+  expected time at the nearest measured size. NCCL's curve knows where latency gives way to bandwidth and which
+  algorithm takes over; the run's own ratio to it keeps what this fabric delivers.
+- ``extrapolated``: outside the measured sizes, without a platform, from the α-β line t = α + S/β fitted to all measured
   sizes of that collective (non-negative least squares on relative error, ``scipy.optimize.nnls``, so
   small sizes weigh as much as large ones); needs two sizes.
 - ``missing``: the run never measured that collective (or measured one size only and the plan needs
@@ -41,13 +45,14 @@ with each other: what the fabric alone costs a step.
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
 from emuplan.results.analysis import time_unit
 from emuplan.results.canonical import NCCL_INSPECTOR, NCCL_TESTS, NCCL_TESTS_JSON, TORCH_PROFILER
 from emuplan.results.plan_vs_observed import compare_plan_with_observed
-from emuplan.workload.collectives import PER_RANK_PIECE_OPS, bus_bandwidth_factor, normalise_op_name
+from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, bus_bandwidth_factor, normalise_op_name
 from emuplan.workload.document import PlanDocument, PlannedCollective
 from emuplan.workload.inventory import INT64_MAX
 
@@ -55,7 +60,9 @@ from emuplan.workload.inventory import INT64_MAX
 # every other states KCCB's data size.
 WHOLE_BUFFER_FORMATS = frozenset({NCCL_TESTS, NCCL_TESTS_JSON, NCCL_INSPECTOR, TORCH_PROFILER})
 PREFERRED_VARIANTS = ("out-of-place", "")
-BASES = ("measured", "interpolated", "extrapolated", "missing")
+BASES = ("measured", "interpolated", "platform-scaled", "extrapolated", "missing")
+# The expected time (µs) of a healthy platform for (op, whole-buffer size, group size); None where it has none.
+ExpectedTime = Callable[[CollectiveOp, int, int], float | None]
 CONVENTION = (
     "Σ over the plan's collectives of count per step × the run's time for that collective and size, "
     "serialised (no overlap with compute or each other); p99: every collective at its own p99 at once"
@@ -107,9 +114,11 @@ def _alpha_beta(size: int, curve: list[dict], key: str) -> float | None:
     return float(alpha + gamma * size) if alpha + gamma * size > 0 else None
 
 
-def _time_at(size: int, curve: list[dict], key: str) -> tuple[float | None, str, list[int]]:
+def _time_at(
+    size: int, curve: list[dict], key: str, prior: Callable[[int], float | None] | None = None
+) -> tuple[float | None, str, list[int]]:
     """The run's time (µs) at ``size`` from ``curve`` by ``key`` (p50_us, p99_us), its basis and the
-    measured sizes it was read from."""
+    measured sizes it was read from; ``prior``: the platform's expected time at a size in the run's convention."""
     for group in curve:
         if group["size_bytes"] == size:
             return group.get(key), "measured", [size]
@@ -120,7 +129,19 @@ def _time_at(size: int, curve: list[dict], key: str) -> tuple[float | None, str,
         low_group, high_group = curve[high - 1], curve[high]
         used = [low_group["size_bytes"], high_group["size_bytes"]]
         return _log_log(size, low_group, high_group, key), "interpolated", used
+    if prior is not None:
+        nearest = curve[0] if size < curve[0]["size_bytes"] else curve[-1]
+        scaled = _platform_scaled(size, nearest, key, prior)
+        if scaled is not None:
+            return scaled, "platform-scaled", [nearest["size_bytes"]]
     return _alpha_beta(size, curve, key), "extrapolated", [group["size_bytes"] for group in curve]
+
+
+def _platform_scaled(size: int, nearest: dict, key: str, prior: Callable[[int], float | None]) -> float | None:
+    measured, expected_there, expected_here = nearest.get(key), prior(nearest["size_bytes"]), prior(size)
+    if not measured or not expected_there or not expected_here:
+        return None
+    return expected_here * measured / expected_there
 
 
 def _missing_reason(op: str, curve: list[dict]) -> str:
@@ -131,13 +152,28 @@ def _missing_reason(op: str, curve: list[dict]) -> str:
     return f"the run's {op} times give no positive time at this size"
 
 
-def _row(planned: PlannedCollective, curves: dict, whole_buffer: bool, ranks: int | None, sweep: bool) -> dict:
+def _row(
+    planned: PlannedCollective,
+    curves: dict,
+    whole_buffer: bool,
+    ranks: int | None,
+    sweep: bool,
+    expected_us: ExpectedTime | None = None,
+) -> dict:
     curve = curves.get(planned.op, [])
     size = _run_size(planned, curve, whole_buffer)
-    p50_us, basis, used = _time_at(size, curve, "p50_us")
+    prior = None
+    if expected_us is not None and planned.group_size and planned.group_size >= 2:
+        # The platform's curve takes the whole buffer; KCCB's data size is the per-rank piece of these two.
+        per_rank_piece = not whole_buffer and planned.op in PER_RANK_PIECE_OPS
+
+        def prior(at: int) -> float | None:
+            return expected_us(planned.op, at * planned.group_size if per_rank_piece else at, planned.group_size)
+
+    p50_us, basis, used = _time_at(size, curve, "p50_us", prior)
     if p50_us is None:
         basis, used = "missing", []
-    p99_us = None if sweep or basis == "missing" else _time_at(size, curve, "p99_us")[0]
+    p99_us = None if sweep or basis == "missing" else _time_at(size, curve, "p99_us", prior)[0]
     notes = []
     if ranks is not None and ranks != planned.group_size:
         notes.append(f"measured on {ranks} ranks; the plan runs it over {planned.group_size}")
@@ -180,7 +216,7 @@ def _total(rows: list[dict], sweep: bool) -> dict:
         "p50_us": sum(row["step_p50_us"] for row in present) if present else None,
         "p99_us": None if sweep or not present else sum(row["step_p99_us"] or 0.0 for row in present),
         "missing_collectives": sum(row["count_per_step"] for row in rows if row["basis"] == "missing"),
-        "estimated_collectives": sum(row["count_per_step"] for row in rows if row["basis"] in BASES[1:3]),
+        "estimated_collectives": sum(row["count_per_step"] for row in rows if row["basis"] in BASES[1:4]),
     }
 
 
@@ -192,8 +228,10 @@ def step_cost(
     ranks: int | None,
     sweep: bool,
     measured: bool = False,
+    expected_us: ExpectedTime | None = None,
 ) -> dict:
-    """One training step of ``plan`` on the run whose statistics groups are ``groups``.
+    """One training step of ``plan`` on the run whose statistics groups are ``groups``; ``expected_us``: the
+    run's platform's expected time, for sizes the run did not measure (``platform-scaled``).
 
     ``rows``: one per planned collective (its time per call and per step, and the basis of that time);
     ``by_dimension`` and ``by_op``: the step's totals per parallel dimension and per collective kind;
@@ -208,7 +246,9 @@ def step_cost(
         if plan.stages and plan.kccb_source == "analytic"
         else [plan.exported_collectives()]
     )
-    per_stage = [[_row(item, curves, whole_buffer, ranks, sweep) for item in items] for items in stage_lists]
+    per_stage = [
+        [_row(item, curves, whole_buffer, ranks, sweep, expected_us) for item in items] for items in stage_lists
+    ]
     totals = [_total(rows, sweep) for rows in per_stage]
     bounding = max(range(len(totals)), key=lambda index: totals[index]["p50_us"] or 0.0)
     stages = [

@@ -52,7 +52,7 @@ from emuplan.results.analysis import (
 from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ROW_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
-from emuplan.results.expected import fabric_of
+from emuplan.results.expected import fabric_of, healthy_time_us
 from emuplan.results.nccl_tests import ranks_from_bandwidths
 from emuplan.results.observed import OBSERVED_FORMATS, parse_observed
 from emuplan.results.parse import parse_result_file
@@ -1211,9 +1211,10 @@ def _assumptions_of(
     )
 
 
-def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | None:
-    """What one step of the plan costs on this run (``results.step_cost``), named with its plan: a training job's
-    own step when the run observed one with its steps."""
+def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict, platform: Platform | None) -> dict | None:
+    """What one step of the plan costs on this run (``results.step_cost``; sizes it did not measure read off its
+    platform's expected curve when it names one), named with its plan: a training job's own step when the run
+    observed one with its steps."""
     if plan is None:
         return None
     observed = run.summary.get("observed")
@@ -1226,6 +1227,7 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | Non
         ranks=run.ranks,
         sweep=analysis["kind"] == "size-sweep",
         measured=run.origin == "measured",
+        expected_us=None if platform is None else healthy_time_us(platform),
     )
     return {"plan": plan.header(), **cost}
 
@@ -1238,7 +1240,7 @@ def _judged(
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks and ranks >= 2 else None
     analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
-    step = _step_cost(run, plan, analysis)
+    step = _step_cost(run, plan, analysis, platform)
     verdict = judge_summary(
         {**run.summary, "groups": analysis["groups"]},
         run.kind,
