@@ -120,7 +120,9 @@ function renderAssumptions(doc) {
     { text: "Ranks", num: true }, { text: "Line rate (GB/s)", num: true },
   ];
   const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
-  const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"), el("small", { class: "source", text: `from ${source}` })]);
+  // A rank count read off the busbw/algbw factor says so: "inferred", not "from file".
+  const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"),
+    el("small", { class: "source", text: source === "inferred" ? "inferred" : `from ${source}` })]);
   // The server's fallback link is never applied silently: no link, no line rate and no % of ideal.
   const link = (a) => (a.link_applied ? from(a.link_gbps, a.sources.link_gbps)
     : el("span", {}, ["none given", el("br"), el("small", { class: "source", text: `fallback ${a.link_gbps} not applied` })]));

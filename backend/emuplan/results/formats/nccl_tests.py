@@ -14,6 +14,7 @@ import pyarrow as pa
 from emuplan.results.canonical import ParsedResult, ResultFileError, samples_table, times_problem
 from emuplan.results.formats import NCCL_TESTS
 from emuplan.results.nccl_tests import (
+    RANKS_INFERRED,
     Cells,
     choose_collective,
     collective_from_text,
@@ -246,7 +247,7 @@ def parse(upload: Upload) -> ParsedResult:
     if ranks is None and len(set(rows.collectives)) == 1:
         ranks = ranks_from_bandwidths(rows.collectives[0], rows.algbws, rows.busbws)
         if ranks is not None:
-            warnings.append(f"{file_name}: no rank lines; {ranks} ranks inferred from the busbw/algbw factor")
+            warnings.append(f"{file_name}: no rank lines; {ranks} {RANKS_INFERRED}")
     return ParsedResult(
         samples=samples_table(
             duration_us=np.array(rows.times),
