@@ -257,6 +257,17 @@ function renderVerdicts(doc) {
   document.getElementById("compare-verdicts").replaceChildren(...parts);
 }
 
+// Where no run has a plan there is no step to cost: the card keeps one line and the plan picker (folded) and
+// moves after the sections that answer (the sweeps' verdicts, the groups), never an empty table first.
+function foldStepCost(comparison) {
+  document.getElementById("step-cost-ranking").textContent = rankingText(comparison);
+  const card = document.getElementById("step-cost");
+  for (const id of ["step-cost-table", "step-cost-how", "step-cost-details"]) document.getElementById(id).hidden = true;
+  card.classList.add("no-plan");
+  const answers = ["sweep-section", "groups-section"].map((id) => document.getElementById(id)).filter((s) => !s.hidden);
+  if (answers.length) answers[answers.length - 1].after(card);
+}
+
 // The answer first: what a training step of each run's plan costs on it, ranked, with the stacked chart.
 async function renderStepCost(doc) {
   const comparison = doc.step_cost;
@@ -309,8 +320,10 @@ async function main() {
       document.getElementById("sweep-section").hidden = false;
       renderSweeps(doc, names);
     }
+    const planned = doc.step_cost.ranking.length || doc.step_cost.rows.some((row) => row.step);
+    if (!planned) foldStepCost(doc.step_cost);
     await plotlyReady();
-    await renderStepCost(doc);
+    if (planned) await renderStepCost(doc);
     if (doc.figures.sweeps) await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
     if (doc.figures.cdf) {
       await drawFigure(cdf, doc.figures.cdf);

@@ -98,7 +98,7 @@ def test_every_table_fits_80_columns_with_every_number_whole(cli_env, tmp_path) 
     text = at_80("compare", "1", "2")
     assert_fits(text)
     compared = json_of("compare", "1", "2")
-    changes = [row for run in compared["sweep"]["runs"] for row in run["sizes"] if row["busbw_ratio"] is not None]
+    changes = [row for run in compared["sweep"]["runs"] for row in run["sizes"] if row["verdict"] is not None]
     assert_whole([f"{row['change_pct']:+.1f}" for row in changes], text)
     assert_whole([f"{row['size_bytes']:,}" for row in changes], text)
     # The table names both runs' columns.

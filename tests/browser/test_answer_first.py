@@ -12,6 +12,7 @@ from test_step_cost_pages import demo_server, wait_for_charts  # noqa: F401 (dem
 
 from live_server import LiveServer
 from paths import NCCL_TESTS
+from slower_sweep import B200_LOG, b200_slower_log
 
 H100_LOG = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
 VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -247,3 +248,38 @@ def test_an_empty_runs_list_leads_with_the_upload(live_server: LiveServer, page:
     page.goto(live_server.url + "/runs")
     expect(page.locator("#upload-jump")).to_have_count(0)
     assert box_of(page, "#upload")["y"] < box_of(page, "#filters-fold")["y"]
+
+
+@VIEWPORTS
+def test_two_sweeps_without_a_plan_lead_with_the_verdict_line_then_the_overlay(
+    live_server: LiveServer, browser: Browser, viewport: dict, tmp_path
+) -> None:
+    """No empty "Cost of one training step" table first: the sweep's verdict line in the first screen (the sizes
+    where both logs print busbw 0.00 left out, saying so), the busbw overlay under it, the step cost after."""
+    slower = tmp_path / "b200-slower.txt"
+    slower.write_bytes(b200_slower_log())
+    ids = []
+    for path in (B200_LOG, slower):
+        answer = httpx2.post(f"{live_server.url}/api/runs", files={"file": (path.name, path.read_bytes())}, timeout=60)
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["id"])
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}")
+    wait_for_charts(page)
+    expect(page.locator("#sweep-verdicts li")).to_have_text([
+        f"#{ids[1]} vs #{ids[0]}: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes "
+        "(128 B–256 MiB); 4 sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution"
+    ])  # fmt: skip
+    assert_in_first_viewport(page, viewport, ["#sweep-verdicts li"], f"compare-sweeps-{label(viewport)}")
+    assert box_of(page, "#sweep-overlay")["y"] > bottom(box_of(page, "#sweep-verdicts"))
+    # Without a plan the step cost is one line and the plan picker, after the sweeps; never an empty table.
+    expect(page.locator("#step-cost-table")).to_be_hidden()
+    expect(page.locator("#step-cost-ranking")).to_have_text(
+        "No run has a plan yet: pick the plan each run ran (or a plan to try on its fabric) below."
+    )
+    assert box_of(page, "#step-cost")["y"] > bottom(box_of(page, "#sweep-section"))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"compare-sweeps-{label(viewport)}")
+    watch.assert_clean()
+    page.close()

@@ -1090,7 +1090,7 @@ def _sweep_comparison_lines(sweep: dict) -> list[str]:
             [row["collective"], f"{row['size_bytes']:,}", gbps(reference_busbw[(row["collective"], row["size_bytes"])]),
              gbps(row["busbw_gbps"]), _ratio(row["busbw_ratio"]), f"{row['change_pct']:+.1f} %"]
             for row in run["sizes"]
-            if row["busbw_ratio"] is not None
+            if row["verdict"] is not None
         ]  # fmt: skip
         if rows:
             lines += table(columns, rows, indent="    ")
