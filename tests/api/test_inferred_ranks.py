@@ -38,6 +38,10 @@ def test_an_inferred_rank_count_says_inferred_and_a_read_one_file(client: TestCl
 
     runner = CliRunner()
     stats = runner.invoke(app, ["stats", str(inferred)], env={"COLUMNS": "1000"}).output
-    assert "assumed: link 100 Gbit/s per rank (settings), α 5 µs (settings), ranks 16 (inferred)" in stats
+    # No link given: the page's words, the server's fallback not claimed as the link.
+    assert (
+        "assumed: no link speed given (the fallback 100 Gbit/s is not applied: no % of ideal), α 5 µs (settings), "
+        "ranks 16 (inferred)"
+    ) in stats
     document = json.loads(runner.invoke(app, ["stats", str(read), "--json"]).output)
     assert document["assumptions"]["sources"]["ranks"] == "file"

@@ -271,7 +271,8 @@ def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env,
     assert compared.exit_code == 0, compared.output
     lines = compared.output.splitlines()
     assert lines[4:8] == [
-        "size sweeps against #1 (busbw per size; within ±5 % is the same):",
+        "size sweeps against #1 (busbw per size, the mean of its out-of-place and in-place cells; within ±5 % is the "
+        "same):",
         "  #1 B200 all_reduce: peak busbw 702.91 GB/s, average busbw 137.18 GB/s",
         "  #2 B200 slower all_reduce: peak busbw 562.33 GB/s, average busbw 123.49 GB/s",
         "  #2 vs #1: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes (128 B–256 MiB); 4 "
@@ -289,5 +290,8 @@ def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env,
     assert mixed[overall + 2].startswith("  #3 generated-per-iteration.csv ") and mixed[overall + 3].startswith(
         "per data"
     )
-    assert "size sweeps against #1 (busbw per size; within ±5 % is the same):" in mixed
+    assert (
+        "size sweeps against #1 (busbw per size, the mean of its out-of-place and in-place cells; within ±5 % is the "
+        "same):"
+    ) in mixed
     assert not any(line.startswith("Kolmogorov") for line in mixed)  # one distribution: nothing to test

@@ -728,9 +728,15 @@ def export_kccb(
 def _assumptions_line(assumptions: dict) -> str:
     sources = assumptions["sources"]
     ranks = assumptions["ranks"] if assumptions["ranks"] is not None else "unknown"
+    # As the run and compare pages say it: the server's fallback link is never claimed where it is not applied.
+    link = (
+        f"link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']})"
+        if assumptions["link_applied"]
+        else f"no link speed given (the fallback {assumptions['link_gbps']:g} Gbit/s is not applied: no % of ideal)"
+    )
     return (
-        f"assumed: link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']}), "
-        f"α {assumptions['latency_us']:g} µs ({sources['latency_us']}), ranks {ranks} ({sources['ranks']})"
+        f"assumed: {link}, α {assumptions['latency_us']:g} µs ({sources['latency_us']}), "
+        f"ranks {ranks} ({sources['ranks']})"
     )
 
 
@@ -1059,7 +1065,8 @@ def _sweep_comparison_lines(sweep: dict) -> list[str]:
     the reference sweep, and its busbw per size beside the reference's."""
     reference = sweep["reference_run_id"]
     lines = wrap(
-        f"size sweeps against #{reference} (busbw per size; within ±{sweep['same_within_pct']:g} % is the same):"
+        f"size sweeps against #{reference} (busbw per size, the mean of its out-of-place and in-place cells; "
+        f"within ±{sweep['same_within_pct']:g} % is the same):"
     )
     for run in sweep["runs"]:
         for entry in run["headline"]:
