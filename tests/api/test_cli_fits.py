@@ -113,6 +113,11 @@ def test_every_table_fits_80_columns_with_every_number_whole(cli_env, tmp_path) 
     assert_whole([gbps(entry["value"]) for entries in series["figures"].values() for entry in entries], text)
     assert_whole([str(entry["run_id"]) for entries in series["figures"].values() for entry in entries], text)
 
+    # The lists too: platforms (their figures wrapped under the title) and plans.
+    for listing in (("platforms", "list"), ("plans",)):
+        assert_fits(at_80(*listing))
+    assert at_80("platforms", "list").splitlines()[1].startswith(" " * 13)  # under the title, past the name
+
     text = at_80("check", "1", "2", "3", "4")
     assert_fits(text)
     for verdict in json_of("check", "1", "2", "3", "4"):
