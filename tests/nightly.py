@@ -9,7 +9,8 @@ from emuplan.store.db import Database
 from paths import NCCL_TESTS
 
 LOG = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
-PLATFORM = "h100-ndr"
+# The log is a GCP A3 Mega's (SOURCES.md): 8 × 200 Gbit/s TCPXO per node, not NDR.
+PLATFORM = "h100-a3-mega"
 GIB = 1 << 30
 FIRST_NIGHT = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 # Each night's factor on every busbw and algbw (its times divided by it): the noise of a healthy fabric.

@@ -43,11 +43,11 @@ def test_the_list_states_collectives_sizes_ranks_hosts_headline_verdict_platform
     shown = ("collectives", "size_min_bytes", "size_max_bytes", "ranks", "hosts", "p50_us", "peak_busbw_gbps",
              "verdict", "platform", "tags", "facts")  # fmt: skip
     assert {run_id: tuple(run[key] for key in shown) for run_id, run in listed.items()} == {
-        1: (["all_reduce"], 10737418240, 10737418240, 16, 2, 90330.0, 222.88, "pass", None, ["fabric-a", "nightly"],
-            {"nic": "ConnectX-6", "NCCL": "2.17.1"}),
-        2: (["broadcast"], 8, 8589934592, 12, 1, 74.46, 122.15, "fail", "a100-hdr", ["nightly"],
+        1: (["all_reduce"], 10737418240, 10737418240, 16, 2, 90330.0, 222.88, "not judged", None,
+            ["fabric-a", "nightly"], {"nic": "ConnectX-6", "NCCL": "2.17.1"}),
+        2: (["broadcast"], 8, 8589934592, 12, 1, 74.46, 122.15, "degraded", "a100-hdr", ["nightly"],
             {"nic": "ConnectX-5"}),
-        3: (["all_reduce"], 2600, 803840, None, None, 19922.8, None, "degraded", None, [], {}),
+        3: (["all_reduce"], 2600, 803840, None, None, 19922.8, None, "not judged", None, [], {}),
     }  # fmt: skip
 
 
@@ -55,7 +55,8 @@ def test_the_list_filters_by_each_column_in_any_case(client, three_runs):
     assert ids(client, collective="all_reduce") == [3, 1]
     assert ids(client, collective="reduce") == []  # a name, not a part of one
     assert ids(client, platform="a100-hdr") == [2]
-    assert ids(client, verdict="degraded") == [3]
+    assert ids(client, verdict="degraded") == [2]
+    assert ids(client, verdict="not judged") == [3, 1]
     assert ids(client, kind="size-sweep") == [2, 1]
     assert ids(client, ranks=16) == [1]
     assert ids(client, hosts=1) == [2]
@@ -90,7 +91,7 @@ def test_the_list_sorts_by_name_headline_ranks_and_size_with_runs_lacking_the_fi
 
 
 def test_the_list_sorts_by_verdict_worst_first_by_platform_and_by_collective(client, three_runs):
-    assert ids(client, sort="verdict") == [2, 3, 1]  # fail, degraded, pass
+    assert ids(client, sort="verdict") == [2, 3, 1]  # degraded, then the two not judged, newest first
     assert ids(client, sort="verdict", limit=2, offset=1) == [3, 1]
     assert ids(client, sort="verdict", limit=1, offset=2) == [1]
     assert ids(client, sort="verdict", tag="nightly") == [2, 1]

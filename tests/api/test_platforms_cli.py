@@ -24,18 +24,31 @@ def test_list_shows_the_builtins_figures_per_gpu(cli_env) -> None:
     listed = invoke("platforms", "list")
     assert listed.exit_code == 0
     assert listed.output.splitlines() == [
-        "a100-hdr     built-in      0 runs  A100 SXM + HDR 200G: NVLink 3 300 GB/s in 8 GPUs; InfiniBand HDR 200G "
-        "8 × 200 Gbit/s per 8 GPUs = 25 GB/s per GPU",
-        "h100-ndr     built-in      0 runs  H100 SXM + NDR 400G: NVLink 4 450 GB/s in 8 GPUs; InfiniBand NDR 400G "
-        "8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU",
-        "h200-ndr     built-in      0 runs  H200 SXM + NDR 400G: NVLink 4 450 GB/s in 8 GPUs; InfiniBand NDR 400G "
-        "8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU",
-        "b200-400g    built-in      0 runs  B200 + 400G: NVLink 5 900 GB/s in 8 GPUs; ConnectX-7 400G 8 × 400 Gbit/s "
-        "per 8 GPUs = 50 GB/s per GPU",
-        "b200-800g    built-in      0 runs  B200 + 800G: NVLink 5 900 GB/s in 8 GPUs; ConnectX-8 800G 8 × 800 Gbit/s "
-        "per 8 GPUs = 100 GB/s per GPU",
-        "gb200-nvl72  built-in      0 runs  GB200 NVL72 + 400G: NVLink 5 (NVL72) 900 GB/s in 72 GPUs; ConnectX-7 400G "
-        "4 × 400 Gbit/s per 4 GPUs = 50 GB/s per GPU",
+        "a100-hdr        built-in      0 runs  A100 SXM + HDR 200G: "
+        "NVLink 3 300 GB/s in 8 GPUs; InfiniBand HDR 200G 8 × 200 Gbit/s per 8 GPUs = 25 GB/s per GPU",
+        "h100-ndr        built-in      0 runs  H100 SXM + NDR 400G: "
+        "NVLink 4 450 GB/s in 8 GPUs; InfiniBand NDR 400G 8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU",
+        "h200-ndr        built-in      0 runs  H200 SXM + NDR 400G: "
+        "NVLink 4 450 GB/s in 8 GPUs; InfiniBand NDR 400G 8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU",
+        "b200-400g       built-in      0 runs  B200 + 400G: "
+        "NVLink 5 900 GB/s in 8 GPUs; ConnectX-7 400G 8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU",
+        "b200-800g       built-in      0 runs  B200 + 800G: "
+        "NVLink 5 900 GB/s in 8 GPUs; ConnectX-8 800G 8 × 800 Gbit/s per 8 GPUs = 100 GB/s per GPU",
+        "gb200-nvl72     built-in      0 runs  GB200 NVL72 + 400G: "
+        "NVLink 5 (NVL72) 900 GB/s in 72 GPUs; ConnectX-7 400G 4 × 400 Gbit/s per 4 GPUs = 50 GB/s per GPU",
+        "h100-a3-mega    built-in      0 runs  H100 SXM + 8 × 200G TCPXO (GCP A3 Mega): "
+        "NVLink 4 450 GB/s in 8 GPUs; GPUDirect-TCPXO 200G 8 × 200 Gbit/s per 8 GPUs = 25 GB/s per GPU",
+        "b300-roce       built-in      0 runs  B300 SXM + 16 × 400G RoCE (OCI BM.GPU.B300.8): "
+        "NVLink 5 900 GB/s in 8 GPUs; RoCEv2 400G 16 × 400 Gbit/s per 8 GPUs = 100 GB/s per GPU",
+        "gb300-nvl72     built-in      0 runs  GB300 NVL72 + 800G: "
+        "NVLink 5 (NVL72) 900 GB/s in 72 GPUs; ConnectX-8 800G 4 × 800 Gbit/s per 4 GPUs = 100 GB/s per GPU",
+        "h100-nvl-pair   built-in      0 runs  H100 NVL pairs + 200G: "
+        "NVLink 4 bridge 300 GB/s in 2 GPUs; Slingshot-200 / 200G 2 × 200 Gbit/s per 2 GPUs = 25 GB/s per GPU",
+        "pcie-gen4-200g  built-in      0 runs  PCIe Gen4 GPUs + 200G: "
+        "PCIe Gen4 x16 24 GB/s in 8 GPUs; 200G (HDR InfiniBand or 200GbE) 1 × 200 Gbit/s per 8 GPUs = 3.125 GB/s "
+        "per GPU",
+        "gb10-200g       built-in      0 runs  GB10 (DGX Spark) + 200GbE: "
+        "NVLink-C2C (one GPU) 300 GB/s in 1 GPUs; ConnectX-7 200GbE 1 × 200 Gbit/s per 1 GPUs = 25 GB/s per GPU",
     ]
     documents = json.loads(invoke("platforms", "list", "--json").output)
     assert documents[1] == {
@@ -52,8 +65,8 @@ def test_show_gives_the_sources_and_the_level_a_collective_is_bounded_by(cli_env
         "  GPU: NVIDIA H100 SXM5, 8 per node",
         "  NVLink 4 450 GB/s in 8 GPUs; InfiniBand NDR 400G 8 × 400 Gbit/s per 8 GPUs = 50 GB/s per GPU "
         "(per direction)",
-        "  α: 0.47 µs per step inside a domain, 2.7 µs across",
-        "  verdict: degraded below 80 %, fails below 50 % of expected at the large sizes",
+        "  NCCL's model: hopper GPUs over NVLink, NVLink SHARP",
+        "  verdict: degraded below 80 %, fails below 50 % of expected where bandwidth dominates",
         "  named by 0 runs and 0 plans",
     ]
     assert lines[6:10] == [f"  [{n}] {source}" for n, source in enumerate(BUILTIN_PLATFORMS["h100-ndr"].sources, 1)]
@@ -113,8 +126,7 @@ def test_add_from_a_builtin_edit_rename_and_remove(cli_env, database: Database) 
          "scale-up domain is whole nodes; 12 GPUs is not a multiple of 8 GPUs per node"),
         (["add", "mine", "--title", "Mine", "--gpu-model", "X", "--gpus-per-node", "8"], "error: scale_up_domain_gpus: "
          "Field required; scale_up_fabric: Field required; scale_up_gb_s: Field required; scale_out_fabric: Field "
-         "required; nics_per_node: Field required; nic_gbit_s: Field required; scale_up_alpha_us: Field required; "
-         "scale_out_alpha_us: Field required"),
+         "required; nics_per_node: Field required; nic_gbit_s: Field required"),
         (["show", "nvl576"], "error: no platform named 'nvl576': `emuplan platforms list` shows them"),
         (["show", "h100-ndr", "--ranks", "16", "--ranks-per-node", "9"], "error: ranks_per_node: 9 must be between 1 "
          "and the 8 GPUs per node of h100-ndr"),

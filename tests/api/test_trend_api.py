@@ -39,7 +39,7 @@ def test_the_night_that_lost_12_percent_at_1_gib_is_flagged_and_no_other(
     assert series["runs"][-1]["measured_at"] == FIRST_NIGHT.isoformat().replace("+00:00", "Z")
     at_gib = series["figures"][AT_GIB]
     assert [entry["value"] for entry in at_gib] == [night_busbw(night) for night in range(1, 9)]
-    assert [entry["status"] for entry in at_gib] == ["no band"] * 3 + ["within"] * 2 + ["regression"] + ["within"] * 2
+    assert [entry["status"] for entry in at_gib] == ["no band"] + ["within"] * 4 + ["regression"] + ["within"] * 2
     sixth = at_gib[5]
     # The band of night 6: nights 1-5's median (night 1's 297.86) ± max(3 × 1.4826 × MAD, 5 % of it).
     assert sixth["median"] == pytest.approx(297.86)
@@ -123,15 +123,12 @@ def test_metrics_give_each_series_newest_run_in_prometheus_text(client: TestClie
     cells = [float(row[column]) for row in rows for column in (7, 11)]
     assert len(cells) == 62
     average_night_8 = pytest.approx(sum(cells) / len(cells))
-    # The verdict and % of expected are what night 8's run page shows: its best % from 1 GiB up.
+    # The verdict and % of expected are what night 8's run page shows: its best % where bandwidth dominates.
     stats = client.get(f"/api/runs/{ids[7]}/stats").json()
-    best_pct = max(g["pct_of_expected"] for g in stats["groups"] if g["size_bytes"] >= 1 << 30)
-    # On H100 + NDR the log's in-place 8 GiB reaches 79.99 % of expected (NCCL's tree, bound by NVLink 4): just
-    # under the 80 % line, so the verdict is degraded while the best size of all reaches 80.3 %.
-    assert (stats["verdict"]["status"], [r["code"] for r in stats["verdict"]["reasons"]]) == (
-        "degraded",
-        ["below-expected"],
-    )
+    best_pct = max(g["pct_of_expected"] for g in stats["groups"] if g["expected_latency_share"] <= 0.1)
+    # On the A3 Mega's 8 × 200 Gbit/s TCPXO the log reaches what NCCL's model expects there.
+    assert round(best_pct, 1) == 88.3
+    assert (stats["verdict"]["status"], stats["verdict"]["reasons"]) == ("pass", [])
     expected = {}
     for tag in ("", "nightly"):
         labels = tuple(sorted({"platform": PLATFORM, "collective": "all_reduce", "tag": tag, "ranks": "16"}.items()))

@@ -30,7 +30,7 @@ def test_the_cli_flags_the_sixth_night_as_the_api_does(cli_env, client: TestClie
         f"quiet: run #{ids[7]} stays within the noise band of the runs before it on every figure",
     ]
     at_gib = lines[lines.index("busbw at 1 GiB") + 2 :][:8]
-    assert [line.split()[-1] for line in at_gib] == ["band"] * 3 + ["within"] * 2 + ["regression"] + ["within"] * 2
+    assert [line.split()[-1] for line in at_gib] == ["band"] + ["within"] * 4 + ["regression"] + ["within"] * 2
     assert at_gib[5].split()[:6] == [f"#{ids[5]}", "night", "6", "2026-11-06", "02:00", "262.12"]
     assert at_gib[5].split()[6:9] == ["282.97–312.75", "-12.0", "regression"]
 

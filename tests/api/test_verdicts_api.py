@@ -44,15 +44,13 @@ def test_the_b200_log_on_its_two_b200_nodes_is_within_its_expected_curve(client:
     assert stats["platform"] == {"name": "b200-400g", "title": "B200 + 400G"}
     assert stats["expected_note"] is None
     figures = [g["pct_of_expected"] for g in stats["groups"] if g.get("pct_of_expected") is not None]
-    assert len(figures) == 58 and max(figures) <= 100.0  # no figure above 100 anywhere
-    large = [g["pct_of_expected"] for g in stats["groups"] if g["size_bytes"] >= GIB]
-    assert min(large) >= 80.0 and max(large) <= 100.0
-    # Its one finding is the 512 KiB dip (240.71 µs where 256 KiB took 66.68): degraded, and the list says so.
-    assert stats["verdict"]["status"] == "degraded"
-    assert [(r["code"], r["size_bytes"], r["variant"]) for r in stats["verdict"]["reasons"]] == [
-        ("busbw-dip", 524288, "out-of-place")
-    ]
-    assert [(listed["id"], listed["verdict"]) for listed in client.get("/api/runs").json()] == [(run["id"], "degraded")]
+    assert len(figures) == 58
+    large = [round(g["pct_of_expected"], 1) for g in stats["groups"] if g["size_bytes"] >= GIB]
+    # NCCL's NVLS-tree over two B200 nodes (8 channels × its 96 GB/s per-channel cap), from 1 GiB up.
+    assert (min(large), max(large)) == (90.4, 92.7)
+    # Its 512 KiB dip (240.71 µs where 256 KiB took 66.68) is where latency still decides: no fault.
+    assert (stats["verdict"]["status"], stats["verdict"]["reasons"]) == ("pass", [])
+    assert [(listed["id"], listed["verdict"]) for listed in client.get("/api/runs").json()] == [(run["id"], "pass")]
     rows = stats["sweep"]["collectives"][0]["tables"][0]["rows"]
     out_of_place = sorted((g for g in stats["groups"] if g["variant"] == "out-of-place"), key=lambda g: g["size_bytes"])
     assert [row["pct_of_expected"] for row in rows] == [g["pct_of_expected"] for g in out_of_place]
@@ -72,14 +70,14 @@ def test_a_log_with_wrong_elements_fails_and_check_exits_non_zero(client: TestCl
     as_json = runner.invoke(app, ["check", str(run["id"]), "--json"])
     assert [entry["status"] for entry in json.loads(as_json.output)] == ["fail"]
     healthy = upload(client, H100_LOG, platform="h100-ndr")
-    # Degraded (79.99 % of expected in place at 8 GiB) passes a gate unless --strict.
+    # Degraded (73.2 % of NCCL's NVLS-tree over NDR in place at 8 GiB) passes a gate unless --strict.
     assert runner.invoke(app, ["check", str(healthy["id"])]).exit_code == 0
     assert runner.invoke(app, ["check", str(healthy["id"]), "--strict"]).exit_code == 1
 
 
 def test_setting_or_deleting_a_platform_judges_the_run_again(client: TestClient) -> None:
     run = upload(client, H100_LOG)
-    assert client.get("/api/runs").json()[0]["verdict"] == "pass"  # no platform: nothing to hold it to
+    assert client.get("/api/runs").json()[0]["verdict"] == "not judged"  # no platform: nothing to hold it to
     assert client.get(f"/api/runs/{run['id']}/stats").json()["expected_note"] == (
         "no platform: no expected curve or % of expected"
     )
@@ -87,7 +85,7 @@ def test_setting_or_deleting_a_platform_judges_the_run_again(client: TestClient)
     assert changed.status_code == 200 and changed.json()["platform"] == "h100-ndr"
     assert client.get("/api/runs").json()[0]["verdict"] == "degraded"
     # A profile of the user's own with a lower bar: editing it judges its runs again, deleting it too.
-    mine = {**client.get("/api/platforms/h100-ndr").json(), "name": "h100-lab", "degraded_below_pct": 75.0}
+    mine = {**client.get("/api/platforms/h100-ndr").json(), "name": "h100-lab", "degraded_below_pct": 70.0}
     mine = {key: value for key, value in mine.items() if key not in ("scale_out_gb_s", "builtin", "runs", "plans")}
     assert client.post("/api/platforms", json=mine).status_code == 201
     assert client.patch(f"/api/runs/{run['id']}", json={"platform": "h100-lab"}).status_code == 200
@@ -95,7 +93,7 @@ def test_setting_or_deleting_a_platform_judges_the_run_again(client: TestClient)
     assert client.put("/api/platforms/h100-lab", json={**mine, "degraded_below_pct": 85.0}).status_code == 200
     assert client.get("/api/runs").json()[0]["verdict"] == "degraded"
     assert client.delete("/api/platforms/h100-lab").status_code == 200
-    assert [(r["platform"], r["verdict"]) for r in client.get("/api/runs").json()] == [(None, "pass")]
+    assert [(r["platform"], r["verdict"]) for r in client.get("/api/runs").json()] == [(None, "not judged")]
     refused = client.patch(f"/api/runs/{run['id']}", json={"platform": "h900"})
     assert (refused.status_code, refused.json()["detail"]) == (
         422,
@@ -118,7 +116,7 @@ def test_migration_0015_judges_the_stored_runs(client: TestClient, database_url:
     with engine.connect() as connection:
         verdicts = dict(connection.execute(sa.text("SELECT id, verdict FROM run")).all())
     engine.dispose()
-    assert verdicts == {failing["id"]: "fail", degraded["id"]: "degraded", plain["id"]: "pass"}
+    assert verdicts == {failing["id"]: "fail", degraded["id"]: "degraded", plain["id"]: "not judged"}
 
 
 def test_a_plan_names_its_platform_and_its_measured_runs_inherit_it(client: TestClient, cli_env: str) -> None:

@@ -6,7 +6,7 @@ from playwright.sync_api import Page, expect
 
 from emuplan.store.db import Database
 from live_server import LiveServer
-from nightly import GIB, import_nights
+from nightly import GIB, PLATFORM, import_nights
 
 TREND = f"/trend?sizes={GIB}"  # the newest run's platform and collective
 
@@ -76,7 +76,7 @@ def test_the_morning_after_the_sixth_night_leads_with_its_regression(
     page.fill("#trend-filters input[name=tag]", "nightly")
     page.click("#trend-filters button[type=submit]")
     expect(page).to_have_url(
-        f"{live_server.url}/trend?platform=h100-ndr&collective=all_reduce&tag=nightly&ranks=&sizes={GIB}"
+        f"{live_server.url}/trend?platform={PLATFORM}&collective=all_reduce&tag=nightly&ranks=&sizes={GIB}"
     )
     expect(page.locator("#trend-summary")).to_have_text("busbw at 1 GiB regression: -12.0 % from the median")
     screenshot(page, "trend-regression-phone")

@@ -27,13 +27,32 @@ def test_the_builtins_carry_the_datasheets_figures_per_gpu_per_direction() -> No
         "b200-400g": (8, 8, 900, 8, 400, 50),
         "b200-800g": (8, 8, 900, 8, 800, 100),
         "gb200-nvl72": (4, 72, 900, 4, 400, 50),
+        "h100-a3-mega": (8, 8, 450, 8, 200, 25),
+        "b300-roce": (8, 8, 900, 16, 400, 100),
+        "gb300-nvl72": (4, 72, 900, 4, 800, 100),
+        "h100-nvl-pair": (2, 2, 300, 2, 200, 25),
+        "pcie-gen4-200g": (8, 8, 24, 1, 200, 3.125),
+        "gb10-200g": (1, 1, 300, 1, 200, 25),
     }
-    assert {(p.scale_up_alpha_us, p.scale_out_alpha_us) for p in BUILTIN_PLATFORMS.values()} == {(0.47, 2.7)}
+    assert {name: (p.gpu_generation, p.scale_up_link, p.nvls) for name, p in BUILTIN_PLATFORMS.items()} == {
+        "a100-hdr": ("ampere", "nvlink", False),
+        "h100-ndr": ("hopper", "nvlink", True),
+        "h200-ndr": ("hopper", "nvlink", True),
+        "b200-400g": ("blackwell", "nvlink", True),
+        "b200-800g": ("blackwell", "nvlink", True),
+        "gb200-nvl72": ("blackwell", "nvlink", True),
+        "h100-a3-mega": ("hopper", "nvlink", True),
+        "b300-roce": ("blackwell", "nvlink", True),
+        "gb300-nvl72": ("blackwell", "nvlink", True),
+        "h100-nvl-pair": ("hopper", "nvlink", False),  # NVLink bridges in pairs, no NVSwitch
+        "pcie-gen4-200g": ("ampere", "pcie", False),
+        "gb10-200g": ("blackwell", "nvlink", False),
+    }
     assert {(p.degraded_below_pct, p.fail_below_pct) for p in BUILTIN_PLATFORMS.values()} == {(80, 50)}
-    # Every built-in names where its figures come from: a vendor document with its address, and NCCL for α.
+    # Every built-in names where its figures come from, and NCCL's model for what it expects of them.
     for platform in BUILTIN_PLATFORMS.values():
-        assert any("https://docs.nvidia.com/" in s or "https://www.nvidia.com/" in s for s in platform.sources)
-        assert any(s.startswith("NCCL cost model, src/graph/tuning.cc") for s in platform.sources)
+        assert any("https://" in s or "quick-start" in s or "NCCL counts" in s for s in platform.sources)
+        assert any(s.startswith("NCCL cost model (github.com/NVIDIA/nccl @ 1fc949c") for s in platform.sources)
 
 
 def test_an_h100_run_over_two_nodes_is_bounded_by_ndr_and_one_node_by_nvlink() -> None:

@@ -1,5 +1,6 @@
-"""A run's verdict (pass / degraded / fail) and its reasons, on real nccl-tests logs and on per-rank times
-built so the answer can be worked out by hand."""
+"""A run's verdict (pass / degraded / fail / not judged) and its reasons, on real nccl-tests logs judged on the
+built-in platforms (NCCL's own cost model: test_results_expected.py) and on per-rank times built so the answer
+can be worked out by hand."""
 
 import json
 
@@ -8,28 +9,24 @@ import numpy as np
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis import run_kind
 from emuplan.results.canonical import samples_table
-from emuplan.results.expected import Fabric, Level
+from emuplan.results.expected import Fabric, fabric_of
 from emuplan.results.stragglers import rank_times_from_timestamps
-from emuplan.results.verdict import DEGRADED, FAIL, PASS, Reason, Thresholds, judge_run
+from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, Reason, Thresholds, judge_run
+from emuplan.workload.platforms import BUILTIN_PLATFORMS
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
-# Fabric figures and α as in test_results_expected.py (NVLink 5 900 GB/s, NVLink 4 450 GB/s per GPU per
-# direction; NDR 8 × 400 Gbit/s per 8-GPU node; α from NCCL's tuning.cc).
-NVLINK_4 = Level("NVLink 4", 450.0, 0.6)
-NVLINK_5 = Level("NVLink 5", 900.0, 0.6)
-NDR = Level("NDR 400G", 50.0, 2.7)
-B200_NODES = Fabric(NVLINK_5, ranks_per_domain=8, scale_out=NDR)
-H100_NDR = Fabric(NVLINK_4, ranks_per_domain=8, scale_out=NDR)
 B200_LOG = SHARED_NCCL / "b200-allreduce-2.17.6.txt"
-B200_DIP = Reason(
-    "busbw-dip",
-    DEGRADED,
-    "all_reduce · 524288 B · out-of-place: busbw 4.08 GB/s (240.71 µs) is 44.6 % below 7.37 GB/s at the "
-    "smaller 262144 B",
-    collective="all_reduce",
-    size_bytes=524288,
-    variant="out-of-place",
+A3_MEGA_LOG = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
+NO_PLATFORM = Reason(
+    "not-judged",
+    "note",
+    "no platform: nothing is expected of the run; name the platform it ran on (the run page's Platform, emuplan "
+    "import --platform or emuplan platforms assign, PATCH /api/runs/{id} platform)",
 )
+
+
+def on(platform: str, ranks: int, hosts: int | None) -> Fabric:
+    return fabric_of(BUILTIN_PLATFORMS[platform], ranks, hosts)
 
 
 def judged(data: bytes, name: str, fabric: Fabric | None, thresholds: Thresholds | None = None):
@@ -53,7 +50,7 @@ def test_a_log_with_wrong_elements_fails_naming_the_size():
     parsed = parse_result_file(text.replace(row, row[:-1] + "3").encode(), "b200.txt")
     assert parsed.wrong[("all_reduce", 1048576, "out-of-place")] == 3
     assert sum(parsed.wrong.values()) == 3 and len(parsed.wrong) == 58
-    verdict = judged(text.replace(row, row[:-1] + "3").encode(), "b200.txt", B200_NODES)
+    verdict = judged(text.replace(row, row[:-1] + "3").encode(), "b200.txt", on("b200-400g", 16, 2))
     assert verdict.status == FAIL
     assert verdict.reasons == [
         Reason(
@@ -65,66 +62,55 @@ def test_a_log_with_wrong_elements_fails_naming_the_size():
             size_bytes=1048576,
             variant="out-of-place",
         ),
-        B200_DIP,
     ]
 
 
-def test_the_b200_log_on_b200_nodes_is_degraded_by_its_dip_at_512_kib_alone():
-    """At 2 GiB the log reaches 93.96 % of expected (test_results_expected.py): that passes. Its
-    out-of-place 512 KiB row took 240.71 µs, past twice the sweep's fastest 35.49 µs, so past the
-    latency-bound region, and its 4.08 GB/s is 44.6 % below the 7.37 GB/s of 256 KiB: a dip. In-place
-    512 KiB (125.73 µs, 7.82 GB/s) is no dip."""
-    verdict = judged(B200_LOG.read_bytes(), "b200.txt", B200_NODES)
-    assert verdict.status == DEGRADED
-    assert verdict.reasons == [B200_DIP]
-    assert judged(B200_LOG.read_bytes(), "b200.txt", B200_NODES, Thresholds(dip_fraction=0.5)).status == PASS
+def test_the_b200_log_on_its_two_b200_nodes_passes_and_its_512_kib_dip_is_no_fault():
+    """Its out-of-place 512 KiB row (240.71 µs where 256 KiB took 66.68) is a dip where latency still decides
+    the time: NCCL's protocol and channel switches make such dips on healthy systems too (the corpus' 8×8 H100
+    shows one of 59 % at 8 MiB), so it degrades nothing; where bandwidth dominates the log rises with size."""
+    verdict = judged(B200_LOG.read_bytes(), "b200.txt", on("b200-400g", 16, 2))
+    assert (verdict.status, verdict.reasons) == (PASS, [])
 
 
-def test_the_b200_log_read_as_one_nvlink_5_domain_is_below_80_percent_of_expected():
-    verdict = judged(B200_LOG.read_bytes(), "b200.txt", Fabric(NVLINK_5, ranks_per_domain=72))
+def test_the_b200_log_read_as_one_nvl72_domain_is_below_80_percent_of_ncc_ls_nvls():
+    verdict = judged(B200_LOG.read_bytes(), "b200.txt", on("gb200-nvl72", 16, None))
     assert verdict.status == DEGRADED
     assert [reason.message for reason in verdict.reasons] == [
-        "all_reduce · 2147483648 B · out-of-place: busbw 696.06 GB/s is 77.65 % of the expected 896.39 GB/s (ring "
-        "bound by NVLink 5), below 80 % (the best size from 1073741824 B up)",
-        "all_reduce · 2147483648 B · in-place: busbw 702.91 GB/s is 78.41 % of the expected 896.39 GB/s (ring "
-        "bound by NVLink 5), below 80 % (the best size from 1073741824 B up)",
-        B200_DIP.message,
+        f"all_reduce · 2147483648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 927.03 GB/s (NCCL "
+        "nvls/Simple bound by NVLink 5 (NVL72)), below 80 % (the best size where bandwidth dominates)"
+        for variant, busbw, pct in (("out-of-place", "696.06", "75.1"), ("in-place", "702.91", "75.8"))
     ]
 
 
-def test_an_h100_log_across_two_nodes_is_judged_against_its_two_node_ceiling():
-    verdict = judged((NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt").read_bytes(), "h100.txt", H100_NDR)
-    assert verdict.status == DEGRADED
-    assert verdict.reasons == [
-        Reason(
-            "below-expected",
-            DEGRADED,
-            "all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s is 79.99 % of the expected 421.72 GB/s (tree "
-            "bound by NVLink 4), below 80 % (the best size from 1073741824 B up)",
-            collective="all_reduce",
-            size_bytes=8589934592,
-            variant="in-place",
-        )
-    ]
-
-
-def test_far_below_expected_fails_and_without_a_platform_nothing_is_judged_against_it():
-    twice_nvlink_5 = Fabric(Level("2 × NVLink 5", 1800.0, 0.6), ranks_per_domain=72)
-    verdict = judged(B200_LOG.read_bytes(), "b200.txt", twice_nvlink_5)
-    assert verdict.status == FAIL
-    assert [(r.code, r.severity, r.variant) for r in verdict.reasons] == [
-        ("below-expected", FAIL, "out-of-place"),
-        ("below-expected", FAIL, "in-place"),
-        ("busbw-dip", DEGRADED, "out-of-place"),
-    ]
-    unjudged = judged(B200_LOG.read_bytes(), "b200.txt", None, Thresholds(dip_fraction=0.5))
-    assert unjudged.status == PASS
-    assert unjudged.reasons == [Reason("not-judged", "note", "no platform: % of expected is not judged")]
-    too_small = judged(B200_LOG.read_bytes(), "b200.txt", Fabric(NVLINK_5, ranks_per_domain=8))
-    assert too_small.reasons[-1].message == (
-        "% of expected is not judged: scale_out: 16 ranks at 8 per scale-up domain span 2 domains, and the fabric "
-        "has no scale-out level"
+def test_the_a3_mega_log_passes_on_its_tcpxo_nics_and_is_degraded_on_ndr_it_never_had():
+    """The 16-rank H100 log comes from a GCP A3 Mega (8 × 200 Gbit/s GPUDirect-TCPXO per node, SOURCES.md):
+    judged on that it passes; on DGX H100's 8 × 400 Gbit/s NDR NCCL would run NVLS-tree at 460.72 GB/s."""
+    assert judged(A3_MEGA_LOG.read_bytes(), "h100.txt", on("h100-a3-mega", 16, 2)).status == PASS
+    on_ndr = judged(A3_MEGA_LOG.read_bytes(), "h100.txt", on("h100-ndr", 16, 2))
+    assert on_ndr.status == DEGRADED
+    assert on_ndr.reasons[0] == Reason(
+        "below-expected",
+        DEGRADED,
+        "all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s is 73.2 % of the expected 460.72 GB/s (NCCL "
+        "nvls-tree/Simple bound by InfiniBand NDR 400G), below 80 % (the best size where bandwidth dominates)",
+        collective="all_reduce",
+        size_bytes=8589934592,
+        variant="in-place",
+        loss_pct=on_ndr.reasons[0].loss_pct,
     )
+    assert round(on_ndr.reasons[0].loss_pct, 1) == 26.8
+
+
+def test_without_a_platform_a_run_is_not_judged_and_says_how_to_judge_it():
+    verdict = judged(B200_LOG.read_bytes(), "b200.txt", None)
+    assert (verdict.status, verdict.reasons) == (NOT_JUDGED, [NO_PLATFORM])
+    wrong = B200_LOG.read_text().replace(
+        "     1048576        262144     float     sum      -1   115.58    9.07   17.01       0",
+        "     1048576        262144     float     sum      -1   115.58    9.07   17.01       3",
+    )
+    # A fault found without a platform still decides the verdict.
+    assert judged(wrong.encode(), "b200.txt", None).status == FAIL
 
 
 def test_a_distribution_with_a_2x_straggler_is_degraded():
@@ -152,7 +138,7 @@ def test_a_distribution_with_a_2x_straggler_is_degraded():
             DEGRADED,
             "rank 2 on host-b takes 2.00× the median rank's time over 20 calls (100.00 µs lost per call), above 1.25×",
         ),
-        Reason("not-judged", "note", "no platform: % of expected is not judged"),
+        NO_PLATFORM,
     ]
     document = json.loads(json.dumps(verdict.as_dict()))
     assert (document["status"], document["reasons"][0]["code"]) == ("degraded", "straggler")
@@ -160,61 +146,68 @@ def test_a_distribution_with_a_2x_straggler_is_degraded():
 
 
 def test_a_run_faster_than_its_platform_allows_is_noted_not_hidden():
-    """The B200 log judged on H100-class figures (NVLink 4, 2 × 200 Gbit/s per GPU): its 2 GiB in-place
-    busbw is 188 % of the 374.52 GB/s the two-node tree allows there. The figures, not the run, are off."""
-    h100_hdr = Fabric(NVLINK_4, ranks_per_domain=8, scale_out=Level("2 × HDR", 25.0, 2.7))
-    verdict = judged(B200_LOG.read_bytes(), "b200.txt", h100_hdr, Thresholds(dip_fraction=0.5))
+    """The B200 log judged as if on two DGX A100 nodes: its 2 GiB busbw is 366–369 % of the 190.33 GB/s NCCL's
+    ring over 8 × 200 Gbit/s HDR would reach. The figures, not the run, are off."""
+    verdict = judged(B200_LOG.read_bytes(), "b200.txt", on("a100-hdr", 16, 2))
     assert verdict.status == PASS
-    # Expected at 2 GiB: 1.875 × S ÷ (2 × (7 × 0.6 + 2.7) µs + S ÷ 200 GB/s) = 374.52 GB/s.
     assert verdict.reasons == [
         Reason(
             "above-expected",
             "note",
-            f"all_reduce · 2147483648 B · {variant}: {pct} % of expected (374.52 GB/s, tree bound by 2 × HDR): "
-            "the platform's figures, or the model, are off",
+            f"all_reduce · 2147483648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 190.33 GB/s "
+            "(NCCL ring/Simple bound by InfiniBand HDR 200G): the platform's figures, or the model, are off",
             collective="all_reduce",
             size_bytes=2147483648,
             variant=variant,
         )
-        for variant, pct in (("out-of-place", "185.85"), ("in-place", "187.68"))
+        for variant, busbw, pct in (("out-of-place", "696.06", "365.7"), ("in-place", "702.91", "369.3"))
     ]
 
 
-def test_repeats_that_disagree_by_25_percent_are_degraded_naming_the_slowest_iteration():
+def repeats(durations: list[float]) -> list[dict]:
     samples = samples_table(
-        duration_us=np.array([100.0, 101.0, 99.0, 125.0, 100.0]),
+        duration_us=np.array(durations),
         collective="all_reduce",
-        iteration=np.arange(5),
-        size_bytes=np.full(5, 1 << 30),
+        iteration=np.arange(len(durations)),
+        size_bytes=np.full(len(durations), 1 << 30),
     )
-    groups = summarise(samples, ranks=8)["groups"]
+    return summarise(samples, ranks=8)["groups"]
+
+
+def test_a_tail_twice_the_median_over_20_repeats_is_degraded_and_the_demos_1_2x_is_not():
+    groups = repeats([100.0] * 19 + [200.0])
     verdict = judge_run(groups, run_kind(groups), ranks=8, fabric=None)
     assert verdict.status == DEGRADED
     assert verdict.reasons[0] == Reason(
         "unstable",
         DEGRADED,
-        "all_reduce · 1073741824 B: p99 125.00 µs is 1.25× the p50 100.00 µs over 5 iterations, slowest iteration "
-        "3, above 1.2×",
+        "all_reduce · 1073741824 B: p99 200.00 µs is 2.00× the p50 100.00 µs over 20 iterations, slowest iteration "
+        "19, above 1.5×",
         collective="all_reduce",
         size_bytes=1 << 30,
         variant="",
+        loss_pct=50.0,
     )
-    assert (
-        judge_run(groups, run_kind(groups), ranks=8, fabric=None, thresholds=Thresholds(max_p99_over_p50=1.3)).status
-        == PASS
-    )
+    # A 2-core gloo demo's 1.20×, and 2× over 5 repeats (too few for a tail), degrade nothing.
+    for durations in ([100.0] * 19 + [120.0], [100.0, 101.0, 99.0, 200.0, 100.0]):
+        groups = repeats(durations)
+        assert judge_run(groups, run_kind(groups), ranks=8, fabric=None).status == NOT_JUDGED
 
 
-def test_a_distribution_without_large_sizes_is_judged_at_its_largest_by_the_p50():
-    """The constructed -J report: 4 ranks on 2 hosts, 1 and 16 MiB, 4 iterations each. At 16 MiB the
-    two-node tree expects 2 × (0.6 + 2.7) µs + S ÷ min(450 ÷ 2, 2 × 50) GB/s = 174.37 µs, 144.32 GB/s; the
-    p50 of 1200 µs (out-of-place) is 20.97 GB/s, 14.53 % of it."""
+def test_a_distribution_that_never_reaches_bandwidth_bound_sizes_is_judged_on_latency_alone():
+    """The constructed -J report: 4 ranks on 2 hosts, 1 and 16 MiB, 4 iterations each. At 16 MiB NCCL expects
+    ring/LL128 in 100.8 µs (its latency more than a tenth of that): the p50 of 1200 µs is 8.4 % of the
+    expected busbw, below the 10 % no healthy system of the corpus went under at such sizes."""
     report = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"
-    verdict = judged(report.read_bytes(), report.name, Fabric(NVLINK_4, ranks_per_domain=2, scale_out=NDR))
-    assert verdict.status == FAIL
-    assert [reason.message for reason in verdict.reasons] == [
-        "all_reduce · 16777216 B · out-of-place: busbw 20.97 GB/s is 14.53 % of the expected 144.32 GB/s (tree "
-        "bound by NDR 400G), below 50 % (the largest size)",
-        "all_reduce · 16777216 B · in-place: busbw 22.88 GB/s is 15.85 % of the expected 144.32 GB/s (tree bound "
-        "by NDR 400G), below 50 % (the largest size)",
+    verdict = judged(report.read_bytes(), report.name, on("h100-ndr", 4, 2))
+    assert verdict.status == DEGRADED
+    assert [(reason.code, reason.severity, reason.variant) for reason in verdict.reasons] == [
+        ("latency-far-below-expected", DEGRADED, "out-of-place"),
+        ("latency-far-below-expected", DEGRADED, "in-place"),
+        ("latency-only", "note", "out-of-place"),
+        ("latency-only", "note", "in-place"),
     ]
+    assert verdict.reasons[0].message == (
+        "all_reduce · 16777216 B · out-of-place: 8.4 % of the expected busbw 249.57 GB/s (in 100.8 µs, NCCL "
+        "ring/LL128 bound by InfiniBand NDR 400G), below 10 %"
+    )

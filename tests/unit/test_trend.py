@@ -22,13 +22,32 @@ def _series(factors: list[float], base: float = 400.0) -> list[SeriesPoint]:
 def test_the_night_that_lost_12_percent_is_flagged_and_no_other() -> None:
     judged = judge_series(_series(NOISE))
     statuses = [entry["status"] for entry in judged["busbw_gbps@1073741824"]]
-    assert statuses == ["no band"] * 3 + ["within", "within", "regression", "within", "within"]
+    assert statuses == ["no band"] + ["within"] * 4 + ["regression", "within", "within"]
     sixth = judged["busbw_gbps@1073741824"][5]
     # The band of night 6: the median of nights 1-5 (400 × 1.000) ± max(3 × 1.4826 × MAD, 5 % of it).
     assert sixth["median"] == pytest.approx(400.0)
     assert (sixth["low"], sixth["high"]) == pytest.approx((380.0, 420.0))
     assert sixth["change_pct"] == pytest.approx(-12.0)
     assert {entry["status"] for entry in judged["peak_busbw_gbps"]} <= {"no band", "within"}
+
+
+def test_a_second_run_that_lost_half_its_peak_is_a_regression_with_one_run_before_it() -> None:
+    """No history of noise is needed to see a halving: from the second run on the band is the runs before
+    it ± 5 % (the MAD of one run says nothing)."""
+    points = [
+        SeriesPoint(run_id=4, name="first", measured_at=NIGHT, figures={"peak_busbw_gbps": 472.0}),
+        SeriesPoint(run_id=5, name="second", measured_at=NIGHT + timedelta(days=1), figures={"peak_busbw_gbps": 220.4}),
+    ]
+    judged = judge_series(points)
+    assert [entry["status"] for entry in judged["peak_busbw_gbps"]] == ["no band", "regression"]
+    changed = what_changed(judged)
+    assert (changed["run_id"], changed["quiet"]) == (5, False)
+    assert changed["summary"] == "peak busbw regression: -53.3 % from the median"
+    # A move inside ± 5 % of the one run before is no regression, and the headline says quiet.
+    points[1] = SeriesPoint(
+        run_id=5, name="second", measured_at=points[1].measured_at, figures={"peak_busbw_gbps": 460}
+    )
+    assert what_changed(judge_series(points))["quiet"] is True
 
 
 def test_what_changed_leads_with_the_regression_and_says_so() -> None:

@@ -91,8 +91,9 @@ class PlatformForm(BaseModel):
     scale_out_fabric: str = Field(default="", max_length=200)
     nics_per_node: str = Field(default="", max_length=30)
     nic_gbit_s: str = Field(default="", max_length=30)
-    scale_up_alpha_us: str = Field(default="", max_length=30)
-    scale_out_alpha_us: str = Field(default="", max_length=30)
+    gpu_generation: str = Field(default="", max_length=30)
+    scale_up_link: str = Field(default="", max_length=30)
+    nvls: str = Field(default="", max_length=30)
     degraded_below_pct: str = Field(default="", max_length=30)
     fail_below_pct: str = Field(default="", max_length=30)
     sources: str = Field(default="", max_length=20_000)
@@ -105,7 +106,11 @@ class PlatformForm(BaseModel):
     @classmethod
     def of(cls, platform: Platform) -> "PlatformForm":
         typed = {
-            name: f"{value:g}" if isinstance(value, float) else str(value)
+            name: f"{value:g}"
+            if isinstance(value, float)
+            else str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
             for name, value in dict(platform).items()
             if name != "sources"
         }

@@ -266,12 +266,16 @@ class ReasonDocument(BaseModel):
     collective: str | None
     size_bytes: int | None
     variant: str | None
+    loss_pct: float | None = Field(
+        default=None, description="The share of the expected busbw (or of the median's time) lost: the ranking's key."
+    )
 
 
 class VerdictDocument(BaseModel):
-    """pass, degraded or fail, with the reasons, worst first, and the thresholds they were judged by."""
+    """pass, degraded, fail or not judged (nothing expected: no platform or rank count), with the reasons,
+    the biggest loss first, and the thresholds they were judged by."""
 
-    status: Literal["pass", "degraded", "fail"]
+    status: Literal["pass", "degraded", "fail", "not judged"]
     reasons: list[ReasonDocument]
     thresholds: dict[str, float]
 
@@ -464,7 +468,7 @@ def run_filters(
     tag: str | None = None,
     collective: Annotated[str | None, Query(max_length=64, description="Only runs of this collective.")] = None,
     platform: Annotated[str | None, Query(max_length=64, description="Only runs on this platform (its name).")] = None,
-    verdict: Annotated[Literal["pass", "degraded", "fail"] | None, Query()] = None,
+    verdict: Annotated[Literal["pass", "degraded", "fail", "not judged"] | None, Query()] = None,
     kind: Annotated[Literal["size-sweep", "distribution"] | None, Query()] = None,
     ranks: Annotated[DatabaseInt | None, Query(description="Only runs of this many ranks.")] = None,
     hosts: Annotated[DatabaseInt | None, Query(description="Only runs on this many hosts.")] = None,

@@ -30,8 +30,12 @@ ScaleUpGBs = Annotated[
 ScaleOutFabric = Annotated[str | None, typer.Option(help="e.g. 'InfiniBand NDR 400G'.")]
 NicsPerNode = Annotated[int | None, typer.Option(help="Scale-out NICs per node.")]
 NicGbits = Annotated[float | None, typer.Option("--nic-gbit-s", help="Each NIC's rate, Gbit/s.")]
-ScaleUpAlpha = Annotated[float | None, typer.Option(help="Latency α of a step inside the domain, µs.")]
-ScaleOutAlpha = Annotated[float | None, typer.Option(help="Latency α of a step across domains, µs.")]
+GpuGeneration = Annotated[
+    str | None,
+    typer.Option(help="volta | ampere | hopper | blackwell, as NCCL's cost model groups GPUs (Ada: ampere)."),
+]
+ScaleUpLink = Annotated[str | None, typer.Option(help="nvlink | pcie: how a node's GPUs reach each other.")]
+Nvls = Annotated[bool | None, typer.Option("--nvls/--no-nvls", help="NVLink SHARP (NVSwitch, Hopper on).")]
 DegradedBelow = Annotated[
     float | None, typer.Option(help="% of expected at the large sizes below which a run is degraded.")
 ]
@@ -104,13 +108,12 @@ def show_platform(
     typer.echo(f"{document['title']} ({document['name']}, {'built-in' if document['builtin'] else 'added'})")
     typer.echo(f"  GPU: {document['gpu_model']}, {document['gpus_per_node']} per node")
     typer.echo(f"  {_figures_line(document)} (per direction)")
-    typer.echo(
-        f"  α: {document['scale_up_alpha_us']:g} µs per step inside a domain, {document['scale_out_alpha_us']:g} µs "
-        f"across"
-    )
+    link = "NVLink" if document["scale_up_link"] == "nvlink" else "PCIe"
+    nvls = ", NVLink SHARP" if document["nvls"] else ""
+    typer.echo(f"  NCCL's model: {document['gpu_generation']} GPUs over {link}{nvls}")
     typer.echo(
         f"  verdict: degraded below {document['degraded_below_pct']:g} %, fails below "
-        f"{document['fail_below_pct']:g} % of expected at the large sizes"
+        f"{document['fail_below_pct']:g} % of expected where bandwidth dominates"
     )
     typer.echo(f"  named by {document['runs']} runs and {document['plans']} plans")
     for number, source in enumerate(document["sources"], 1):
@@ -142,8 +145,9 @@ def add_platform(
     scale_out_fabric: ScaleOutFabric = None,
     nics_per_node: NicsPerNode = None,
     nic_gbit_s: NicGbits = None,
-    scale_up_alpha_us: ScaleUpAlpha = None,
-    scale_out_alpha_us: ScaleOutAlpha = None,
+    gpu_generation: GpuGeneration = None,
+    scale_up_link: ScaleUpLink = None,
+    nvls: Nvls = None,
     degraded_below_pct: DegradedBelow = None,
     fail_below_pct: FailBelow = None,
     sources: Sources = None,
@@ -155,7 +159,7 @@ def add_platform(
         name=name, title=title, gpu_model=gpu_model, gpus_per_node=gpus_per_node,
         scale_up_domain_gpus=scale_up_domain_gpus, scale_up_fabric=scale_up_fabric, scale_up_gb_s=scale_up_gb_s,
         scale_out_fabric=scale_out_fabric, nics_per_node=nics_per_node, nic_gbit_s=nic_gbit_s,
-        scale_up_alpha_us=scale_up_alpha_us, scale_out_alpha_us=scale_out_alpha_us,
+        gpu_generation=gpu_generation, scale_up_link=scale_up_link, nvls=nvls,
         degraded_below_pct=degraded_below_pct, fail_below_pct=fail_below_pct, sources=sources,
     )  # fmt: skip
 
@@ -182,8 +186,9 @@ def edit_platform(
     scale_out_fabric: ScaleOutFabric = None,
     nics_per_node: NicsPerNode = None,
     nic_gbit_s: NicGbits = None,
-    scale_up_alpha_us: ScaleUpAlpha = None,
-    scale_out_alpha_us: ScaleOutAlpha = None,
+    gpu_generation: GpuGeneration = None,
+    scale_up_link: ScaleUpLink = None,
+    nvls: Nvls = None,
     degraded_below_pct: DegradedBelow = None,
     fail_below_pct: FailBelow = None,
     sources: Sources = None,
@@ -195,7 +200,7 @@ def edit_platform(
         name=new_name, title=title, gpu_model=gpu_model, gpus_per_node=gpus_per_node,
         scale_up_domain_gpus=scale_up_domain_gpus, scale_up_fabric=scale_up_fabric, scale_up_gb_s=scale_up_gb_s,
         scale_out_fabric=scale_out_fabric, nics_per_node=nics_per_node, nic_gbit_s=nic_gbit_s,
-        scale_up_alpha_us=scale_up_alpha_us, scale_out_alpha_us=scale_out_alpha_us,
+        gpu_generation=gpu_generation, scale_up_link=scale_up_link, nvls=nvls,
         degraded_below_pct=degraded_below_pct, fail_below_pct=fail_below_pct, sources=sources,
     )  # fmt: skip
 

@@ -471,7 +471,7 @@ def list_runs(
     tag: Annotated[str | None, typer.Option(help="Only runs with this tag (any case).")] = None,
     collective: Annotated[str | None, typer.Option(help="Only runs of this collective.")] = None,
     platform: Annotated[str | None, typer.Option(help="Only runs on this platform (its name).")] = None,
-    verdict: Annotated[str | None, typer.Option(help="pass | degraded | fail")] = None,
+    verdict: Annotated[str | None, typer.Option(help="pass | degraded | fail | 'not judged'")] = None,
     kind: Annotated[str | None, typer.Option(help="size-sweep | distribution")] = None,
     ranks: Annotated[int | None, typer.Option(help="Only runs of this many ranks.")] = None,
     hosts: Annotated[int | None, typer.Option(help="Only runs on this many hosts.")] = None,

@@ -16,10 +16,10 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from emuplan.results.expected import Fabric, FabricError, Level, expected_collective, group_expectation
+from emuplan.results.expected import Fabric, FabricError, group_expectation
 from emuplan.results.stats import NetworkModel, group_rates
 from emuplan.wording import percent, time_unit
-from emuplan.workload.collectives import normalise_op_name
+from emuplan.workload.collectives import bus_bandwidth_gbps, ideal_time_s, normalise_op_name
 from emuplan.workload.document import PlanDocument
 
 CELL_HALF_UNIT_GBPS = 0.005
@@ -170,7 +170,9 @@ def _add_expected(groups: list[dict], sweep: bool, ranks: int | None, fabric: Fa
         if found is not None:
             expected, pct = found
             group.update(expected_busbw_gbps=expected.busbw_gbps, pct_of_expected=pct,
-                         expected_algorithm=expected.algorithm, expected_bound=expected.bounding_level)  # fmt: skip
+                         expected_algorithm=expected.algorithm, expected_protocol=expected.protocol,
+                         expected_bound=expected.bounding_level,
+                         expected_latency_share=expected.latency_us / expected.time_us)  # fmt: skip
     return None
 
 
@@ -201,15 +203,15 @@ def above_ideal_warning(over: list[tuple[str, float, dict]]) -> str | None:
 
 
 def expected_busbw_gbps(collective: str, size_bytes: int, assumptions: Assumptions) -> float | None:
-    """busbw the α-β model expects at this size (nccl-tests convention), or None without ranks: every rank
-    on one link of the assumed speed, a single level (``results.expected``)."""
+    """busbw the α-β ring expects at this size on the assumed link (nccl-tests convention), or None without
+    ranks or a given link: every rank on one link of the assumed speed (``collectives.ideal_time_s``)."""
     op = normalise_op_name(collective)
     if op is None or assumptions.ranks is None or assumptions.ranks < 2 or size_bytes <= 0:
         return None
     if not assumptions.link_applied:
         return None
-    link = Level("assumed link", assumptions.ceiling_gbps, assumptions.latency_us)
-    return expected_collective(op, size_bytes, assumptions.ranks, Fabric(link, assumptions.ranks)).busbw_gbps
+    seconds = ideal_time_s(op, size_bytes, assumptions.ranks, assumptions.link_gbps, assumptions.latency_us)
+    return bus_bandwidth_gbps(op, size_bytes, seconds, assumptions.ranks)
 
 
 def file_or_ours(group: dict, key: str) -> float | None:

@@ -140,9 +140,10 @@ def ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None]
     return len(rank_hosts), len(set(rank_hosts.values()))
 
 
-# How a run's warnings say its rank count was inferred rather than read from the log's rank lines: the
-# assumptions name the figure "inferred" where they find it (results.analysis.resolve_assumptions).
-RANKS_INFERRED = "ranks inferred from the busbw/algbw factor"
+# How a run's warnings say its rank count was inferred (from the busbw/algbw factor, or the highest rank of
+# elided rank lines) rather than read from the log's rank lines: the assumptions name the figure "inferred"
+# where they find it (results.analysis.resolve_assumptions).
+RANKS_INFERRED = "ranks inferred from"
 
 
 def ranks_were_inferred(warnings: list[str]) -> bool:

@@ -7,8 +7,10 @@ with ``scale="normal"``), ± ``mad_k`` of it — one slow night among seven move
 median nor the MAD, where a mean and standard deviation would widen the band around it. The band is never
 narrower than ± ``min_change`` of the median: a fabric whose runs agree to 0.1 % would otherwise flag a
 1 % wobble no one acts on. A run outside the band is a ``regression`` when its figure got worse (every
-figure here is a bandwidth: lower is worse) and an ``improvement`` when it got better; a run with fewer
-than ``min_history`` earlier values has no band yet.
+figure here is a bandwidth: lower is worse) and an ``improvement`` when it got better. A regression needs no
+history to be seen: from the second run on the band is the earlier runs' median ± ``min_change`` (the MAD of
+one or two runs says nothing of the noise), so a run that halves its peak busbw is a regression with one run
+before it; only a series' first run has no band.
 
 Why not a change-point library (ruptures, say): those find where a finished series changed level, after
 the fact and with a penalty to tune; a nightly check asks an online question — is tonight's run outside
@@ -22,7 +24,7 @@ from statistics import median
 from emuplan.wording import size_label
 
 WINDOW = 7
-MIN_HISTORY = 3
+MIN_HISTORY = 1
 MAD_K = 3.0
 MIN_CHANGE = 0.05
 STATUSES = ("regression", "improvement", "within", "no band")

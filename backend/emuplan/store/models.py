@@ -188,7 +188,7 @@ class Run(SQLModel, table=True):
     # What it ran on: a platform's name, a built-in's or a stored profile's (see StoredPlatform).
     platform: str | None = None
     peak_busbw_gbps: float | None = None
-    # pass | degraded | fail (results.verdict), stored so lists show it without reading statistics (0015).
+    # pass | degraded | fail | not judged (results.verdict), stored so lists show it without reading statistics (0015).
     verdict: str | None = None
     # What the list shows of the statistics beside the headline (0016): the collectives in the order of the
     # groups and the range of data sizes.
@@ -308,8 +308,9 @@ class StoredPlatform(SQLModel, table=True):
     scale_out_fabric: str
     nics_per_node: int
     nic_gbit_s: float
-    scale_up_alpha_us: float
-    scale_out_alpha_us: float
+    gpu_generation: str
+    scale_up_link: str
+    nvls: bool
     degraded_below_pct: float
     fail_below_pct: float
     sources: list = _json(list)

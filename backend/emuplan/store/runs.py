@@ -68,7 +68,7 @@ from emuplan.results.streamed import (
     streams,
     summarise_streamed,
 )
-from emuplan.results.verdict import DEGRADED, FAIL, PASS, judge_summary
+from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, judge_summary
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import (
@@ -461,7 +461,7 @@ def _summary_again_in_memory(
             algbws, busbws = (samples[name].to_numpy(zero_copy_only=False) for name in ("algbw_gbps", "busbw_gbps"))
             ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
             if ranks is not None:
-                warnings.append(f"{ranks} {RANKS_INFERRED} of {distinct[0]}")
+                warnings.append(f"{ranks} {RANKS_INFERRED} the busbw/algbw factor of {distinct[0]}")
     curves = summary_with_curves(session, run)
     stragglers = curves.get("stragglers") or {}
     parsed = ParsedResult(
@@ -816,8 +816,8 @@ class ListedRun(RunHeader):
     p50_us: float | None = _described("Median completion time over all samples, µs (lower is better).")
     p99_us: float | None = _described("99th-percentile completion time over all samples, µs (lower is better).")
     verdict: str | None = _described(
-        "pass, degraded or fail (its reasons: GET /api/runs/{id}/stats); judged again when its platform, ranks or "
-        "statistics change."
+        "pass, degraded, fail or not judged (its reasons: GET /api/runs/{id}/stats); judged again when its platform, "
+        "ranks or statistics change."
     )
     peak_busbw_gbps: float | None = _described(
         "Size sweeps: the largest busbw cell (as the file printed it, else ours), GB/s (higher is better)."
@@ -853,7 +853,7 @@ SORT_COLUMNS = {
 }
 # Worst first: the runs that need a look lead, then the unjudged. Not the verdicts' alphabetical order
 # (degraded, fail, pass), which would put the failures between the others.
-VERDICT_ORDER = (FAIL, DEGRADED, PASS)
+VERDICT_ORDER = (FAIL, DEGRADED, PASS, NOT_JUDGED)
 
 
 def _matching_ids(filters: RunFilters):
@@ -1201,29 +1201,39 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict) -> dict | Non
 
 def _judged(
     run: Run, platform: Platform | None, assumptions: Assumptions, plan: ReadingPlan | None
-) -> tuple[dict, dict]:
-    """The run's analysis under ``assumptions`` (with the expected curve of its platform) and its verdict."""
+) -> tuple[dict, dict, dict | None]:
+    """The run's analysis under ``assumptions`` (with the expected curve of its platform), the step cost of the
+    plan that reads it (None without one) and its verdict, which speaks in that step's time."""
     ranks = assumptions.ranks
-    fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks else None
+    fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks and ranks >= 2 else None
     analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
+    step = _step_cost(run, plan, analysis)
     verdict = judge_summary(
-        {**run.summary, "groups": analysis["groups"]}, run.kind, ranks=ranks, hosts=run.hosts, platform=platform
+        {**run.summary, "groups": analysis["groups"]},
+        run.kind,
+        ranks=ranks,
+        hosts=run.hosts,
+        platform=platform,
+        step=step if step is not None and "rows" in step else None,
     )
-    return analysis, verdict.as_dict()
+    return analysis, verdict.as_dict(), step
 
 
 def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, dict[str, float]]:
     """A run's verdict under its own assumptions and platform (what its page shows first), and per collective
-    the best % of expected it reached at the large sizes (``Thresholds.large_size_bytes`` up, else its
-    largest size): what /metrics exposes."""
+    the best % of expected it reached where bandwidth dominates (``Thresholds.bandwidth_bound_latency_share``;
+    else at its largest size): what /metrics exposes."""
     plan = reading_plan(session, run)
     platform = platform_named(session, run.platform) if run.platform else None
-    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan)
-    large = verdict["thresholds"]["large_size_bytes"]
+    analysis, verdict, _ = _judged(
+        run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan
+    )
+    share = verdict["thresholds"]["bandwidth_bound_latency_share"]
     best: dict[str, float] = {}
     for collective in dict.fromkeys(g["collective"] for g in analysis["groups"]):
         judged = [g for g in analysis["groups"] if g["collective"] == collective and g.get("pct_of_expected")]
-        at_large = [g for g in judged if g["size_bytes"] >= large] or sorted(judged, key=lambda g: g["size_bytes"])[-1:]
+        bound = [g for g in judged if g["expected_latency_share"] <= share]
+        at_large = bound or sorted(judged, key=lambda g: g["size_bytes"])[-1:]
         if at_large:
             best[collective] = max(g["pct_of_expected"] for g in at_large)
     return verdict["status"], best
@@ -1243,7 +1253,7 @@ def run_statistics(
     what one training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
     plan = reading_plan(session, run, plan_id)
     platform = platform_named(session, run.platform) if run.platform else None
-    analysis, verdict = _judged(run, platform, _assumptions_of(session, run, choice, settings, plan), plan)
+    analysis, verdict, step = _judged(run, platform, _assumptions_of(session, run, choice, settings, plan), plan)
     statistics = {
         "run_id": run.id,
         "name": run.name,
@@ -1252,7 +1262,7 @@ def run_statistics(
         **analysis,
         "platform": _platform_header(platform),
         "verdict": verdict,
-        "step_cost": _step_cost(run, plan, analysis),
+        "step_cost": step,
     }
     above = statistics["above_ideal_pct"]
     statistics["above_ideal_warning"] = above_ideal_warning(
@@ -1345,12 +1355,11 @@ def compare_stored_runs(
     for r in stored:
         plan = reading_plan(session, r, plans.get(r.id))
         platform = platform_named(session, r.platform) if r.platform else None
-        analysis, verdict = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
+        analysis, verdict, cost = _judged(r, platform, _assumptions_of(session, r, choice, settings, plan), plan)
         verdicts.append({"run_id": r.id, "platform": _platform_header(platform), **verdict})
         summary = {**with_curves[r.id], "groups": analysis["groups"]}
         summaries.append(RunSummary(r.id, r.name, r.strategy, r.origin, summary, r.kind, analysis.get("sweep")))
         assumptions.append({"run_id": r.id, **analysis["assumptions"]})
-        cost = _step_cost(r, plan, analysis)
         costs.append({"run_id": r.id, "name": r.name, "strategy": r.strategy,
                       "plan": cost["plan"] if cost else None, "cost": cost})  # fmt: skip
         if analysis["above_ideal_pct"] is not None:

@@ -10,9 +10,10 @@ NVIDIA quotes NVLink bandwidth bidirectional (H100: "900 GB/s"); every figure he
 the rate one GPU's sends can reach, as nccl-tests' busbw measures it: half the quoted figure. The built-in
 profiles cite the vendor documents each figure comes from in their ``sources``.
 
-The α figures are the per-step latencies of NCCL's own cost model (``src/graph/tuning.cc``, ``hwLat``, ring
-algorithm, LL protocol, which NCCL picks for small messages where α dominates): 0.47 µs over NVLink, 2.7 µs
-over the network. NCCL uses the one figure for every NVLink generation, and so do the built-ins.
+What NCCL itself expects of a platform (``results.nccl_model``, a port of NCCL's cost model) also needs the
+GPU's generation (its per-architecture bandwidth caps, latencies and NVLink accounting), whether the GPUs
+reach each other over NVLink or only PCIe, and whether the NVLink switches reduce in the switch (NVLink
+SHARP, NVLS: NVSwitch systems from Hopper on).
 """
 
 import math
@@ -36,12 +37,9 @@ NAME_RULE = "1 to 64 lowercase letters, digits and hyphens, starting with a lett
 # built-ins' defaults, which each stored profile may change.
 DEGRADED_BELOW_PCT = 80.0
 FAIL_BELOW_PCT = 50.0
-# NCCL's per-step α (see the module's docstring).
-NVLINK_ALPHA_US = 0.47
-NETWORK_ALPHA_US = 2.7
-NCCL_ALPHA_SOURCE = (
-    "NCCL cost model, src/graph/tuning.cc (github.com/NVIDIA/nccl, commit 01afd20), hwLat ring/LL per step: "
-    "NVLink 0.47 µs, network 2.7 µs"
+NCCL_MODEL_SOURCE = (
+    "NCCL cost model (github.com/NVIDIA/nccl @ 1fc949c, src/tuning/): the latencies, protocol factors and "
+    "per-architecture caps of the expected curve (results/nccl_model.py)"
 )
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
@@ -72,8 +70,21 @@ class Platform(BaseModel):
     scale_out_fabric: Text = Field(description="The scale-out fabric, e.g. 'InfiniBand NDR 400G'.")
     nics_per_node: int = Field(ge=1, le=1024, description="Scale-out NICs per node.")
     nic_gbit_s: float = Field(gt=0, le=1e6, description="Each NIC's rate, Gbit/s.")
-    scale_up_alpha_us: float = Field(ge=0, le=1e6, description="Latency α of one step inside the domain, µs.")
-    scale_out_alpha_us: float = Field(ge=0, le=1e6, description="Latency α of one step across domains, µs.")
+    gpu_generation: Literal["volta", "ampere", "hopper", "blackwell"] = Field(
+        default=None,
+        validate_default=False,
+        description="The GPU's architecture as NCCL's cost model groups them (an Ada or Ampere card is 'ampere'); "
+        "when left out: blackwell from 900 GB/s of scale-up, hopper from 450, else ampere.",
+    )
+    scale_up_link: Literal["nvlink", "pcie"] = Field(
+        default="nvlink", description="How the GPUs of a node reach each other: NVLink, or only PCIe."
+    )
+    nvls: bool = Field(
+        default=None,
+        validate_default=False,
+        description="NVLink SHARP: the NVLink switches reduce (NVSwitch systems from Hopper on); when left out, "
+        "true for Hopper and Blackwell over NVLink.",
+    )
     degraded_below_pct: float = Field(
         default=DEGRADED_BELOW_PCT,
         gt=0,
@@ -84,6 +95,26 @@ class Platform(BaseModel):
         default=FAIL_BELOW_PCT, gt=0, le=100, description="A run below this % of expected at the large sizes fails."
     )
     sources: list[Source] = Field(default_factory=list, max_length=20, description="Where each figure comes from.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inferred(cls, values: object) -> object:
+        """The generation and NVLS of a profile that leaves them out (one stored before they existed)."""
+        if not isinstance(values, dict):
+            return values
+        values = dict(values)
+        if values.get("gpu_generation") is None:
+            try:
+                scale_up = float(values.get("scale_up_gb_s") or 0)
+            except (TypeError, ValueError):
+                return values  # the field's own validation names the bad figure
+            values["gpu_generation"] = "blackwell" if scale_up >= 900 else "hopper" if scale_up >= 450 else "ampere"
+        if values.get("nvls") is None:
+            values["nvls"] = (
+                values["gpu_generation"] in ("hopper", "blackwell")
+                and values.get("scale_up_link", "nvlink") == "nvlink"
+            )
+        return values
 
     @field_validator("name")
     @classmethod
@@ -98,6 +129,11 @@ class Platform(BaseModel):
             raise PlatformError(
                 f"scale_up_domain_gpus: a scale-up domain is whole nodes; {self.scale_up_domain_gpus} GPUs is not a "
                 f"multiple of {self.gpus_per_node} GPUs per node"
+            )
+        if self.nvls and (self.gpu_generation not in ("hopper", "blackwell") or self.scale_up_link != "nvlink"):
+            raise PlatformError(
+                f"nvls: NVLink SHARP needs Hopper or Blackwell GPUs on NVLink, not {self.gpu_generation} on "
+                f"{self.scale_up_link}"
             )
         if self.fail_below_pct >= self.degraded_below_pct:
             raise PlatformError(
@@ -184,11 +220,11 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=8,
             scale_up_fabric="NVLink 3",
             scale_up_gb_s=300,
+            gpu_generation="ampere",
+            nvls=False,
             scale_out_fabric="InfiniBand HDR 200G",
             nics_per_node=8,
             nic_gbit_s=200,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA DGX A100 datasheet and 'Defining AI Innovation with NVIDIA DGX A100' (NVIDIA Technical Blog): "
                 "8× A100 SXM4 over six NVSwitches, 600 GB/s bidirectional GPU-to-GPU (300 GB/s per direction); "
@@ -196,7 +232,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
                 "https://developer.nvidia.com/blog/defining-ai-innovation-with-dgx-a100/",
                 "NVIDIA NVLink and NVSwitch: A100 has 12 third-generation NVLink links, 600 GB/s in total — "
                 "https://www.nvidia.com/en-us/data-center/nvlink/",
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
             ],
         ),
         Platform(
@@ -207,18 +243,18 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=8,
             scale_up_fabric="NVLink 4",
             scale_up_gb_s=450,
+            gpu_generation="hopper",
+            nvls=True,
             scale_out_fabric="InfiniBand NDR 400G",
             nics_per_node=8,
             nic_gbit_s=400,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA DGX H100 datasheet: 8× H100 SXM5, 18 NVLink 4 links per GPU, 900 GB/s bidirectional "
                 "GPU-to-GPU (450 GB/s per direction); 8× ConnectX-7 400 Gb/s NDR InfiniBand — "
                 "https://resources.nvidia.com/en-us-dgx-systems/ai-enterprise-dgx",
                 _HOPPER_NVLINK,
                 _DGX_BASEPOD,
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
             ],
         ),
         Platform(
@@ -229,17 +265,17 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=8,
             scale_up_fabric="NVLink 4",
             scale_up_gb_s=450,
+            gpu_generation="hopper",
+            nvls=True,
             scale_out_fabric="InfiniBand NDR 400G",
             nics_per_node=8,
             nic_gbit_s=400,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA H200 Tensor Core GPU datasheet: NVLink 900 GB/s (bidirectional; 450 GB/s per direction) — "
                 "https://www.nvidia.com/en-us/data-center/h200/",
                 _HOPPER_NVLINK,
                 _DGX_BASEPOD,
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
             ],
         ),
         Platform(
@@ -250,18 +286,18 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=8,
             scale_up_fabric="NVLink 5",
             scale_up_gb_s=900,
+            gpu_generation="blackwell",
+            nvls=True,
             scale_out_fabric="ConnectX-7 400G",
             nics_per_node=8,
             nic_gbit_s=400,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA DGX B200 User Guide, Introduction to NVIDIA DGX B200 Systems: 8× B200, two NVLink 5 switches "
                 "with 14.4 TB/s aggregate (8 × 1.8 TB/s bidirectional = 900 GB/s per GPU per direction); 4 OSFP ports "
                 "for 8× single-port ConnectX-7, InfiniBand up to 400 Gb/s — "
                 "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html",
                 _DGX_BASEPOD,
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
             ],
         ),
         Platform(
@@ -272,11 +308,11 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=8,
             scale_up_fabric="NVLink 5",
             scale_up_gb_s=900,
+            gpu_generation="blackwell",
+            nvls=True,
             scale_out_fabric="ConnectX-8 800G",
             nics_per_node=8,
             nic_gbit_s=800,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA DGX B200 User Guide, Introduction to NVIDIA DGX B200 Systems: 8× B200, NVLink 5 at 1.8 TB/s "
                 "bidirectional per GPU (900 GB/s per direction) — "
@@ -284,7 +320,7 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
                 "NVIDIA ConnectX-8 SuperNIC User Manual, Introduction: InfiniBand and Ethernet at up to 800 Gb/s; an "
                 "HGX B200 node with one ConnectX-8 per GPU (the DGX B200 ships ConnectX-7 at 400 Gb/s) — "
                 "https://docs.nvidia.com/networking/display/connectx8supernic/introduction",
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
             ],
         ),
         Platform(
@@ -295,11 +331,11 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
             scale_up_domain_gpus=72,
             scale_up_fabric="NVLink 5 (NVL72)",
             scale_up_gb_s=900,
+            gpu_generation="blackwell",
+            nvls=True,
             scale_out_fabric="ConnectX-7 400G",
             nics_per_node=4,
             nic_gbit_s=400,
-            scale_up_alpha_us=NVLINK_ALPHA_US,
-            scale_out_alpha_us=NETWORK_ALPHA_US,
             sources=[
                 "NVIDIA DGX GB200 User Guide, Hardware: a rack is one 72-GPU NVLink domain of 18 compute trays "
                 "(2 Grace CPUs and 4 Blackwell GPUs each) and 9 NVLink switch trays; each compute tray has 4× "
@@ -308,7 +344,127 @@ BUILTIN_PLATFORMS: dict[str, Platform] = {
                 "NVIDIA DGX GB200 User Guide, Networking: NVLink 5, 1.8 TB/s bidirectional per GPU (900 GB/s per "
                 "direction); 72 × 1.8 TB/s = the 130 TB/s NVLink domain of the GB200 NVL72 — "
                 "https://docs.nvidia.com/dgx/dgxgb200-user-guide/networking.html",
-                NCCL_ALPHA_SOURCE,
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="h100-a3-mega",
+            title="H100 SXM + 8 × 200G TCPXO (GCP A3 Mega)",
+            gpu_model="NVIDIA H100 SXM5",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 4",
+            scale_up_gb_s=450,
+            gpu_generation="hopper",
+            nvls=True,
+            scale_out_fabric="GPUDirect-TCPXO 200G",
+            nics_per_node=8,
+            nic_gbit_s=200,
+            sources=[
+                "Google Cloud, GPU machine types: a3-megagpu-8g, 8 × H100 80GB, 8 NICs of 200 Gbps for GPU traffic "
+                "(GPUDirect-TCPXO, 1,600 Gbps in all) — https://cloud.google.com/compute/docs/gpus#a3-series",
+                _HOPPER_NVLINK,
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="b300-roce",
+            title="B300 SXM + 16 × 400G RoCE (OCI BM.GPU.B300.8)",
+            gpu_model="NVIDIA B300 SXM6",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="NVLink 5",
+            scale_up_gb_s=900,
+            gpu_generation="blackwell",
+            nvls=True,
+            scale_out_fabric="RoCEv2 400G",
+            nics_per_node=16,
+            nic_gbit_s=400,
+            sources=[
+                "Oracle OCI GPU quick-starts, nvidia/B300/README-B300.md (oracle-quickstart/oci-gpu-quickstarts): "
+                "BM.GPU.B300.8, 8 × B300 over NVLink 5 (1.8 TB/s bidirectional per GPU, 900 GB/s per direction), "
+                "8 × 2 × 400 Gb/s RoCE for the cluster network",
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="gb300-nvl72",
+            title="GB300 NVL72 + 800G",
+            gpu_model="NVIDIA GB300 (Blackwell Ultra)",
+            gpus_per_node=4,
+            scale_up_domain_gpus=72,
+            scale_up_fabric="NVLink 5 (NVL72)",
+            scale_up_gb_s=900,
+            gpu_generation="blackwell",
+            nvls=True,
+            scale_out_fabric="ConnectX-8 800G",
+            nics_per_node=4,
+            nic_gbit_s=800,
+            sources=[
+                "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs in one NVLink 5 domain, 130 TB/s (1.8 TB/s bidirectional "
+                "per GPU); ConnectX-8 SuperNIC, 800 Gb/s per GPU — https://www.nvidia.com/en-us/data-center/gb300-nvl72/",
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="h100-nvl-pair",
+            title="H100 NVL pairs + 200G",
+            gpu_model="NVIDIA H100 NVL",
+            gpus_per_node=2,
+            scale_up_domain_gpus=2,
+            scale_up_fabric="NVLink 4 bridge",
+            scale_up_gb_s=300,
+            gpu_generation="hopper",
+            nvls=False,
+            scale_out_fabric="Slingshot-200 / 200G",
+            nics_per_node=2,
+            nic_gbit_s=200,
+            sources=[
+                "NVIDIA H100 NVL product brief: PCIe Gen5 cards bridged in pairs by three NVLink bridges, 600 GB/s "
+                "bidirectional (300 GB/s per direction); no NVSwitch, so no NVLink SHARP — "
+                "https://www.nvidia.com/en-us/data-center/h100/",
+                "HPE Slingshot-200 (Cassini-2) NIC: 200 Gb/s; one per GPU (nccl#2441's nodes)",
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="pcie-gen4-200g",
+            title="PCIe Gen4 GPUs + 200G",
+            gpu_model="PCIe Gen4 x16 GPU (A100 PCIe, RTX 4090)",
+            gpus_per_node=8,
+            scale_up_domain_gpus=8,
+            scale_up_fabric="PCIe Gen4 x16",
+            scale_up_gb_s=24,
+            gpu_generation="ampere",
+            scale_up_link="pcie",
+            nvls=False,
+            scale_out_fabric="200G (HDR InfiniBand or 200GbE)",
+            nics_per_node=1,
+            nic_gbit_s=200,
+            sources=[
+                "NCCL counts a PCIe Gen4 x16 link as 24 GB/s (src/graph/xml.h kvDictPciGen 16 GT/s = 120, × 16 lanes "
+                "÷ 80); an Ada card (RTX 4090, sm89) is in NCCL's Ampere row",
+                "NVIDIA ConnectX-6/ConnectX-7: 200 Gb/s HDR InfiniBand or 200GbE, one per node here",
+                NCCL_MODEL_SOURCE,
+            ],
+        ),
+        Platform(
+            name="gb10-200g",
+            title="GB10 (DGX Spark) + 200GbE",
+            gpu_model="NVIDIA GB10",
+            gpus_per_node=1,
+            scale_up_domain_gpus=1,
+            scale_up_fabric="NVLink-C2C (one GPU)",
+            scale_up_gb_s=300,
+            gpu_generation="blackwell",
+            nvls=False,
+            scale_out_fabric="ConnectX-7 200GbE",
+            nics_per_node=1,
+            nic_gbit_s=200,
+            sources=[
+                "NVIDIA DGX Spark: one GB10 superchip per system, ConnectX-7 SmartNIC with 200 Gb/s QSFP networking "
+                "for a second Spark — https://www.nvidia.com/en-us/products/workstations/dgx-spark/",
+                NCCL_MODEL_SOURCE,
             ],
         ),
     )

@@ -31,9 +31,23 @@ _TIME_TOKENS = ("time", "cputime")
 _VARIANT_NAMES = ("out-of-place", "in-place")
 
 
+# What launchers put before every line of a job's output: srun -l's task number (" 0: ") and Open MPI's
+# --tag-output ("[1,0]<stdout>:"). nccl-tests#290's logs arrive so.
+_LAUNCHER_PREFIX = re.compile(r"^(?:\s*\d+: |\[\d+,\d+\]<std(?:out|err)>:)")
+
+
+def without_launcher_prefix(text: str) -> str:
+    """The log as nccl-tests printed it: a launcher's prefix taken off every line, when its first line has one."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if not _LAUNCHER_PREFIX.match(first):
+        return text
+    return "\n".join(_LAUNCHER_PREFIX.sub("", line, count=1) for line in text.splitlines())
+
+
 def recognises(upload: Upload) -> bool:
     """A header row in the head; or, in a file that starts with '#', anywhere (a long preamble, NCCL_DEBUG lines)."""
-    return _has_header(upload.text_head) or (upload.text_head.lstrip().startswith("#") and _has_header(upload.text()))
+    head = without_launcher_prefix(upload.text_head)
+    return _has_header(head) or (head.lstrip().startswith("#") and _has_header(without_launcher_prefix(upload.text())))
 
 
 def _has_header(text: str) -> bool:
@@ -195,7 +209,7 @@ def parse(upload: Upload) -> ParsedResult:
     # The log's lines take about its size.
     upload.budget.holds(upload.size, upload.file_name)
     file_name, collective = upload.file_name, upload.collective
-    lines = upload.text().splitlines()
+    lines = without_launcher_prefix(upload.text()).splitlines()
     headers = _header_indices(lines)
     if not headers:
         raise ResultFileError(f"{file_name}: no nccl-tests header row ('# size count type … time algbw busbw') found")
@@ -205,6 +219,10 @@ def parse(upload: Upload) -> ParsedResult:
         if match := _RANK_LINE.match(line):
             rank_hosts[int(match.group(1))] = match.group(2)
     ranks, hosts = ranks_and_hosts(rank_hosts)
+    # Rank lines left out ("...", or one line pasted): the highest index printed says there are more.
+    elided = bool(rank_hosts) and max(rank_hosts) + 1 > len(rank_hosts)
+    if elided:
+        ranks, hosts = None, None
 
     rows = _Rows()
     bounds = [*headers, len(lines)]
@@ -246,8 +264,14 @@ def parse(upload: Upload) -> ParsedResult:
     )
     if ranks is None and len(set(rows.collectives)) == 1:
         ranks = ranks_from_bandwidths(rows.collectives[0], rows.algbws, rows.busbws)
+        lines_say = (
+            f"rank lines up to rank {max(rank_hosts)} printed, {len(rank_hosts)} of them" if elided else "no rank lines"
+        )
         if ranks is not None:
-            warnings.append(f"{file_name}: no rank lines; {ranks} {RANKS_INFERRED}")
+            warnings.append(f"{file_name}: {lines_say}; {ranks} {RANKS_INFERRED} the busbw/algbw factor")
+        elif elided:
+            ranks = max(rank_hosts) + 1
+            warnings.append(f"{file_name}: {lines_say}; {ranks} {RANKS_INFERRED} the highest rank printed")
     return ParsedResult(
         samples=samples_table(
             duration_us=np.array(rows.times),
