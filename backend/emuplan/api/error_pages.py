@@ -7,6 +7,8 @@ look that says what happened and where to go; ``/api/...`` always answers JSON, 
 not ask for HTML (the CLI, ``fetch`` from our pages, curl's ``*/*``).
 """
 
+from urllib.parse import quote
+
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -71,11 +73,9 @@ def _quality(parameter: str) -> float | None:
 
 def error_page(request: Request, status_code: int, detail: str, headers: dict[str, str] | None = None) -> Response:
     first_segment = request.url.path.strip("/").split("/")[0]
-    places = [PLACES[first_segment]] if first_segment in PLACES else []
-    if ("/", "Home") not in places:
-        places.append(("/", "Home"))
+    places = [*([PLACES[first_segment]] if first_segment in PLACES else []), ("/", "Home")]
     if status_code == 401:
-        places.insert(0, (f"/sign-in?next={request.url.path}", "Sign in"))
+        places.insert(0, (f"/sign-in?next={quote(request.url.path, safe='')}", "Sign in"))
     return render(
         request,
         "error.html",
@@ -124,7 +124,10 @@ async def _server_error(request: Request, error: Exception) -> Response:
     # only that it is the server's fault, never the exception's text (it may hold paths or SQL).
     detail = "An unexpected error on the server: a bug. The server's log has the details."
     if wants_html(request):
-        return error_page(request, 500, detail)
+        try:
+            return error_page(request, 500, detail)
+        except Exception:  # the page itself failed (a template, the static files): the message as JSON then
+            pass
     return JSONResponse({"detail": detail}, status_code=500)
 
 
