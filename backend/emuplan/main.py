@@ -28,7 +28,7 @@ from emuplan.api import (
     static_files,
     trend,
 )
-from emuplan.api.errors import install_error_responses
+from emuplan.api.error_pages import install_error_responses
 from emuplan.api.memory import return_large_blocks_when_freed
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.responses import errors

@@ -139,3 +139,11 @@ def size_range(low: int | None, high: int | None) -> str:
         return f"{size_bytes} B"
 
     return short(low) if low == high else f"{short(low)} – {short(high)}"
+
+
+def parallel_degrees(inputs: dict) -> str:
+    """Every parallel degree of a plan above 1, EP included ("DP 8 · EP 8", "TP 8 · PP 8 · DP 16"), or "1 GPU":
+    what a list says of a plan beside its strategy, whose name alone ("data") hides a Mixtral's 8-way experts."""
+    degrees = [f"{label} {inputs.get(key) or 1}" for label, key in (("TP", "tp"), ("PP", "pp"), ("DP", "dp"),
+               ("EP", "ep")) if (inputs.get(key) or 1) > 1]  # fmt: skip
+    return " · ".join(degrees) or "1 GPU"

@@ -120,7 +120,9 @@ function renderAssumptions(doc) {
     { text: "Ranks", num: true }, { text: "Line rate (GB/s)", num: true },
   ];
   const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
-  const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"), el("small", { class: "source", text: `from ${source}` })]);
+  // A rank count read off the busbw/algbw factor says so: "inferred", not "from file".
+  const from = (value, source) => el("span", {}, [value === null ? "unknown" : String(value), el("br"),
+    el("small", { class: "source", text: source === "inferred" ? "inferred" : `from ${source}` })]);
   // The server's fallback link is never applied silently: no link, no line rate and no % of ideal.
   const link = (a) => (a.link_applied ? from(a.link_gbps, a.sources.link_gbps)
     : el("span", {}, ["none given", el("br"), el("small", { class: "source", text: `fallback ${a.link_gbps} not applied` })]));
@@ -255,6 +257,17 @@ function renderVerdicts(doc) {
   document.getElementById("compare-verdicts").replaceChildren(...parts);
 }
 
+// Where no run has a plan there is no step to cost: the card keeps one line and the plan picker (folded) and
+// moves after the sections that answer (the sweeps' verdicts, the groups), never an empty table first.
+function foldStepCost(comparison) {
+  document.getElementById("step-cost-ranking").textContent = rankingText(comparison);
+  const card = document.getElementById("step-cost");
+  for (const id of ["step-cost-table", "step-cost-how", "step-cost-details"]) document.getElementById(id).hidden = true;
+  card.classList.add("no-plan");
+  const answers = ["sweep-section", "groups-section"].map((id) => document.getElementById(id)).filter((s) => !s.hidden);
+  if (answers.length) answers[answers.length - 1].after(card);
+}
+
 // The answer first: what a training step of each run's plan costs on it, ranked, with the stacked chart.
 async function renderStepCost(doc) {
   const comparison = doc.step_cost;
@@ -307,8 +320,10 @@ async function main() {
       document.getElementById("sweep-section").hidden = false;
       renderSweeps(doc, names);
     }
+    const planned = doc.step_cost.ranking.length || doc.step_cost.rows.some((row) => row.step);
+    if (!planned) foldStepCost(doc.step_cost);
     await plotlyReady();
-    await renderStepCost(doc);
+    if (planned) await renderStepCost(doc);
     if (doc.figures.sweeps) await drawFigure(document.getElementById("sweep-overlay"), doc.figures.sweeps);
     if (doc.figures.cdf) {
       await drawFigure(cdf, doc.figures.cdf);

@@ -14,6 +14,9 @@ const MODES = ["tutorial", "framework"];
 const EMPTY_MEANS = { seq_len: "transformers only", bucket_cap_mb: "PyTorch's: 1, then 25", capacity_factor: "dropless",
   persistence_threshold: "zero3: DeepSpeed's 100000" };
 let previewSerial = 0;
+const skippedNote = document.getElementById("mode-skipped");
+// Why a mode's card is not shown, said under the result (renderMode fills it each preview).
+let notApplicable = [];
 
 function request(mode) {
   const body = {};
@@ -92,17 +95,25 @@ function renderMode(mode, result, inputsWrong) {
   const workload = workloadCard.querySelector(".workload");
   card.classList.toggle("selected", savedMode() === mode);
   workloadCard.hidden = false;
+  card.hidden = false;
   if (result.document) {
     renderKccb(kccb, result.document);
     renderWorkload(workload, result.document);
     return;
   }
-  // Only an input mistake or the mode a save keeps is an error; another mode that cannot plan these
-  // inputs (tutorial rules and a hybrid strategy) is a note about that mode.
+  // Only an input mistake or the mode a save keeps is an error, shown in its card. Another mode that cannot
+  // plan these inputs (the tutorial rules and a hybrid strategy or a mixture of experts) does not apply: its
+  // card goes, and one line under the result says why.
   const isError = inputsWrong || savedMode() === mode;
-  kccb.replaceChildren(el("p", { class: isError ? "error" : "note", role: "note", text: inPageWords(result.error) }));
   workload.replaceChildren();
   workloadCard.hidden = true;
+  if (isError) {
+    kccb.replaceChildren(el("p", { class: "error", role: "note", text: inPageWords(result.error) }));
+    return;
+  }
+  kccb.replaceChildren();
+  card.hidden = true;
+  notApplicable.push(`${card.querySelector("h2").textContent} do not apply here: ${inPageWords(result.error)}.`);
 }
 
 async function preview() {
@@ -126,7 +137,9 @@ async function preview() {
   // Without a plan the planner has filled in nothing: old placeholders would show another plan's defaults.
   if (planned) showDefaultsFrom(planned.document.inputs);
   else clearDefaults();
+  notApplicable = [];
   MODES.forEach((mode, i) => renderMode(mode, results[i], inputsWrong));
+  showMessage(skippedNote, notApplicable.join(" "));
   document.body.dataset.previewed = String(serial);
 }
 

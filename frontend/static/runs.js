@@ -9,7 +9,7 @@ if (filtersFold && window.matchMedia("(max-width: 640px)").matches) {
 // that can be bookmarked.
 // Runs are compared in the order they were ticked (the first is the default baseline), and the
 // baseline list offers only the ticked runs.
-for (const form of document.querySelectorAll("form[data-compare-picker]")) {
+function bindComparePicker(form) {
   const boxes = [...form.querySelectorAll("input[name=run]")];
   const baseline = form.querySelector("select[name=baseline]");
   const names = Object.fromEntries(boxes.map((box) => [box.value, box.dataset.label || `#${box.value}`]));
@@ -45,3 +45,11 @@ for (const form of document.querySelectorAll("form[data-compare-picker]")) {
     window.location.assign(query ? `/compare?${query}` : "/compare");
   });
 }
+
+function bindComparePickers(root) {
+  for (const form of root.querySelectorAll("form[data-compare-picker]")) bindComparePicker(form);
+}
+
+bindComparePickers(document);
+// upload.js replaces the list after an upload of several files: the new list's picker is bound in turn.
+document.addEventListener("runs-list-replaced", (event) => bindComparePickers(event.detail));

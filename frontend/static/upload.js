@@ -119,6 +119,25 @@ function refusal(answer) {
   return errorMessage(answer.status, answer.body);
 }
 
+// The list as the server renders it now (same URL: its filters, sort and page), in place of the one the page
+// opened with, so that the runs just stored show without a reload; runs.js binds its controls again.
+async function refreshList() {
+  const current = document.getElementById("runs-list");
+  if (!current) return false;
+  const response = await fetch(window.location.href, { headers: { Accept: "text/html" } });
+  if (!response.ok) return false;
+  const fresh = new DOMParser().parseFromString(await response.text(), "text/html").getElementById("runs-list");
+  if (!fresh) return false;
+  // The filters stay folded or open as the reader left them (a phone's are folded).
+  const fold = current.querySelector("#filters-fold");
+  const freshFold = fresh.querySelector("#filters-fold");
+  if (fold && freshFold) freshFold.open = fold.open;
+  const adopted = document.adoptNode(fresh);
+  current.replaceWith(adopted);
+  document.dispatchEvent(new CustomEvent("runs-list-replaced", { detail: adopted }));
+  return true;
+}
+
 function outcomeLine(outcome) {
   if (outcome.outcome === "stored") {
     return el("li", { class: "outcome-stored" }, [`${outcome.file}: stored as `,
@@ -158,7 +177,8 @@ form.addEventListener("submit", async (event) => {
     progressBox.hidden = true;
     outcomes.append(...answer.body.map(outcomeLine));
     const storedCount = answer.body.filter((outcome) => outcome.outcome === "stored").length;
-    status.textContent = `${storedCount} of ${files.length} files stored.` + (storedCount ? " Reload to see them in the list." : "");
+    status.textContent = `${storedCount} of ${files.length} files stored.`;
+    if (storedCount && await refreshList()) status.textContent += " The list shows them.";
     return;
   }
   status.textContent = "";

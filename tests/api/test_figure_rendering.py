@@ -104,7 +104,8 @@ def test_comparison_and_its_share_link_carry_the_log_cell_and_warn_above_ideal(c
 
 
 def test_cli_prints_the_same_cells_and_warnings(cli_env) -> None:
-    runner = CliRunner()
+    # Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+    runner = CliRunner(env={"COLUMNS": "1000"})
     for path in (B200, H100):
         assert runner.invoke(app, ["import", str(path)]).exit_code == 0
     slow_link = ["--link-gbps", "100", "--latency-us", "5"]
@@ -119,12 +120,14 @@ def test_cli_prints_the_same_cells_and_warnings(cli_env) -> None:
         "means something. Here: --link-gbps and --latency-us."
     )
     # A size sweep prints a row per size as nccl-tests does: the log's cells.
-    assert "  all_reduce out-of-place          134,217,728       596.75      224.92      421.72" in stats
+    assert "  all_reduce out-of-place    134,217,728   596.75      224.92      421.72" in stats
     compared = runner.invoke(app, ["compare", "1", "2", *slow_link]).output.splitlines()
     assert compared[0].startswith("training step: no run has a plan")
     assert compared[4] == f"note: {ABOVE_IDEAL_BOTH} Here: --link-gbps and --latency-us."
     # Two sweeps are compared size by size: busbw from each size's mean time (out-of-place and in-place
     # together), our figure, in the one rule for computed bandwidths.
-    assert "    all_reduce         134,217,728      422.21      153.04   0.362×   -63.8 %" in compared
+    assert ["all_reduce", "134,217,728", "422.21", "153.04", "0.362×", "-63.8", "%"] in [
+        line.split() for line in compared
+    ]
     at_the_fabric = runner.invoke(app, ["compare", "1", "2", "--link-gbps", "7200", "--latency-us", "0.5"])
     assert not any(line.startswith("note: Above 100%") for line in at_the_fabric.output.splitlines())

@@ -14,7 +14,8 @@ from paths import RESULTS, SHARED_NCCL
 
 pytestmark = pytest.mark.both_databases
 
-runner = CliRunner()
+# Wide enough for every line whole (the temporary paths are long): tests/api/test_cli_fits.py reads the CLI at 80.
+runner = CliRunner(env={"COLUMNS": "1000"})
 
 
 def invoke(*args: str, input: str | None = None):
@@ -35,10 +36,23 @@ def test_import_takes_many_files_and_globs_with_an_outcome_per_file(cli_env, tmp
     assert lines[0] == f"{tmp_path / 'nothing-*.csv'}: refused: no file matches"
     assert lines[1] == f"{logs / 'a100-16rank-allreduce-2.17.txt'}: duplicate of run #1 (not imported again)"
     assert lines[2].startswith(f"{logs / 'broken.txt'}: refused: broken.txt: ")
-    assert lines[3:] == [
+    assert lines[3:6] == [
         f"{logs / 'v100-12gpu-broadcast-pre2.13.txt'}: stored as run #2",
         f"{RESULTS / 'generated-per-iteration.csv'}: stored as run #3",
         "5 files: 2 stored, 1 duplicate, 2 refused",
+    ]
+    # Then each stored run's headline and verdict (its status as `emuplan check` judges it; reasons under it).
+    status = {
+        verdict["run_id"]: verdict["status"] for verdict in json.loads(invoke("check", "2", "3", "--json").output)
+    }
+    assert [line for line in lines[6:] if not line.startswith("    ")] == [
+        "run 2 v100-12gpu-broadcast-pre2.13.txt:",
+        "  broadcast: peak busbw 122.15 GB/s at 8,589,934,592 B out-of-place; average busbw 41.25 GB/s over 62 "
+        "cells (log: 41.2456, agrees)",
+        f"  verdict: {status[2]} (no platform)",
+        "run 3 generated-per-iteration.csv:",
+        "  p50 19,922.8 µs, p99 32,527.0 µs over 2,000 samples",
+        f"  verdict: {status[3]} (no platform)",
     ]
     assert many.exit_code == 2  # not every file was stored
     stored = json.loads(invoke("runs", "--tag", "batch", "--json").output)

@@ -12,7 +12,8 @@ from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 pytestmark = pytest.mark.both_databases
 
-runner = CliRunner()
+# Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+runner = CliRunner(env={"COLUMNS": "1000"})
 
 
 def invoke(*args: str):

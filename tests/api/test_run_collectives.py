@@ -22,7 +22,8 @@ A100 = SHARED_NCCL / "a100-16rank-allreduce-2.17.txt"
 # Cells that fit all_gather and all_to_all alike: a renamed copy is 'unknown'.
 ALLTOALL = NCCL_TESTS / "v100-64rank-alltoall-pre2.13.txt"
 COLLECTIVES = "'all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce', 'all_to_all' or 'send_recv'"
-runner = CliRunner()
+# Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+runner = CliRunner(env={"COLUMNS": "1000"})
 
 
 def upload(client, file_name: str, data: bytes, **form):

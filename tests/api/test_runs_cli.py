@@ -17,7 +17,8 @@ runner = CliRunner()
 
 
 def invoke(*args: str):
-    return runner.invoke(app, list(args))
+    """As on a terminal wide enough for every line whole (tests/api/test_cli_fits.py reads the CLI at 80)."""
+    return runner.invoke(app, list(args), env={"COLUMNS": "1000"})
 
 
 def test_import_runs_stats_compare(cli_env, client, tmp_path):
@@ -176,11 +177,11 @@ def test_stats_names_the_slowest_rank_and_host_of_a_file_that_times_every_rank(c
     assert lines[start + 1 :] == [
         "  slowest rank 3 on gpu-b: 1.167× the median rank, 1.48 ms lost over 16 calls (92.5 µs per call)",
         "  slowest host gpu-b: 1.079× the median host, 760.0 µs lost over 16 calls (47.5 µs per call)",
-        "  rank     host          calls    mean µs  ×median     lost µs slowest",
-        "  0        gpu-a            16      550.0    0.995       -40.0       0",
-        "  1        gpu-a            16      550.0    0.995       -40.0       0",
-        "  2        gpu-b            16      555.0    1.005        40.0       0",
-        "  3        gpu-b            16      645.0    1.167     1,480.0      16",
+        "  rank  host   calls  mean µs  ×median  lost µs  slowest",
+        "  0     gpu-a     16    550.0    0.995    -40.0        0",
+        "  1     gpu-a     16    550.0    0.995    -40.0        0",
+        "  2     gpu-b     16    555.0    1.005     40.0        0",
+        "  3     gpu-b     16    645.0    1.167  1,480.0       16",
     ]
     assert max(len(line) for line in lines[start + 3 :]) <= 80  # the table fits a terminal
 
@@ -203,8 +204,8 @@ def test_compare_takes_assumptions_and_prints_busbw_and_percent_of_ideal_per_gro
     start = lines.index("per data size and collective (×base: run ÷ baseline):")
     assert lines[start + 2 : start + 5] == [
         "  all_reduce · 1000000 B",
-        "    #1 slow.csv                          200.0    1.00×       7.50    1.00×     75.0    1.00×",
-        "    #2 fast.csv                          100.0   0.500×      15.00    2.00×    150.0    2.00×",
+        "    #1 slow.csv            200.0   1.00×        7.50  1.00×     75.0  1.00×",
+        "    #2 fast.csv            100.0  0.500×       15.00  2.00×    150.0  2.00×",
     ]
     document = json.loads(invoke("compare", "1", "2", "--ranks", "4", "--json").output)
     assert document["assumptions"][0]["sources"] == {
@@ -222,15 +223,23 @@ def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env,
     imported = invoke("import", str(B200_LOG), "--name", "B200")
     assert imported.exit_code == 0, imported.output
     lines = imported.output.splitlines()
-    assert lines[3:6] == [
+    # The sizes as nccl-tests printed them, then the answer: the headline and the verdict.
+    assert lines[3:5] == [
+        "  collective / variant            size B  time µs  algbw GB/s  busbw GB/s",
+        "  all_reduce out-of-place              8    36.50        0.00        0.00",
+    ]
+    headline = lines.index("headline:")
+    assert (
+        lines[headline - 1] == "  all_reduce in-place      2,147,483,648  5728.40      374.88      702.91"
+    )  # as printed
+    # The verdict as `emuplan check` states it: its status, then each reason (severity: message).
+    (verdict,) = json.loads(invoke("check", "1", "--json").output)
+    assert lines[headline + 1 :] == [
         "  all_reduce: peak busbw 702.91 GB/s at 2,147,483,648 B in-place; average busbw 137.18 GB/s over 58 cells "
         "(log: 137.179, agrees)",
-        "  collective / variant                  size B      time µs  algbw GB/s  busbw GB/s",
-        "  all_reduce out-of-place                    8        36.50        0.00        0.00",
+        f"verdict: {verdict['status']} (no platform)",
+        *(f"  {reason['severity']}: {reason['message']}" for reason in verdict["reasons"]),
     ]
-    assert (
-        lines[-1] == "  all_reduce in-place            2,147,483,648      5728.40      374.88      702.91"
-    )  # as printed
     assert not any("p50" in line or "p99" in line for line in lines)
     assert invoke("import", str(slower), "--name", "B200 slower").exit_code == 0
     assert invoke("import", str(RESULTS / "generated-per-iteration.csv")).exit_code == 0
@@ -261,12 +270,14 @@ def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env,
     assert compared.exit_code == 0, compared.output
     lines = compared.output.splitlines()
     assert lines[4:8] == [
-        "size sweeps against #1 (busbw per size; within ±5 % is the same):",
+        "size sweeps against #1 (busbw per size, the mean of its out-of-place and in-place cells; within ±5 % is the "
+        "same):",
         "  #1 B200 all_reduce: peak busbw 702.91 GB/s, average busbw 137.18 GB/s",
         "  #2 B200 slower all_reduce: peak busbw 562.33 GB/s, average busbw 123.49 GB/s",
-        "  #2 vs #1: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 MiB)",
+        "  #2 vs #1: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes (128 B–256 MiB); 4 "
+        "sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution",
     ]
-    assert lines[-1] == "    all_reduce       2,147,483,648      699.48      559.59   0.800×   -20.0 %"
+    assert lines[-1] == "    all_reduce  2,147,483,648   699.48   559.59  0.800×  -20.0 %"
     assert not any(line.startswith("Kolmogorov") or "p50" in line for line in lines)
     document = json.loads(invoke("compare", "1", "2", "--json").output)
     assert document["ks_tests"] == [] and document["sweep"]["runs"][1]["verdict"] == lines[7].strip()
@@ -278,5 +289,8 @@ def test_a_size_sweep_reads_as_a_sweep_in_import_runs_stats_and_compare(cli_env,
     assert mixed[overall + 2].startswith("  #3 generated-per-iteration.csv ") and mixed[overall + 3].startswith(
         "per data"
     )
-    assert "size sweeps against #1 (busbw per size; within ±5 % is the same):" in mixed
+    assert (
+        "size sweeps against #1 (busbw per size, the mean of its out-of-place and in-place cells; within ±5 % is the "
+        "same):"
+    ) in mixed
     assert not any(line.startswith("Kolmogorov") for line in mixed)  # one distribution: nothing to test

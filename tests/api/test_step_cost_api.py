@@ -175,7 +175,8 @@ def test_a_comparison_saved_with_a_bad_plan_is_refused(demo_client: TestClient, 
 
 def test_the_cli_prints_the_same_step_costs(database_url: str, cli_env: str, demo_client: TestClient) -> None:
     runs, plans = _demo_ids(demo_client)
-    runner = CliRunner()
+    # Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+    runner = CliRunner(env={"COLUMNS": "1000"})
     ids = [str(runs[s]) for s in ("data", "tensor", "pipeline")]
     result = runner.invoke(app, ["compare", *ids])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,8 @@ from paths import FIXTURES, RESULTS
 from profiled_ddp import ddp_plan, saved_ddp_plan
 
 pytestmark = pytest.mark.both_databases
-runner = CliRunner()
+# Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+runner = CliRunner(env={"COLUMNS": "1000"})
 DUMP = [RESULTS / "nccl-inspector" / name for name in ("constructed-gpu-a-pid101.log", "constructed-gpu-b-pid202.log")]
 GTX1080_ALL_GATHER = FIXTURES / "results" / "nccl-tests" / "gtx1080-2gpu-allgather-pre2.13.txt"
 # A benchmark of the DDP plan's four collectives, five iterations each at one constant time (µs).
@@ -129,8 +130,9 @@ def test_a_profiled_ddp_job_against_a_benchmark_of_its_plan_per_size_and_per_ste
     after_baseline = lines[lines.index(f"baseline: run {benchmark['id']}") + 1]
     assert after_baseline.startswith(f"Training vs emulation. Training: #{job} rank0.json and 1 more (observed")
     start = lines.index("  all_reduce · 4239400 B")
-    assert lines[start + 1].startswith(f"    #{benchmark['id']} bench.csv                      1,000.0*    1.00×")
-    assert lines[start + 2].startswith(f"    #{job} rank0.json a pg 0 (default_")
+    assert lines[start + 1].split()[:4] == [f"#{benchmark['id']}", "bench.csv", "1,000.0*", "1.00×"]
+    # The whole name and communicator (the table once cut them to 30 characters: "rank0.json a pg 0 (default_").
+    assert lines[start + 2].startswith(f"    #{job} rank0.json and 1 more pg 0 (default_pg)  ")
 
     # A KCCB trial from reality: what the job sent, one trial per collective, iterations = the steps counted.
     exported = client.get(f"/api/runs/{job}/kccb", params={"format": "yaml"})

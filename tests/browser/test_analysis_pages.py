@@ -294,8 +294,8 @@ def test_compare_page_asks_for_its_data_once_while_plotly_loads_and_draws_cdfs_o
     for hidden in ("#groups-section", "#delay-section", "#distribution-charts", "#overall-section", "#ks-section"):
         expect(page.locator(hidden)).to_be_hidden()
     expect(page.locator("#sweep-verdicts li")).to_have_text([
-        f"#{sweeps[1]} vs #{sweeps[0]}: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes "
-        "(8 B–256 MiB)"
+        f"#{sweeps[1]} vs #{sweeps[0]}: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes "
+        "(128 B–256 MiB); 4 sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution"
     ])  # fmt: skip
     expect(page.locator("#sweep-sizes tbody tr")).to_have_count(58)  # 29 sizes, two runs
     expect(page.locator("#sweep-sizes tbody tr").last).to_contain_text("0.800× (−20.0 %)")

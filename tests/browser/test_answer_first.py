@@ -12,6 +12,7 @@ from test_step_cost_pages import demo_server, wait_for_charts  # noqa: F401 (dem
 
 from live_server import LiveServer
 from paths import NCCL_TESTS
+from slower_sweep import B200_LOG, b200_slower_log
 
 H100_LOG = NCCL_TESTS / "h100-16rank-allreduce-mpirun.txt"
 VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -103,7 +104,7 @@ def test_a_size_sweep_leads_with_its_peak_and_average_busbw(
 
 
 @VIEWPORTS
-def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_above_it_on_a_phone(
+def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_under_the_fields_on_a_phone(
     live_server: LiveServer, browser: Browser, viewport: dict
 ) -> None:
     page = browser.new_page(viewport=viewport)
@@ -117,13 +118,14 @@ def test_the_plan_page_shows_its_sizes_and_trials_beside_the_form_and_above_it_o
     expect(page.locator("#mode-framework .trial-count")).to_have_text("8", timeout=30000)
     result = ["#mode-tutorial .trial-count", "#mode-tutorial .data-sizes", "#mode-framework .trial-count"]
     if viewport is PHONE:
-        result = result[:2]  # the framework card follows the tutorial one, above the form
+        result = result[:2]  # the framework card follows the tutorial one in the strip under the fields
     assert_in_first_viewport(page, viewport, result, f"plan-result-{label(viewport)}")
     results, inputs = box_of(page, "#plan-results"), box_of(page, "#plan-inputs")
     if viewport is DESKTOP:
         assert results["x"] >= inputs["x"] + inputs["width"] and results["y"] < viewport["height"] / 4
     else:
-        assert bottom(results) <= inputs["y"]
+        # A strip at the bottom of the screen, over the fields that scroll under it; after the form in the page.
+        assert results["y"] > inputs["y"] and bottom(results) <= viewport["height"]
     # The result follows the fields, and stays in view beside them while the form scrolls.
     page.fill("#epochs", "2")
     expect(tutorial.locator(".trial-count")).to_have_text("16")
@@ -247,3 +249,38 @@ def test_an_empty_runs_list_leads_with_the_upload(live_server: LiveServer, page:
     page.goto(live_server.url + "/runs")
     expect(page.locator("#upload-jump")).to_have_count(0)
     assert box_of(page, "#upload")["y"] < box_of(page, "#filters-fold")["y"]
+
+
+@VIEWPORTS
+def test_two_sweeps_without_a_plan_lead_with_the_verdict_line_then_the_overlay(
+    live_server: LiveServer, browser: Browser, viewport: dict, tmp_path
+) -> None:
+    """No empty "Cost of one training step" table first: the sweep's verdict line in the first screen (the sizes
+    where both logs print busbw 0.00 left out, saying so), the busbw overlay under it, the step cost after."""
+    slower = tmp_path / "b200-slower.txt"
+    slower.write_bytes(b200_slower_log())
+    ids = []
+    for path in (B200_LOG, slower):
+        answer = httpx2.post(f"{live_server.url}/api/runs", files={"file": (path.name, path.read_bytes())}, timeout=60)
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["id"])
+    page = browser.new_page(viewport=viewport)
+    watch = PageWatch(page)
+    page.goto(f"{live_server.url}/compare?runs={ids[0]},{ids[1]}")
+    wait_for_charts(page)
+    expect(page.locator("#sweep-verdicts li")).to_have_text([
+        f"#{ids[1]} vs #{ids[0]}: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes "
+        "(128 B–256 MiB); 4 sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution"
+    ])  # fmt: skip
+    assert_in_first_viewport(page, viewport, ["#sweep-verdicts li"], f"compare-sweeps-{label(viewport)}")
+    assert box_of(page, "#sweep-overlay")["y"] > bottom(box_of(page, "#sweep-verdicts"))
+    # Without a plan the step cost is one line and the plan picker, after the sweeps; never an empty table.
+    expect(page.locator("#step-cost-table")).to_be_hidden()
+    expect(page.locator("#step-cost-ranking")).to_have_text(
+        "No run has a plan yet: pick the plan each run ran (or a plan to try on its fabric) below."
+    )
+    assert box_of(page, "#step-cost")["y"] > bottom(box_of(page, "#sweep-section"))
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, f"compare-sweeps-{label(viewport)}")
+    watch.assert_clean()
+    page.close()

@@ -34,7 +34,10 @@ def test_several_files_upload_at_once_each_with_its_outcome(
     page.fill("#upload-tags", "batch")
     page.fill("#upload-facts", "nic = ConnectX-6")
     page.click("#upload-submit")
-    expect(page.locator("#upload-status")).to_have_text("1 of 3 files stored. Reload to see them in the list.")
+    expect(page.locator("#upload-status")).to_have_text("1 of 3 files stored. The list shows them.")
+    # The new run is in the list without a reload, and the list's compare picker still works on it.
+    expect(page.locator("#runs-table tbody tr")).to_have_count(2)
+    expect(page.locator("#runs-table tbody tr").first).to_contain_text(V100_BROADCAST.name)
     outcomes = page.locator("#upload-outcomes li").all_inner_texts()
     assert outcomes[0] == f"{A100.name}: duplicate of #{existing.json()['id']} (not imported again)"
     assert outcomes[1].startswith("broken.csv: refused: broken.csv: unknown format:")
@@ -45,6 +48,10 @@ def test_several_files_upload_at_once_each_with_its_outcome(
     assert page.url == f"{live_server.url}/runs"  # several files: the outcomes stay in view
     no_sideways_scroll(page)
     screenshot(page, f"runs-upload-several-{viewport['width']}")
+    page.locator("#runs-table input[name=run]").nth(0).check()
+    page.locator("#runs-table input[name=run]").nth(1).check()
+    page.click("#compare-selected")
+    page.wait_for_url(f"{live_server.url}/compare?runs=2,{existing.json()['id']}")
     stored = httpx2.get(f"{live_server.url}/api/runs/2", timeout=30).json()
     assert (stored["tags"], stored["facts"]) == (["batch"], {"nic": "ConnectX-6"})
     watch.forgive_http_status(400, 409)

@@ -34,11 +34,25 @@ def test_planning_mixtral_with_expert_parallelism_shows_the_all_to_alls(
     expect(framework.locator(".data-sizes").first).to_have_text("[67108864, 16384]")
     expect(workload.locator(".notes li", has_text="carved from the 8 DP ranks")).to_have_count(1)
     expect(workload.locator(".notes li", has_text="Load imbalance")).to_contain_text("--hot-expert-factor")
-    # The seeds have no experts: the tutorial column says so as a note, not an error.
-    expect(page.locator("#mode-tutorial .note")).to_have_text(
-        "EP degree: tutorial mode reproduces the seed notebooks, which have no mixture of experts; "
-        "plan expert parallelism in framework mode"
+    # The seeds have no experts: the tutorial rules do not apply, so their card goes and a line says why.
+    expect(page.locator("#mode-tutorial")).to_be_hidden()
+    expect(page.locator("#mode-skipped")).to_have_text(
+        "Tutorial rules do not apply here: EP degree: tutorial mode reproduces the seed notebooks, which have no "
+        "mixture of experts; plan expert parallelism in framework mode."
     )
+    # On a phone the result sits under the fields, in view while the EP degree is typed.
+    page.set_viewport_size(PHONE)
+    page.fill("#ep", "4")
+    expect(framework.locator("dd", has_text="ep · ").first).to_have_text("ep · 4 ranks")
+    for selector in ("#ep", "#mode-framework .trial-count", "#mode-framework .data-sizes"):
+        box = page.locator(selector).first.bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], selector
+    ep_box, result_box = page.locator("#ep").bounding_box(), page.locator("#plan-results").bounding_box()
+    assert ep_box["y"] + ep_box["height"] <= result_box["y"]  # the strip never covers the field
+    screenshot(page, "plan-mixtral-ep4-typing-phone")
+    page.set_viewport_size(DESKTOP)
+    page.fill("#ep", "8")
+    expect(framework.locator("dd", has_text="ep · ").first).to_have_text("ep · 8 ranks")
     page.fill("#hot_expert_factor", "2")
     expect(all_to_all.locator("td").nth(5)).to_have_text("134,217,728")
     screenshot(page, "plan-mixtral-ep8-desktop")

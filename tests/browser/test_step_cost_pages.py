@@ -43,6 +43,9 @@ def test_the_demo_comparison_opens_with_what_a_step_costs(
     # The answer is on the first screen, on a phone too.
     box = ranking.bounding_box()
     assert box is not None and box["y"] + box["height"] <= viewport["height"], box
+    # Above the notices of what the runs are and what the comparison was saved with, not under them.
+    for notice in (".generated-note", "#saved-with"):
+        assert box["y"] + box["height"] < page.locator(notice).first.bounding_box()["y"], notice
     rows = page.locator("#step-cost-table tbody tr")
     expect(rows).to_have_count(3)
     # Run and plan | p50 / step (ms) | × baseline | p99 / step (ms) | collectives | bytes | training (s)

@@ -11,7 +11,8 @@ from emuplan.store.models import Plan
 from emuplan.workload.document import PlanRequest
 from paths import LLAMA_2_7B_CONFIG
 
-runner = CliRunner()
+# Wide enough for every line whole: tests/api/test_cli_fits.py reads the CLI at 80 columns.
+runner = CliRunner(env={"COLUMNS": "1000"})
 
 
 def run(*args: str):

@@ -61,7 +61,8 @@ def test_two_sweeps_compare_size_by_size_with_a_verdict_and_no_percentiles_or_ks
     first, second = sweep["runs"]
     assert first["verdict"] is None
     assert second["verdict"] == (
-        "#7 vs #4: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 MiB)"
+        "#7 vs #4: −20.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes (128 B–256 MiB); "
+        "4 sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution"
     )
     # nccl-tests' peak and its average line, ours beside the log's own.
     assert [
@@ -90,10 +91,14 @@ def test_two_sweeps_compare_size_by_size_with_a_verdict_and_no_percentiles_or_ks
         (1073741824, -20.0, "worse"),
         (2147483648, -20.0, "worse"),
     ]
-    assert {rows[size]["verdict"] for size in sorted(rows)[:-3]} == {"same"}
+    # 8 B to 64 B print busbw 0.00 in both logs: below the floor, not judged; the rest up to 256 MiB the same.
+    assert [size for size in sorted(rows) if rows[size]["below_floor"]] == [8, 16, 32, 64]
+    assert [rows[size]["verdict"] for size in sorted(rows)[:4]] == [None] * 4
+    assert {rows[size]["verdict"] for size in sorted(rows)[4:-3]} == {"same"}
     # The other way round: faster at three sizes, measured against the slower log.
     assert compare_runs([baseline, slower], baseline_id=7)["sweep"]["runs"][0]["verdict"] == (
-        "#4 vs #7: +25.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 26 sizes (8 B–256 MiB)"
+        "#4 vs #7: +25.0 % busbw at 3 sizes (512 MiB–2 GiB), same (within ±5 %) at 22 sizes (128 B–256 MiB); "
+        "4 sizes (8 B–64 B) left out: busbw 0.00 GB/s in both, under the log's resolution"
     )
 
 

@@ -136,8 +136,13 @@ class SweepSize(BaseModel):
     busbw_gbps: float | None = Field(description="As the file printed it (mean over the variants), else ours.")
     busbw_ratio: float | None = Field(description="busbw ÷ the reference's (see ``ratio_basis``); null for it.")
     change_pct: float | None = Field(description="(busbw_ratio − 1) × 100.")
+    below_floor: bool = Field(
+        description="Both sweeps' busbw here under the log's print resolution (every cell 0.00 GB/s): the ratio of "
+        "two readings of the floor is not judged, and the verdict line leaves the size out, saying so."
+    )
     verdict: Literal["better", "worse", "same"] | None = Field(
-        description="``same`` within ±``same_within_pct``; null for the reference and sizes it lacks."
+        description="``same`` within ±``same_within_pct``; null for the reference, sizes it lacks and sizes below "
+        "the floor."
     )
 
 

@@ -1,4 +1,4 @@
-"""Domain errors → HTTP responses: the one table, registered on the app by ``create_app``.
+"""Domain errors → HTTP responses: the one table, registered on the app by ``api/error_pages.py``.
 
 Routers let the errors of the store and domain modules rise; this table turns each into its status
 and ``{"detail": message}``. Starlette picks the handler of the most specific class in an error's
@@ -8,9 +8,6 @@ any other ``ValueError``; everything not listed stays a 500, which is always a b
 """
 
 from dataclasses import dataclass, field
-
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
@@ -98,15 +95,3 @@ def error_response(error: Exception) -> ErrorResponse:
     if isinstance(error, DuplicateRun):
         return ErrorResponse(status, str(error), extra={"existing_run_id": error.existing_run_id})
     return ErrorResponse(status, str(error))
-
-
-async def _respond(request: Request, error: Exception) -> JSONResponse:
-    response = error_response(error)
-    return JSONResponse(
-        {"detail": response.detail, **response.extra}, status_code=response.status_code, headers=response.headers
-    )
-
-
-def install_error_responses(app: FastAPI) -> None:
-    for error_class in ERROR_STATUS:
-        app.add_exception_handler(error_class, _respond)

@@ -37,6 +37,7 @@ from emuplan.wording import (
     against_median,
     as_printed,
     gbps,
+    parallel_degrees,
     percent,
     plural,
     ratio,
@@ -126,6 +127,7 @@ def _environment(templates_dir: Path) -> Environment:
         origins=origins,
         run_sizes=run_sizes,
         run_total=run_total,
+        parallel_degrees=parallel_degrees,
     )
     # What a comparison page says of its thinned charts is the number the figures were built with.
     environment.globals.update(

@@ -218,7 +218,7 @@ class AssumptionsDocument(BaseModel):
     link_gbps: float = Field(description="Link speed per rank, Gbit/s.")
     latency_us: float = Field(description="Latency α, µs.")
     ranks: int | None
-    sources: dict[str, Literal["query", "plan", "file", "settings", "none"]]
+    sources: dict[str, Literal["query", "plan", "file", "inferred", "settings", "none"]]
     ceiling_gbps: float | None = Field(
         description="The line rate in GB/s: busbw cannot pass it; None when no link speed was given."
     )

@@ -11,7 +11,9 @@ import and most commands need none of them; pydantic's models and the planner a 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from emuplan.cli.failure import fail  # the commands import it from here, with the app
 
@@ -23,8 +25,42 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# The order `emuplan --help` lists the commands in: a user's journey (plan, import, read, compare, judge, follow over
+# time), then what manages the stored items, then measuring and simulating, then the server and its administration.
+JOURNEY = (
+    "plan",
+    "import",
+    "stats",
+    "compare",
+    "check",
+    "trend",
+    "runs",
+    "plans",
+    "comparisons",
+    "relabel",
+    "observed",
+    "export-kccb",
+    "export-workload",
+    "measure",
+    "simulate",
+    "platforms",
+    "serve",
+    "users",
+    "backup",
+    "restore",
+)
+
+
+class JourneyOrder(TyperGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        # A command missing from JOURNEY is listed after it rather than hidden.
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: JOURNEY.index(name) if name in JOURNEY else len(JOURNEY))
+
+
 app = typer.Typer(
     name="emuplan",
+    cls=JourneyOrder,
     help="Plan KCCB collective-communication emulations from model definitions and analyse their results.\n\n"
     "Settings come from EMUPLAN_* environment variables (EMUPLAN_DATABASE_URL, ...).",
     no_args_is_help=True,

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.cli.layout import wrap
 from emuplan.cli.relabel_progress import waited_for_server
 from emuplan.cli.results import runs_app
 from emuplan.wording import plural
@@ -190,10 +191,8 @@ def list_plans(context: typer.Context, as_json: JsonOption = False) -> None:
     for plan in documents:
         tags = f" [{', '.join(plan['tags'])}]" if plan["tags"] else ""
         platform = f" on {plan['platform']}" if plan["platform"] else ""
-        typer.echo(
-            f"{plan['id']:>5}  {plan['name']} ({plan['strategy']}, {plan['mode']}, "
-            f"{plural(plan['trials'], 'trial')}{platform}){tags}"
-        )
+        line = f"{plan['id']:>5}  {plan['name']} ({plan['strategy']}, {plan['mode']}, {plural(plan['trials'], 'trial')}"
+        typer.echo("\n".join(wrap(f"{line}{platform}){tags}", hanging=" " * 7)))
 
 
 def _plan_public(plan) -> dict:
@@ -276,7 +275,7 @@ def list_comparisons(context: typer.Context, as_json: JsonOption = False) -> Non
     for comparison in documents:
         tags = f" [{', '.join(comparison['tags'])}]" if comparison["tags"] else ""
         runs = ", ".join(f"#{run_id}" for run_id in comparison["run_ids"])
-        typer.echo(f"{comparison['id']:>5}  {comparison['name']} (runs {runs}){tags}")
+        typer.echo("\n".join(wrap(f"{comparison['id']:>5}  {comparison['name']} (runs {runs}){tags}", hanging=" " * 7)))
 
 
 @comparisons_app.command("edit")

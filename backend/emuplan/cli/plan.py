@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from emuplan.cli.app import app, fail, open_database, remote_server
+from emuplan.cli.layout import Column, set_wide, table, wrap
 from emuplan.wording import plural, time_in
 from emuplan.workload.plan_options import (
     EXPORT_FORMATS,
@@ -25,31 +26,25 @@ if TYPE_CHECKING:
     from emuplan.workload.document import PlanDocument
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            cell.rjust(w) if i in numeric else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(cells, widths, strict=True))
-        )
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)])
-
-
 def render_plan(document: "PlanDocument") -> str:
-    """The readable form: summary, collectives table, then the KCCB settings to paste."""
+    """The readable form: summary, collectives table, then the KCCB settings to paste; fitted to the terminal
+    (the phase and the whole buffer's bytes are the columns left out first)."""
     inputs = document.inputs
     lines = [
-        f"{document.model.name}: {document.model.parameter_count:,} parameters, "
-        f"{document.model.parameter_bytes:,} bytes ({inputs.param_dtype})",
-        f"strategy {document.strategy.value}, mode {document.mode.value}; {plural(inputs.gpus, 'GPU')} on "
-        f"{plural(inputs.hosts, 'host')} × {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}"
-        + (f" ep {inputs.ep}" if inputs.ep > 1 else "")
-        + "; "
-        f"micro-batch {inputs.micro_batch} × {inputs.micro_batches}",
-        f"network: {document.network.link_gbps:g} Gbit/s per rank, α = {document.network.latency_us:g} µs "
-        "(--link-gbps, --latency-us: what the ideal µs column assumes)",
+        *wrap(
+            f"{document.model.name}: {document.model.parameter_count:,} parameters, "
+            f"{document.model.parameter_bytes:,} bytes ({inputs.param_dtype})"
+        ),
+        *wrap(
+            f"strategy {document.strategy.value}, mode {document.mode.value}; {plural(inputs.gpus, 'GPU')} on "
+            f"{plural(inputs.hosts, 'host')} × {inputs.gpus_per_host}; tp {inputs.tp} pp {inputs.pp} dp {inputs.dp}"
+            + (f" ep {inputs.ep}" if inputs.ep > 1 else "")
+            + f"; micro-batch {inputs.micro_batch} × {inputs.micro_batches}"
+        ),
+        *wrap(
+            f"network: {document.network.link_gbps:g} Gbit/s per rank, α = {document.network.latency_us:g} µs "
+            "(--link-gbps, --latency-us: what the ideal µs column assumes)"
+        ),
         f"trials: {document.trials}",
     ]
     if document.pipeline_bubble is not None:
@@ -67,20 +62,30 @@ def render_plan(document: "PlanDocument") -> str:
         ]
         for item in document.collectives
     ]
-    headers = ["collective", "op", "bytes_total", "bytes/rank", "count", "phase", "group", "ideal µs"]
+    columns = [
+        Column("collective"),
+        Column("op"),
+        Column("bytes_total", numeric=True, optional=True),
+        Column("bytes/rank", numeric=True),
+        Column("count", numeric=True),
+        Column("phase", optional=True),
+        Column("group"),
+        Column("ideal µs", numeric=True),
+    ]
     lines += [
         "",
-        _table(headers, rows, numeric={2, 3, 4, 7}),
+        *table(columns, rows, indent="", rule=True),
         "",
         f"KCCB ({plural(document.kccb_trials, 'trial configuration')}, from the {document.kccb_source} list):",
     ]
+    settings_indent = " " * 15
     for trial in document.kccb_list():
         lines += [
             f"  algorithm    {trial.algorithm} ({trial.algorithm_id})",
-            f"  data sizes   {trial.data_sizes}",
+            *wrap(f"  data sizes   {trial.data_sizes}", hanging=settings_indent),
             f"  iterations   {trial.iterations}",
             f"  hosts        {plural(trial.hosts, 'host')} × {plural(trial.gpus_per_host, 'GPU')} per host",
-            f"  note         {trial.note}",
+            *wrap(f"  note         {trial.note}", hanging=settings_indent),
             "",
         ]
     if document.captured:
@@ -88,13 +93,20 @@ def render_plan(document: "PlanDocument") -> str:
             [item.label, item.op.value, f"{item.bytes_total:,}", f"{item.bytes_per_rank:,}", item.phase.value]
             for item in document.captured
         ]
+        captured_columns = [
+            Column("collective"),
+            Column("op"),
+            Column("bytes_total", numeric=True, optional=True),
+            Column("bytes/rank", numeric=True),
+            Column("phase", optional=True),
+        ]
         lines += [
             "captured by PyTorch (fake process group; the truth where it differs):",
-            _table(["collective", "op", "bytes_total", "bytes/rank", "phase"], captured_rows, numeric={2, 3}),
-            "differences: " + ("; ".join(document.capture_differences) or "none"),
+            *table(captured_columns, captured_rows, indent="", rule=True),
+            *wrap("differences: " + ("; ".join(document.capture_differences) or "none")),
             "",
         ]
-    lines += ["notes:", *(f"  - {note}" for note in document.notes)]
+    lines += ["notes:", *(line for note in document.notes for line in wrap(note, indent="  - ", hanging="    "))]
     return "\n".join(lines)
 
 
@@ -193,6 +205,10 @@ def plan(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the plan document as JSON.", rich_help_panel=OUTPUT_PANEL)
     ] = False,
+    wide: Annotated[
+        bool,
+        typer.Option("--wide", help="Every column and line whole, however wide.", rich_help_panel=OUTPUT_PANEL),
+    ] = False,
     export: Annotated[
         str | None,
         typer.Option(help=f"Print only the KCCB export: {', '.join(EXPORT_FORMATS)}.", rich_help_panel=OUTPUT_PANEL),
@@ -219,6 +235,7 @@ def plan(
     from emuplan.workload.kccb import export_kccb
     from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX
 
+    set_wide(wide)
     if list_presets:
         for preset in PRESETS.values():
             defaults = preset.defaults

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, in_store
+from emuplan.cli.layout import wrap
 
 platforms_app = typer.Typer(
     help="Platform profiles: what a run ran on (NVLink domain, NICs, latencies, verdict thresholds). Built-in "
@@ -70,9 +71,15 @@ def list_platforms(as_json: AsJson = False) -> None:
     width = max(len(document["name"]) for document in documents)
     for document in documents:
         kind = "built-in" if document["builtin"] else "added"
+        # The figures wrap under the title, indented past the name, kind and count (80 columns: cli/layout.py).
         typer.echo(
-            f"{document['name']:<{width}}  {kind:<8}  {document['runs']:>5} runs  {document['title']}: "
-            f"{_figures_line(document)}"
+            "\n".join(
+                wrap(
+                    f"{document['name']:<{width}}  {kind:<8}  {document['runs']:>5} runs  {document['title']}: "
+                    f"{_figures_line(document)}",
+                    hanging=" " * (width + 2),
+                )
+            )
         )
 
 

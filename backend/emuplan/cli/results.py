@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from emuplan.cli.app import app, fail, in_store, remote_server
+from emuplan.cli.layout import Column, WideOption, set_wide, table, wrap
 from emuplan.cli.relabel_progress import summarised_locally, waited_for_server
 from emuplan.results.formats import FORMATS
 from emuplan.wording import (
@@ -74,25 +75,39 @@ def _time(value_us: float | None, printed: dict | None) -> str:
 
 
 def _statistics_lines(summary: dict) -> list[str]:
-    lines = [
-        f"  {'group':<44} {'n':>8} {'p50 µs':>12} {'p99 µs':>12} {'max µs':>12} {'p99/p50':>8} "
-        f"{'busbw GB/s':>11} {'% ideal':>8}"
+    """Per group: count, p50, p99, max, p99/p50, busbw, % of ideal (max and p99/p50 left out first to fit)."""
+    columns = [
+        Column("group"),
+        Column("n", numeric=True),
+        Column("p50 µs", numeric=True),
+        Column("p99 µs", numeric=True),
+        Column("max µs", numeric=True, optional=True),
+        Column("p99/p50", numeric=True, optional=True),
+        Column("busbw GB/s", numeric=True),
+        Column("% ideal", numeric=True),
     ]
+    rows = []
     for group in summary.get("groups", []):
         printed = group.get("printed")
-        lines.append(
-            f"  {group['label'][:44]:<44} {group['count']:>8} {_time(group['p50_us'], printed):>12} "
-            f"{_time(group['p99_us'], printed):>12} {_time(group['max_us'], printed):>12} "
-            f"{ratio(group['p99_over_p50']):>8} "
-            f"{_busbw(group):>11} {percent(group.get('pct_of_ideal')):>8}"
+        rows.append(
+            [
+                group["label"],
+                str(group["count"]),
+                _time(group["p50_us"], printed),
+                _time(group["p99_us"], printed),
+                _time(group["max_us"], printed),
+                ratio(group["p99_over_p50"]),
+                _busbw(group),
+                percent(group.get("pct_of_ideal")),
+            ]
         )
     if "flows" in summary:
         flows = summary["flows"]
-        lines.append(
-            f"  {'flow completion (per flow)':<44} {flows['count']:>8} {time_in(flows['p50_us']):>12} "
-            f"{time_in(flows['p99_us']):>12} {time_in(flows['max_us']):>12}"
-        )
-    return lines
+        rows.append(
+            ["flow completion (per flow)", str(flows["count"]), time_in(flows["p50_us"]), time_in(flows["p99_us"]),
+             time_in(flows["max_us"]), "", "", ""]
+        )  # fmt: skip
+    return table(columns, rows)
 
 
 CollectiveOption = Annotated[
@@ -160,19 +175,43 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
         )
 
 
-def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict | None]:
-    """The stored run (several files: one job's), and its statistics when it is a size sweep (its peak and
-    average are what it prints)."""
+def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict]:
+    """The stored run (several files: one job's) and its statistics (its headline and verdict end the output)."""
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
     run = _import_job(session, files, *options) if len(files) > 1 else _import_file(session, files[0], *options)
-    statistics = (
-        store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
-        if run.kind == "size-sweep"
-        else None
+    return store.run_public(run), store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
+
+
+def _statistics_of(run_ids: list[int]) -> list[dict]:
+    """The statistics of stored runs as ``emuplan stats`` reads them: from --server's API, else the database."""
+    server = remote_server()
+    if server is not None:
+        return [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
+    from emuplan.settings import get_settings
+    from emuplan.store import runs as store
+
+    def judged(session) -> list[dict]:
+        return [
+            store.run_statistics(session, store.get_run(session, run_id), store.AssumptionChoice(), get_settings())
+            for run_id in run_ids
+        ]
+
+    return _with_store(judged)
+
+
+def _headline_lines(statistics: dict) -> list[str]:
+    """What a run comes to in a line: a sweep's peak and average busbw per collective, a distribution's p50 and
+    p99 over its samples."""
+    if statistics["kind"] == "size-sweep":
+        return _sweep_lines(statistics["sweep"])
+    overall = statistics["overall"]
+    return wrap(
+        f"  p50 {time_in(overall['p50_us'])} µs, p99 {time_in(overall['p99_us'])} µs over "
+        f"{plural(overall['count'], 'sample')}",
+        hanging="    ",
     )
-    return store.run_public(run), statistics
 
 
 def expand_paths(arguments: list[str]) -> tuple[list[Path], list[dict]]:
@@ -287,10 +326,12 @@ def import_run(
             "--progress", help="With --server: the upload's progress on stderr even when it is not a terminal."
         ),
     ] = False,
+    wide: WideOption = False,
 ) -> None:
     """Import result files as runs. One file (or --job): its statistics are printed. Several (or a glob): a line
     per file, stored as #id, duplicate of #id or refused with the reason; a file refused never stops the others,
     and the exit status is 2 when any file was not stored."""
+    set_wide(wide)
     files, unmatched = expand_paths(paths)
     fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
     fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
@@ -308,11 +349,15 @@ def import_run(
         _echo_json(outcomes)
     else:
         for outcome in outcomes:
-            typer.echo(outcome_line(outcome))
+            typer.echo("\n".join(wrap(outcome_line(outcome))))
         counts = {kind: sum(o["outcome"] == kind for o in outcomes) for kind in ("stored", "duplicate", "refused")}
         typer.echo(
             f"{plural(len(outcomes), 'file')}: " + ", ".join(f"{count} {kind}" for kind, count in counts.items())
         )
+        stored = [outcome["run_id"] for outcome in outcomes if outcome["outcome"] == "stored"]
+        for statistics in _statistics_of(stored):
+            typer.echo("\n".join(wrap(f"run {statistics['run_id']} {statistics['name']}:")))
+            typer.echo("\n".join(_headline_lines(statistics) + _verdict_lines(statistics, indent="  ")))
     if any(outcome["outcome"] != "stored" for outcome in outcomes):
         raise typer.Exit(2)
 
@@ -323,7 +368,7 @@ def _import_one(files: list[Path], fields: dict, options: tuple, as_json: bool, 
     server = remote_server()
     if server is not None:
         document = server.upload("/api/runs", files, fields, progress=progress)
-        statistics = server.get(f"/api/runs/{document['id']}/stats") if document["kind"] == "size-sweep" else None
+        statistics = server.get(f"/api/runs/{document['id']}/stats")
     else:
         document, statistics = _with_store(
             lambda session: _imported_with_statistics(session, files, *options), write=True
@@ -331,18 +376,20 @@ def _import_one(files: list[Path], fields: dict, options: tuple, as_json: bool, 
     if as_json:
         _echo_json(document)
         return
-    typer.echo(
+    heading = (
         f"run {document['id']}: {document['name']} ({document['source_format']}, {document['sample_count']} samples"
         + (f", {plural(document['ranks'], 'rank')}" if document["ranks"] else "")
         + (f" on {plural(document['hosts'], 'host')}" if document["hosts"] else "")
         + ")"
     )
+    lines = wrap(heading)
     for warning in document["warnings"]:
-        typer.echo(f"  note: {warning}")
-    if statistics is not None:
-        typer.echo("\n".join(_sweep_lines(statistics["sweep"]) + _sweep_table_lines(statistics)))
-    else:
-        typer.echo("\n".join(_statistics_lines(document["summary"])))
+        lines += wrap(f"  note: {warning}", hanging="    ")
+    sweep = statistics["kind"] == "size-sweep"
+    lines += _sweep_table_lines(statistics) if sweep else _statistics_lines(document["summary"])
+    # The answer last, where the terminal leaves the eye: the headline and the verdict with its reasons.
+    lines += ["headline:", *_headline_lines(statistics), *_verdict_lines(statistics)]
+    typer.echo("\n".join(lines))
 
 
 def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
@@ -527,13 +574,16 @@ PlanOption = Annotated[
 ]
 
 
-def _verdict_lines(statistics: dict) -> list[str]:
-    """The verdict first, as the run page shows it: status, platform, then each reason, worst first."""
+def _verdict_lines(statistics: dict, heading: str = "verdict: ", indent: str = "") -> list[str]:
+    """The verdict as the run page shows it: status (pass, degraded, fail, not judged…), platform, then each
+    reason in the verdict's order, its severity before its message where it has one."""
     verdict, platform = statistics["verdict"], statistics["platform"]
     where = f"on {platform['title']} ({platform['name']})" if platform else "(no platform)"
-    return [f"verdict: {verdict['status']} {where}"] + [
-        f"  {reason['severity']}: {reason['message']}" for reason in verdict["reasons"]
-    ]
+    lines = wrap(f"{indent}{heading}{verdict['status']} {where}")
+    for reason in verdict["reasons"]:
+        severity = f"{reason['severity']}: " if reason.get("severity") else ""
+        lines += wrap(f"{indent}  {severity}{reason['message']}", hanging=f"{indent}    ")
+    return lines
 
 
 @app.command("check")
@@ -541,24 +591,13 @@ def check_runs(
     run_ids: Annotated[list[int], typer.Argument(help="Run ids.")],
     strict: Annotated[bool, typer.Option(help="Fail on a degraded run too, not only a failing one.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Each run's verdict as the API states it.")] = False,
+    wide: WideOption = False,
 ) -> None:
     """Each run's verdict (pass, degraded, fail, not judged) with its reasons; exits 1 when a run fails (with
     --strict, when one is degraded too), so a nightly script can gate on it. A run not judged (no platform)
     exits 0 and says what is missing."""
-    server = remote_server()
-    if server is not None:
-        documents = [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
-    else:
-        from emuplan.settings import get_settings
-        from emuplan.store import runs as store
-
-        def judged(session) -> list[dict]:
-            return [
-                store.run_statistics(session, store.get_run(session, run_id), store.AssumptionChoice(), get_settings())
-                for run_id in run_ids
-            ]
-
-        documents = _with_store(judged)
+    set_wide(wide)
+    documents = _statistics_of(run_ids)
     verdicts = [
         {"run_id": d["run_id"], "name": d["name"], "platform": d["platform"], **d["verdict"]} for d in documents
     ]
@@ -566,12 +605,8 @@ def check_runs(
         _echo_json(verdicts)
     else:
         for document in documents:
-            status, *reasons = _verdict_lines(document)
-            typer.echo(
-                "\n".join(
-                    [f"run {document['run_id']} {document['name']}: {status.removeprefix('verdict: ')}", *reasons]
-                )
-            )
+            heading = f"run {document['run_id']} {document['name']}: "
+            typer.echo("\n".join(_verdict_lines(document, heading=heading)))
     failing = {"fail", "degraded"} if strict else {"fail"}
     if any(verdict["status"] in failing for verdict in verdicts):
         raise typer.Exit(1)
@@ -585,9 +620,11 @@ def run_stats(
     ranks: RanksOption = None,
     plan: PlanOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    wide: WideOption = False,
 ) -> None:
     """Statistics of one run per data size / collective, and what a training step of its plan costs on it
     (the same numbers as GET /api/runs/{id}/stats)."""
+    set_wide(wide)
     server = remote_server()
     if server is not None:
         assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks, "plan": plan}
@@ -605,11 +642,11 @@ def run_stats(
     if as_json:
         _echo_json(document)
         return
-    typer.echo(f"run {document['run_id']}: {document['name']} ({document['source_format']})")
+    typer.echo("\n".join(wrap(f"run {document['run_id']}: {document['name']} ({document['source_format']})")))
     typer.echo("\n".join(_verdict_lines(document)))
-    typer.echo(_assumptions_line(document["assumptions"]))
+    typer.echo("\n".join(wrap(_assumptions_line(document["assumptions"]))))
     if document["above_ideal_warning"]:
-        typer.echo(_above_ideal_line(document["above_ideal_warning"]))
+        typer.echo("\n".join(wrap(_above_ideal_line(document["above_ideal_warning"]))))
     if document["kind"] == "size-sweep":
         typer.echo("\n".join(_sweep_lines(document["sweep"]) + _sweep_table_lines(document)))
     else:
@@ -692,9 +729,15 @@ def export_kccb(
 def _assumptions_line(assumptions: dict) -> str:
     sources = assumptions["sources"]
     ranks = assumptions["ranks"] if assumptions["ranks"] is not None else "unknown"
+    # As the run and compare pages say it: the server's fallback link is never claimed where it is not applied.
+    link = (
+        f"link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']})"
+        if assumptions["link_applied"]
+        else f"no link speed given (the fallback {assumptions['link_gbps']:g} Gbit/s is not applied: no % of ideal)"
+    )
     return (
-        f"assumed: link {assumptions['link_gbps']:g} Gbit/s per rank ({sources['link_gbps']}), "
-        f"α {assumptions['latency_us']:g} µs ({sources['latency_us']}), ranks {ranks} ({sources['ranks']})"
+        f"assumed: {link}, α {assumptions['latency_us']:g} µs ({sources['latency_us']}), "
+        f"ranks {ranks} ({sources['ranks']})"
     )
 
 
@@ -714,10 +757,11 @@ def _sweep_lines(sweep: dict) -> list[str]:
             if file_average is not None
             else ""
         )
-        lines.append(
+        lines += wrap(
             f"  {entry['collective']}: peak busbw {as_printed(entry['peak_busbw_gbps'], entry['peak_busbw_printed'])} "
             f"GB/s at {entry['peak_size_bytes']:,} B {entry['peak_variant']}; average busbw "
-            f"{gbps(entry['average_busbw_gbps'])} GB/s over {entry['averaged_cells']} cells{beside}"
+            f"{gbps(entry['average_busbw_gbps'])} GB/s over {entry['averaged_cells']} cells{beside}",
+            hanging="    ",
         )
     return lines
 
@@ -729,69 +773,107 @@ def _step_time(us: float | None, cost: dict) -> str:
 def _step_cost_lines(cost: dict | None) -> list[str]:
     """What one training step of the run's plan costs on it: the step, then each planned collective."""
     if cost is None:
-        return ["training step: no plan linked (--plan ID reads the run with one)"]
+        return wrap("training step: no plan linked (--plan ID reads the run with one)")
     plan, step, training = cost["plan"], cost["step"], cost["training"]
     lines = [
-        f"training step of plan {plan['id']} {plan['name']!r} ({plan['source']}), collectives one after another:",
-        f"  {_step_time(step['p50_us'], cost)} per step at p50, {_step_time(step['p99_us'], cost)} with every "
-        f"collective at its p99",
-        f"  {plural(step['collectives_per_step'], 'collective')}, {step['bytes_per_step']:,} B per step; "
-        f"training ({training['steps']:,} steps) "
-        f"{time_in(None if training['p50_s'] is None else training['p50_s'] * 1e6, 's')} s at p50",
-        f"  {'collective':<34} {'count':>6} {'size B':>14} {'per step p50':>14}  time read as",
+        *wrap(
+            f"training step of plan {plan['id']} {plan['name']!r} ({plan['source']}), collectives one after another:"
+        ),
+        *wrap(
+            f"  {_step_time(step['p50_us'], cost)} per step at p50, {_step_time(step['p99_us'], cost)} with every "
+            f"collective at its p99",
+            hanging="    ",
+        ),
+        *wrap(
+            f"  {plural(step['collectives_per_step'], 'collective')}, {step['bytes_per_step']:,} B per step; "
+            f"training ({training['steps']:,} steps) "
+            f"{time_in(None if training['p50_s'] is None else training['p50_s'] * 1e6, 's')} s at p50",
+            hanging="    ",
+        ),
     ]
-    for row in cost["rows"]:
-        what = f"{row['op']} {row['parallel_dim']} {row['label']}"[:34]
-        lines.append(
-            f"  {what:<34} {row['count_per_step']:>6} {row['run_size_bytes']:>14,} "
-            f"{_step_time(row['step_p50_us'], cost):>14}  {row['missing_reason'] or row['basis']}"
-        )
-    return lines
+    columns = [
+        Column("collective"),
+        Column("count", numeric=True),
+        Column("size B", numeric=True),
+        Column("per step p50", numeric=True),
+        Column("time read as", optional=True),
+    ]
+    rows = [
+        [
+            f"{row['op']} {row['parallel_dim']} {row['label']}",
+            str(row["count_per_step"]),
+            f"{row['run_size_bytes']:,}",
+            _step_time(row["step_p50_us"], cost),
+            row["missing_reason"] or row["basis"],
+        ]
+        for row in cost["rows"]
+    ]
+    return lines + table(columns, rows)
 
 
 def _step_cost_table(comparison: dict) -> list[str]:
     """The compare page's leading table: each run's step at p50 and p99, × the baseline's, cheapest first."""
     if not comparison["ranking"] and not any(row["step"] for row in comparison["rows"]):
-        return ["training step: no run has a plan (--plan PLAN for every run, or RUN:PLAN, reads runs with one)"]
+        return wrap("training step: no run has a plan (--plan PLAN for every run, or RUN:PLAN, reads runs with one)")
     unit = comparison["time_unit"]
 
     def time(us: float | None) -> str:
         return time_in(us, unit)
 
-    lines = [
-        f"training step (lower is better; ×base: ÷ run {comparison['baseline_run_id']}'s step at p50):",
-        f"  {'run':<30} {'plan':>5} {'p50 ' + unit:>11} {'×base':>7} {'p99 ' + unit:>11} {'colls':>6} "
-        f"{'bytes/step':>14}",
+    columns = [
+        Column("run"),
+        Column("plan", numeric=True),
+        Column(f"p50 {unit}", numeric=True),
+        Column("×base", numeric=True),
+        Column(f"p99 {unit}", numeric=True, optional=True),
+        Column("colls", numeric=True, optional=True),
+        Column("bytes/step", numeric=True, optional=True),
     ]
+    rows, without_plan = [], []
     for row in comparison["rows"]:
-        name = f"#{row['run_id']} {row['name']}"[:30]
+        name = f"#{row['run_id']} {row['name']}"
         if row["step"] is None:
-            lines.append(f"  {name:<30} {'–':>5}  no plan: --plan {row['run_id']}:PLAN reads it with one")
+            without_plan.append(f"  {name}: no plan: --plan {row['run_id']}:PLAN reads it with one")
             continue
         step = row["step"]
-        lines.append(
-            f"  {name:<30} {row['plan']['id']:>5} {time(step['p50_us']):>11} {_ratio(row['ratio_p50']):>7} "
-            f"{time(step['p99_us']):>11} {step['collectives_per_step']:>6} {step['bytes_per_step']:>14,}"
-        )
-    return lines
+        rows.append(
+            [name, str(row["plan"]["id"]), time(step["p50_us"]), _ratio(row["ratio_p50"]), time(step["p99_us"]),
+             str(step["collectives_per_step"]), f"{step['bytes_per_step']:,}"]
+        )  # fmt: skip
+    heading = f"training step (lower is better; ×base: ÷ run {comparison['baseline_run_id']}'s step at p50):"
+    return [
+        *wrap(heading),
+        *(table(columns, rows) if rows else []),
+        *(line for text in without_plan for line in wrap(text, hanging="    ")),
+    ]
 
 
 def _sweep_table_lines(statistics: dict) -> list[str]:
     """A size sweep per size as nccl-tests prints it (time in µs, algbw, busbw: the log's cells where it printed
     them): no count, percentiles or p99/p50, which one value per size does not have."""
-    lines = [f"  {'collective / variant':<28} {'size B':>15} {'time µs':>12} {'algbw GB/s':>11} {'busbw GB/s':>11}"]
+    columns = [
+        Column("collective / variant"),
+        Column("size B", numeric=True),
+        Column("time µs", numeric=True),
+        Column("algbw GB/s", numeric=True, optional=True),
+        Column("busbw GB/s", numeric=True),
+    ]
+    rows = []
     for entry in statistics["sweep"]["collectives"]:
-        for table in entry["tables"]:
-            what = " ".join(part for part in (entry["collective"], table["variant"]) if part)
-            for row in table["rows"]:
+        for sizes in entry["tables"]:
+            what = " ".join(part for part in (entry["collective"], sizes["variant"]) if part)
+            for row in sizes["rows"]:
                 printed = row.get("printed") or {}
-                lines.append(
-                    f"  {what[:28]:<28} {row['size_bytes']:>15,} "
-                    f"{as_printed(row['time_us'], printed.get('time_us'), 'time_us'):>12} "
-                    f"{as_printed(row['algbw_gbps'], printed.get('algbw_gbps'), 'algbw_gbps'):>11} "
-                    f"{as_printed(row['busbw_gbps'], printed.get('busbw_gbps')):>11}"
+                rows.append(
+                    [
+                        what,
+                        f"{row['size_bytes']:,}",
+                        as_printed(row["time_us"], printed.get("time_us"), "time_us"),
+                        as_printed(row["algbw_gbps"], printed.get("algbw_gbps"), "algbw_gbps"),
+                        as_printed(row["busbw_gbps"], printed.get("busbw_gbps")),
+                    ]
                 )
-    return lines
+    return table(columns, rows)
 
 
 def _group_lines(document: dict) -> list[str]:
@@ -803,32 +885,40 @@ def _group_lines(document: dict) -> list[str]:
         for group in row["groups"]:
             by_label.setdefault(group["compared_with"] or group["label"], []).append((row, group))
     labels = sorted(by_label, key=lambda label: len(by_label[label]) != len(document["runs"]))
-    lines = [
-        "per data size and collective (×base: run ÷ baseline):",
-        f"  {'group / run':<32} {'p50 µs':>11} {'×base':>8} {'busbw GB/s':>10} {'×base':>8} {'% ideal':>8} "
-        f"{'×base':>8}",
+    columns = [
+        Column("group / run"),
+        Column("p50 µs", numeric=True),
+        Column("×base", numeric=True),
+        Column("busbw GB/s", numeric=True),
+        Column("×base", numeric=True, optional=True),
+        Column("% ideal", numeric=True, optional=True),
+        Column("×base", numeric=True, optional=True),
     ]
+    rows = []
     for label in labels:
-        lines.append(f"  {label}")
+        rows.append([label, "", "", "", "", "", ""])
         # Beside a size sweep (no percentiles) every run of the group shows its mean: the ratio is of means.
         means = any("p50_us" not in group["stats"] for _, group in by_label[label])
         for row, group in by_label[label]:
             # A training run's group under a benchmark's (collective, size) is named by its communicator.
-            variant = "" if group["label"] == label else " ".join(group["label"].split(" · ")[2:])[:14]
-            name = f"#{row['run_id']} {row['name']}"[: 30 - len(variant) - bool(variant)] + (
-                f" {variant}" if variant else ""
-            )
+            variant = "" if group["label"] == label else " ".join(group["label"].split(" · ")[2:])
             stats, printed = group["stats"], group.get("printed")
             busbw = stats["busbw_gbps"]["value"]
             time, mark = (stats["mean_us"], "*") if means else (stats["p50_us"], "")
-            lines.append(
-                f"    {name:<30} {_time(time['value'], printed) + mark:>11} {_ratio(time['ratio']):>8} "
-                f"{as_printed(busbw, printed.get('busbw_gbps')) if printed else gbps(busbw):>10} "
-                f"{_ratio(stats['busbw_gbps']['ratio']):>8} "
-                f"{percent(stats['pct_of_ideal']['value']):>8} {_ratio(stats['pct_of_ideal']['ratio']):>8}"
+            rows.append(
+                [
+                    f"  #{row['run_id']} {row['name']}" + (f" {variant}" if variant else ""),
+                    _time(time["value"], printed) + mark,
+                    _ratio(time["ratio"]),
+                    as_printed(busbw, printed.get("busbw_gbps")) if printed else gbps(busbw),
+                    _ratio(stats["busbw_gbps"]["ratio"]),
+                    percent(stats["pct_of_ideal"]["value"]),
+                    _ratio(stats["pct_of_ideal"]["ratio"]),
+                ]
             )
+    lines = ["per data size and collective (×base: run ÷ baseline):", *table(columns, rows)]
     if any("p50_us" not in group["stats"] for row in document["runs"] for group in row["groups"]):
-        lines.append("  * the mean: beside a size sweep (a few values per size, no percentiles)")
+        lines += wrap("  * the mean: beside a size sweep (a few values per size, no percentiles)", hanging="    ")
     return lines
 
 
@@ -844,26 +934,33 @@ def _straggler_lines(stragglers: dict) -> list[str]:
     """Who holds the collectives up (the run page's straggler section): the slowest rank and host, then
     every rank."""
     unit = stragglers["unit"]
-    lines = [f"stragglers (a {unit}'s time for a call is {stragglers['basis']}):"]
+    lines = wrap(f"stragglers (a {unit}'s time for a call is {stragglers['basis']}):")
     for kind, headline in ((unit, stragglers["slowest_rank"]), ("host", stragglers["slowest_host"])):
         if headline is None:
             continue
         where = f" on {headline['host']}" if headline.get("host") else ""
-        lines.append(
+        lines += wrap(
             f"  slowest {kind} {headline['name']}{where}: {against_median(headline['over_median'])}× the median "
             f"{kind}, "
             f"{_duration(headline['lost_us'])} lost over {plural(headline['calls'], 'call')} "
-            f"({_duration(headline['lost_per_call_us'])} per call)"
+            f"({_duration(headline['lost_per_call_us'])} per call)",
+            hanging="    ",
         )
-    # Under 80 columns: the maxima are in --json.
-    lines.append(f"  {unit:<8} {'host':<12} {'calls':>6} {'mean µs':>10} {'×median':>8} {'lost µs':>11} {'slowest':>7}")
-    for entry in stragglers["ranks"]:
-        lines.append(
-            f"  {entry['name'][:8]:<8} {(entry['host'] or '–')[:12]:<12} {entry['calls']:>6} "
-            f"{time_in(entry['mean_us']):>10} {against_median(entry['over_median']):>8} "
-            f"{time_in(entry['lost_us']):>11} {entry['slowest_calls']:>7}"
-        )
-    return lines
+    columns = [
+        Column(unit),
+        Column("host"),
+        Column("calls", numeric=True),
+        Column("mean µs", numeric=True),
+        Column("×median", numeric=True),
+        Column("lost µs", numeric=True),
+        Column("slowest", numeric=True, optional=True),
+    ]
+    rows = [
+        [entry["name"], entry["host"] or "–", str(entry["calls"]), time_in(entry["mean_us"]),
+         against_median(entry["over_median"]), time_in(entry["lost_us"]), str(entry["slowest_calls"])]
+        for entry in stragglers["ranks"]
+    ]  # fmt: skip
+    return lines + table(columns, rows)
 
 
 @app.command("compare")
@@ -884,10 +981,12 @@ def compare_runs(
     as_json: Annotated[
         bool, typer.Option("--json", help="Everything GET /api/compare returns, figures included.")
     ] = False,
+    wide: WideOption = False,
 ) -> None:
     """Compare runs: what a training step of each run's plan costs on it, deltas against the baseline and a
     Kolmogorov–Smirnov test per pair (bandwidths and % of ideal under each run's assumptions, or the ones
     given, as GET /api/compare)."""
+    set_wide(wide)
     every_run = [text for text in plan or [] if ":" not in text]
     pairs = ",".join(text for text in plan or [] if ":" in text)
     if len(every_run) > 1 or (every_run and not every_run[0].isdigit()):
@@ -915,59 +1014,67 @@ def compare_runs(
     if as_json:
         _echo_json(document)
         return
-    typer.echo("\n".join(_step_cost_table(document["step_cost"])))
-    typer.echo(f"baseline: run {document['baseline_run_id']}")
+    lines = _step_cost_table(document["step_cost"])
+    lines.append(f"baseline: run {document['baseline_run_id']}")
     if document["training_vs_emulation"]:
-        typer.echo(document["training_vs_emulation"])
+        lines += wrap(document["training_vs_emulation"])
     if document["notice"]:
-        typer.echo(f"note: {document['notice']}")
+        lines += wrap(f"note: {document['notice']}")
     for entry in document["assumptions"]:
-        typer.echo(f"run {entry['run_id']} {_assumptions_line(entry)}")
+        lines += wrap(f"run {entry['run_id']} {_assumptions_line(entry)}")
     if document["above_ideal"]:
-        typer.echo(_above_ideal_line(document["above_ideal"]["warning"]))
+        lines += wrap(_above_ideal_line(document["above_ideal"]["warning"]))
     distributions = [row for row in document["runs"] if row["overall"] is not None]
     if distributions:
-        typer.echo("all data sizes together (distributions only):")
-        typer.echo(
-            f"  {'run':<36} {'n':>9} {'p50 µs':>12} {'p50 ×base':>10} {'p99 µs':>12} {'p99 ×base':>10} {'max µs':>12}"
-        )
-    for row in distributions:
-        overall = row["overall"]
-        typer.echo(
-            f"  {('#' + str(row['run_id']) + ' ' + row['name'])[:36]:<36} {overall['count']['value']:>9} "
-            f"{time_in(overall['p50_us']['value']):>12} {_ratio(overall['p50_us']['ratio']):>10} "
-            f"{time_in(overall['p99_us']['value']):>12} {_ratio(overall['p99_us']['ratio']):>10} "
-            f"{time_in(overall['max_us']['value']):>12}"
-        )
-    # Sweeps alone are compared size by size below; beside a distribution, this is the shared-size table.
-    if distributions:
-        typer.echo("\n".join(_group_lines(document)))
+        columns = [
+            Column("run"),
+            Column("n", numeric=True, optional=True),
+            Column("p50 µs", numeric=True),
+            Column("p50 ×base", numeric=True),
+            Column("p99 µs", numeric=True),
+            Column("p99 ×base", numeric=True, optional=True),
+            Column("max µs", numeric=True, optional=True),
+        ]
+        rows = [
+            [f"#{row['run_id']} {row['name']}", str(overall["count"]["value"]), time_in(overall["p50_us"]["value"]),
+             _ratio(overall["p50_us"]["ratio"]), time_in(overall["p99_us"]["value"]),
+             _ratio(overall["p99_us"]["ratio"]), time_in(overall["max_us"]["value"])]
+            for row in distributions
+            for overall in [row["overall"]]
+        ]  # fmt: skip
+        lines += ["all data sizes together (distributions only):", *table(columns, rows)]
+        # Sweeps alone are compared size by size below; beside a distribution, this is the shared-size table.
+        lines += _group_lines(document)
     if document["sweep"] is not None:
-        typer.echo("\n".join(_sweep_comparison_lines(document["sweep"])))
+        lines += _sweep_comparison_lines(document["sweep"])
     if document["ks_tests"]:
-        typer.echo("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
+        lines.append("Kolmogorov–Smirnov (do the completion-time distributions differ?):")
     for test in document["ks_tests"]:
+        pair = f"  run {test['run_a']} vs run {test['run_b']}: "
         if not test["comparable"]:
-            typer.echo(
-                f"  run {test['run_a']} vs run {test['run_b']}: not tested, no (collective, data size) in common"
-            )
+            lines += wrap(pair + "not tested, no (collective, data size) in common", hanging="    ")
             continue
-        typer.echo(
-            f"  run {test['run_a']} vs run {test['run_b']}: D = {ks_statistic(test['statistic'])}, "
-            f"p = {p_value(test['pvalue'])} ({test['method']})"
+        lines += wrap(
+            pair + f"D = {ks_statistic(test['statistic'])}, p = {p_value(test['pvalue'])} ({test['method']})",
+            hanging="    ",
         )
+    typer.echo("\n".join(lines))
 
 
 def _sweep_comparison_lines(sweep: dict) -> list[str]:
     """The compare page's size-sweep section: each sweep's peak and average busbw, its verdict line against
     the reference sweep, and its busbw per size beside the reference's."""
     reference = sweep["reference_run_id"]
-    lines = [f"size sweeps against #{reference} (busbw per size; within ±{sweep['same_within_pct']:g} % is the same):"]
+    lines = wrap(
+        f"size sweeps against #{reference} (busbw per size, the mean of its out-of-place and in-place cells; "
+        f"within ±{sweep['same_within_pct']:g} % is the same):"
+    )
     for run in sweep["runs"]:
         for entry in run["headline"]:
-            lines.append(
+            lines += wrap(
                 f"  #{run['run_id']} {run['name']} {entry['collective']}: peak busbw "
-                f"{gbps(entry['peak_busbw_gbps'])} GB/s, average busbw {gbps(entry['average_busbw_gbps'])} GB/s"
+                f"{gbps(entry['peak_busbw_gbps'])} GB/s, average busbw {gbps(entry['average_busbw_gbps'])} GB/s",
+                hanging="    ",
             )
     reference_busbw = {
         (row["collective"], row["size_bytes"]): row["busbw_gbps"]
@@ -978,17 +1085,21 @@ def _sweep_comparison_lines(sweep: dict) -> list[str]:
     for run in sweep["runs"]:
         if run["verdict"] is None:
             continue
-        lines.append(f"  {run['verdict']}")
-        lines.append(
-            f"    {'collective':<14} {'size B':>15} {f'#{reference} GB/s':>11} {'busbw GB/s':>11} {'×ref':>8} "
-            f"{'change':>9}"
-        )
-        for row in run["sizes"]:
-            if row["busbw_ratio"] is None:
-                continue
-            lines.append(
-                f"    {row['collective'][:14]:<14} {row['size_bytes']:>15,} "
-                f"{gbps(reference_busbw[(row['collective'], row['size_bytes'])]):>11} "
-                f"{gbps(row['busbw_gbps']):>11} {_ratio(row['busbw_ratio']):>8} {row['change_pct']:>+7.1f} %"
-            )
+        lines += wrap(f"  {run['verdict']}", hanging="    ")
+        columns = [
+            Column("collective", optional=True),
+            Column("size B", numeric=True),
+            Column(f"#{reference} GB/s", numeric=True),
+            Column(f"#{run['run_id']} GB/s", numeric=True),
+            Column("×ref", numeric=True, optional=True),
+            Column("change", numeric=True),
+        ]
+        rows = [
+            [row["collective"], f"{row['size_bytes']:,}", gbps(reference_busbw[(row["collective"], row["size_bytes"])]),
+             gbps(row["busbw_gbps"]), _ratio(row["busbw_ratio"]), f"{row['change_pct']:+.1f} %"]
+            for row in run["sizes"]
+            if row["verdict"] is not None
+        ]  # fmt: skip
+        if rows:
+            lines += table(columns, rows, indent="    ")
     return lines

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from emuplan.cli.app import app, in_store, remote_server
+from emuplan.cli.layout import Column, WideOption, set_wide, table, wrap
 from emuplan.wording import MISSING, change, gbps
 
 
@@ -43,36 +44,48 @@ def trend(
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=200, help="The newest runs read.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON document.")] = False,
+    wide: WideOption = False,
 ) -> None:
     """What changed since the previous run of a platform's series, regressions first, then each figure over the
     runs (oldest first) against the noise band of the up to 7 runs before it (median ± 3 robust σ, ≥ ±5 %)."""
-    from rich.console import Console
-    from rich.table import Table
-
     from emuplan.results.trend import figure_label
 
+    set_wide(wide)
     series = _series(platform, collective, tag, ranks, sizes, limit)
     if as_json:
         typer.echo(json.dumps(series, indent=2))
         return
     changed = series["what_changed"]
-    typer.echo(f"{series['platform']} · {series['collective'] or 'no collective'}: {len(series['runs'])} runs")
-    typer.echo(changed["summary"])
-    console = Console(highlight=False)
+    lines = wrap(f"{series['platform']} · {series['collective'] or 'no collective'}: {len(series['runs'])} runs")
+    lines += wrap(changed["summary"])
     if changed["changes"]:
-        table = Table(title="What changed since the previous run", box=None, pad_edge=False, header_style="bold")
-        for header in ("figure", "now GB/s", "Δ prev. %", "Δ median %", "status"):
-            table.add_column(header, justify="left" if header in ("figure", "status") else "right", no_wrap=True)
-        for entry in changed["changes"]:
-            table.add_row(entry["label"], gbps(entry["value"]), change(entry["change_since_previous_pct"]),
-                          change(entry["change_from_median_pct"]), entry["status"])  # fmt: skip
-        console.print(table)
+        columns = [
+            Column("figure"),
+            Column("now GB/s", numeric=True),
+            Column("Δ prev. %", numeric=True),
+            Column("Δ median %", numeric=True, optional=True),
+            Column("status"),
+        ]
+        rows = [
+            [entry["label"], gbps(entry["value"]), change(entry["change_since_previous_pct"]),
+             change(entry["change_from_median_pct"]), entry["status"]]
+            for entry in changed["changes"]
+        ]  # fmt: skip
+        lines += ["", "What changed since the previous run", *table(columns, rows, indent="")]
     for name, entries in series["figures"].items():
-        table = Table(title=figure_label(name), box=None, pad_edge=False, header_style="bold")
-        for header in ("run", "measured (UTC)", "GB/s", "band GB/s", "Δ median %", "status"):
-            table.add_column(header, justify="right" if "GB/s" in header or "%" in header else "left", no_wrap=True)
-        for entry in entries:
-            band = MISSING if entry["low"] is None else f"{gbps(entry['low'])}–{gbps(entry['high'])}"
-            table.add_row(f"#{entry['run_id']} {entry['name']}", entry["measured_at"][:16].replace("T", " "),
-                          gbps(entry["value"]), band, change(entry["change_pct"]), entry["status"])  # fmt: skip
-        console.print(table)
+        columns = [
+            Column("run"),
+            Column("measured (UTC)", optional=True),
+            Column("GB/s", numeric=True),
+            Column("band GB/s", numeric=True, optional=True),
+            Column("Δ median %", numeric=True),
+            Column("status"),
+        ]
+        rows = [
+            [f"#{entry['run_id']} {entry['name']}", entry["measured_at"][:16].replace("T", " "), gbps(entry["value"]),
+             MISSING if entry["low"] is None else f"{gbps(entry['low'])}–{gbps(entry['high'])}",
+             change(entry["change_pct"]), entry["status"]]
+            for entry in entries
+        ]  # fmt: skip
+        lines += ["", figure_label(name), *table(columns, rows, indent="")]
+    typer.echo("\n".join(lines))

@@ -26,7 +26,6 @@ CELL_HALF_UNIT_GBPS = 0.005
 SLOWEST_SHOWN = 10
 # A first iteration that stands out: slower than the run's p99 and than twice its p50.
 WARM_UP_OVER_P50 = 2.0
-SOURCES = ("query", "plan", "file", "settings")
 
 
 @dataclass(frozen=True)
@@ -57,10 +56,12 @@ def resolve_assumptions(
     ranks: int | None = None,
     plan: PlanDocument | None = None,
     file_ranks: int | None = None,
+    file_ranks_inferred: bool = False,
     default_link_gbps: float,
     default_latency_us: float,
 ) -> Assumptions:
-    """Each assumption from the first of: the request, the linked plan, the file (ranks), the settings."""
+    """Each assumption from the first of: the request, the linked plan, the file (ranks; "inferred" where the
+    file's rank count was inferred rather than read, as from nccl-tests' busbw/algbw factor), the settings."""
     plan_link_gbps, plan_latency_us, plan_ranks = (
         (plan.network.link_gbps, plan.network.latency_us, plan.inputs.gpus) if plan else (None, None, None)
     )
@@ -68,7 +69,7 @@ def resolve_assumptions(
     candidates = {
         "link_gbps": (("query", link_gbps), ("plan", plan_link_gbps), ("settings", default_link_gbps)),
         "latency_us": (("query", latency_us), ("plan", plan_latency_us), ("settings", default_latency_us)),
-        "ranks": (("query", ranks), ("plan", plan_ranks), ("file", file_ranks)),
+        "ranks": (("query", ranks), ("plan", plan_ranks), ("inferred" if file_ranks_inferred else "file", file_ranks)),
     }
     for name, options in candidates.items():
         source, value = next(((s, v) for s, v in options if v is not None), ("none", None))

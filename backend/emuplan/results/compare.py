@@ -35,7 +35,7 @@ from itertools import combinations
 
 import numpy as np
 
-from emuplan.results.analysis import RunKind, file_or_ours
+from emuplan.results.analysis import CELL_HALF_UNIT_GBPS, RunKind, file_or_ours
 from emuplan.results.step_cost import PREFERRED_VARIANTS
 
 DELTA_METRICS = (
@@ -309,6 +309,10 @@ def _sweep_comparison(sweeps: list[RunSummary], baseline: RunSummary) -> dict:
             theirs = _mean([theirs_by_variant[v].get("busbw_gbps") for v in shared])
             ratio = ours / theirs if ours is not None and theirs else None
             change = (ratio - 1) * 100 if ratio is not None else None
+            # Both sweeps under nccl-tests' print resolution here (each cell 0.00 GB/s): a ratio of two readings
+            # of the floor (+1,856.8 % at 32 KiB) is no finding, so the size is left out of the verdict.
+            cells = [file_or_ours(g, "busbw_gbps") for g in (*variants.values(), *theirs_by_variant.values())]
+            below_floor = bool(theirs_by_variant) and all(c is not None and c < CELL_HALF_UNIT_GBPS for c in cells)
             rows.append(
                 {
                     "collective": collective,
@@ -318,7 +322,8 @@ def _sweep_comparison(sweeps: list[RunSummary], baseline: RunSummary) -> dict:
                     "busbw_gbps": _mean([file_or_ours(g, "busbw_gbps") for g in variants.values()]),
                     "busbw_ratio": ratio,
                     "change_pct": change,
-                    "verdict": None if change is None else _change_verdict(change),
+                    "below_floor": below_floor,
+                    "verdict": None if change is None or below_floor else _change_verdict(change),
                 }
             )
         headline = [
@@ -370,8 +375,10 @@ def sweep_verdict(run: RunSummary, reference: RunSummary, rows: list[dict]) -> s
     Worse sizes first, then better, then the same; a bucket's change as one figure when its sizes agree to
     0.1 %, else its range; per collective when the runs share several."""
     judged = [row for row in rows if row["verdict"] is not None]
+    floor = sorted(row["size_bytes"] for row in rows if row["below_floor"])
+    left_out = f"; {_sizes_text(floor)} left out: busbw 0.00 GB/s in both, under the log's resolution" if floor else ""
     if not judged:
-        return f"#{run.id} vs #{reference.id}: no (collective, data size) with busbw in common"
+        return f"#{run.id} vs #{reference.id}: no (collective, data size) with busbw in common{left_out}"
     collectives = list(dict.fromkeys(row["collective"] for row in judged))
     parts = []
     for collective in collectives:
@@ -381,9 +388,7 @@ def sweep_verdict(run: RunSummary, reference: RunSummary, rows: list[dict]) -> s
             members = [row for row in mine if row["verdict"] == judgement]
             if not members:
                 continue
-            sizes = sorted(row["size_bytes"] for row in members)
-            where = size_text(sizes[0]) if len(sizes) == 1 else f"{size_text(sizes[0])}–{size_text(sizes[-1])}"
-            count = f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} ({where})"
+            count = _sizes_text(sorted(row["size_bytes"] for row in members))
             if judgement == "same":
                 buckets.append(f"same (within ±{SAME_WITHIN_PCT:g} %) at {count}")
                 continue
@@ -391,4 +396,10 @@ def sweep_verdict(run: RunSummary, reference: RunSummary, rows: list[dict]) -> s
             low, high = _percent(changes[0]), _percent(changes[-1])
             buckets.append(f"{low if low == high else f'{low} to {high}'} busbw at {count}")
         parts.append(("" if len(collectives) == 1 else f"{collective} ") + ", ".join(buckets))
-    return f"#{run.id} vs #{reference.id}: " + "; ".join(parts)
+    return f"#{run.id} vs #{reference.id}: " + "; ".join(parts) + left_out
+
+
+def _sizes_text(sizes: list[int]) -> str:
+    """'3 sizes (512 MiB–2 GiB)', '1 size (8 B)': how many and their range, of sorted sizes."""
+    where = size_text(sizes[0]) if len(sizes) == 1 else f"{size_text(sizes[0])}–{size_text(sizes[-1])}"
+    return f"{len(sizes)} size{'s' if len(sizes) > 1 else ''} ({where})"

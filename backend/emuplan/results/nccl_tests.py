@@ -140,6 +140,16 @@ def ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None]
     return len(rank_hosts), len(set(rank_hosts.values()))
 
 
+# How a run's warnings say its rank count was inferred (from the busbw/algbw factor, or the highest rank of
+# elided rank lines) rather than read from the log's rank lines: the assumptions name the figure "inferred"
+# where they find it (results.analysis.resolve_assumptions).
+RANKS_INFERRED = "ranks inferred from"
+
+
+def ranks_were_inferred(warnings: list[str]) -> bool:
+    return any(RANKS_INFERRED in warning for warning in warnings)
+
+
 def ranks_from_bandwidths(op: str, algbws: list[float], busbws: list[float]) -> int | None:
     """The rank count nccl-tests' busbw/algbw factor implies (2(n−1)/n, (n−1)/n), from the row with the
     largest algbw (the least rounded); None when the factor says nothing (broadcast, send/recv, n unclear)."""

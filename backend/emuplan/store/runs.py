@@ -53,7 +53,7 @@ from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ROW_BYTES, Im
 from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
 from emuplan.results.compare import RunSummary, compare_runs
 from emuplan.results.expected import fabric_of, healthy_time_us
-from emuplan.results.nccl_tests import ranks_from_bandwidths
+from emuplan.results.nccl_tests import RANKS_INFERRED, ranks_from_bandwidths, ranks_were_inferred
 from emuplan.results.observed import OBSERVED_FORMATS, parse_observed
 from emuplan.results.parse import parse_result_file
 from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
@@ -462,7 +462,7 @@ def _summary_again_in_memory(
             algbws, busbws = (samples[name].to_numpy(zero_copy_only=False) for name in ("algbw_gbps", "busbw_gbps"))
             ranks = ranks_from_bandwidths(distinct[0], list(algbws), list(busbws))
             if ranks is not None:
-                warnings.append(f"{ranks} ranks inferred from the busbw/algbw factor of {distinct[0]}")
+                warnings.append(f"{ranks} {RANKS_INFERRED} the busbw/algbw factor of {distinct[0]}")
     curves = summary_with_curves(session, run)
     stragglers = curves.get("stragglers") or {}
     parsed = ParsedResult(
@@ -1206,6 +1206,7 @@ def _assumptions_of(
         ranks=choice.ranks,
         plan=plan.linked_document if plan else None,
         file_ranks=run.ranks,
+        file_ranks_inferred=ranks_were_inferred(run.warnings),
         default_link_gbps=settings.assumed_link_gbps,
         default_latency_us=settings.assumed_latency_us,
     )

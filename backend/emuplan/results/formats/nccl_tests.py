@@ -14,6 +14,7 @@ import pyarrow as pa
 from emuplan.results.canonical import ParsedResult, ResultFileError, samples_table, times_problem
 from emuplan.results.formats import NCCL_TESTS
 from emuplan.results.nccl_tests import (
+    RANKS_INFERRED,
     Cells,
     choose_collective,
     collective_from_text,
@@ -267,10 +268,10 @@ def parse(upload: Upload) -> ParsedResult:
             f"rank lines up to rank {max(rank_hosts)} printed, {len(rank_hosts)} of them" if elided else "no rank lines"
         )
         if ranks is not None:
-            warnings.append(f"{file_name}: {lines_say}; {ranks} ranks inferred from the busbw/algbw factor")
+            warnings.append(f"{file_name}: {lines_say}; {ranks} {RANKS_INFERRED} the busbw/algbw factor")
         elif elided:
             ranks = max(rank_hosts) + 1
-            warnings.append(f"{file_name}: {lines_say}; {ranks} ranks inferred from the highest rank printed")
+            warnings.append(f"{file_name}: {lines_say}; {ranks} {RANKS_INFERRED} the highest rank printed")
     return ParsedResult(
         samples=samples_table(
             duration_us=np.array(rows.times),
