@@ -103,6 +103,11 @@ class Settings(BaseSettings):
     )
     # An import holds its rows whatever the file's width (~80 bytes each): 20 M rows is ~1.6 GB.
     max_import_rows: int = Field(default=20_000_000, gt=0, description="Cap on the rows of one imported file.")
+    max_archive_members: int = Field(
+        default=10_000,
+        gt=0,
+        description="Cap on the members of one zip or tar upload (each charged ~32 KB against the import's memory).",
+    )
     import_memory_bytes: int = Field(
         default=3 * 1024 * 1024 * 1024,
         gt=0,
