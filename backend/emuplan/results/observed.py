@@ -39,7 +39,7 @@ from emuplan.results.canonical import (
 )
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
 from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
-from emuplan.results.upload import HEAD_BYTES
+from emuplan.results.upload import HEAD_BYTES, numbers_named
 from emuplan.wording import plural
 from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
 
@@ -199,11 +199,12 @@ def parse_observed(
         if fmt is not None and detected not in (None, fmt):
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
-        if fmt == NCCL_INSPECTOR:
-            parsed.append(nccl_inspector.file_calls(content, name, budget))
-        else:
-            budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
-            parsed.append(torch_profiler.file_calls(content, name))
+        with numbers_named(content, name):
+            if fmt == NCCL_INSPECTOR:
+                parsed.append(nccl_inspector.file_calls(content, name, budget))
+            else:
+                budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
+                parsed.append(torch_profiler.file_calls(content, name))
     return _merged(parsed, fmt)
 
 
