@@ -150,3 +150,26 @@ def test_a_number_too_long_for_python_is_400_naming_file_and_place(
         )
         assert (response.status_code, response.json()) == (400, {"detail": f"job.zip/{message}"})
     assert httpx2.get(f"{live_server.url}/api/runs").json() == []
+
+
+def test_a_model_file_with_a_number_too_long_for_python_is_400_naming_its_place(live_server: LiveServer) -> None:
+    config = '{"model_type": "llama", "hidden_size": ' + DIGITS + ', "num_hidden_layers": 2}'
+    header = ('{"w": {"dtype": "F32", "shape": [' + DIGITS + ', 2], "data_offsets": [0, 8]}}').encode()
+    safetensors = len(header).to_bytes(8, "little") + header + bytes(8)
+    answers = [
+        httpx2.post(f"{live_server.url}/api/models", files={"file": (name, content)}, timeout=60)
+        for name, content in (("config.json", config.encode()), ("m.safetensors", safetensors))
+    ]
+    assert [(answer.status_code, answer.json()) for answer in answers] == [
+        (
+            400,
+            {"detail": "config.json: not valid JSON (a number of more than 4300 digits: line 1 column 40 (char 39))"},
+        ),
+        (
+            400,
+            {
+                "detail": "m.safetensors: the header is not valid JSON (a number of more than 4300 digits: line 1 "
+                "column 34 (char 33))"
+            },
+        ),
+    ]
