@@ -142,6 +142,12 @@ class Settings(BaseSettings):
         description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
         "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
     )
+    metrics_max_series: int = Field(
+        default=2000,
+        gt=0,
+        description="Series one GET /metrics scrape exposes at most (5 samples each); those left out are counted in "
+        "emuplan_metrics_series_dropped.",
+    )
     astra_sim: Path | None = Field(
         default=None,
         description="ASTRA-sim's analytical binary (AstraSim_Analytical_Congestion_Unaware): plans can be simulated "
