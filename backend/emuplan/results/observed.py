@@ -34,6 +34,7 @@ from emuplan.results.canonical import (
     TORCH_PROFILER,
     ParsedResult,
     ResultFileError,
+    ResultFileTooLarge,
     rank_times_table,
     samples_table,
 )
@@ -55,6 +56,18 @@ ZIP_ENCRYPTED = 0x1
 # A zip member's local header: signature, 22 bytes we do not need, the lengths of its name and extra field.
 ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")
 NEITHER_FORMAT = "neither an NCCL Inspector dump nor a PyTorch profiler trace"
+# A zip's end record (the entries it states, its central directory's size), searched for in its last 22 bytes and
+# the longest comment; the ZIP64 end record a locator 20 bytes before it points to, for larger archives.
+ZIP_END = struct.Struct("<4s6xHI")
+ZIP_END_MAGIC = b"PK\x05\x06"
+ZIP_END_SEARCH = ZIP_END.size + 6 + 65535
+ZIP64_LOCATOR = b"PK\x06\x07"
+ZIP64_END = struct.Struct("<4s28xQQ")
+ZIP64_END_MAGIC = b"PK\x06\x06"
+# zipfile holds an object per central entry (46 bytes and a name) whatever count the end record states: a central
+# directory larger than this per member allowed is refused before it is read (a 1 GiB upload of empty members
+# would have been ~20 M objects).
+ZIP_DIRECTORY_BYTES_PER_MEMBER = 1024
 
 
 def is_archive(head: bytes) -> bool:
@@ -82,6 +95,7 @@ def archive_members(
     data = pa.BufferReader(content)
     try:
         if bytes(content[: len(ZIP_MAGIC)]) == ZIP_MAGIC:
+            _refuse_a_large_zip_directory(content, file_name, budget.limits.max_archive_members)
             archive = zipfile.ZipFile(data)
             headers = archive.infolist()
             entries = [(i.filename, i) for i in headers if not i.is_dir()]
@@ -112,6 +126,28 @@ def archive_members(
             member = b"".join(chunks)
             del chunks
             yield path, member
+
+
+def _refuse_a_large_zip_directory(content: bytes | memoryview, file_name: str, max_members: int) -> None:
+    """Refuse a zip whose end record states more members than allowed, or a central directory larger than they
+    take, before ``zipfile`` reads its entries; a record that cannot be read is left for ``zipfile`` to name."""
+    tail = bytes(content[-ZIP_END_SEARCH:])
+    at = tail.rfind(ZIP_END_MAGIC)
+    if at < 0 or at + ZIP_END.size > len(tail):
+        return
+    _, members, directory_bytes = ZIP_END.unpack_from(tail, at)
+    if at >= 20 and tail[at - 20 : at - 16] == ZIP64_LOCATOR:
+        (offset,) = struct.unpack_from("<Q", tail, at - 12)
+        record = bytes(content[offset : offset + ZIP64_END.size])
+        if len(record) == ZIP64_END.size and record.startswith(ZIP64_END_MAGIC):
+            _, members, directory_bytes = ZIP64_END.unpack(record)
+    if members > max_members:
+        raise ResultFileTooLarge(f"{file_name}: more than {max_members} members (EMUPLAN_MAX_ARCHIVE_MEMBERS)")
+    if directory_bytes > max_members * ZIP_DIRECTORY_BYTES_PER_MEMBER:
+        raise ResultFileTooLarge(
+            f"{file_name}: a central directory of {directory_bytes} bytes, more than {max_members} members take "
+            "(EMUPLAN_MAX_ARCHIVE_MEMBERS)"
+        )
 
 
 def _readable_member(head: bytes) -> bool:
