@@ -223,3 +223,22 @@ def test_a_damaged_database_or_two_revisions_is_refused_without_a_traceback(cli_
             2,
             f"error: {path} is not an emuplan database (it has no schema revision)\n",
         )
+
+
+def test_a_table_sqlite_cannot_describe_is_refused_without_a_traceback(cli_env, tmp_path):
+    """A virtual table of a module this SQLite lacks, written straight into the schema."""
+    odd = tmp_path / "odd.sqlite3"
+    with closing(sqlite3.connect(odd)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        connection.execute("INSERT INTO alembic_version VALUES (?)", (HEAD,))
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute(
+            "INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) "
+            "VALUES ('table', 'vt', 'vt', 0, 'CREATE VIRTUAL TABLE vt USING nosuch(a)')"
+        )
+        connection.commit()
+    refused = invoke("restore", str(odd), "--yes")
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"error: {odd} is not emuplan's database at schema {HEAD}: no such module: nosuch\n",
+    )

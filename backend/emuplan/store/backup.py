@@ -129,7 +129,10 @@ def check_schema(path: Path, revision: str, database_url: str) -> None:
         with closing(_read_only(reference)) as connection:
             made = _schema(connection)
     with closing(_read_only(path)) as connection:
-        found = _schema(connection)
+        try:
+            found = _schema(connection)
+        except sqlite3.DatabaseError as error:  # a table SQLite cannot describe (a virtual table's unknown module)
+            raise BackupError(f"{path} is not emuplan's database at schema {revision}: {error}") from None
     differences = _differences(found, made)
     if differences:
         more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
