@@ -57,10 +57,10 @@ ZIP_ENCRYPTED = 0x1
 ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")
 NEITHER_FORMAT = "neither an NCCL Inspector dump nor a PyTorch profiler trace"
 # A zip's end record (the entries it states, its central directory's size), searched for in its last 22 bytes and
-# the longest comment; the ZIP64 end record a locator 20 bytes before it points to, for larger archives.
+# the longest comment after them; the ZIP64 end record a locator 20 bytes before it points to, for larger archives.
 ZIP_END = struct.Struct("<4s6xHI")
 ZIP_END_MAGIC = b"PK\x05\x06"
-ZIP_END_SEARCH = ZIP_END.size + 6 + 65535
+ZIP_END_SEARCH = 22 + 65535
 ZIP64_LOCATOR = b"PK\x06\x07"
 ZIP64_END = struct.Struct("<4s28xQQ")
 ZIP64_END_MAGIC = b"PK\x06\x06"
