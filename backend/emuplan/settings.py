@@ -110,6 +110,11 @@ class Settings(BaseSettings):
     max_trace_events: int = Field(
         default=1_000_000, gt=0, description="Cap on the events (traceEvents) of one PyTorch profiler trace."
     )
+    max_archive_members: int = Field(
+        default=10_000,
+        gt=0,
+        description="Cap on the members of one zip or tar upload (each charged ~32 KB against the import's memory).",
+    )
     import_memory_bytes: int = Field(
         default=3 * 1024 * 1024 * 1024,
         gt=0,
@@ -143,6 +148,12 @@ class Settings(BaseSettings):
         default=False,
         description="Let anyone read GET /metrics (Prometheus) without signing in; when false and sign-in is on, "
         "a scraper sends a viewer's API token as 'Authorization: Bearer TOKEN'.",
+    )
+    metrics_max_series: int = Field(
+        default=2000,
+        gt=0,
+        description="Series one GET /metrics scrape exposes at most (5 samples each); those left out are counted in "
+        "emuplan_metrics_series_dropped.",
     )
     astra_sim: Path | None = Field(
         default=None,

@@ -3,6 +3,7 @@ admin), accounts managed by an admin over the API, the /admin page and `emuplan 
 offer each role only what it may do."""
 
 import re
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -135,6 +136,28 @@ def test_an_admin_manages_accounts_over_the_api(
     removed = admin.delete("/api/admin/accounts/admin")
     assert (removed.status_code, removed.json()) == (409, {"detail": last_admin.format("removing it")})
     assert admin.get("/api/account").json()["role"] == "admin"
+
+
+def test_account_names_keep_to_a_safe_alphabet(clients: dict[str, httpx2.Client]) -> None:
+    """The audit's names were accepted: ``ad/m`` could not be reached in the API, ``..`` and ``%2e%2e`` reached the
+    same URL, ``<script>`` went into pages. Each is refused with 422 naming the field, through a real server."""
+    admin = clients["admin"]
+    rule = "must be 1 to 64 letters, digits or . _ @ + - (not starting with . or -)"
+    for name in ("ad/m", "..", ".hidden", "%2e%2e", "<script>", "-rf", "two words", "a\tb", "x" * 65, ""):
+        refused = admin.post("/api/admin/accounts", json={"name": name})
+        if len(name) > 64:
+            assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["body", "name"]
+            continue
+        assert (refused.status_code, refused.json()) == (422, {"detail": f"name: {name!r} {rule}"}), name
+    for name in ("ada.lovelace", "j_doe@lab.example", "ana-maria+ci", "José", "x" * 64):
+        added = admin.post("/api/admin/accounts", json={"name": name})
+        assert (added.status_code, added.json()["name"]) == (201, name)
+        # Each is reachable by its own URL.
+        changed = admin.patch(f"/api/admin/accounts/{quote(name, safe='')}", json={"role": "editor"})
+        assert (changed.status_code, changed.json()["name"]) == (200, name)
+    assert sorted(a["name"] for a in admin.get("/api/admin/accounts").json()) == sorted(
+        ["admin", "editor", "viewer", "ada.lovelace", "j_doe@lab.example", "ana-maria+ci", "José", "x" * 64]
+    )
 
 
 def issued_password(page: str) -> str:

@@ -7,6 +7,7 @@ import os
 import sqlite3
 from contextlib import closing
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
@@ -137,3 +138,107 @@ def test_what_cannot_be_backed_up_or_restored_is_refused_naming_it(cli_env, tmp_
         "`pg_restore --clean --if-exists --dbname 'postgresql://team:***@db.example.org/emuplan' FILE`\n"
     )
     assert "secret" not in on_postgres.stderr
+
+
+def live_state(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def altered_backup(tmp_path, *statements: str):
+    """A true backup of a database holding one run, with ``statements`` run on it afterwards."""
+    assert invoke("import", str(V100_LOG), "--name", "kept").exit_code == 0
+    copy = tmp_path / "altered.sqlite3"
+    assert invoke("backup", str(copy)).exit_code == 0
+    with closing(sqlite3.connect(copy)) as connection:
+        for statement in statements:
+            connection.execute(statement)
+        connection.commit()
+    return copy
+
+
+def test_a_foreign_database_with_emuplans_revision_is_refused_and_the_live_one_untouched(cli_env, tmp_path):
+    """The audit's file: only ``alembic_version`` at the newest revision and one table of its own. It was
+    "restored", and the server no longer started."""
+    path = make_url_path(cli_env)
+    assert invoke("import", str(V100_LOG), "--name", "kept").exit_code == 0
+    before = live_state(path)
+    foreign = tmp_path / "foreign.sqlite3"
+    with closing(sqlite3.connect(foreign)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        connection.execute("INSERT INTO alembic_version VALUES (?)", (HEAD,))
+        connection.execute("CREATE TABLE notes (text TEXT)")
+        connection.commit()
+    refused = invoke("restore", str(foreign), "--yes")
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"error: {foreign} is not emuplan's database at schema {HEAD}: an extra table 'notes'; no table 'account'; "
+        "no table 'account_session' (and 58 more); restore a file `emuplan backup` wrote\n"
+    )
+    assert live_state(path) == before
+    assert listed_runs() == [("1", "kept")]
+
+
+def make_url_path(database_url: str) -> str:
+    return database_url.removeprefix("sqlite:///")
+
+
+@pytest.mark.parametrize(
+    ("statements", "difference"),
+    [
+        (
+            [
+                "CREATE TRIGGER every_account_an_admin AFTER INSERT ON account "
+                "BEGIN UPDATE account SET role = 'admin' WHERE id = new.id; END"
+            ],
+            "an extra trigger 'every_account_an_admin'",
+        ),
+        (["CREATE VIEW everything AS SELECT * FROM run"], "an extra view 'everything'"),
+        (["CREATE INDEX ix_run_note ON run (note)"], "an extra index 'ix_run_note'"),
+        (["ALTER TABLE run ADD COLUMN owner TEXT"], "table 'run' with an extra column 'owner'"),
+        (["DROP INDEX ix_share_link_comparison_id"], "no index 'ix_share_link_comparison_id'"),
+    ],
+    ids=["trigger", "view", "index", "column", "index dropped"],
+)
+def test_a_backup_with_its_schema_altered_is_refused_naming_the_difference(cli_env, tmp_path, statements, difference):
+    path = make_url_path(cli_env)
+    copy = altered_backup(tmp_path, *statements)
+    before = live_state(path)
+    refused = invoke("restore", str(copy), "--yes")
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"error: {copy} is not emuplan's database at schema {HEAD}: {difference}; "
+        "restore a file `emuplan backup` wrote\n",
+    )
+    assert live_state(path) == before
+
+
+def test_a_damaged_database_or_two_revisions_is_refused_without_a_traceback(cli_env, tmp_path):
+    damaged = tmp_path / "damaged.sqlite3"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+    two = altered_backup(tmp_path, "INSERT INTO alembic_version VALUES ('0003')")
+    for path in (damaged, two):
+        refused = invoke("restore", str(path), "--yes")
+        assert (refused.exit_code, refused.stderr) == (
+            2,
+            f"error: {path} is not an emuplan database (it has no schema revision)\n",
+        )
+
+
+def test_a_table_sqlite_cannot_describe_is_refused_without_a_traceback(cli_env, tmp_path):
+    """A virtual table of a module this SQLite lacks, written straight into the schema."""
+    odd = tmp_path / "odd.sqlite3"
+    with closing(sqlite3.connect(odd)) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        connection.execute("INSERT INTO alembic_version VALUES (?)", (HEAD,))
+        connection.execute("PRAGMA writable_schema = ON")
+        connection.execute(
+            "INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) "
+            "VALUES ('table', 'vt', 'vt', 0, 'CREATE VIRTUAL TABLE vt USING nosuch(a)')"
+        )
+        connection.commit()
+    refused = invoke("restore", str(odd), "--yes")
+    assert (refused.exit_code, refused.stderr) == (
+        2,
+        f"error: {odd} is not emuplan's database at schema {HEAD}: no such module: nosuch\n",
+    )

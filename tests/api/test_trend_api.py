@@ -5,7 +5,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from emuplan.api.trend import metrics_text
+from emuplan.api.trend import metrics_chunks
 from emuplan.main import create_app
 from emuplan.settings import Settings
 from emuplan.store.db import Database
@@ -139,13 +139,13 @@ def test_metrics_give_each_series_newest_run_in_prometheus_text(client: TestClie
             ("emuplan_series_verdict", tuple(sorted((*labels, ("verdict", stats["verdict"]["status"]))))): 1,
             ("emuplan_series_pct_of_expected", labels): pytest.approx(best_pct),
         }
-    assert _samples(answer.text) == expected
+    assert _samples(answer.text) == expected | {("emuplan_metrics_series_dropped", ()): 0}
 
 
 def test_verdict_and_pct_of_expected_are_exposed_once_known() -> None:
     latest = LatestInSeries("gb200-nvl72", "all_reduce", "", 72, 9, 846.82, 420.5, verdict="pass", pct_of_expected=94.1)
     labels = tuple(sorted({"platform": "gb200-nvl72", "collective": "all_reduce", "tag": "", "ranks": "72"}.items()))
-    samples = _samples(metrics_text([latest]).decode())
+    samples = _samples(b"".join(metrics_chunks([latest], 0)).decode())
     assert samples[("emuplan_series_verdict", tuple(sorted((*labels, ("verdict", "pass")))))] == 1
     assert samples[("emuplan_series_pct_of_expected", labels)] == 94.1
 

@@ -80,6 +80,12 @@ def test_a_file_forced_to_be_an_fct_txt_is_read_as_one_streamed(tmp_path):
             " 99999999999999999999 ",
             "line 15002, column 'dport': '99999999999999999999' is not a 64-bit whole number",
         ),
+        # Past Python's 4,300 digits, int() answered with Python's own message, naming nothing.
+        (
+            " 100 ",
+            f" {'7' * 5000} ",
+            "line 15002, column 'dport': '77777777777777777777…' is not a 64-bit whole number",
+        ),
     ],
 )
 def test_a_bad_line_far_down_is_named_by_its_number_as_in_memory(tmp_path, replace, by, problem):

@@ -45,7 +45,10 @@ class AccountListed(BaseModel):
 
 
 class AccountCreate(BaseModel):
-    name: str = Field(max_length=store.MAX_NAME_LENGTH, description="Sign-in name, no spaces.")
+    name: str = Field(
+        max_length=store.MAX_NAME_LENGTH,
+        description="Sign-in name: letters, digits or . _ @ + - (not starting with . or -).",
+    )
     role: Role = Role.viewer
 
 

@@ -74,7 +74,10 @@ class UploadForm(BaseModel):
     # The names as a Literal, not the enum: the multipart schema below inlines these properties, and an
     # enum would become a $ref to a definition that schema does not carry.
     strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
-    tags: str | None = Field(default=None, description="Comma-separated.")
+    tags: str | None = Field(
+        default=None,
+        description=f"Comma-separated: at most {store.MAX_TAGS}, each of {store.MAX_TAG_LENGTH} characters at most.",
+    )
     format: Literal[FORMATS] | None = Field(default=None, description="Skip detection: read the file as this format.")
     column_map: str | None = Field(default=None, description='Role → column, JSON or "duration=wall_ms,size=payload".')
     collective: Literal[tuple(op.value for op in CollectiveOp)] | None = Field(
@@ -121,7 +124,9 @@ class RunChanges(BaseModel):
     measured_at: datetime | None = Field(
         default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
     )
-    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
+    tags: list[Annotated[str, Field(max_length=store.MAX_TAG_LENGTH)]] | None = Field(
+        default=None, max_length=store.MAX_TAGS, description="Replace its tags."
+    )
     note: str | None = Field(default=None, max_length=store.MAX_NOTE, description="Free text; '' clears it.")
     facts: dict[str, str] | None = Field(
         default=None,
@@ -384,6 +389,7 @@ async def upload_run(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
                 )
                 raise HTTPException(status_code=422, detail=problems) from None
+            store.checked_tags(parse_tags(form.tags))  # before any file is parsed: 422 naming the field
             # Reading the files' heads is disk work: off the event loop.
             several_runs = len(upload.files) > 1 and not await run_in_threadpool(
                 one_job, upload.files, form.job, form.format

@@ -1,10 +1,11 @@
 """Series over time: ``GET /api/trend`` (JSON), ``/api/trend/figures`` (its charts), the ``/trend`` page and
 ``GET /metrics`` (Prometheus' text format, for a team's Grafana), all over ``store.trend``."""
 
+from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
@@ -149,13 +150,33 @@ class SeriesCollector:
         yield from (peak, average, run, verdict, expected)
 
 
-def metrics_text(latest: list[store.LatestInSeries]) -> bytes:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SeriesCollector(latest))
-    return generate_latest(registry)
+class Families:
+    """Metric families already built, as a collector."""
+
+    def __init__(self, *families):
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+def metrics_chunks(latest: list[store.LatestInSeries], dropped: int) -> Iterator[bytes]:
+    """The scrape's text a metric family at a time (each sent as it is written), then how many series were left out."""
+    left_out = GaugeMetricFamily(
+        "emuplan_metrics_series_dropped",
+        "Series left out of this scrape past EMUPLAN_METRICS_MAX_SERIES (kept: by platform, newest runs first).",
+        value=dropped,
+    )
+    for family in (*SeriesCollector(latest).collect(), left_out):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Families(family))
+        yield generate_latest(registry)
 
 
 @metrics_router.get("/metrics", dependencies=[Depends(metrics_access)])
-def metrics(session: ReadSessionDep, settings: SettingsDep) -> Response:
-    """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known."""
-    return Response(metrics_text(store.latest_per_series(session, settings)), media_type=CONTENT_TYPE_LATEST)
+def metrics(session: ReadSessionDep, settings: SettingsDep) -> StreamingResponse:
+    """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known; at most
+    ``EMUPLAN_METRICS_MAX_SERIES`` series (Prometheus' guidance: bounded label values), the rest counted."""
+    latest = store.latest_per_series(session, settings)
+    kept = latest[: settings.metrics_max_series]
+    return StreamingResponse(metrics_chunks(kept, len(latest) - len(kept)), media_type=CONTENT_TYPE_LATEST)

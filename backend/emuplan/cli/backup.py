@@ -27,7 +27,9 @@ def restore(
     file: Annotated[Path, typer.Argument(help="A file `emuplan backup` wrote.")],
     yes: Annotated[bool, typer.Option("--yes", help="Replace the database without asking.")] = False,
 ) -> None:
-    """Replace everything in the SQLite database with FILE, upgraded to this version's schema."""
+    """Replace everything in the SQLite database with FILE, upgraded to this version's schema. FILE must be
+    emuplan's own: a schema other than the migrations make (tables, columns, indexes, a trigger or view added)
+    is refused, naming the difference, and the database is left as it was."""
     from emuplan.settings import get_settings
     from emuplan.store import backup as store_backup
 

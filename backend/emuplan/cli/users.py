@@ -27,7 +27,7 @@ ROLE_HELP = "viewer, editor or admin (emuplan users --help says what each may do
 
 @users_app.command("add")
 def add_user(
-    name: Annotated[str, typer.Argument(help="Sign-in name (no spaces).")],
+    name: Annotated[str, typer.Argument(help="Sign-in name: letters, digits or . _ @ + - (not starting with . or -).")],
     role: Annotated[Role, typer.Option(help=ROLE_HELP)] = Role.viewer,
 ) -> None:
     """Add an account and print its password (shown once; the account page changes it)."""

@@ -5,6 +5,8 @@ An import's readers charge its ``ImportBudget`` as they go, before they allocate
 - bytes a container decompresses (gzip's output a chunk at a time; the buffers of an Arrow IPC/Feather
   file with LZ4/ZSTD body compression, from each batch's metadata before any is decompressed) count
   against ``max_decompressed_bytes`` (EMUPLAN_MAX_DECOMPRESSED_BYTES, 413 past it);
+- an archive's members count against ``max_archive_members`` (EMUPLAN_MAX_ARCHIVE_MEMBERS, 413 past it),
+  each charged ``ARCHIVE_MEMBER_BYTES`` in the pool before any is read;
 - rows count against ``max_rows`` (EMUPLAN_MAX_IMPORT_ROWS, 413 past it): an import builds its samples
   table and statistics per row whatever the file's width, so a 6.6 KB Feather of 25 M zeros cost the
   server 1.9 GB (``ROW_BYTES`` each);
@@ -36,6 +38,11 @@ DEFAULT_POOL_BYTES = 3 * 1024**3
 ROW_BYTES = 80
 # What Python's objects for a JSON document take at most, per byte of it: an array of empty objects, 25.
 JSON_BYTES_PER_BYTE = 26
+# The members an archive upload may hold (EMUPLAN_MAX_ARCHIVE_MEMBERS), and what each costs the import beyond its
+# bytes (its name, its calls' Python objects until the job is merged): the audit's 1.2 MB tar.gz of 100,000
+# one-record files took the server +2.62 GB, ~26 KB a member.
+DEFAULT_MAX_ARCHIVE_MEMBERS = 10_000
+ARCHIVE_MEMBER_BYTES = 32 * 1024
 RETRY_AFTER_S = 10
 # A per-iteration or per-flow table (CSV, gzip CSV, Feather, Parquet) larger than this on disk or decompressed is
 # imported streamed (``results.streamed``), in ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M rows
@@ -67,6 +74,7 @@ class ImportLimits:
     pool_bytes: int = DEFAULT_POOL_BYTES
     streamed_above_bytes: int = DEFAULT_STREAMED_ABOVE_BYTES
     streamed_memory_bytes: int = DEFAULT_STREAMED_MEMORY_BYTES
+    max_archive_members: int = DEFAULT_MAX_ARCHIVE_MEMBERS
 
     @classmethod
     def from_settings(cls, settings) -> "ImportLimits":
@@ -77,6 +85,7 @@ class ImportLimits:
             pool_bytes=settings.import_memory_bytes,
             streamed_above_bytes=settings.streamed_import_above_bytes,
             streamed_memory_bytes=settings.streamed_import_memory_bytes,
+            max_archive_members=settings.max_archive_members,
         )
 
     def upload_floor(self, declared_bytes: int) -> int:
@@ -155,6 +164,14 @@ class ImportBudget:
             )
         self.rows += rows
         self.holds(rows * ROW_BYTES, file_name)
+
+    def count_members(self, count: int, file_name: str) -> None:
+        """An archive of ``count`` members, before any is read; 413 past the per-import cap."""
+        if count > self.limits.max_archive_members:
+            raise ResultFileTooLarge(
+                f"{file_name}: more than {self.limits.max_archive_members} members (EMUPLAN_MAX_ARCHIVE_MEMBERS)"
+            )
+        self.holds(count * ARCHIVE_MEMBER_BYTES, file_name)
 
     def holds(self, nbytes: int, file_name: str) -> None:
         """``nbytes`` more memory the import builds, reserved in the pool."""

@@ -14,6 +14,8 @@ training steps the records fall in, and per group the calls inside those steps: 
 (``plan_vs_observed``) reads.
 """
 
+import itertools
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -32,11 +34,13 @@ from emuplan.results.canonical import (
     TORCH_PROFILER,
     ParsedResult,
     ResultFileError,
+    ResultFileTooLarge,
     rank_times_table,
     samples_table,
 )
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
 from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
+from emuplan.results.upload import HEAD_BYTES, numbers_named
 from emuplan.wording import plural
 from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
 
@@ -44,6 +48,26 @@ OBSERVED_FORMATS = (NCCL_INSPECTOR, TORCH_PROFILER)
 ZIP_MAGIC = b"PK\x03\x04"
 TAR_MAGIC_OFFSET = 257
 TAR_MAGIC = b"ustar"
+# An archive member is read this much at a time, each chunk charged before it is kept.
+MEMBER_CHUNK_BYTES = 1024**2
+# The zip methods read: the others are refused by name (see ``archive_members``).
+ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+ZIP_ENCRYPTED = 0x1
+# A zip member's local header: signature, 22 bytes we do not need, the lengths of its name and extra field.
+ZIP_LOCAL_HEADER = struct.Struct("<4s22xHH")
+NEITHER_FORMAT = "neither an NCCL Inspector dump nor a PyTorch profiler trace"
+# A zip's end record (the entries it states, its central directory's size), searched for in its last 22 bytes and
+# the longest comment after them; the ZIP64 end record a locator 20 bytes before it points to, for larger archives.
+ZIP_END = struct.Struct("<4s6xHI")
+ZIP_END_MAGIC = b"PK\x05\x06"
+ZIP_END_SEARCH = 22 + 65535
+ZIP64_LOCATOR = b"PK\x06\x07"
+ZIP64_END = struct.Struct("<4s28xQQ")
+ZIP64_END_MAGIC = b"PK\x06\x06"
+# zipfile holds an object per central entry (46 bytes and a name) whatever count the end record states: a central
+# directory larger than this per member allowed is refused before it is read (a 1 GiB upload of empty members
+# would have been ~20 M objects).
+ZIP_DIRECTORY_BYTES_PER_MEMBER = 1024
 
 
 def is_archive(head: bytes) -> bool:
@@ -55,34 +79,135 @@ def recognises(head: bytes) -> bool:
     return is_archive(head) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
 
 
-def archive_members(content: bytes | memoryview, file_name: str, budget: ImportBudget) -> Iterator[tuple[str, bytes]]:
+def archive_members(
+    content: bytes | memoryview, file_name: str, budget: ImportBudget, *, check_heads: bool = True
+) -> Iterator[tuple[str, bytes]]:
     """The regular files of a zip or tar (directories and hidden files skipped) in the order of their names, one
-    at a time (a dump directory is read a file at a time), each charged to ``budget`` at its stated size before
-    it is extracted."""
+    at a time (a dump directory is read a file at a time).
+
+    Nothing is trusted before it is counted: the members are capped in number and each charged
+    ``ARCHIVE_MEMBER_BYTES`` before any is read; every byte a member decompresses to is charged to ``budget`` as it
+    is produced, ``MEMBER_CHUNK_BYTES`` at a time; a zip member is refused once it passes the size its entry
+    declares, and unless it is stored or deflated (Python decompresses bzip2 and LZMA a whole compressed block at
+    a time: 4.6 KB of bzip2 became 8 GB before a byte could be counted). ``check_heads``: refuse a member whose
+    first chunk is neither gzip, a dump nor a trace before reading on (off when the caller names the format)."""
     # Read in place: a copy of a gunzipped tar (a memoryview) doubled what its gzip cap allowed.
     data = pa.BufferReader(content)
     try:
         if bytes(content[: len(ZIP_MAGIC)]) == ZIP_MAGIC:
+            _refuse_a_large_zip_directory(content, file_name, budget.limits.max_archive_members)
             archive = zipfile.ZipFile(data)
-            entries = [(i.filename, i.file_size, i) for i in archive.infolist() if not i.is_dir()]
+            headers = archive.infolist()
+            entries = [(i.filename, i) for i in headers if not i.is_dir()]
         else:
-            archive = tarfile.open(fileobj=data)  # noqa: SIM115 (closed once its members are read)
-            entries = [(i.name, i.size, i) for i in archive.getmembers() if i.isfile()]
+            # "r:": a plain tar only (a gzipped one is gunzipped under the budget before it gets here).
+            archive = tarfile.open(fileobj=data, mode="r:")  # noqa: SIM115 (closed once its members are read)
+            # Headers are read lazily: one past the cap is enough to refuse.
+            headers = list(itertools.islice(archive, budget.limits.max_archive_members + 1))
+            entries = [(i.name, i) for i in headers if i.isfile()]
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as error:
         raise ResultFileError(f"{file_name}: not a readable zip or tar archive ({error})") from error
+    budget.count_members(len(headers), file_name)
     entries = sorted((entry for entry in entries if not _hidden(entry[0])), key=lambda entry: entry[0])
     if not entries:
         raise ResultFileError(f"{file_name}: the archive holds no files")
     with archive:
-        for name, size, info in entries:
-            budget.decompressed(size, f"{file_name}/{name}")
+        for name, info in entries:
+            path = f"{file_name}/{name}"
+            chunks = []
             try:
-                member = (
-                    archive.read(info) if isinstance(archive, zipfile.ZipFile) else archive.extractfile(info).read()
-                )
+                for chunk in _member_chunks(archive, info, content, path):
+                    budget.decompressed(len(chunk), path)
+                    if check_heads and not chunks and not _readable_member(chunk[:HEAD_BYTES]):
+                        raise ResultFileError(f"{path}: {NEITHER_FORMAT}")
+                    chunks.append(chunk)
             except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error) as error:
-                raise ResultFileError(f"{file_name}/{name}: not readable from the archive ({error})") from error
-            yield f"{file_name}/{name}", member
+                raise ResultFileError(f"{path}: not readable from the archive ({error})") from error
+            member = b"".join(chunks)
+            del chunks
+            yield path, member
+
+
+def _refuse_a_large_zip_directory(content: bytes | memoryview, file_name: str, max_members: int) -> None:
+    """Refuse a zip whose end record states more members than allowed, or a central directory larger than they
+    take, before ``zipfile`` reads its entries; a record that cannot be read is left for ``zipfile`` to name."""
+    tail = bytes(content[-ZIP_END_SEARCH:])
+    at = tail.rfind(ZIP_END_MAGIC)
+    if at < 0 or at + ZIP_END.size > len(tail):
+        return
+    _, members, directory_bytes = ZIP_END.unpack_from(tail, at)
+    if at >= 20 and tail[at - 20 : at - 16] == ZIP64_LOCATOR:
+        (offset,) = struct.unpack_from("<Q", tail, at - 12)
+        record = bytes(content[offset : offset + ZIP64_END.size])
+        if len(record) == ZIP64_END.size and record.startswith(ZIP64_END_MAGIC):
+            _, members, directory_bytes = ZIP64_END.unpack(record)
+    if members > max_members:
+        raise ResultFileTooLarge(f"{file_name}: more than {max_members} members (EMUPLAN_MAX_ARCHIVE_MEMBERS)")
+    if directory_bytes > max_members * ZIP_DIRECTORY_BYTES_PER_MEMBER:
+        raise ResultFileTooLarge(
+            f"{file_name}: a central directory of {directory_bytes} bytes, more than {max_members} members take "
+            "(EMUPLAN_MAX_ARCHIVE_MEMBERS)"
+        )
+
+
+def _readable_member(head: bytes) -> bool:
+    return head.startswith(GZIP_MAGIC) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
+
+
+def _member_chunks(
+    archive: zipfile.ZipFile | tarfile.TarFile,
+    info: zipfile.ZipInfo | tarfile.TarInfo,
+    content: bytes | memoryview,
+    path: str,
+) -> Iterator[bytes]:
+    """One member's content, ``MEMBER_CHUNK_BYTES`` at most a chunk."""
+    if isinstance(info, tarfile.TarInfo):
+        # A tar member is stored: its bytes are the (already charged) archive's own, its size its header's.
+        member = archive.extractfile(info)
+        yield from iter(lambda: member.read(MEMBER_CHUNK_BYTES), b"")
+        return
+    yield from _zip_member_chunks(info, content, path)
+
+
+def _zip_member_chunks(info: zipfile.ZipInfo, content: bytes | memoryview, path: str) -> Iterator[bytes]:
+    """A zip member inflated here rather than by ``zipfile``, whose reader inflates up to 2 GiB in one call
+    before it cuts the output at the declared size: each chunk is checked against that size as it comes, and the
+    whole against the entry's CRC-32."""
+    if info.compress_type not in ZIP_METHODS:
+        method = zipfile.compressor_names.get(info.compress_type, f"method {info.compress_type}")
+        raise ResultFileError(
+            f"{path}: compressed with {method}; only stored and deflate zip members are read "
+            "(zip's default, or compress each file with gzip)"
+        )
+    if info.flag_bits & ZIP_ENCRYPTED:
+        raise ResultFileError(f"{path}: encrypted; upload the archive without a password")
+    try:
+        signature, name_length, extra_length = ZIP_LOCAL_HEADER.unpack_from(content, max(info.header_offset, 0))
+    except struct.error:  # the header would lie past the end
+        signature, name_length, extra_length = b"", 0, 0
+    start = info.header_offset + ZIP_LOCAL_HEADER.size + name_length + extra_length
+    raw = memoryview(content)[start : start + info.compress_size]
+    if signature != ZIP_MAGIC or len(raw) < info.compress_size:
+        raise ResultFileError(f"{path}: not readable from the archive (its data is cut short)")
+    inflate = zlib.decompressobj(-zlib.MAX_WBITS) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    produced = crc = 0
+    while True:
+        if inflate is None:
+            chunk, raw = bytes(raw[:MEMBER_CHUNK_BYTES]), raw[MEMBER_CHUNK_BYTES:]
+        else:
+            chunk = inflate.decompress(raw, MEMBER_CHUNK_BYTES)
+            raw = inflate.unconsumed_tail
+        if not chunk:
+            break
+        produced += len(chunk)
+        if produced > info.file_size:
+            raise ResultFileError(f"{path}: decompresses past the {info.file_size} bytes its zip entry declares")
+        crc = zlib.crc32(chunk, crc)
+        yield chunk
+    if produced != info.file_size or crc != info.CRC or (inflate is not None and not inflate.eof):
+        raise ResultFileError(
+            f"{path}: not readable from the archive (its data does not match its entry's size and CRC-32)"
+        )
 
 
 def _hidden(path: str) -> bool:
@@ -97,7 +222,7 @@ def parse_observed(
     read, so an archive's members are never all held at once."""
     parsed: list[FileCalls] = []
     without_collectives: list[nccl_inspector.OnlyPointToPoint] = []
-    for name, content in _expanded(files, budget):
+    for name, content in _expanded(files, budget, check_heads=fmt is None):
         head = bytes(content[:65536])
         detected = (
             NCCL_INSPECTOR
@@ -107,18 +232,19 @@ def parse_observed(
             else None
         )
         if detected is None and fmt is None:
-            raise ResultFileError(f"{name}: neither an NCCL Inspector dump nor a PyTorch profiler trace")
+            raise ResultFileError(f"{name}: {NEITHER_FORMAT}")
         if fmt is not None and detected not in (None, fmt):
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
-        if fmt == NCCL_INSPECTOR:
-            try:
-                parsed.append(nccl_inspector.file_calls(content, name, budget))
-            except nccl_inspector.OnlyPointToPoint as only:
-                without_collectives.append(only)
-        else:
-            budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
-            parsed.append(torch_profiler.file_calls(content, name, budget.limits.max_trace_events))
+        with numbers_named(content, name):
+            if fmt == NCCL_INSPECTOR:
+                try:
+                    parsed.append(nccl_inspector.file_calls(content, name, budget))
+                except nccl_inspector.OnlyPointToPoint as only:
+                    without_collectives.append(only)
+            else:
+                budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
+                parsed.append(torch_profiler.file_calls(content, name, budget.limits.max_trace_events))
     if not parsed and without_collectives:
         raise without_collectives[0]
     result = _merged(parsed, fmt)
@@ -126,7 +252,7 @@ def parse_observed(
     return result
 
 
-def _expanded(files: list[tuple[str, bytes | memoryview]], budget: ImportBudget):
+def _expanded(files: list[tuple[str, bytes | memoryview]], budget: ImportBudget, *, check_heads: bool):
     """(name, content) of each file given, archives opened and gzip undone (one upload is gunzipped before it gets
     here; files given together and an archive's members are here)."""
 
@@ -137,7 +263,8 @@ def _expanded(files: list[tuple[str, bytes | memoryview]], budget: ImportBudget)
 
     for name, content in (gunzipped(*each) for each in files):
         if is_archive(bytes(content[:512])):
-            yield from (gunzipped(*member) for member in archive_members(content, name, budget))
+            members = archive_members(content, name, budget, check_heads=check_heads)
+            yield from (gunzipped(*member) for member in members)
         else:
             yield name, content
 

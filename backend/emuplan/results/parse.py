@@ -17,7 +17,7 @@ from emuplan.results.canonical import ParsedResult, ResultFileError
 from emuplan.results.formats import BY_NAME, DETECTION_ORDER, FORMATS, Format, format_module
 from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
 from emuplan.results.headers import MappedColumn
-from emuplan.results.upload import HEAD_BYTES, Upload, content_of
+from emuplan.results.upload import HEAD_BYTES, Upload, content_of, numbers_named
 
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
@@ -93,7 +93,8 @@ def parse_result_file(
         raise ResultFileError(f"{file_name}: the file is empty (only whitespace)")
     for entry in DETECTION_ORDER:
         if entry.kind == "text" and (entry == named or (named is None and format_module(entry).recognises(upload))):
-            return format_module(entry).parse(upload)
+            with numbers_named(source, file_name):
+                return format_module(entry).parse(upload)
     # The text becomes a table of about its size.
     budget.holds(upload.size, file_name)
     table = tabular.read_csv(source, head, file_name)

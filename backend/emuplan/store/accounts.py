@@ -14,6 +14,7 @@ CPU), so a flood of guesses never holds the database's write lock while Argon2 r
 
 import ipaddress
 import math
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -44,6 +45,10 @@ MAX_WAIT = FAILURE_WINDOW
 IPV6_PREFIX_COUNTED = 64
 MIN_PASSWORD_LENGTH = 12
 MAX_NAME_LENGTH = 64
+# A name is a path segment of /api/accounts/{name}, shown in pages and logs: letters, digits and . _ @ + - as
+# Django's user names, none leading with "." (".." reached the same URL as "%2e%2e") or "-" (an option to the CLI).
+# "/", "%", "<" and spaces cannot be written.
+NAME_PATTERN = re.compile(r"[\w@+][\w.@+-]*")
 MAX_LABEL_LENGTH = 100
 MAX_TOKEN_DAYS = 3650
 API_TOKEN_PREFIX = "emu_"
@@ -93,8 +98,10 @@ class SignedIn:
 
 def _valid_name(name: str) -> str:
     name = name.strip()
-    if not name or len(name) > MAX_NAME_LENGTH or not name.isprintable() or " " in name:
-        raise ValueError(f"name: {name!r} must be 1 to {MAX_NAME_LENGTH} printable characters without spaces")
+    if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"name: {name!r} must be 1 to {MAX_NAME_LENGTH} letters, digits or . _ @ + - (not starting with . or -)"
+        )
     return name
 
 

@@ -20,6 +20,7 @@ NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "st
 INT64_BOUNDS = (-(2**63), 2**63 - 1)
 # What Arrow reads as an int64 (spaces and tabs around it aside): no '+', digits only.
 _WHOLE = re.compile(r"-?[0-9]+")
+INT64_CHARACTERS = len(str(-(2**63)))
 
 
 def recognises(upload: Upload) -> bool:
@@ -81,9 +82,16 @@ def refusal(text: Iterable[str], file_name: str, error: pa.ArrowInvalid) -> Resu
             )
         for name, cell in zip(NS3_COLUMNS[2:], cells[2:], strict=True):
             whole = cell.strip(" \t")
-            if not _WHOLE.fullmatch(whole) or not INT64_BOUNDS[0] <= int(whole) <= INT64_BOUNDS[1]:
+            # No 64-bit number has more than 20 characters: a longer one is refused before int() reads it (past
+            # 4,300 digits Python refuses with its own message).
+            if (
+                not _WHOLE.fullmatch(whole)
+                or len(whole) > INT64_CHARACTERS
+                or not INT64_BOUNDS[0] <= int(whole) <= INT64_BOUNDS[1]
+            ):
+                shown = cell if len(cell) <= INT64_CHARACTERS else cell[:INT64_CHARACTERS] + "…"
                 return ResultFileError(
-                    f"{file_name}: line {number}, column {name!r}: {cell!r} is not a 64-bit whole number"
+                    f"{file_name}: line {number}, column {name!r}: {shown!r} is not a 64-bit whole number"
                 )
     return ResultFileError(f"{file_name}: not an ns-3 fct.txt ({str(error).splitlines()[0]})")
 
