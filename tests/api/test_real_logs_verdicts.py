@@ -5,6 +5,7 @@ over 0.6–1.0 MB, nccl#2441) is a regression against the run before it. docs/ve
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from emuplan.cli import app
@@ -61,7 +62,9 @@ def test_an_h100_nvls_log_at_476_gbps_is_at_ncc_ls_nvls_figure_and_passes(client
     assert stats["verdict"] == {**stats["verdict"], "status": "pass", "reasons": []}
 
 
-def test_the_regressed_protocol_choice_of_nccl_2441_is_a_regression_against_the_good_run(client: TestClient) -> None:
+def test_the_regressed_protocol_choice_of_nccl_2441_is_a_regression_against_the_good_run(
+    client: TestClient, cli_env: str
+) -> None:
     good = next(log for log in LOGS if log.file.startswith("19"))
     bad = next(log for log in LOGS if log.file.startswith("18"))
     imported(client, good)
@@ -71,6 +74,21 @@ def test_the_regressed_protocol_choice_of_nccl_2441_is_a_regression_against_the_
     average = next(change for change in changed["changes"] if change["figure"] == "average_busbw_gbps")
     assert average["status"] == "regression"
     assert round(average["change_since_previous_pct"], 1) == -21.0  # 9.11 → 7.20 GB/s
+    # /metrics says so for the series' newest run, and `emuplan trend` leads with it.
+    scraped = {
+        (sample.name, sample.labels.get("tag")): sample.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+        if sample.labels.get("platform") == "h100-nvl-pair"
+    }
+    assert scraped[("emuplan_series_regression", "")] == 1
+    assert scraped[("emuplan_series_latest_run_id", "")] == regressed["id"]
+    printed = CliRunner().invoke(app, ["trend", "--platform", "h100-nvl-pair"])
+    assert printed.exit_code == 0, printed.output
+    assert printed.output.splitlines()[:2] == [
+        "h100-nvl-pair · all_reduce: 2 runs",
+        "average busbw regression: -21.0 % from the median",
+    ]
 
 
 def test_with_a_plan_the_verdict_leads_with_what_a_step_costs_against_a_healthy_fabric(client: TestClient) -> None:

@@ -128,12 +128,19 @@ class SeriesCollector:
         run = GaugeMetricFamily("emuplan_series_latest_run_id", "Id of the series' newest run.", labels=LABELS)
         verdict = GaugeMetricFamily(
             "emuplan_series_verdict",
-            "1 for the newest run's verdict (pass, degraded, fail), per series; absent while it has none.",
+            "1 for the newest run's verdict (pass, degraded, fail, not judged), per series; absent while it has none.",
             labels=(*LABELS, "verdict"),
         )
         expected = GaugeMetricFamily(
             "emuplan_series_pct_of_expected",
-            "% of the platform's expected busbw the newest run reached at the large sizes; absent while unknown.",
+            "% of the platform's expected busbw the newest run reached where bandwidth dominates; absent while "
+            "unknown.",
+            labels=LABELS,
+        )
+        regression = GaugeMetricFamily(
+            "emuplan_series_regression",
+            "1 when the newest run's peak or average busbw regressed against the runs before it (from the second "
+            "run on: their median ± 5 %), else 0; absent for a series' first run.",
             labels=LABELS,
         )
         for entry in self.latest:
@@ -147,7 +154,9 @@ class SeriesCollector:
                 verdict.add_metric([*labels, entry.verdict], 1)
             if entry.pct_of_expected is not None:
                 expected.add_metric(labels, entry.pct_of_expected)
-        yield from (peak, average, run, verdict, expected)
+            if entry.regression is not None:
+                regression.add_metric(labels, int(entry.regression))
+        yield from (peak, average, run, verdict, expected, regression)
 
 
 class Families:

@@ -238,28 +238,45 @@ class LatestInSeries:
     # them; None leaves their gauges out rather than report a made-up figure.
     verdict: str | None = None
     pct_of_expected: float | None = None
+    # Whether its peak or average busbw regressed against the runs before it (results.trend); None for a series'
+    # first run, which has nothing to regress from.
+    regression: bool | None = None
 
 
 def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeries]:
-    """Each series' newest run among its platform's ``METRICS_RECENT_RUNS`` newest: per platform, rank count,
-    collective and tag (each tag of the run, and "" for the series of every tag), with the run's verdict and
-    % of expected as its page shows them (``store.runs.run_judgement``, once per run)."""
+    """Each series' newest run (by when it was measured) among its platform's ``METRICS_RECENT_RUNS`` newest: per
+    platform, rank count, collective and tag (each tag of the run, and "" for the series of every tag), with the
+    run's verdict and % of expected as its page shows them (``store.runs.run_judgement``, once per run) and whether
+    its peak or average busbw regressed against the runs before it in the series."""
     judgements: dict[int, tuple[str, dict[str, float]]] = {}
     latest: list[LatestInSeries] = []
     for platform in platform_names(session):
-        seen: set[tuple] = set()
+        series: dict[tuple, list[tuple[Run, SweepFigures]]] = {}
         for member in series_runs(session, platform, limit=METRICS_RECENT_RUNS):
             run = member.run
             for tag in ["", *dict.fromkeys(tag.casefold() for tag in run.tags)]:
                 for collective, figures in member.sweeps.items():
-                    if (run.ranks, tag, collective) in seen:
-                        continue
-                    seen.add((run.ranks, tag, collective))
-                    if run.id not in judgements:
-                        judgements[run.id] = run_judgement(session, run, settings)
-                    status, expected = judgements[run.id]
-                    latest.append(
-                        LatestInSeries(platform, collective, tag, run.ranks, run.id, figures.peak_busbw_gbps,
-                                       figures.average_busbw_gbps, status, expected.get(collective))
-                    )  # fmt: skip
+                    series.setdefault((run.ranks, tag, collective), []).append((run, figures))
+        for (ranks, tag, collective), members in series.items():
+            run, figures = max(members, key=lambda item: (run_time(item[0]), item[0].id))
+            if run.id not in judgements:
+                judgements[run.id] = run_judgement(session, run, settings)
+            status, expected = judgements[run.id]
+            latest.append(
+                LatestInSeries(platform, collective, tag, ranks, run.id, figures.peak_busbw_gbps,
+                               figures.average_busbw_gbps, status, expected.get(collective), _regressed(members))
+            )  # fmt: skip
     return latest
+
+
+def _regressed(members: list[tuple[Run, "SweepFigures"]]) -> bool | None:
+    """Whether the newest of a series' runs regressed on its peak or average busbw (``results.trend``)."""
+    if len(members) < 2:
+        return None
+    points = [
+        SeriesPoint(run.id, run.name, run_time(run), {PEAK_BUSBW: figures.peak_busbw_gbps,
+                                                      AVERAGE_BUSBW: figures.average_busbw_gbps})
+        for run, figures in members
+    ]  # fmt: skip
+    changed = what_changed(judge_series(points))
+    return any(change["status"] == "regression" for change in changed["changes"])
