@@ -43,7 +43,7 @@ def test_the_verdict_leads_the_run_page_and_follows_its_platform(
     expect(page.locator("#verdict-status")).to_have_text("degraded")
     expect(page.locator("#verdict h2")).to_contain_text("on H100 SXM + NDR 400G")
     expect(page.locator("#verdict-reasons li").first).to_have_text(
-        "degraded · all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s is 73.2 % of the expected 460.72 GB/s "
+        "degraded · all_reduce · 8,589,934,592 B · in-place: busbw 337.35 GB/s is 73.2 % of the expected 460.72 GB/s "
         "(NCCL nvls-tree/Simple bound by InfiniBand NDR 400G), below 80 % (the best size where bandwidth dominates)"
     )
     # The answer on the first screen, phone included.

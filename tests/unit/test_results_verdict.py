@@ -56,7 +56,7 @@ def test_a_log_with_wrong_elements_fails_naming_the_size():
         Reason(
             "data-errors",
             FAIL,
-            "all_reduce · 1048576 B · out-of-place: nccl-tests counted 3 wrong elements (#wrong): not a correct "
+            "all_reduce · 1,048,576 B · out-of-place: nccl-tests counted 3 wrong elements (#wrong): not a correct "
             "collective",
             collective="all_reduce",
             size_bytes=1048576,
@@ -77,7 +77,7 @@ def test_the_b200_log_read_as_one_nvl72_domain_is_below_80_percent_of_ncc_ls_nvl
     verdict = judged(B200_LOG.read_bytes(), "b200.txt", on("gb200-nvl72", 16, None))
     assert verdict.status == DEGRADED
     assert [reason.message for reason in verdict.reasons] == [
-        f"all_reduce · 2147483648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 927.03 GB/s (NCCL "
+        f"all_reduce · 2,147,483,648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 927.03 GB/s (NCCL "
         "nvls/Simple bound by NVLink 5 (NVL72)), below 80 % (the best size where bandwidth dominates)"
         for variant, busbw, pct in (("out-of-place", "696.06", "75.1"), ("in-place", "702.91", "75.8"))
     ]
@@ -92,7 +92,7 @@ def test_the_a3_mega_log_passes_on_its_tcpxo_nics_and_is_degraded_on_ndr_it_neve
     assert on_ndr.reasons[0] == Reason(
         "below-expected",
         DEGRADED,
-        "all_reduce · 8589934592 B · in-place: busbw 337.35 GB/s is 73.2 % of the expected 460.72 GB/s (NCCL "
+        "all_reduce · 8,589,934,592 B · in-place: busbw 337.35 GB/s is 73.2 % of the expected 460.72 GB/s (NCCL "
         "nvls-tree/Simple bound by InfiniBand NDR 400G), below 80 % (the best size where bandwidth dominates)",
         collective="all_reduce",
         size_bytes=8589934592,
@@ -154,7 +154,7 @@ def test_a_run_faster_than_its_platform_allows_is_noted_not_hidden():
         Reason(
             "above-expected",
             "note",
-            f"all_reduce · 2147483648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 190.33 GB/s "
+            f"all_reduce · 2,147,483,648 B · {variant}: busbw {busbw} GB/s is {pct} % of the expected 190.33 GB/s "
             "(NCCL ring/Simple bound by InfiniBand HDR 200G): the platform's figures, or the model, are off",
             collective="all_reduce",
             size_bytes=2147483648,
@@ -181,7 +181,7 @@ def test_a_tail_twice_the_median_over_20_repeats_is_degraded_and_the_demos_1_2x_
     assert verdict.reasons[0] == Reason(
         "unstable",
         DEGRADED,
-        "all_reduce · 1073741824 B: p99 200.00 µs is 2.00× the p50 100.00 µs over 20 iterations, slowest iteration "
+        "all_reduce · 1,073,741,824 B: p99 200.00 µs is 2.00× the p50 100.00 µs over 20 iterations, slowest iteration "
         "19, above 1.5×",
         collective="all_reduce",
         size_bytes=1 << 30,
@@ -208,6 +208,6 @@ def test_a_distribution_that_never_reaches_bandwidth_bound_sizes_is_judged_on_la
         ("latency-only", "note", "in-place"),
     ]
     assert verdict.reasons[0].message == (
-        "all_reduce · 16777216 B · out-of-place: 8.4 % of the expected busbw 249.57 GB/s (in 100.8 µs, NCCL "
+        "all_reduce · 16,777,216 B · out-of-place: 8.4 % of the expected busbw 249.57 GB/s (in 100.8 µs, NCCL "
         "ring/LL128 bound by InfiniBand NDR 400G), below 10 %"
     )

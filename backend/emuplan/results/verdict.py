@@ -236,6 +236,12 @@ def _ms(time_us: float) -> str:
     return f"{time_us / 1000:,.2f} ms" if time_us >= 1000 else f"{time_us:,.1f} µs"
 
 
+def _label(group: dict) -> str:
+    """The group as a reason names it, its size with thousands separators as every headline prints sizes."""
+    size = "size unknown" if group.get("size_bytes") is None else f"{group['size_bytes']:,} B"
+    return " · ".join(part for part in (group["collective"], size, group.get("variant")) if part)
+
+
 def _where(group: dict) -> dict:
     return {"collective": group["collective"], "size_bytes": group["size_bytes"], "variant": group["variant"]}
 
@@ -255,7 +261,7 @@ def _data_errors(groups: list[dict]) -> list[Reason]:
         Reason(
             "data-errors",
             FAIL,
-            f"{g['label']}: nccl-tests counted {g['wrong']} wrong elements (#wrong): not a correct collective",
+            f"{_label(g)}: nccl-tests counted {g['wrong']} wrong elements (#wrong): not a correct collective",
             **_where(g),
         )
         for g in groups
@@ -328,14 +334,14 @@ def _bandwidth(
     measured = measured_busbw_gbps(g, sweep, ranks)
     figures = f"busbw {measured:.2f} GB/s is {pct:.1f} % of the expected {expected.busbw_gbps:.2f} GB/s"
     if pct > thresholds.above_expected_pct:
-        message = f"{g['label']}: {figures} ({_assumed(expected)}): the platform's figures, or the model, are off"
+        message = f"{_label(g)}: {figures} ({_assumed(expected)}): the platform's figures, or the model, are off"
         return [Reason("above-expected", NOTE, message, **_where(g))]
     if pct >= thresholds.degraded_below_pct:
         return []
     severity = FAIL if pct < thresholds.fail_below_pct else DEGRADED
     line = thresholds.fail_below_pct if severity == FAIL else thresholds.degraded_below_pct
     message = (
-        f"{g['label']}: {figures} ({_assumed(expected)}), below {line:g} % (the best size where bandwidth dominates)"
+        f"{_label(g)}: {figures} ({_assumed(expected)}), below {line:g} % (the best size where bandwidth dominates)"
     )
     return [Reason("below-expected", severity, message, **_where(g), loss_pct=100 - pct)]
 
@@ -348,7 +354,7 @@ def _latency_floor(latency_bound: list[tuple[float, dict, Expected]], thresholds
     pct, g, expected = min(below, key=lambda item: item[0])
     more = f" (and {len(below) - 1} more sizes)" if len(below) > 1 else ""
     message = (
-        f"{g['label']}: {pct:.1f} % of the expected busbw {expected.busbw_gbps:.2f} GB/s (in "
+        f"{_label(g)}: {pct:.1f} % of the expected busbw {expected.busbw_gbps:.2f} GB/s (in "
         f"{expected.time_us:,.1f} µs, {_assumed(expected)}){more}, below {thresholds.latency_floor_pct:g} %"
     )
     return [Reason("latency-far-below-expected", DEGRADED, message, **_where(g), loss_pct=100 - pct)]
@@ -365,7 +371,7 @@ def _dips(bound: list[tuple[float, dict, Expected]], thresholds: Thresholds) -> 
                 Reason(
                     "busbw-dip",
                     DEGRADED,
-                    f"{g['label']}: {pct:.1f} % of expected, {loss:.1f} % below the {best[0]:.1f} % of the smaller "
+                    f"{_label(g)}: {pct:.1f} % of expected, {loss:.1f} % below the {best[0]:.1f} % of the smaller "
                     f"{best[1]['size_bytes']:,} B",
                     **_where(g),
                     loss_pct=100 - pct,
@@ -387,7 +393,7 @@ def _unstable(groups: list[dict], thresholds: Thresholds) -> list[Reason]:
             Reason(
                 "unstable",
                 DEGRADED,
-                f"{g['label']}: p99 {g['p99_us']:,.2f} µs is {g['p99_over_p50']:.2f}× the p50 {g['p50_us']:,.2f} µs "
+                f"{_label(g)}: p99 {g['p99_us']:,.2f} µs is {g['p99_over_p50']:.2f}× the p50 {g['p50_us']:,.2f} µs "
                 f"over {g['count']:,} iterations{slowest_at}, above {thresholds.max_p99_over_p50:g}×",
                 **_where(g),
                 loss_pct=(1 - 1 / g["p99_over_p50"]) * 100,
