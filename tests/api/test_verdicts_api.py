@@ -61,7 +61,8 @@ def test_a_log_with_wrong_elements_fails_and_check_exits_non_zero(client: TestCl
     verdict = client.get(f"/api/runs/{run['id']}/stats").json()["verdict"]
     assert verdict["status"] == "fail"
     assert verdict["reasons"][0]["message"] == (
-        "all_reduce · 1,048,576 B · out-of-place: nccl-tests counted 3 wrong elements (#wrong): not a correct collective"
+        "all_reduce · 1,048,576 B · out-of-place: nccl-tests counted 3 wrong elements (#wrong): not a correct "
+        "collective"
     )
     runner = CliRunner()
     checked = runner.invoke(app, ["check", str(run["id"])])
