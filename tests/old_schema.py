@@ -33,8 +33,10 @@ def table_without(table: sa.Table, later: set[str]) -> sa.Table:
 
 
 # For migration tests at older revisions: 0012 added ``platform`` to run and plan, 0013 ``kind`` and
-# ``peak_busbw_gbps`` to run, 0015 ``verdict``, 0017 what the list shows and people manage, 0018 what it sorts by.
-RUN_0018 = {"first_collective"}
+# ``peak_busbw_gbps`` to run, 0015 ``verdict``, 0017 what the list shows and people manage, 0018 what it sorts by,
+# 0020 ``measured_at``. Each set holds the later ones too.
+RUN_0020 = {"measured_at"}
+RUN_0018 = {"first_collective", *RUN_0020}
 RUN_0017 = {"collectives", "size_min_bytes", "size_max_bytes", "note", "facts", *RUN_0018}  # and later ones
 RUN_BEFORE_0018 = table_without(Run.__table__, RUN_0018)
 RUN_BEFORE_0017 = table_without(Run.__table__, RUN_0017)
