@@ -3,6 +3,7 @@ Debian packages only the tests use (Chromium, PostgreSQL); `make test` and `make
 make's own dry run (`make -n`, which prints the recipes a fresh clone would run) in a copy of the Makefile with
 no .venv beside it."""
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,7 +14,17 @@ from paths import REPO_ROOT
 def dry_run(tmp_path: Path, target: str) -> str:
     shutil.copy(REPO_ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "pyproject.toml").write_text("")
-    result = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, check=True)
+    # Run from `make test` (CI's way) this is a sub-make: without the parent's level and flags it prints the
+    # recipes alone, as from a shell, not wrapped in "Entering directory" lines.
+    environment = {key: value for key, value in os.environ.items() if key not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", target],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+    )
     return result.stdout
 
 
