@@ -37,9 +37,9 @@ from emuplan.results.expected import (
     Expected,
     Fabric,
     FabricError,
-    expected_collective,
     fabric_of,
     group_expectation,
+    healthy_time_us,
     measured_busbw_gbps,
 )
 from emuplan.wording import plural
@@ -176,18 +176,16 @@ def _training_time(step: dict, platform: "Platform") -> Reason | None:
     plan's collectives (those the run timed) of count per step × NCCL's expected time over the collective's own
     group, and the range of sizes that carries 80 % of the difference."""
     rows = [row for row in step["rows"] if row["step_p50_us"] is not None and row["group_size"] >= 2]
+    healthy_time = healthy_time_us(platform)
     healthy = []
     for row in rows:
         op = normalise_op_name(row["op"])
         if op is None:
             continue
-        try:
-            expected = expected_collective(
-                op, row["bytes_total"], row["group_size"], fabric_of(platform, row["group_size"], None)
-            )
-        except FabricError:
+        expected_us = healthy_time(op, row["bytes_total"], row["group_size"])
+        if expected_us is None:
             return None
-        healthy.append((row, row["count_per_step"] * expected.time_us))
+        healthy.append((row, row["count_per_step"] * expected_us))
     if not healthy:
         return None
     measured_us = sum(row["step_p50_us"] for row, _ in healthy)

@@ -1244,14 +1244,15 @@ def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict, platform: Pla
 
 
 def _judged(
-    run: Run, platform: Platform | None, assumptions: Assumptions, plan: ReadingPlan | None
+    run: Run, platform: Platform | None, assumptions: Assumptions, plan: ReadingPlan | None, costed: bool = True
 ) -> tuple[dict, dict, dict | None]:
     """The run's analysis under ``assumptions`` (with the expected curve of its platform), the step cost of the
-    plan that reads it (None without one) and its verdict, which speaks in that step's time."""
+    plan that reads it (None without one, or when not ``costed``: its reason is a note, which the verdict's
+    status never depends on) and its verdict, which speaks in that step's time."""
     ranks = assumptions.ranks
     fabric = fabric_of(platform, ranks, run.hosts) if platform is not None and ranks and ranks >= 2 else None
     analysis = analyse(run.summary, run.kind, assumptions, plan.linked_document if plan else None, fabric)
-    step = _step_cost(run, plan, analysis, platform)
+    step = _step_cost(run, plan, analysis, platform) if costed else None
     verdict = judge_summary(
         {**run.summary, "groups": analysis["groups"]},
         run.kind,
@@ -1269,9 +1270,9 @@ def run_judgement(session: Session, run: Run, settings: Settings) -> tuple[str, 
     else at its largest size): what /metrics exposes."""
     plan = reading_plan(session, run)
     platform = platform_named(session, run.platform) if run.platform else None
-    analysis, verdict, _ = _judged(
-        run, platform, _assumptions_of(session, run, AssumptionChoice(), settings, plan), plan
-    )
+    assumptions = _assumptions_of(session, run, AssumptionChoice(), settings, plan)
+    # /metrics and the stored verdict need the status and % of expected, not the step cost.
+    analysis, verdict, _ = _judged(run, platform, assumptions, plan, costed=False)
     share = verdict["thresholds"]["bandwidth_bound_latency_share"]
     best: dict[str, float] = {}
     for collective in dict.fromkeys(g["collective"] for g in analysis["groups"]):
