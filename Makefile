@@ -6,8 +6,9 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 TEST_INSTALLED := $(VENV)/.installed-test
 BENCH_INSTALLED := $(VENV)/.installed-bench
+DOCS_INSTALLED := $(VENV)/.installed-docs
 
-.PHONY: run test lint bench system-packages test-system-packages chakra-schema
+.PHONY: run test lint bench docs system-packages test-system-packages chakra-schema
 
 $(INSTALLED): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -24,6 +25,11 @@ $(TEST_INSTALLED): $(INSTALLED)
 $(BENCH_INSTALLED): $(TEST_INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[test,bench]'
 	touch $(BENCH_INSTALLED)
+
+# MkDocs Material, for `make docs` (the test extra has it too: tests/unit/test_docs_site.py builds the site).
+$(DOCS_INSTALLED): $(INSTALLED)
+	$(PYTHON) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_INSTALLED)
 
 # apt-get install (through sudo unless root) the Debian packages the shell variable `missing` names, if any.
 APT_INSTALL = if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
@@ -61,6 +67,10 @@ test: lint $(TEST_INSTALLED) test-system-packages
 bench: $(BENCH_INSTALLED) test-system-packages
 	@failed=""; for script in bench/bench_*.py; do echo "== $$script"; $(PYTHON) $$script || failed="$$failed $$script"; done; \
 	if [ -n "$$failed" ]; then echo "missed a target or failed:$$failed"; exit 1; fi
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link, anchor or missing page fails.
+docs: $(DOCS_INSTALLED)
+	$(VENV)/bin/mkdocs build --strict
 
 # Regenerate the Chakra schema module from backend/emuplan/workload/chakra/et_def.proto (commit both).
 chakra-schema: $(TEST_INSTALLED)

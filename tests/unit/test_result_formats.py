@@ -1,4 +1,4 @@
-"""The formats' registry (``results.formats``): the README lists what it lists, and each format's module
+"""The formats' registry (``results.formats``): docs/formats.md lists what it lists, and each format's module
 recognises and parses its format without calling another format's module."""
 
 import ast
@@ -10,13 +10,13 @@ import emuplan.results.formats as formats
 from emuplan.results.formats import DETECTION_ORDER, FORMATS, format_module
 from emuplan.results.headers import map_columns
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+FORMATS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "formats.md"
 FORMAT_TABLE_HEADER = "| format | what it reads |"
 
 
-def readme_format_rows() -> list[str]:
-    """The format names of the README's table, in its order."""
-    lines = README.read_text().splitlines()
+def documented_format_rows() -> list[str]:
+    """The format names of docs/formats.md's table, in its order."""
+    lines = FORMATS_PAGE.read_text().splitlines()
     start = lines.index(FORMAT_TABLE_HEADER) + 2  # below the |---| line
     rows = []
     for line in lines[start:]:
@@ -26,11 +26,13 @@ def readme_format_rows() -> list[str]:
     return rows
 
 
-def test_the_readme_lists_every_format_in_the_registry_order() -> None:
-    rows = readme_format_rows()
+def test_the_docs_list_every_format_in_the_registry_order() -> None:
+    rows = documented_format_rows()
     missing = [name for name in FORMATS if name not in rows]
     extra = [name for name in rows if name not in FORMATS]
-    assert (missing, extra) == ([], []), f"README's format table: rows missing {missing}, rows not formats {extra}"
+    assert (missing, extra) == ([], []), (
+        f"docs/formats.md's format table: rows missing {missing}, rows not formats {extra}"
+    )
     assert rows == list(FORMATS)
 
 
