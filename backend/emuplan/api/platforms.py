@@ -3,11 +3,11 @@
 The page's add, edit and delete are plain HTML forms posted to this server (no script), like the account page.
 """
 
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
@@ -15,6 +15,7 @@ from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.store import platforms as store
+from emuplan.workload.platform_fields import PLATFORM_FIELDS, PlatformField
 from emuplan.workload.platforms import Platform
 
 router = APIRouter(
@@ -77,44 +78,86 @@ def delete_platform(name: str, session: WriteSessionDep) -> dict:
     return deleted.document()
 
 
-class PlatformForm(BaseModel):
-    """The page's form as posted: text as typed, checked by ``Platform`` when stored (a mistake is shown on the
-    page with what was typed kept). ``sources``: one a line."""
+# A list's lines, newlines included, at their longest; a field of no length of its own is a number or a choice.
+LIST_LENGTH = 20_000
 
-    name: str = Field(default="", max_length=200)
-    title: str = Field(default="", max_length=200)
-    gpu_model: str = Field(default="", max_length=200)
-    gpus_per_node: str = Field(default="", max_length=30)
-    scale_up_domain_gpus: str = Field(default="", max_length=30)
-    scale_up_fabric: str = Field(default="", max_length=200)
-    scale_up_gb_s: str = Field(default="", max_length=30)
-    scale_out_fabric: str = Field(default="", max_length=200)
-    nics_per_node: str = Field(default="", max_length=30)
-    nic_gbit_s: str = Field(default="", max_length=30)
-    gpu_generation: str = Field(default="", max_length=30)
-    scale_up_link: str = Field(default="", max_length=30)
-    nvls: str = Field(default="", max_length=30)
-    degraded_below_pct: str = Field(default="", max_length=30)
-    fail_below_pct: str = Field(default="", max_length=30)
-    sources: str = Field(default="", max_length=20_000)
+
+class FormInput(NamedTuple):
+    """How the page's form asks for one ``PLATFORM_FIELDS`` field: ``control`` is input, select or textarea;
+    ``attributes`` the input's own (type, bounds, placeholder); ``options`` a select's (value, text)."""
+
+    name: str
+    label: str
+    control: str
+    required: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+
+def _form_input(name: str, spec: PlatformField) -> FormInput:
+    left_out = (("", spec.left_out),) if spec.left_out else ()
+    if spec.type is bool:
+        return FormInput(name, spec.title, "select", options=(*left_out, ("true", "yes"), ("false", "no")))
+    if spec.choices:
+        return FormInput(name, spec.title, "select", options=(*left_out, *spec.choices.items()))
+    if spec.type is list:
+        return FormInput(name, f"{spec.title}, one a line", "textarea", attributes=(("maxlength", str(LIST_LENGTH)),))
+    if spec.type is str:
+        pattern = spec.pattern and spec.pattern.removeprefix("^").removesuffix("$")  # HTML anchors it itself
+        attributes = {"type": "text", "maxlength": spec.max_length, "pattern": pattern}
+    else:
+        lowest = spec.minimum if spec.minimum is not None else spec.exclusive_minimum
+        attributes = {"type": "number", "min": lowest, "max": spec.maximum, "step": "1" if spec.type is int else "any"}
+    # A required field's placeholder is an example; an optional one's, the default it takes when left blank.
+    attributes["placeholder"] = f"e.g. {spec.example}" if spec.example else None if spec.required else spec.default
+    given = {key: value for key, value in attributes.items() if value is not None}
+    texts = tuple((key, f"{value:.15g}" if isinstance(value, float) else str(value)) for key, value in given.items())
+    return FormInput(name, spec.title, "input", spec.required, texts)
+
+
+FORM_INPUTS = tuple(_form_input(name, spec) for name, spec in PLATFORM_FIELDS.items())
+
+
+class PlatformFormRules(BaseModel):
+    """The page's form as posted: text as typed, checked by ``Platform`` when stored (a mistake is shown on the
+    page with what was typed kept). A list: one item a line. ``PlatformForm`` adds the fields."""
 
     def values(self) -> dict:
         """The fields filled in (blank ones left to ``Platform``: its default, or 'Field required')."""
-        typed = {name: text.strip() for name, text in self.model_dump(exclude={"sources"}).items() if text.strip()}
-        return {**typed, "sources": [line.strip() for line in self.sources.splitlines() if line.strip()]}
+        typed = dict(self)
+        return {
+            name: [line.strip() for line in typed[name].splitlines() if line.strip()]
+            if spec.type is list
+            else typed[name].strip()
+            for name, spec in PLATFORM_FIELDS.items()
+            if spec.type is list or typed[name].strip()
+        }
 
     @classmethod
-    def of(cls, platform: Platform) -> "PlatformForm":
-        typed = {
-            name: f"{value:g}"
-            if isinstance(value, float)
-            else str(value).lower()
-            if isinstance(value, bool)
-            else str(value)
-            for name, value in dict(platform).items()
-            if name != "sources"
-        }
-        return cls(**typed, sources="\n".join(platform.sources))
+    def of(cls, platform: Platform) -> "PlatformFormRules":
+        return cls(
+            **{
+                name: "\n".join(value)
+                if isinstance(value, list)
+                else f"{value:g}"
+                if isinstance(value, float)
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+                for name, value in dict(platform).items()
+            }
+        )
+
+
+def _form_length(spec: PlatformField) -> int:
+    return LIST_LENGTH if spec.type is list else spec.max_length or 30
+
+
+PlatformForm = create_model(
+    "PlatformForm",
+    __base__=PlatformFormRules,
+    **{name: (str, Field(default="", max_length=_form_length(spec))) for name, spec in PLATFORM_FIELDS.items()},
+)
 
 
 PlatformFormDep = Annotated[PlatformForm, Form()]
@@ -137,6 +180,7 @@ def _platforms_page(
         nav="platforms",
         entries=store.list_platforms(session),
         form=form or PlatformForm(),
+        inputs=FORM_INPUTS,
         editing=editing,
         error=error,
         notice=notice,
