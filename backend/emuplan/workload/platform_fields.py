@@ -137,7 +137,7 @@ PLATFORM_FIELDS: dict[str, PlatformField] = {
     "sources": PlatformField(
         list,
         "Sources (datasheet titles and URLs)",
-        "Where each figure comes from: a datasheet's title or URL each.",
+        "Where the figures come from: datasheet titles and URLs.",
         default=(),
         max_length=SOURCE_LENGTH,
         max_items=20,
