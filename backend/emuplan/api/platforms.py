@@ -1,4 +1,5 @@
-"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``store.platforms``.
+"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``services.platforms``;
+their bodies and the page's form are ``Platform``'s fields (``workload.platform_fields``).
 
 The page's add, edit and delete are plain HTML forms posted to this server (no script), like the account page.
 """
@@ -14,7 +15,8 @@ from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
-from emuplan.store import platforms as store
+from emuplan.services import platforms as service
+from emuplan.store.platforms import BuiltinPlatform
 from emuplan.workload.platform_fields import PLATFORM_FIELDS, PlatformField
 from emuplan.workload.platforms import Platform
 
@@ -45,26 +47,26 @@ class PlatformDeleted(BaseModel):
 @router.get("", response_model=list[PlatformPublic])
 def list_platforms(session: ReadSessionDep) -> list[dict]:
     """The built-in profiles, then those users added, with how many runs and plans name each."""
-    return [entry.document() for entry in store.list_platforms(session)]
+    return [entry.document() for entry in service.list_platforms(session)]
 
 
 @router.post("", status_code=201, response_model=PlatformPublic)
 def create_platform(body: Platform, session: WriteSessionDep) -> dict:
-    entry = store.create_platform(session, dict(body))
+    entry = service.create_platform(session, dict(body))
     session.commit()
     return entry.document()
 
 
 @router.get("/{name}", response_model=PlatformPublic)
 def get_platform(name: str, session: ReadSessionDep) -> dict:
-    return store.get_platform(session, name).document()
+    return service.get_platform(session, name).document()
 
 
 @router.put("/{name}", response_model=PlatformPublic)
 def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
     """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
     A built-in is refused with 409."""
-    entry = store.update_platform(session, name, dict(body))
+    entry = service.update_platform(session, name, dict(body))
     session.commit()
     return entry.document()
 
@@ -73,7 +75,7 @@ def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict
 def delete_platform(name: str, session: WriteSessionDep) -> dict:
     """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
     answer). A built-in is refused with 409."""
-    deleted = store.delete_platform(session, name)
+    deleted = service.delete_platform(session, name)
     session.commit()
     return deleted.document()
 
@@ -178,7 +180,7 @@ def _platforms_page(
         "platforms.html",
         status_code=status_code,
         nav="platforms",
-        entries=store.list_platforms(session),
+        entries=service.list_platforms(session),
         form=form or PlatformForm(),
         inputs=FORM_INPUTS,
         editing=editing,
@@ -192,14 +194,14 @@ def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", co
     """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
     it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
     if edit:
-        entry = store.get_platform(session, edit)
+        entry = service.get_platform(session, edit)
         if not entry.builtin:
             return _platforms_page(request, session, form=PlatformForm.of(entry.platform), editing=edit)
         # A built-in cannot be edited: its figures are offered as a new profile instead, saying why.
-        refusal = error_response(store.BuiltinPlatform(edit, "edited"))
+        refusal = error_response(BuiltinPlatform(edit, "edited"))
         return _platforms_page(request, session, form=_copy_of(entry.platform), error=refusal.detail)
     if copy:
-        return _platforms_page(request, session, form=_copy_of(store.get_platform(session, copy).platform))
+        return _platforms_page(request, session, form=_copy_of(service.get_platform(session, copy).platform))
     return _platforms_page(request, session)
 
 
@@ -218,7 +220,7 @@ def _refused(request: Request, session, error: ValueError, form: PlatformForm, e
 @page_router.post("/platforms", response_class=HTMLResponse)
 def create_platform_form(request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
-        entry = store.create_platform(session, form.values())
+        entry = service.create_platform(session, form.values())
     except ValueError as error:
         return _refused(request, session, error, form, editing=None)
     session.commit()
@@ -228,7 +230,7 @@ def create_platform_form(request: Request, session: WriteSessionDep, form: Platf
 @page_router.post("/platforms/{name}", response_class=HTMLResponse)
 def update_platform_form(name: str, request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
-        entry = store.update_platform(session, name, form.values())
+        entry = service.update_platform(session, name, form.values())
     except ValueError as error:
         return _refused(request, session, error, form, editing=name)
     session.commit()
@@ -238,8 +240,8 @@ def update_platform_form(name: str, request: Request, session: WriteSessionDep, 
 @page_router.post("/platforms/{name}/delete", response_class=HTMLResponse)
 def delete_platform_form(name: str, request: Request, session: WriteSessionDep) -> HTMLResponse:
     try:
-        deleted = store.delete_platform(session, name)
-    except store.BuiltinPlatform as error:
+        deleted = service.delete_platform(session, name)
+    except BuiltinPlatform as error:
         return _refused(request, session, error, PlatformForm(), editing=None)
     session.commit()
     return _platforms_page(request, session, notice=deleted.message())

@@ -68,9 +68,9 @@ def _figures_line(document: dict) -> str:
 @platforms_app.command("list")
 def list_platforms(as_json: AsJson = False) -> None:
     """Every profile: built-in ones first, then those added here, with how many runs name each."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    documents = in_store(lambda session: [entry.document() for entry in store.list_platforms(session)])
+    documents = in_store(lambda session: [entry.document() for entry in service.list_platforms(session)])
     if as_json:
         typer.echo(json.dumps(documents, indent=2))
         return
@@ -99,11 +99,11 @@ def show_platform(
     as_json: AsJson = False,
 ) -> None:
     """One profile's figures, thresholds and sources."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
     from emuplan.workload.platforms import ceiling_gbps
 
     def read(session) -> tuple[dict, dict | None]:
-        entry = store.get_platform(session, name)
+        entry = service.get_platform(session, name)
         ceiling = ceiling_gbps(entry.platform, ranks, ranks_per_node) if ranks is not None else None
         return entry.document(), ceiling.model_dump() if ceiling is not None else None
 
@@ -146,15 +146,15 @@ def add_platform(
     **figures,
 ) -> None:
     """Add a profile: every figure given, or --from a profile and the figures that differ."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
     given = {"name": name, **_given(figures)}
 
     def add(session) -> dict:
-        base = dict(store.get_platform(session, copy_from).platform) if copy_from else {}
+        base = dict(service.get_platform(session, copy_from).platform) if copy_from else {}
         if copy_from and "title" not in given:
             given["title"] = name
-        return store.create_platform(session, {**base, **given}).document()
+        return service.create_platform(session, {**base, **given}).document()
 
     document = in_store(add, write=True)
     typer.echo(f"platform {document['name']} added: {_figures_line(document)}")
@@ -168,13 +168,13 @@ def edit_platform(
     **figures,
 ) -> None:
     """Change the figures given (the rest stay); --source replaces all the sources."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
     given = _given({"name": new_name, **figures})
 
     def edit(session) -> dict:
-        current = dict(store.get_platform(session, name).platform)
-        return store.update_platform(session, name, {**current, **given}).document()
+        current = dict(service.get_platform(session, name).platform)
+        return service.update_platform(session, name, {**current, **given}).document()
 
     document = in_store(edit, write=True)
     typer.echo(f"platform {document['name']} saved: {_figures_line(document)}")
@@ -183,9 +183,9 @@ def edit_platform(
 @platforms_app.command("remove")
 def remove_platform(name: Annotated[str, typer.Argument(help="The added profile to delete.")]) -> None:
     """Delete an added profile; the runs and plans that name it are left with no platform."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    typer.echo(in_store(lambda session: store.delete_platform(session, name).message(), write=True))
+    typer.echo(in_store(lambda session: service.delete_platform(session, name).message(), write=True))
 
 
 @platforms_app.command("assign")
