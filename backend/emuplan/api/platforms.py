@@ -17,7 +17,7 @@ from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.services import platforms as service
 from emuplan.store.platforms import BuiltinPlatform
-from emuplan.workload.platform_fields import PLATFORM_FIELDS, PlatformField
+from emuplan.workload.platform_fields import PLATFORM_FIELDS, TEXT_LENGTH, PlatformField
 from emuplan.workload.platforms import Platform
 
 router = APIRouter(
@@ -126,33 +126,33 @@ class PlatformFormRules(BaseModel):
 
     def values(self) -> dict:
         """The fields filled in (blank ones left to ``Platform``: its default, or 'Field required')."""
-        typed = dict(self)
-        return {
-            name: [line.strip() for line in typed[name].splitlines() if line.strip()]
-            if spec.type is list
-            else typed[name].strip()
-            for name, spec in PLATFORM_FIELDS.items()
-            if spec.type is list or typed[name].strip()
-        }
+        values = {}
+        for name, spec in PLATFORM_FIELDS.items():
+            text = getattr(self, name)
+            if spec.type is list:
+                values[name] = [line.strip() for line in text.splitlines() if line.strip()]
+            elif text.strip():
+                values[name] = text.strip()
+        return values
 
     @classmethod
     def of(cls, platform: Platform) -> "PlatformFormRules":
-        return cls(
-            **{
-                name: "\n".join(value)
-                if isinstance(value, list)
-                else f"{value:g}"
-                if isinstance(value, float)
-                else str(value).lower()
-                if isinstance(value, bool)
-                else str(value)
-                for name, value in dict(platform).items()
-            }
-        )
+        return cls(**{name: _as_typed(value) for name, value in dict(platform).items()})
+
+
+def _as_typed(value: object) -> str:
+    """A field's value as the form shows it: a list one item a line, a flag 'true' or 'false'."""
+    if isinstance(value, list):
+        return "\n".join(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _form_length(spec: PlatformField) -> int:
-    return LIST_LENGTH if spec.type is list else spec.max_length or 30
+    """The longest text the form takes for the field: room for text ``Platform`` then refuses with its own
+    message (shown on the page), rather than the form's."""
+    return LIST_LENGTH if spec.type is list else TEXT_LENGTH if spec.type is str and not spec.choices else 30
 
 
 PlatformForm = create_model(

@@ -1,5 +1,5 @@
 """``emuplan platforms``: the platform profiles on the local database (built-in ones and those users add), the
-same store calls and JSON as ``/api/platforms``."""
+same service calls and JSON as ``/api/platforms``."""
 
 import inspect
 import json
