@@ -14,6 +14,9 @@ What NCCL itself expects of a platform (``results.nccl_model``, a port of NCCL's
 GPU's generation (its per-architecture bandwidth caps, latencies and NVLink accounting), whether the GPUs
 reach each other over NVLink or only PCIe, and whether the NVLink switches reduce in the switch (NVLink
 SHARP, NVLS: NVSwitch systems from Hopper on).
+
+Each field is written once, as plain data, in ``platform_fields``: ``Platform`` is built from it, with the rules
+its fields must agree on (``PlatformRules``).
 """
 
 import math
