@@ -1,4 +1,4 @@
-"""Platform profiles through the store, ``/api/platforms`` and the ``/platforms`` page: built-ins listed and
+"""Platform profiles through their service, ``/api/platforms`` and the ``/platforms`` page: built-ins listed and
 read-only, profiles users add, edit (rename) and delete, and what runs and plans that name them see."""
 
 import re
@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from sqlmodel import col, select
 
 from emuplan.roles import Role
+from emuplan.services import platforms as service
 from emuplan.settings import Settings
 from emuplan.store import accounts
-from emuplan.store import platforms as store
 from emuplan.store import runs as run_store
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
@@ -155,9 +155,9 @@ def test_renaming_carries_the_runs_and_plans_along_and_deleting_leaves_them_with
 
 def test_the_store_keeps_every_figure_as_given(database: Database) -> None:
     with database.writing() as session:
-        store.create_platform(session, ROCE)
+        service.create_platform(session, ROCE)
     with database.read_session() as session:
-        entry = store.get_platform(session, "h100-roce-200g")
+        entry = service.get_platform(session, "h100-roce-200g")
     assert (entry.builtin, dict(entry.platform)) == (False, ROCE)
 
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from emuplan.cli import app
-from emuplan.store import platforms as store
+from emuplan.services import platforms as service
 from emuplan.store.db import Database
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
@@ -93,7 +93,7 @@ def test_add_from_a_builtin_edit_rename_and_remove(cli_env, database: Database) 
         "per GPU\n",
     )
     with database.read_session() as session:
-        entry = store.get_platform(session, "h100-roce")
+        entry = service.get_platform(session, "h100-roce")
     assert dict(entry.platform) == {
         **dict(BUILTIN_PLATFORMS["h100-ndr"]), "name": "h100-roce", "title": "H100 + RoCE 200G",
         "scale_out_fabric": "RoCE 200G", "nic_gbit_s": 200, "sources": ["our acceptance test"],
@@ -103,7 +103,7 @@ def test_add_from_a_builtin_edit_rename_and_remove(cli_env, database: Database) 
     assert edited.exit_code == 0, edited.output
     assert edited.output.startswith("platform roce-200g saved: ")
     with database.read_session() as session:
-        entry = store.get_platform(session, "roce-200g")
+        entry = service.get_platform(session, "roce-200g")
     assert (entry.platform.fail_below_pct, entry.platform.nic_gbit_s, entry.platform.sources) == (
         60, 200, ["our acceptance test"],
     )  # fmt: skip

@@ -22,8 +22,9 @@ from fastapi.testclient import TestClient
 from emuplan.demo import load_demo
 from emuplan.main import create_app
 from emuplan.roles import Role
+from emuplan.services import platforms
 from emuplan.settings import Settings
-from emuplan.store import accounts, comparisons, platforms
+from emuplan.store import accounts, comparisons
 from emuplan.store.db import Database, alembic_config
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 

@@ -1,20 +1,23 @@
-"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``store.platforms``.
+"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``services.platforms``;
+their bodies and the page's form are ``Platform``'s fields (``workload.platform_fields``).
 
 The page's add, edit and delete are plain HTML forms posted to this server (no script), like the account page.
 """
 
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
-from emuplan.store import platforms as store
+from emuplan.services import platforms as service
+from emuplan.store.platforms import BuiltinPlatform
+from emuplan.workload.platform_fields import PLATFORM_FIELDS, TEXT_LENGTH, PlatformField
 from emuplan.workload.platforms import Platform
 
 router = APIRouter(
@@ -44,26 +47,26 @@ class PlatformDeleted(BaseModel):
 @router.get("", response_model=list[PlatformPublic])
 def list_platforms(session: ReadSessionDep) -> list[dict]:
     """The built-in profiles, then those users added, with how many runs and plans name each."""
-    return [entry.document() for entry in store.list_platforms(session)]
+    return [entry.document() for entry in service.list_platforms(session)]
 
 
 @router.post("", status_code=201, response_model=PlatformPublic)
 def create_platform(body: Platform, session: WriteSessionDep) -> dict:
-    entry = store.create_platform(session, dict(body))
+    entry = service.create_platform(session, dict(body))
     session.commit()
     return entry.document()
 
 
 @router.get("/{name}", response_model=PlatformPublic)
 def get_platform(name: str, session: ReadSessionDep) -> dict:
-    return store.get_platform(session, name).document()
+    return service.get_platform(session, name).document()
 
 
 @router.put("/{name}", response_model=PlatformPublic)
 def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
     """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
     A built-in is refused with 409."""
-    entry = store.update_platform(session, name, dict(body))
+    entry = service.update_platform(session, name, dict(body))
     session.commit()
     return entry.document()
 
@@ -72,49 +75,91 @@ def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict
 def delete_platform(name: str, session: WriteSessionDep) -> dict:
     """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
     answer). A built-in is refused with 409."""
-    deleted = store.delete_platform(session, name)
+    deleted = service.delete_platform(session, name)
     session.commit()
     return deleted.document()
 
 
-class PlatformForm(BaseModel):
-    """The page's form as posted: text as typed, checked by ``Platform`` when stored (a mistake is shown on the
-    page with what was typed kept). ``sources``: one a line."""
+# A list's lines, newlines included, at their longest; a field of no length of its own is a number or a choice.
+LIST_LENGTH = 20_000
 
-    name: str = Field(default="", max_length=200)
-    title: str = Field(default="", max_length=200)
-    gpu_model: str = Field(default="", max_length=200)
-    gpus_per_node: str = Field(default="", max_length=30)
-    scale_up_domain_gpus: str = Field(default="", max_length=30)
-    scale_up_fabric: str = Field(default="", max_length=200)
-    scale_up_gb_s: str = Field(default="", max_length=30)
-    scale_out_fabric: str = Field(default="", max_length=200)
-    nics_per_node: str = Field(default="", max_length=30)
-    nic_gbit_s: str = Field(default="", max_length=30)
-    gpu_generation: str = Field(default="", max_length=30)
-    scale_up_link: str = Field(default="", max_length=30)
-    nvls: str = Field(default="", max_length=30)
-    degraded_below_pct: str = Field(default="", max_length=30)
-    fail_below_pct: str = Field(default="", max_length=30)
-    sources: str = Field(default="", max_length=20_000)
+
+class FormInput(NamedTuple):
+    """How the page's form asks for one ``PLATFORM_FIELDS`` field: ``control`` is input, select or textarea;
+    ``attributes`` the input's own (type, bounds, placeholder); ``options`` a select's (value, text)."""
+
+    name: str
+    label: str
+    control: str
+    required: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+
+def _form_input(name: str, spec: PlatformField) -> FormInput:
+    left_out = (("", spec.left_out),) if spec.left_out else ()
+    if spec.type is bool:
+        return FormInput(name, spec.title, "select", options=(*left_out, ("true", "yes"), ("false", "no")))
+    if spec.choices:
+        return FormInput(name, spec.title, "select", options=(*left_out, *spec.choices.items()))
+    if spec.type is list:
+        return FormInput(name, f"{spec.title}, one a line", "textarea", attributes=(("maxlength", str(LIST_LENGTH)),))
+    if spec.type is str:
+        pattern = spec.pattern and spec.pattern.removeprefix("^").removesuffix("$")  # HTML anchors it itself
+        attributes = {"type": "text", "maxlength": spec.max_length, "pattern": pattern}
+    else:
+        lowest = spec.minimum if spec.minimum is not None else spec.exclusive_minimum
+        attributes = {"type": "number", "min": lowest, "max": spec.maximum, "step": "1" if spec.type is int else "any"}
+    # A required field's placeholder is an example; an optional one's, the default it takes when left blank.
+    attributes["placeholder"] = f"e.g. {spec.example}" if spec.example else None if spec.required else spec.default
+    given = {key: value for key, value in attributes.items() if value is not None}
+    texts = tuple((key, f"{value:.15g}" if isinstance(value, float) else str(value)) for key, value in given.items())
+    return FormInput(name, spec.title, "input", spec.required, texts)
+
+
+FORM_INPUTS = tuple(_form_input(name, spec) for name, spec in PLATFORM_FIELDS.items())
+
+
+class PlatformFormRules(BaseModel):
+    """The page's form as posted: text as typed, checked by ``Platform`` when stored (a mistake is shown on the
+    page with what was typed kept). A list: one item a line. ``PlatformForm`` adds the fields."""
 
     def values(self) -> dict:
         """The fields filled in (blank ones left to ``Platform``: its default, or 'Field required')."""
-        typed = {name: text.strip() for name, text in self.model_dump(exclude={"sources"}).items() if text.strip()}
-        return {**typed, "sources": [line.strip() for line in self.sources.splitlines() if line.strip()]}
+        values = {}
+        for name, spec in PLATFORM_FIELDS.items():
+            text = getattr(self, name)
+            if spec.type is list:
+                values[name] = [line.strip() for line in text.splitlines() if line.strip()]
+            elif text.strip():
+                values[name] = text.strip()
+        return values
 
     @classmethod
-    def of(cls, platform: Platform) -> "PlatformForm":
-        typed = {
-            name: f"{value:g}"
-            if isinstance(value, float)
-            else str(value).lower()
-            if isinstance(value, bool)
-            else str(value)
-            for name, value in dict(platform).items()
-            if name != "sources"
-        }
-        return cls(**typed, sources="\n".join(platform.sources))
+    def of(cls, platform: Platform) -> "PlatformFormRules":
+        return cls(**{name: _as_typed(value) for name, value in dict(platform).items()})
+
+
+def _as_typed(value: object) -> str:
+    """A field's value as the form shows it: a list one item a line, a flag 'true' or 'false'."""
+    if isinstance(value, list):
+        return "\n".join(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _form_length(spec: PlatformField) -> int:
+    """The longest text the form takes for the field: room for text ``Platform`` then refuses with its own
+    message (shown on the page), rather than the form's."""
+    return LIST_LENGTH if spec.type is list else TEXT_LENGTH if spec.type is str and not spec.choices else 30
+
+
+PlatformForm = create_model(
+    "PlatformForm",
+    __base__=PlatformFormRules,
+    **{name: (str, Field(default="", max_length=_form_length(spec))) for name, spec in PLATFORM_FIELDS.items()},
+)
 
 
 PlatformFormDep = Annotated[PlatformForm, Form()]
@@ -135,8 +180,9 @@ def _platforms_page(
         "platforms.html",
         status_code=status_code,
         nav="platforms",
-        entries=store.list_platforms(session),
+        entries=service.list_platforms(session),
         form=form or PlatformForm(),
+        inputs=FORM_INPUTS,
         editing=editing,
         error=error,
         notice=notice,
@@ -148,14 +194,14 @@ def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", co
     """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
     it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
     if edit:
-        entry = store.get_platform(session, edit)
+        entry = service.get_platform(session, edit)
         if not entry.builtin:
             return _platforms_page(request, session, form=PlatformForm.of(entry.platform), editing=edit)
         # A built-in cannot be edited: its figures are offered as a new profile instead, saying why.
-        refusal = error_response(store.BuiltinPlatform(edit, "edited"))
+        refusal = error_response(BuiltinPlatform(edit, "edited"))
         return _platforms_page(request, session, form=_copy_of(entry.platform), error=refusal.detail)
     if copy:
-        return _platforms_page(request, session, form=_copy_of(store.get_platform(session, copy).platform))
+        return _platforms_page(request, session, form=_copy_of(service.get_platform(session, copy).platform))
     return _platforms_page(request, session)
 
 
@@ -174,7 +220,7 @@ def _refused(request: Request, session, error: ValueError, form: PlatformForm, e
 @page_router.post("/platforms", response_class=HTMLResponse)
 def create_platform_form(request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
-        entry = store.create_platform(session, form.values())
+        entry = service.create_platform(session, form.values())
     except ValueError as error:
         return _refused(request, session, error, form, editing=None)
     session.commit()
@@ -184,7 +230,7 @@ def create_platform_form(request: Request, session: WriteSessionDep, form: Platf
 @page_router.post("/platforms/{name}", response_class=HTMLResponse)
 def update_platform_form(name: str, request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
-        entry = store.update_platform(session, name, form.values())
+        entry = service.update_platform(session, name, form.values())
     except ValueError as error:
         return _refused(request, session, error, form, editing=name)
     session.commit()
@@ -194,8 +240,8 @@ def update_platform_form(name: str, request: Request, session: WriteSessionDep, 
 @page_router.post("/platforms/{name}/delete", response_class=HTMLResponse)
 def delete_platform_form(name: str, request: Request, session: WriteSessionDep) -> HTMLResponse:
     try:
-        deleted = store.delete_platform(session, name)
-    except store.BuiltinPlatform as error:
+        deleted = service.delete_platform(session, name)
+    except BuiltinPlatform as error:
         return _refused(request, session, error, PlatformForm(), editing=None)
     session.commit()
     return _platforms_page(request, session, notice=deleted.message())

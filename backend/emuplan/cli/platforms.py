@@ -1,13 +1,16 @@
 """``emuplan platforms``: the platform profiles on the local database (built-in ones and those users add), the
-same store calls and JSON as ``/api/platforms``."""
+same service calls and JSON as ``/api/platforms``."""
 
+import inspect
 import json
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Literal
 
 import typer
 
 from emuplan.cli.app import app, in_store
 from emuplan.cli.layout import wrap
+from emuplan.workload.platform_fields import PLATFORM_FIELDS, PlatformField
 
 platforms_app = typer.Typer(
     help="Platform profiles: what a run ran on (NVLink domain, NICs, latencies, verdict thresholds). Built-in "
@@ -16,39 +19,42 @@ platforms_app = typer.Typer(
 )
 app.add_typer(platforms_app, name="platforms")
 
-# The figures ``add`` and ``edit`` take, each an option named after the Platform field it sets.
-Title = Annotated[str | None, typer.Option(help="How pages name it, e.g. 'H100 SXM + RoCE 400G'.")]
-GpuModel = Annotated[str | None, typer.Option(help="The GPU, e.g. 'NVIDIA H100 SXM5'.")]
-GpusPerNode = Annotated[int | None, typer.Option(help="GPUs per node (per compute tray on an NVL72).")]
-DomainGpus = Annotated[
-    int | None, typer.Option("--scale-up-domain-gpus", help="GPUs in one NVLink domain: 8 on a DGX, 72 on an NVL72.")
-]
-ScaleUpFabric = Annotated[str | None, typer.Option(help="e.g. 'NVLink 4'.")]
-ScaleUpGBs = Annotated[
-    float | None, typer.Option("--scale-up-gb-s", help="NVLink GB/s per GPU per direction (half the quoted figure).")
-]
-ScaleOutFabric = Annotated[str | None, typer.Option(help="e.g. 'InfiniBand NDR 400G'.")]
-NicsPerNode = Annotated[int | None, typer.Option(help="Scale-out NICs per node.")]
-NicGbits = Annotated[float | None, typer.Option("--nic-gbit-s", help="Each NIC's rate, Gbit/s.")]
-GpuGeneration = Annotated[
-    str | None,
-    typer.Option(help="volta | ampere | hopper | blackwell, as NCCL's cost model groups GPUs (Ada: ampere)."),
-]
-ScaleUpLink = Annotated[str | None, typer.Option(help="nvlink | pcie: how a node's GPUs reach each other.")]
-Nvls = Annotated[bool | None, typer.Option("--nvls/--no-nvls", help="NVLink SHARP (NVSwitch, Hopper on).")]
-DegradedBelow = Annotated[
-    float | None, typer.Option(help="% of expected at the large sizes below which a run is degraded.")
-]
-FailBelow = Annotated[float | None, typer.Option(help="% of expected at the large sizes below which a run fails.")]
-Sources = Annotated[
-    list[str] | None, typer.Option("--source", help="A datasheet title or URL the figures come from (repeat it).")
-]
+
+def _figure_option(name: str, spec: PlatformField) -> inspect.Parameter:
+    """The option that sets the field ``name`` (none given: the field is left as it is, or to its default)."""
+    flag = spec.option or f"--{name.replace('_', '-')}"
+    if spec.type is bool:
+        flag = f"{flag}/--no-{flag.removeprefix('--')}"
+    given_as = list[str] if spec.type is list else Literal[tuple(spec.choices)] if spec.choices else spec.type
+    # The choices are named in the help, so that the options' column stays narrow enough for their names.
+    named = (
+        f" One of: {', '.join(spec.choices)}."
+        if spec.choices
+        else " Repeat the option for each one."
+        if spec.type is list
+        else ""
+    )
+    option = typer.Option(None, flag, help=spec.description + named, metavar="<str>" if spec.choices else None)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=given_as | None)
+
+
+# Every field but the name (the commands' argument, and edit's --name), each an option named after it.
+FIGURE_OPTIONS = [_figure_option(name, spec) for name, spec in PLATFORM_FIELDS.items() if name != "name"]
+
+
+def takes_figure_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Gives ``command`` (whose ``**figures`` receive them) an option for each field of ``FIGURE_OPTIONS``."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = inspect.Signature([*own, *FIGURE_OPTIONS])
+    return command
+
+
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON document.")]
 
 
-def _given(**options) -> dict:
+def _given(figures: dict) -> dict:
     """The options given on the command line, by the Platform field they set."""
-    return {field: value for field, value in options.items() if value is not None}
+    return {field: value for field, value in figures.items() if value is not None}
 
 
 def _figures_line(document: dict) -> str:
@@ -62,9 +68,9 @@ def _figures_line(document: dict) -> str:
 @platforms_app.command("list")
 def list_platforms(as_json: AsJson = False) -> None:
     """Every profile: built-in ones first, then those added here, with how many runs name each."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    documents = in_store(lambda session: [entry.document() for entry in store.list_platforms(session)])
+    documents = in_store(lambda session: [entry.document() for entry in service.list_platforms(session)])
     if as_json:
         typer.echo(json.dumps(documents, indent=2))
         return
@@ -93,11 +99,11 @@ def show_platform(
     as_json: AsJson = False,
 ) -> None:
     """One profile's figures, thresholds and sources."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
     from emuplan.workload.platforms import ceiling_gbps
 
     def read(session) -> tuple[dict, dict | None]:
-        entry = store.get_platform(session, name)
+        entry = service.get_platform(session, name)
         ceiling = ceiling_gbps(entry.platform, ranks, ranks_per_node) if ranks is not None else None
         return entry.document(), ceiling.model_dump() if ceiling is not None else None
 
@@ -126,6 +132,7 @@ def show_platform(
 
 
 @platforms_app.command("add")
+@takes_figure_options
 def add_platform(
     name: Annotated[str, typer.Argument(help="Its name: lowercase letters, digits and hyphens.")],
     copy_from: Annotated[
@@ -136,77 +143,38 @@ def add_platform(
             "unless --title.",
         ),
     ] = None,
-    title: Title = None,
-    gpu_model: GpuModel = None,
-    gpus_per_node: GpusPerNode = None,
-    scale_up_domain_gpus: DomainGpus = None,
-    scale_up_fabric: ScaleUpFabric = None,
-    scale_up_gb_s: ScaleUpGBs = None,
-    scale_out_fabric: ScaleOutFabric = None,
-    nics_per_node: NicsPerNode = None,
-    nic_gbit_s: NicGbits = None,
-    gpu_generation: GpuGeneration = None,
-    scale_up_link: ScaleUpLink = None,
-    nvls: Nvls = None,
-    degraded_below_pct: DegradedBelow = None,
-    fail_below_pct: FailBelow = None,
-    sources: Sources = None,
+    **figures,
 ) -> None:
     """Add a profile: every figure given, or --from a profile and the figures that differ."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    given = _given(
-        name=name, title=title, gpu_model=gpu_model, gpus_per_node=gpus_per_node,
-        scale_up_domain_gpus=scale_up_domain_gpus, scale_up_fabric=scale_up_fabric, scale_up_gb_s=scale_up_gb_s,
-        scale_out_fabric=scale_out_fabric, nics_per_node=nics_per_node, nic_gbit_s=nic_gbit_s,
-        gpu_generation=gpu_generation, scale_up_link=scale_up_link, nvls=nvls,
-        degraded_below_pct=degraded_below_pct, fail_below_pct=fail_below_pct, sources=sources,
-    )  # fmt: skip
+    given = {"name": name, **_given(figures)}
 
     def add(session) -> dict:
-        base = dict(store.get_platform(session, copy_from).platform) if copy_from else {}
+        base = dict(service.get_platform(session, copy_from).platform) if copy_from else {}
         if copy_from and "title" not in given:
             given["title"] = name
-        return store.create_platform(session, {**base, **given}).document()
+        return service.create_platform(session, {**base, **given}).document()
 
     document = in_store(add, write=True)
     typer.echo(f"platform {document['name']} added: {_figures_line(document)}")
 
 
 @platforms_app.command("edit")
+@takes_figure_options
 def edit_platform(
     name: Annotated[str, typer.Argument(help="The added profile to change (built-ins cannot be).")],
     new_name: Annotated[str | None, typer.Option("--name", help="Rename it (its runs and plans follow).")] = None,
-    title: Title = None,
-    gpu_model: GpuModel = None,
-    gpus_per_node: GpusPerNode = None,
-    scale_up_domain_gpus: DomainGpus = None,
-    scale_up_fabric: ScaleUpFabric = None,
-    scale_up_gb_s: ScaleUpGBs = None,
-    scale_out_fabric: ScaleOutFabric = None,
-    nics_per_node: NicsPerNode = None,
-    nic_gbit_s: NicGbits = None,
-    gpu_generation: GpuGeneration = None,
-    scale_up_link: ScaleUpLink = None,
-    nvls: Nvls = None,
-    degraded_below_pct: DegradedBelow = None,
-    fail_below_pct: FailBelow = None,
-    sources: Sources = None,
+    **figures,
 ) -> None:
     """Change the figures given (the rest stay); --source replaces all the sources."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    given = _given(
-        name=new_name, title=title, gpu_model=gpu_model, gpus_per_node=gpus_per_node,
-        scale_up_domain_gpus=scale_up_domain_gpus, scale_up_fabric=scale_up_fabric, scale_up_gb_s=scale_up_gb_s,
-        scale_out_fabric=scale_out_fabric, nics_per_node=nics_per_node, nic_gbit_s=nic_gbit_s,
-        gpu_generation=gpu_generation, scale_up_link=scale_up_link, nvls=nvls,
-        degraded_below_pct=degraded_below_pct, fail_below_pct=fail_below_pct, sources=sources,
-    )  # fmt: skip
+    given = _given({"name": new_name, **figures})
 
     def edit(session) -> dict:
-        current = dict(store.get_platform(session, name).platform)
-        return store.update_platform(session, name, {**current, **given}).document()
+        current = dict(service.get_platform(session, name).platform)
+        return service.update_platform(session, name, {**current, **given}).document()
 
     document = in_store(edit, write=True)
     typer.echo(f"platform {document['name']} saved: {_figures_line(document)}")
@@ -215,9 +183,9 @@ def edit_platform(
 @platforms_app.command("remove")
 def remove_platform(name: Annotated[str, typer.Argument(help="The added profile to delete.")]) -> None:
     """Delete an added profile; the runs and plans that name it are left with no platform."""
-    from emuplan.store import platforms as store
+    from emuplan.services import platforms as service
 
-    typer.echo(in_store(lambda session: store.delete_platform(session, name).message(), write=True))
+    typer.echo(in_store(lambda session: service.delete_platform(session, name).message(), write=True))
 
 
 @platforms_app.command("assign")

@@ -69,6 +69,7 @@ from emuplan.results.streamed import (
     summarise_streamed,
 )
 from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, judge_summary
+from emuplan.services.platforms import platform_named, refresh_verdict
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import (
@@ -85,7 +86,7 @@ from emuplan.store.models import (
     utc_now,
 )
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
+from emuplan.store.platforms import platform_exists
 from emuplan.store.rows import RunNotFound
 from emuplan.store.table_files import ReadReported, drop_stored_table, open_stored_table, store_table_file
 from emuplan.workload.collectives import CollectiveOp

@@ -14,11 +14,14 @@ What NCCL itself expects of a platform (``results.nccl_model``, a port of NCCL's
 GPU's generation (its per-architecture bandwidth caps, latencies and NVLink accounting), whether the GPUs
 reach each other over NVLink or only PCIe, and whether the NVLink switches reduce in the switch (NVLink
 SHARP, NVLS: NVSwitch systems from Hopper on).
+
+Each field is written once, as plain data, in ``platform_fields``: ``Platform`` is built from it, with the rules
+its fields must agree on (``PlatformRules``).
 """
 
 import math
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -27,74 +30,63 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     computed_field,
+    create_model,
     field_validator,
     model_validator,
 )
 
-NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
-NAME_RULE = "1 to 64 lowercase letters, digits and hyphens, starting with a letter or digit"
-# Below these % of expected at the large sizes a run is 'degraded', and below the lower one it 'fails'; the
-# built-ins' defaults, which each stored profile may change.
-DEGRADED_BELOW_PCT = 80.0
-FAIL_BELOW_PCT = 50.0
+from emuplan.workload.platform_fields import NAME_RULE, PLATFORM_FIELDS, PlatformField
+
 NCCL_MODEL_SOURCE = (
     "NCCL cost model (github.com/NVIDIA/nccl @ 1fc949c, src/tuning/): the latencies, protocol factors and "
     "per-architecture caps of the expected curve (results/nccl_model.py)"
 )
-
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-Source = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
 
 
 class PlatformError(ValueError):
     """A platform's figures that cannot describe hardware, or ranks that cannot run on it."""
 
 
-class Platform(BaseModel):
-    """One platform's fabric figures, per GPU per direction, with the documents they come from."""
+def _text(max_length: int) -> Any:
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length)]
+
+
+def _annotation(spec: PlatformField) -> Any:
+    """The field's type as pydantic checks it. The name stays a plain string: ``_key`` words its rule."""
+    if spec.type is list:
+        return list[_text(spec.max_length)]
+    if spec.choices:
+        return Literal[tuple(spec.choices)]
+    if spec.type is str and spec.pattern is None:
+        return _text(spec.max_length)
+    return spec.type
+
+
+def _pydantic_field(spec: PlatformField) -> Any:
+    """The field's default, bounds and help. A None default is filled in by ``_inferred``, never validated."""
+    if spec.type is list:
+        default = {"default_factory": list, "max_length": spec.max_items}
+    elif spec.default is None:
+        default = {"default": None, "validate_default": False}
+    else:
+        default = {"default": spec.default}
+    return Field(
+        **default,
+        ge=spec.minimum,
+        gt=spec.exclusive_minimum,
+        le=spec.maximum,
+        title=spec.title,
+        description=spec.description,
+        examples=[spec.example] if spec.example else None,
+        json_schema_extra={"pattern": spec.pattern} if spec.pattern else None,
+    )
+
+
+class PlatformRules(BaseModel):
+    """What a profile's fields must agree on, and what it infers when some are left out; ``Platform`` adds the
+    fields themselves (``PLATFORM_FIELDS``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(
-        description=f"The platform's key, what runs and plans name it by: {NAME_RULE}.",
-        json_schema_extra={"pattern": NAME_PATTERN},
-    )
-    title: Text = Field(description="How pages name it, e.g. 'H100 SXM + NDR 400G'.")
-    gpu_model: Text = Field(description="The GPU, e.g. 'NVIDIA H100 SXM5 80GB'.")
-    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs per node (per compute tray on an NVL72).")
-    scale_up_domain_gpus: int = Field(
-        ge=1, le=100_000, description="GPUs in one NVLink domain: 8 on a DGX/HGX node, 72 on a GB200 NVL72 rack."
-    )
-    scale_up_fabric: Text = Field(description="The scale-up fabric, e.g. 'NVLink 4'.")
-    scale_up_gb_s: float = Field(gt=0, le=1e6, description="Scale-up bandwidth per GPU per direction, GB/s.")
-    scale_out_fabric: Text = Field(description="The scale-out fabric, e.g. 'InfiniBand NDR 400G'.")
-    nics_per_node: int = Field(ge=1, le=1024, description="Scale-out NICs per node.")
-    nic_gbit_s: float = Field(gt=0, le=1e6, description="Each NIC's rate, Gbit/s.")
-    gpu_generation: Literal["volta", "ampere", "hopper", "blackwell"] = Field(
-        default=None,
-        validate_default=False,
-        description="The GPU's architecture as NCCL's cost model groups them (an Ada or Ampere card is 'ampere'); "
-        "when left out: blackwell from 900 GB/s of scale-up, hopper from 450, else ampere.",
-    )
-    scale_up_link: Literal["nvlink", "pcie"] = Field(
-        default="nvlink", description="How the GPUs of a node reach each other: NVLink, or only PCIe."
-    )
-    nvls: bool = Field(
-        default=None,
-        validate_default=False,
-        description="NVLink SHARP: the NVLink switches reduce (NVSwitch systems from Hopper on); when left out, "
-        "true for Hopper and Blackwell over NVLink.",
-    )
-    degraded_below_pct: float = Field(
-        default=DEGRADED_BELOW_PCT,
-        gt=0,
-        le=100,
-        description="A run below this % of expected at the large sizes is 'degraded'.",
-    )
-    fail_below_pct: float = Field(
-        default=FAIL_BELOW_PCT, gt=0, le=100, description="A run below this % of expected at the large sizes fails."
-    )
-    sources: list[Source] = Field(default_factory=list, max_length=20, description="Where each figure comes from.")
 
     @model_validator(mode="before")
     @classmethod
@@ -116,15 +108,15 @@ class Platform(BaseModel):
             )
         return values
 
-    @field_validator("name")
+    @field_validator("name", check_fields=False)
     @classmethod
     def _key(cls, name: str) -> str:
-        if not re.fullmatch(NAME_PATTERN, name):
+        if not re.fullmatch(PLATFORM_FIELDS["name"].pattern, name):
             raise PlatformError(f"{name!r} must be {NAME_RULE}")
         return name
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Platform":
+    def _consistent(self) -> "PlatformRules":
         if self.scale_up_domain_gpus % self.gpus_per_node:
             raise PlatformError(
                 f"scale_up_domain_gpus: a scale-up domain is whole nodes; {self.scale_up_domain_gpus} GPUs is not a "
@@ -147,6 +139,15 @@ class Platform(BaseModel):
     def scale_out_gb_s(self) -> float:
         """Each GPU's share of its node's NICs, GB/s per direction: NICs × rate ÷ 8 bits ÷ GPUs per node."""
         return self.nics_per_node * self.nic_gbit_s / 8 / self.gpus_per_node
+
+
+Platform = create_model(
+    "Platform",
+    __base__=PlatformRules,
+    __doc__="One platform's fabric figures, per GPU per direction, with the documents they come from.",
+    __module__=__name__,
+    **{name: (_annotation(spec), _pydantic_field(spec)) for name, spec in PLATFORM_FIELDS.items()},
+)
 
 
 class Ceiling(BaseModel):
