@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from emuplan.services.jobs.engine import runner
 from job_polling import wait_for
 from scheduling import EXPECTED_REALTIME_POLICY
 
@@ -22,7 +23,7 @@ def create_seed_plan(client: TestClient, strategy: str = "pipeline") -> int:
 
 
 def worker_pids(client: TestClient, job_id: str) -> list[int]:
-    return client.app.state.measurement_jobs.launcher(job_id).worker_pids
+    return runner(client.app.state.database).job(job_id).launcher.worker_pids
 
 
 def running(pids: list[int]) -> list[int]:
