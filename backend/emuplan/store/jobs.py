@@ -171,7 +171,7 @@ def get(session: Session, job_id: str, kind: str | None = None) -> JobRecord:
     """The job; ``JobNotFound`` when there is none (or it is not of ``kind``, when given)."""
     job = session.get(JobRecord, job_id)
     if job is None or kind not in (None, job.kind):
-        raise JobNotFound(f"no {kind or ''}{' ' if kind else ''}job {job_id!r}")
+        raise JobNotFound(f"no {kind} job {job_id!r}" if kind else f"no job {job_id!r}")
     return job
 
 
