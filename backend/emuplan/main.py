@@ -16,15 +16,12 @@ from emuplan.api import (
     compare,
     comparisons,
     health,
-    measure,
     models,
     pages,
     plans,
     plans_page,
     platforms,
-    relabel_jobs,
     runs,
-    simulate,
     static_files,
     trend,
 )
@@ -32,6 +29,7 @@ from emuplan.api.error_pages import install_error_responses
 from emuplan.api.memory import return_large_blocks_when_freed
 from emuplan.api.request_guard import RequestGuardMiddleware
 from emuplan.api.responses import errors
+from emuplan.api.routes import jobs, measurements, relabel_jobs, simulations
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -120,11 +118,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         plans.router,
         plans.presets_router,
         runs.router,
-        measure.plan_router,
-        measure.router,
+        measurements.plan_router,
+        measurements.router,
         relabel_jobs.router,
-        simulate.plan_router,
-        simulate.router,
+        simulations.plan_router,
+        simulations.router,
+        jobs.router,
         platforms.router,
         platforms.page_router,
         trend.router,

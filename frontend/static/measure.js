@@ -1,5 +1,6 @@
 // "Measure locally" on a saved plan's page: start a background measurement, follow its progress,
 // cancel it, and link the stored run. Everything is computed by the server's measurement API.
+import { cancelJob, followJob, isRunning } from "./jobs.js";
 import { el, fetchJSON, showMessage } from "./util.js";
 
 const card = document.getElementById("measure");
@@ -10,8 +11,6 @@ const cancelButton = document.getElementById("measure-cancel");
 const progress = document.getElementById("measure-progress");
 const status = document.getElementById("measure-status");
 const errorBox = document.getElementById("measure-error");
-const ACTIVE = ["starting", "running", "storing"];
-const POLL_MS = 500;
 let currentJob = null;
 
 function showError(message) {
@@ -31,7 +30,7 @@ function describe(job) {
 }
 
 function render(job) {
-  const active = ACTIVE.includes(job.state);
+  const active = isRunning(job);
   startButton.disabled = active;
   cancelButton.hidden = !active;
   progress.hidden = !active;
@@ -44,12 +43,12 @@ function render(job) {
   showError(job.state === "failed" ? job.error : "");
 }
 
-async function follow(jobId) {
+async function follow(job) {
   try {
-    const job = await fetchJSON(`/api/measurements/${jobId}`);
-    currentJob = job;
-    render(job);
-    if (ACTIVE.includes(job.state)) setTimeout(() => follow(jobId), POLL_MS);
+    await followJob(job, `/api/measurements/${job.id}`, (latest) => {
+      currentJob = latest;
+      render(latest);
+    });
   } catch (error) {
     showError(error.message);
     startButton.disabled = false;
@@ -67,10 +66,7 @@ form.addEventListener("submit", async (event) => {
   if (iterations !== "") body.iterations = Number(iterations);
   startButton.disabled = true;
   try {
-    const job = await fetchJSON(`/api/plans/${planId}/measure`, { json: body });
-    currentJob = job;
-    render(job);
-    follow(job.id);
+    follow(await fetchJSON(`/api/plans/${planId}/measure`, { json: body }));
   } catch (error) {
     showError(error.message);
     startButton.disabled = false;
@@ -81,7 +77,7 @@ cancelButton.addEventListener("click", async () => {
   if (!currentJob) return;
   cancelButton.disabled = true;
   try {
-    render(await fetchJSON(`/api/measurements/${currentJob.id}`, { method: "DELETE" }));
+    render(await cancelJob(`/api/measurements/${currentJob.id}`));
   } catch (error) {
     showError(error.message);
   } finally {
@@ -91,6 +87,6 @@ cancelButton.addEventListener("click", async () => {
 
 // A measurement of this plan started earlier (another tab, a reload) is picked up where it is.
 fetchJSON("/api/measurements").then((jobs) => {
-  const running = jobs.find((job) => job.plan_id === planId && ACTIVE.includes(job.state));
-  if (running) follow(running.id);
+  const running = jobs.find((job) => job.plan_id === planId && isRunning(job));
+  if (running) follow(running);
 }).catch(() => {});

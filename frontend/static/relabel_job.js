@@ -1,9 +1,8 @@
 // A huge run relabelled or linked to a plan is summarised again by a job (PATCH answered 202 with it,
-// api/relabel_jobs.py): its stage and the share of the stored tables read, polled until it ends, shown after
+// services/jobs/relabel.py): its stage and the share of the stored tables read, polled until it ends, shown after
 // `anchor` with a Cancel button. Resolves once it succeeded; throws its outcome otherwise (the run unchanged).
-import { fetchJSON } from "./util.js";
+import { cancelJob, followJob } from "./jobs.js";
 
-const POLL_MS = 500;
 const STAGES = {
   starting: "Starting",
   copying: "Reading the stored tables",
@@ -34,16 +33,14 @@ export async function followRelabelJob(job, anchor) {
   anchor.after(box);
   cancel.addEventListener("click", () => {
     cancel.disabled = true;
-    fetchJSON(job.cancel_url, { method: "DELETE" }).catch((error) => { status.textContent = error.message; });
+    cancelJob(job.cancel_url).catch((error) => { status.textContent = error.message; });
   });
   try {
-    while (!job.finished_at) {
-      status.textContent = described(job);
-      if (job.state === "copying" && job.bytes_total) bar.value = job.bytes_done / job.bytes_total;
+    job = await followJob(job, job.url, (latest) => {
+      status.textContent = described(latest);
+      if (latest.state === "copying" && latest.bytes_total) bar.value = latest.bytes_done / latest.bytes_total;
       else bar.removeAttribute("value");
-      await new Promise((resolve) => { setTimeout(resolve, POLL_MS); });
-      job = await fetchJSON(job.url);
-    }
+    });
   } finally {
     box.remove();
   }

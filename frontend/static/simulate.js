@@ -1,5 +1,6 @@
 // "Simulate with ASTRA-sim" on a saved plan's page: start a background simulation, follow its progress, cancel
 // it, and show its per-rank step beside the plan's planned communication. The server computes every figure.
+import { cancelJob, followJob, isRunning } from "./jobs.js";
 import { el, fetchJSON, integer, percent, plural, showMessage, table, timeIn } from "./util.js";
 
 const card = document.getElementById("simulate");
@@ -14,8 +15,6 @@ const progress = document.getElementById("simulate-progress");
 const status = document.getElementById("simulate-status");
 const errorBox = document.getElementById("simulate-error");
 const resultBox = document.getElementById("simulate-result");
-const ACTIVE = ["starting", "exporting", "simulating"];
-const POLL_MS = 500;
 let currentJob = null;
 
 const us = (ns) => timeIn(ns / 1000);
@@ -75,7 +74,7 @@ function showResult(result) {
 }
 
 function render(job) {
-  const active = ACTIVE.includes(job.state);
+  const active = isRunning(job);
   if (startButton) startButton.disabled = active;
   if (cancelButton) cancelButton.hidden = !active;
   progress.hidden = !active;
@@ -86,12 +85,12 @@ function render(job) {
   if (job.result) showResult(job.result);
 }
 
-async function follow(jobId) {
+async function follow(job) {
   try {
-    const job = await fetchJSON(`/api/simulations/${jobId}`);
-    currentJob = job;
-    render(job);
-    if (ACTIVE.includes(job.state)) setTimeout(() => follow(jobId), POLL_MS);
+    await followJob(job, `/api/simulations/${job.id}`, (latest) => {
+      currentJob = latest;
+      render(latest);
+    });
   } catch (error) {
     showMessage(errorBox, error.message);
     if (startButton) startButton.disabled = false;
@@ -107,10 +106,7 @@ startButton?.addEventListener("click", async () => {
     const options = { gpu: gpuSelect.value };
     if (utilisation) options.utilisation = Number(utilisation) / 100;
     if (limit) options.timeout_s = Number(limit);
-    const job = await fetchJSON(`/api/plans/${planId}/simulate`, { json: options });
-    currentJob = job;
-    render(job);
-    follow(job.id);
+    follow(await fetchJSON(`/api/plans/${planId}/simulate`, { json: options }));
   } catch (error) {
     showMessage(errorBox, error.message);
     startButton.disabled = false;
@@ -121,7 +117,7 @@ cancelButton?.addEventListener("click", async () => {
   if (!currentJob) return;
   cancelButton.disabled = true;
   try {
-    render(await fetchJSON(`/api/simulations/${currentJob.id}`, { method: "DELETE" }));
+    render(await cancelJob(`/api/simulations/${currentJob.id}`));
   } catch (error) {
     showMessage(errorBox, error.message);
   } finally {
@@ -131,13 +127,12 @@ cancelButton?.addEventListener("click", async () => {
 
 // The plan's newest simulation: followed while it runs (another tab, a reload), its result shown once done.
 fetchJSON(`/api/simulations?plan_id=${planId}`).then((jobs) => {
-  const newest = jobs.find((job) => ACTIVE.includes(job.state) || job.state === "succeeded");
+  const newest = jobs.find((job) => isRunning(job) || job.state === "succeeded");
   if (newest && gpuSelect) {
     // The form starts where the shown simulation was run, so that it says what the result assumed.
     gpuSelect.value = newest.request.gpu;
     utilisationInput.value = String(+(newest.request.utilisation * 100).toFixed(1));
     timeoutInput.value = String(newest.request.timeout_s);
   }
-  if (newest && ACTIVE.includes(newest.state)) follow(newest.id);
-  else if (newest) render(newest);
+  if (newest) follow(newest);
 }).catch(() => {});

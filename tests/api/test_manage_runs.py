@@ -4,9 +4,9 @@ API (rename, retag, annotate, fabric facts, link and unlink, delete keeping the 
 import pytest
 from sqlmodel import select
 
-from emuplan.store import simulation_jobs
+from emuplan.store import jobs
 from emuplan.store.db import Database
-from emuplan.store.models import RunFact, RunTag, ShareLink
+from emuplan.store.models import JobRecord, RunFact, RunTag, ShareLink
 from paths import RESULTS, SHARED_NCCL
 
 pytestmark = pytest.mark.both_databases
@@ -218,12 +218,12 @@ def test_an_unknown_table_says_what_the_web_form_can_do(client):
 
 def test_a_plan_being_simulated_is_kept_and_its_finished_simulations_go_with_it(client, database: Database):
     plan = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 4}).json()
-    simulation_jobs.create_job(database, "sim-1", plan["id"], {})
+    jobs.create(database, JobRecord(id="sim-1", kind="simulation", plan_id=plan["id"], request={}))
     refused = client.delete(f"/api/plans/{plan['id']}")
     assert (refused.status_code, refused.json()["detail"]) == (
         409,
         f"plan {plan['id']} is being simulated (job sim-1): cancel the simulation first",
     )
-    simulation_jobs.finish(database, "sim-1", "succeeded", result={"ranks": []})
+    jobs.finish(database, "sim-1", "succeeded", progress={}, result={"ranks": []})
     assert client.delete(f"/api/plans/{plan['id']}").status_code == 200
-    assert simulation_jobs.list_jobs(database, plan_id=plan["id"]) == []
+    assert jobs.newest(database, kind="simulation", plan_id=plan["id"]) == []

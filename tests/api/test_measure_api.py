@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from emuplan.services.jobs.engine import runner
 from job_polling import wait_for
 from scheduling import EXPECTED_REALTIME_POLICY
 
@@ -22,7 +23,7 @@ def create_seed_plan(client: TestClient, strategy: str = "pipeline") -> int:
 
 
 def worker_pids(client: TestClient, job_id: str) -> list[int]:
-    return client.app.state.measurement_jobs.launcher(job_id).worker_pids
+    return runner(client.app.state.database).job(job_id).launcher.worker_pids
 
 
 def running(pids: list[int]) -> list[int]:
@@ -167,3 +168,22 @@ def test_a_measurement_past_its_bounds_is_refused_with_the_reason(client: TestCl
         in (response.json()["detail"])
     )
     assert client.get("/api/measurements").json() == []
+
+
+def test_every_job_answers_and_cancels_at_api_jobs_too(client: TestClient) -> None:
+    plan_id = create_seed_plan(client, "data")
+    job = client.post(f"/api/plans/{plan_id}/measure", json=LONG).json()
+    wait_for(client, job["id"], ("running",))
+    generic = client.get(f"/api/jobs/{job['id']}").json()
+    assert (generic["kind"], generic["plan_id"], generic["state"], generic["finished_at"]) == (
+        "measurement", plan_id, "running", None
+    )  # fmt: skip
+    assert generic["progress"]["iterations_total"] == 100000
+    assert [listed["id"] for listed in client.get("/api/jobs", params={"kind": "measurement"}).json()] == [job["id"]]
+    cancelled = client.delete(f"/api/jobs/{job['id']}").json()
+    assert (cancelled["state"], cancelled["error"], cancelled["result"]) == (
+        "cancelled", "the measurement was cancelled", None
+    )  # fmt: skip
+    assert running(worker_pids(client, job["id"])) == []
+    assert client.get(f"/api/measurements/{job['id']}").json()["state"] == "cancelled"
+    assert client.get("/api/jobs/nope").json() == {"detail": "no job 'nope'"}

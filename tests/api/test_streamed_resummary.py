@@ -1,6 +1,6 @@
 """A huge stored run relabelled or linked to a plan is summarised again from its tables copied to disk
 (results/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives: by a
-relabel job (PATCH answers 202, ``api/relabel_jobs.py``) that changes the run only when it succeeds."""
+relabel job (PATCH answers 202, ``services/jobs/relabel.py``) that changes the run only when it succeeds."""
 
 import tempfile
 import time
@@ -14,7 +14,6 @@ from emuplan.main import create_app
 from emuplan.settings import Settings, get_settings
 from emuplan.store import runs, table_files
 from emuplan.store.db import Database
-from emuplan.store.relabel_jobs import ACTIVE_STATES
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 from fixtures.summaries import assert_same
 
@@ -39,7 +38,7 @@ def job_started(answer) -> dict:
 
 def job_ended(client: TestClient, job: dict) -> dict:
     deadline = time.monotonic() + 120
-    while job["state"] in ACTIVE_STATES and time.monotonic() < deadline:
+    while job["finished_at"] is None and time.monotonic() < deadline:
         time.sleep(0.05)
         job = client.get(job["url"]).json()
     return job

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
-from test_upgrade_keeps_data import DERIVED_RUN_COLUMNS, DERIVED_TABLES, fill, snapshot
+from test_upgrade_keeps_data import DERIVED_RUN_COLUMNS, DERIVED_TABLES, fill, rows_of, snapshot
 
 from emuplan.store.db import Database, alembic_config, migrate
 
@@ -82,10 +82,11 @@ def test_an_upgrade_killed_at_any_point_leaves_the_old_revision_and_the_restart_
     assert revision(database_url) == head
     after = snapshot(database_url)
     for table, rows in held.items():
-        assert after[table].keys() == rows.keys(), table
+        upgraded = rows_of(after, table)
+        assert upgraded.keys() == rows.keys(), table
         for key, row in rows.items():
-            assert {column: after[table][key][column] for column in row if column in after[table][key]} == {
-                column: value for column, value in row.items() if column in after[table][key]
+            assert {column: upgraded[key][column] for column in row if column in upgraded[key]} == {
+                column: value for column, value in row.items() if column in upgraded[key]
             }, (table, key)
     for table in DERIVED_TABLES:
         assert after[table] == at_head[table], table

@@ -12,7 +12,7 @@ PACKAGE = Path(emuplan.__file__).parent
 LAYERS = (
     ("emuplan.workload", "emuplan.results", "emuplan.charts", "emuplan.sandbox", "emuplan.measure"),
     ("emuplan.store",),
-    ("emuplan.planning",),
+    ("emuplan.planning", "emuplan.services"),
     ("emuplan.api", "emuplan.cli", "emuplan.demo", "emuplan.main"),
 )
 

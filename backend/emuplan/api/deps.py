@@ -1,8 +1,7 @@
 """Dependencies shared by the routers: settings, database sessions."""
 
-import threading
-from collections.abc import Callable, Iterator
-from typing import Annotated, TypeVar
+from collections.abc import Iterator
+from typing import Annotated
 
 from annotated_types import Interval
 from fastapi import Depends, Request
@@ -11,8 +10,6 @@ from sqlmodel import Session
 
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-
-T = TypeVar("T")
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -49,16 +46,3 @@ def response_model_of(columns: type[tuple], name: str) -> type[BaseModel]:
     """A response model with the fields (names and types) of a store list's item (a NamedTuple): what a list
     answers with is defined once, by the columns the store reads for it."""
     return create_model(name, **{field: (kind, ...) for field, kind in columns.__annotations__.items()})
-
-
-_REGISTRY_CREATION_LOCK = threading.Lock()
-
-
-def app_registry(request: Request, name: str, factory: Callable[[], T]) -> T:
-    """The app's one ``name`` object (a job registry), made by ``factory`` on first use: requests run on
-    several threads, so the first two must not make two."""
-    state = request.app.state
-    with _REGISTRY_CREATION_LOCK:
-        if not hasattr(state, name):
-            setattr(state, name, factory())
-    return getattr(state, name)

@@ -11,20 +11,18 @@ from dataclasses import dataclass, field
 
 from emuplan.api.access import NotSignedIn, RoleMissing
 from emuplan.api.comparisons import SHARE_REFERRER_POLICY
-from emuplan.api.simulate import SimulationNotFinished
-from emuplan.api.simulation_jobs import SimulationBusy
 from emuplan.measure.workload import MeasurementError
 from emuplan.results.budget import ImportDiskFull, ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
+from emuplan.services.jobs.simulation import SimulationNotFinished
 from emuplan.simulate.astra_sim import SimulatorUnavailable
 from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.db import DatabaseBusy
-from emuplan.store.measurement_jobs import MeasurementBusy
+from emuplan.store.jobs import JobBusy
 from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
-from emuplan.store.relabel_jobs import RelabelBusy
 from emuplan.store.rows import NotFound
 from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
@@ -40,9 +38,7 @@ ERROR_STATUS: dict[type[Exception], int] = {
     LastAdmin: 409,
     PlatformExists: 409,
     BuiltinPlatform: 409,
-    MeasurementBusy: 409,
-    RelabelBusy: 409,
-    SimulationBusy: 409,
+    JobBusy: 409,
     SimulationNotFinished: 409,
     PlanInUse: 409,
     ShareLinkGone: 410,
@@ -81,7 +77,7 @@ def error_response(error: Exception) -> ErrorResponse:
             f"{error.reason.capitalize()}: ask its owner for a new one.",
             headers={"Referrer-Policy": SHARE_REFERRER_POLICY},
         )
-    if isinstance(error, (MeasurementBusy, RelabelBusy)):
+    if isinstance(error, JobBusy) and error.location:
         return ErrorResponse(status, str(error), headers={"Location": error.location})
     if isinstance(error, SandboxBusy):
         # Refused at once instead of holding a server thread until a slot frees: say when to retry.

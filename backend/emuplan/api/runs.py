@@ -22,13 +22,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from sqlmodel import Session
 
-from emuplan.api import relabel_jobs
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
 from emuplan.api.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
-from emuplan.api.relabel_jobs import RelabelJobPublic
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
@@ -39,7 +37,8 @@ from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
 from emuplan.results.observed_kccb import export_observed_kccb
 from emuplan.roles import Role
-from emuplan.store import relabel_jobs as relabel_job_store
+from emuplan.services.jobs.engine import runner
+from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
 from emuplan.store import runs as store
 from emuplan.store.db import Database
 from emuplan.store.models import Run
@@ -730,7 +729,7 @@ def _relabel_job_started(
     target_plan = run.plan_id if plan_id is None else (plan_id or None)
     if target_plan is not None:
         get_plan(session, target_plan)
-    relabel_job_store.check_idle(database, run.id)
+    RelabelJob.check_idle(database, run.id)
     if "platform" in changes.model_fields_set:
         store.set_run_platform(session, run.id, changes.platform)
     edits = store.RunEdits(
@@ -738,8 +737,8 @@ def _relabel_job_started(
     )
     store.update_run(session, run.id, edits, limits)
     session.commit()  # before the job's own transactions: SQLite has one writer
-    job = relabel_jobs.start(database, run.id, changes.collectives or {}, target_plan, limits)
-    document = relabel_jobs.public(job)
+    job = RelabelJob(database, run.id, changes.collectives or {}, target_plan, limits)
+    document = RelabelJob.public(runner(database).start(database, job))
     return JSONResponse(jsonable_encoder(document), status_code=202, headers={"Location": document.url})
 
 

@@ -414,68 +414,30 @@ class SignInFailure(SQLModel, table=True):
     failed_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
 
 
-class MeasurementJobRecord(SQLModel, table=True):
-    """A measurement of a plan on local processes, run by one server worker and reported by all of them.
+class JobRecord(SQLModel, table=True):
+    """A long task run in the background (``services/jobs/``: a measurement, a simulation, a relabelling), run
+    on a thread of one server worker and reported and cancelled by all of them (migration 0021).
 
-    ``running_on`` is the host's name while the job is active, NULL afterwards: UNIQUE, it lets one
-    measurement at a time run per host. The running worker writes progress and ``heartbeat_at`` and
-    reads ``cancel_requested``, which any worker may set.
+    ``kind`` names what it runs; ``plan_id`` or ``run_id`` what it works on. The running worker writes
+    ``state``, ``progress`` and ``heartbeat_at`` and, at the end, ``result`` or ``error``; it reads
+    ``cancel_requested``, which any worker may set. ``holds`` names, while the job is active, the one thing
+    only one job may hold at a time (the host a measurement runs on, the run a relabelling changes): UNIQUE,
+    so a second start fails at the insert, atomically on SQLite and PostgreSQL alike; NULL once it ended.
     """
 
-    __tablename__ = "measurement_job"
+    __tablename__ = "job"
 
     id: str = Field(primary_key=True)
-    plan_id: int = Field(sa_type=BigInteger)
-    request: dict = _json(dict)  # the MeasureRequest as given, defaults filled in
-    state: str
-    iterations_done: int = Field(default=0, sa_type=BigInteger)
-    iterations_total: int | None = Field(default=None, sa_type=BigInteger)
-    warmup: bool = False
-    error: str | None = None
+    kind: str = Field(index=True)
+    plan_id: int | None = Field(default=None, sa_type=BigInteger)
     run_id: int | None = Field(default=None, sa_type=BigInteger)
-    host: str
-    running_on: str | None = Field(default=None, unique=True)
-    cancel_requested: bool = False
-    heartbeat_at: datetime = _created_at()
-    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
-    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-
-
-class SimulationJobRecord(SQLModel, table=True):
-    """An ASTRA-sim simulation of a plan (``api/simulation_jobs.py``), run by one server worker and reported by all
-    of them: the running worker writes progress, ``heartbeat_at`` and at the end ``result`` (the
-    ``simulate.astra_sim.Simulation`` document), and reads ``cancel_requested``, which any worker may set."""
-
-    __tablename__ = "simulation_job"
-
-    id: str = Field(primary_key=True)
-    plan_id: int = Field(sa_type=BigInteger)
-    request: dict = _json(dict)  # the SimulateRequest as given, defaults filled in
+    request: dict = _json(dict)  # what was asked for, defaults filled in
     state: str
-    ranks_done: int = Field(default=0, sa_type=BigInteger)
-    ranks_total: int | None = Field(default=None, sa_type=BigInteger)
+    progress: dict = _json(dict)  # the kind's counters, e.g. {"ranks_done": 3, "ranks_total": 8}
     error: str | None = None
     result: dict | None = Field(default=None, sa_column=Column(JSON, nullable=True))
-    cancel_requested: bool = False
-    heartbeat_at: datetime = _created_at()
-    started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))
-    finished_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-
-
-class RelabelJobRecord(SQLModel, table=True):
-    """A huge run's statistics computed again after its collectives are relabelled or its plan link changed
-    (``api/relabel_jobs.py``): run by one server worker, reported and cancelled by all of them. The run itself is
-    changed only in the job's last transaction, when it succeeds."""
-
-    __tablename__ = "relabel_job"
-
-    id: str = Field(primary_key=True)
-    run_id: int = Field(sa_type=BigInteger, index=True)
-    request: dict = _json(dict)  # {"collectives": {old: new}, "plan_id": id or null}; a key absent: not changed
-    state: str
-    bytes_done: int = Field(default=0, sa_type=BigInteger)
-    bytes_total: int | None = Field(default=None, sa_type=BigInteger)
-    error: str | None = None
+    host: str  # the server host whose worker runs it
+    holds: str | None = Field(default=None, unique=True)
     cancel_requested: bool = False
     heartbeat_at: datetime = _created_at()
     started_at: datetime = Field(default_factory=utc_now, sa_column=Column(UTCDateTime, nullable=False, index=True))

@@ -6,12 +6,11 @@ simulations go with it (they describe nothing else), and a plan being measured o
 Apart from ``store.plans`` because it changes runs (``store.runs`` reads plans: the other way round would be
 a circle)."""
 
-from sqlmodel import Session, col, delete, select
+from sqlmodel import Session, col, select
 
 from emuplan.results.budget import ImportLimits
-from emuplan.store import simulation_jobs
-from emuplan.store.measurement_jobs import ACTIVE_STATES
-from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
+from emuplan.store import jobs
+from emuplan.store.models import Comparison, Run
 from emuplan.store.plans import get_plan
 from emuplan.store.runs import RunEdits, summarised_again_in_background, update_run
 
@@ -51,21 +50,13 @@ def delete_plan(session: Session, plan_id: int, limits: ImportLimits) -> dict:
             f"computed again by a job once unlinked: unlink {'them' if len(huge) > 1 else 'it'} first (emuplan runs "
             f'edit {huge[0]} --no-plan, or PATCH /api/runs/{huge[0]} with {{"plan_id": null}}), then delete the plan'
         )
-    measuring = session.exec(
-        select(MeasurementJobRecord.id).where(
-            MeasurementJobRecord.plan_id == plan_id, col(MeasurementJobRecord.state).in_(ACTIVE_STATES)
-        )
-    ).first()
+    measuring = jobs.active_job(session, "measurement", plan_id=plan_id)
     if measuring is not None:
         raise PlanInUse(f"plan {plan_id} is being measured (job {measuring}): cancel the measurement first")
-    simulating = session.exec(
-        select(SimulationJobRecord.id).where(
-            SimulationJobRecord.plan_id == plan_id, col(SimulationJobRecord.state).in_(simulation_jobs.ACTIVE_STATES)
-        )
-    ).first()
+    simulating = jobs.active_job(session, "simulation", plan_id=plan_id)
     if simulating is not None:
         raise PlanInUse(f"plan {plan_id} is being simulated (job {simulating}): cancel the simulation first")
-    session.exec(delete(SimulationJobRecord).where(SimulationJobRecord.plan_id == plan_id))
+    jobs.delete_jobs(session, "simulation", plan_id=plan_id)
     for run_id in consequences["unlinked_run_ids"]:
         update_run(session, run_id, RunEdits(plan_id=0))
     session.delete(get_plan(session, plan_id))

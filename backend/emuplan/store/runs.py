@@ -384,7 +384,7 @@ def _store_samples_again(session: Session, run_id: int, result: StreamedResult) 
 
 def summarised_again_in_background(session: Session, run_id: int, limits: ImportLimits) -> bool:
     """Whether relabelling the run or changing its plan summarises it again streamed (``_summarised_streamed``),
-    which takes minutes at 100 M rows: a job (``api/relabel_jobs.py``) rather than a request's work."""
+    which takes minutes at 100 M rows: a job (``services/jobs/relabel.py``) rather than a request's work."""
     return _summarised_streamed(session, get_run(session, run_id), limits)
 
 

@@ -1,4 +1,4 @@
-"""Measure a plan from the browser: the HTTP face of the measurement jobs (``api/jobs.py``).
+"""Measure a plan from the browser: the HTTP face of the measurement jobs (``services/jobs/measurement.py``).
 
 ``POST /api/plans/{id}/measure`` checks the options, starts the job on a thread and answers 202 at once;
 ``GET /api/measurements/{job_id}`` reports state and progress and, when done, the new run's id;
@@ -7,12 +7,14 @@ three. A second start on a server host while a job runs there answers 409 with t
 ``Location``.
 """
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, SettingsDep
-from emuplan.api.jobs import MeasurementJobPublic, MeasureRequest, jobs_of, public
 from emuplan.api.responses import SIGNED_IN, errors
+from emuplan.services.jobs.engine import runner
+from emuplan.services.jobs.measurement import MeasurementJob, MeasurementJobPublic, MeasureRequest
+from emuplan.store import jobs as job_store
 
 # A job of another server host is 404 only once it is gone; a second start on a busy host is 409.
 MEASUREMENT_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422)
@@ -26,33 +28,30 @@ plan_router = APIRouter(
 
 @plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)
 def start_measurement(
-    plan_id: DatabaseInt,
-    body: MeasureRequest,
-    request: Request,
-    response: Response,
-    database: DatabaseDep,
-    settings: SettingsDep,
+    plan_id: DatabaseInt, body: MeasureRequest, response: Response, database: DatabaseDep, settings: SettingsDep
 ) -> MeasurementJobPublic:
     """Start measuring the plan on local processes in the background, each under EMUPLAN_MEASURE_MEMORY_MB; poll
     the returned job."""
-    job = jobs_of(request).start(database, plan_id, body, settings.measure_memory_mb)
-    response.headers["Location"] = f"/api/measurements/{job.id}"
-    return public(job)
+    job = MeasurementJob(database, plan_id, body, settings.measure_memory_mb)
+    record = runner(database).start(database, job)
+    response.headers["Location"] = MeasurementJob.url(record.id)
+    return MeasurementJob.public(record)
 
 
 @router.get("", response_model=list[MeasurementJobPublic])
-def list_measurements(request: Request, database: DatabaseDep) -> list[MeasurementJobPublic]:
+def list_measurements(database: DatabaseDep) -> list[MeasurementJobPublic]:
     """The running measurements (one per server host at most) and the last finished ones, newest first."""
-    return [public(job) for job in jobs_of(request).all(database)]
+    jobs = job_store.newest(database, job_store.KEPT_FINISHED_JOBS + 1, kind=MeasurementJob.kind)
+    return [MeasurementJob.public(job) for job in jobs]
 
 
 @router.get("/{job_id}", response_model=MeasurementJobPublic)
-def get_measurement(job_id: str, request: Request, database: DatabaseDep) -> MeasurementJobPublic:
-    return public(jobs_of(request).get(database, job_id))
+def get_measurement(job_id: str, database: DatabaseDep) -> MeasurementJobPublic:
+    return MeasurementJob.public(job_store.read(database, job_id, MeasurementJob.kind))
 
 
 @router.delete("/{job_id}", response_model=MeasurementJobPublic)
-def cancel_measurement(job_id: str, request: Request, database: DatabaseDep) -> MeasurementJobPublic:
+def cancel_measurement(job_id: str, database: DatabaseDep) -> MeasurementJobPublic:
     """Cancel a running measurement, whichever server worker runs it: its processes are killed and no run
     is stored. A finished job is returned as it is."""
-    return public(jobs_of(request).cancel(database, job_id))
+    return MeasurementJob.public(runner(database).cancel(database, job_id, MeasurementJob.kind))

@@ -1,0 +1,1 @@
+"""JSON routers, each module named after the URL prefix it serves (``/api/measurements`` -> ``measurements.py``)."""
