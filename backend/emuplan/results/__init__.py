@@ -16,11 +16,11 @@ _HOMES = {
     "ParsedResult": "emuplan.results.canonical",
     "ResultFileError": "emuplan.results.canonical",
     "ResultFileTooLarge": "emuplan.results.canonical",
-    "RunSummary": "emuplan.results.compare",
-    "compare_runs": "emuplan.results.compare",
+    "RunSummary": "emuplan.results.analysis.compare",
+    "compare_runs": "emuplan.results.analysis.compare",
     "parse_result_file": "emuplan.results.parse",
-    "NetworkModel": "emuplan.results.stats",
-    "summarise": "emuplan.results.stats",
+    "NetworkModel": "emuplan.results.analysis.stats",
+    "summarise": "emuplan.results.analysis.stats",
 }
 __all__ = sorted(_HOMES)
 

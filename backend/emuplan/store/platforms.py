@@ -12,7 +12,7 @@ from typing import NamedTuple
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
 
-from emuplan.results.verdict import judge_summary
+from emuplan.results.analysis.verdict import judge_summary
 from emuplan.store.models import Plan, Run, StoredPlatform, utc_now
 from emuplan.store.rows import NotFound
 from emuplan.wording import plural

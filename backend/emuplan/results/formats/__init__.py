@@ -2,9 +2,9 @@
 
 Each entry names the module beside this one that recognises the format and parses it into the canonical
 tables (``results.canonical``: ``ParsedResult``). A module reads one format and imports no other format's
-module: what two formats share lives in a neutral module (``results.tabular``: reading and checking a
-table's columns, flows into iterations; ``results.nccl_tests``: which collective nccl-tests output holds;
-``results.observed``: a training job's files into one run). ``results.parse`` walks this list.
+module: what two formats share lives in a neutral module (``results.formats.tabular``: reading and checking a
+table's columns, flows into iterations; ``results.formats.nccl_tests_shared``: which collective nccl-tests output holds;
+``results.formats.observed``: a training job's files into one run). ``results.parse`` walks this list.
 
 Two kinds of format, by what recognition looks at:
 
@@ -17,7 +17,7 @@ Two kinds of format, by what recognition looks at:
   ``parse(reader: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
 
 Files too large to hold whole (a per-iteration or per-flow CSV, gzip CSV, Feather or Parquet file, an ns-3
-fct.txt past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) are read a block at a time by ``results.streamed``, each
+fct.txt past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) are read a block at a time by ``results.streaming.streamed``, each
 block through the same parse (``parse.parse_table``; ``per_flow.flow_records`` for flows; ``ns3_fct.flows_of``),
 so their checks and errors are the ones here.
 

@@ -1,7 +1,7 @@
 """ns-3 (HPCC simulator) ``fct.txt``: one flow a line, no header, a fixed column order. The whole file is one
 iteration, rebuilt from its flows as for per-flow tables. A huge one is read a block at a time
-(``results.streamed``, ``stream_blocks.Ns3FctBlocks``) with the same reading options, conversion and naming of a
-bad line as here."""
+(``results.streaming.streamed``, ``stream_blocks.Ns3FctBlocks``) with the same reading options, conversion and naming of
+a bad line as here."""
 
 import io
 import re
@@ -12,8 +12,8 @@ import pyarrow.csv as pacsv
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import NS3_FCT
-from emuplan.results.tabular import iterations_from_flows
-from emuplan.results.upload import Upload
+from emuplan.results.formats.tabular import iterations_from_flows
+from emuplan.results.formats.upload import Upload
 
 # "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
 NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")

@@ -1,5 +1,5 @@
-"""Where a streamed import's blocks come from (``results.streamed`` reads them all in one loop): a CSV or an ns-3
-fct.txt, gzip decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch.
+"""Where a streamed import's blocks come from (``results.streaming.streamed`` reads them all in one loop): a CSV or an
+ns-3 fct.txt, gzip decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch.
 Each gives its column names, its blocks of a bounded size, and how the in-memory import names a row (a CSV's line,
 a table's row); the containers' caps (``results.budget``) apply as in memory, except that what is decompressed passes on
 with its block instead of being held.
@@ -21,11 +21,11 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from emuplan.results import arrow_ipc, parquet_input, tabular
 from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import ResultFileError
-from emuplan.results.formats import NS3_FCT, ns3_fct
-from emuplan.results.gzip_input import GZIP_MAGIC, compressed_pieces, gunzip_chunks
+from emuplan.results.containers import arrow_ipc, parquet_input
+from emuplan.results.containers.gzip_input import GZIP_MAGIC, compressed_pieces, gunzip_chunks
+from emuplan.results.formats import NS3_FCT, ns3_fct, tabular
 
 ARROW_MAGIC = (arrow_ipc.FILE_MAGIC, b"\xff\xff\xff\xff")
 # Heads that are no CSV: other containers, UTF-16 text.

@@ -72,7 +72,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from emuplan.results import headers, stream_blocks, tabular
+from emuplan.results.analysis.stats import (
+    CURVE_POINTS,
+    REPORTED_FIGURES,
+    SLOWEST_KEPT,
+    SPIKE_SHARE,
+    NetworkModel,
+    curve_points,
+    delay_series,
+    describe_ranks,
+    described_ranks,
+    ecdf_of,
+    ecdf_ranks,
+    group_entry,
+    group_rates,
+    reported_figures,
+)
+from emuplan.results.analysis.stragglers import (
+    FLOW_BASIS,
+    add_column_sums,
+    column_entries,
+    column_sums,
+    natural_key,
+    rank_headline,
+)
 from emuplan.results.budget import DEFAULT_STREAMED_MEMORY_BYTES, ImportBudget, ImportDiskFull
 from emuplan.results.canonical import (
     FLOWS_SCHEMA,
@@ -92,34 +115,13 @@ from emuplan.results.formats import (
     PER_FLOW,
     PER_ITERATION,
     format_module,
+    headers,
     ns3_fct,
     per_flow,
+    tabular,
 )
 from emuplan.results.parse import parse_table
-from emuplan.results.stats import (
-    CURVE_POINTS,
-    REPORTED_FIGURES,
-    SLOWEST_KEPT,
-    SPIKE_SHARE,
-    NetworkModel,
-    curve_points,
-    delay_series,
-    describe_ranks,
-    described_ranks,
-    ecdf_of,
-    ecdf_ranks,
-    group_entry,
-    group_rates,
-    reported_figures,
-)
-from emuplan.results.stragglers import (
-    FLOW_BASIS,
-    add_column_sums,
-    column_entries,
-    column_sums,
-    natural_key,
-    rank_headline,
-)
+from emuplan.results.streaming import stream_blocks
 
 STREAMED_FORMATS = (PER_ITERATION, PER_FLOW, NS3_FCT)
 FLOW_FORMATS = (PER_FLOW, NS3_FCT)
