@@ -144,7 +144,7 @@ def test_a_per_flow_csv_read_by_duckdb_stays_under_the_bound_too(tmp_path):
 
 
 def test_an_ns3_fct_txt_streamed_stays_under_the_bound_too(tmp_path):
-    """1.5 M flows (the generator's 20,000 lines 75 times, 80 MiB), read by ``stream_blocks.Ns3FctBlocks``.
+    """1.5 M flows (the generator's 20,000 lines 75 times, 80 MiB), read by ``stream_blocks.FixedColumnBlocks``.
     Measured: 128 MiB streamed, 349 MiB in memory."""
     path = tmp_path / "fct.txt"
     path.write_text(ns3_fct_text(flows=20_000, seed=1) * 75)

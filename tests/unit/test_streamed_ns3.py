@@ -1,4 +1,4 @@
-"""A huge ns-3 fct.txt is read a block at a time (``stream_blocks.Ns3FctBlocks``), each block converted by
+"""A huge ns-3 fct.txt is read a block at a time (``stream_blocks.FixedColumnBlocks``), each block converted by
 ``ns3_fct``'s own conversion, and gives the summary, ranks and warnings the in-memory import gives; a bad line
 far down is named by its number alike."""
 
