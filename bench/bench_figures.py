@@ -27,8 +27,9 @@ import urllib.request
 from pathlib import Path
 
 from emuplan.charts import cdf_figure
-from emuplan.results.canonical import PER_ITERATION, ParsedResult, samples_table
-from emuplan.results.stats import summarise
+from emuplan.results.analysis.stats import summarise
+from emuplan.results.canonical import ParsedResult, samples_table
+from emuplan.results.formats import PER_ITERATION
 from emuplan.store import runs as store
 from emuplan.store.db import Database, migrate
 

@@ -1,4 +1,4 @@
-"""Import of a huge per-flow CSV (streamed: results/streamed.py) over HTTP against DuckDB doing the same work
+"""Import of a huge per-flow CSV (streamed: results/streaming/streamed.py) over HTTP against DuckDB doing the same work
 alone, in paired rounds.
 
 The file: a ring all-reduce of 256 ranks × 4 QPs (1,024 flows an iteration), flow completion times lognormal
@@ -47,7 +47,8 @@ DUCKDB_LIMIT = 1.2
 RANKS, QPS = 256, 4
 FLOWS_PER_ITERATION = RANKS * QPS
 CHUNK_ITERATIONS = 4096
-# What the import gives DuckDB by default (results.streamed: DUCKDB_SHARE of EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES).
+# What the import gives DuckDB by default (results.streaming.streamed: DUCKDB_SHARE of
+# EMUPLAN_STREAMED_IMPORT_MEMORY_BYTES).
 DUCKDB_MEMORY = "358MB"
 
 DUCKDB_ALONE = """

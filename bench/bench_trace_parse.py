@@ -24,7 +24,7 @@ import sys
 import time
 
 from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.observed import parse_observed
+from emuplan.results.formats.observed import parse_observed
 from paired import load_average, missed_targets, paired_rounds, ratios, spread
 from profiler_trace import event_count, trace_files
 

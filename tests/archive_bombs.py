@@ -1,5 +1,5 @@
 """Archives that lie or overwhelm, built byte by byte (``zipfile`` writes only honest ones): the audit's cases
-against the archive reader (``results.observed.archive_members``)."""
+against the archive reader (``results.formats.observed.archive_members``)."""
 
 import bz2
 import gzip

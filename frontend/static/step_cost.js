@@ -1,4 +1,4 @@
-// What one training step costs on a run (results/step_cost.py computes every figure; this only lays them
+// What one training step costs on a run (results/analysis/step_cost.py computes every figure; this only lays them
 // out): the comparison's leading table with each run's step × the baseline's, the ranking line, and per
 // run the plan's collectives with the time each was read at and how (measured, interpolated, ...).
 import { el, integer, plural, ratio, table, timeIn } from "./util.js";

@@ -3,7 +3,7 @@ decided once, and the lists show a sweep's peak busbw and a distribution's p50 w
 
 Before this revision every view decided again from the statistics, with a rule (one sample per size, more
 than one size) that read a sweep repeated twice as a distribution. Stored runs get the kind and the peak
-from their stored statistics by ``results.analysis.run_kind`` and ``peak_busbw``, the rule new imports use.
+from their stored statistics by ``results.analysis.run_analysis.run_kind`` and ``peak_busbw``, the rule new imports use.
 
 Revision ID: 0013
 Revises: 0012
@@ -15,7 +15,7 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-from emuplan.results.analysis import peak_busbw, run_kind
+from emuplan.results.analysis.run_analysis import peak_busbw, run_kind
 
 revision = "0013"
 down_revision = "0012"

@@ -1,9 +1,9 @@
-"""``run.verdict``: pass, degraded or fail (``results.verdict``), stored so that lists, ``emuplan runs`` and
+"""``run.verdict``: pass, degraded or fail (``results.analysis.verdict``), stored so that lists, ``emuplan runs`` and
 ``GET /api/runs`` show it without reading any run's statistics.
 
 It is judged whenever what it rests on changes: at import, when the run's platform is set, when its collectives
 are relabelled, when its platform profile is edited or deleted. Stored runs are judged here by the same
-``results.verdict.judge_summary`` from their stored statistics (``store.rejudge``).
+``results.analysis.verdict.judge_summary`` from their stored statistics (``store.rejudge``).
 
 Revision ID: 0015
 Revises: 0014

@@ -23,7 +23,7 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-from emuplan.results.stats import collectives_in
+from emuplan.results.analysis.stats import collectives_in
 
 revision = "0017"
 down_revision = "0016"

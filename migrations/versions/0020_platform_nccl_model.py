@@ -1,5 +1,5 @@
 """Platforms describe what NCCL's cost model needs (the GPU generation, the scale-up link, NVLink SHARP)
-instead of one α per level: the expected curve is NCCL's own model (results/nccl_model.py), whose latencies
+instead of one α per level: the expected curve is NCCL's own model (results/analysis/nccl_model.py), whose latencies
 are per algorithm, protocol and link.
 
 Runs get ``measured_at``: when a run was measured, where the user says (upload, ``emuplan import

@@ -38,7 +38,7 @@ SERVED = {
     "sweep": {"bandwidth", "sweep"},
     "second sweep": {"bandwidth", "sweep"},
     "stragglers": {"cdf", "delay", "bandwidth", "ranks"},
-    # -n 4 -I 1: four iterations per size, a size sweep repeated (results.analysis.SWEEP_MAX_SAMPLES).
+    # -n 4 -I 1: four iterations per size, a size sweep repeated (results.analysis.run_analysis.SWEEP_MAX_SAMPLES).
     "two hosts": {"bandwidth", "sweep", "ranks", "hosts"},
 }
 

@@ -47,7 +47,7 @@ SMALL_CSV = b"iteration,size,collective,time_ms\n" + b"".join(
 
 @pytest.fixture
 def server(database_url: str) -> Iterator[LiveServer]:
-    # Every table streamed (results/streamed.py), the path that held SQLite's write lock while it read.
+    # Every table streamed (results/streaming/streamed.py), the path that held SQLite's write lock while it read.
     live = start_server(Settings(database_url=database_url, demo=False, auth="accounts", streamed_import_above_bytes=1))
     yield live
     stop_server(live)

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 
 from emuplan.main import create_app
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.stats import strip_curves
+from emuplan.results.analysis.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
 from emuplan.store.models import CachedSummary

@@ -1,5 +1,5 @@
 """Migration 0013 stores each run's kind and a sweep's peak busbw, from its stored statistics by the rule new
-imports use (``results.analysis.run_kind``); the list shows them, and a downgrade takes them away."""
+imports use (``results.analysis.run_analysis.run_kind``); the list shows them, and a downgrade takes them away."""
 
 import json
 
@@ -11,7 +11,7 @@ from sqlalchemy import create_engine
 
 from emuplan.main import create_app
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.stats import strip_curves
+from emuplan.results.analysis.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
 from emuplan.store.models import CachedSummary, Run

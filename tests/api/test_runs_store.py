@@ -7,7 +7,7 @@ import pytest
 from sqlmodel import select
 
 from emuplan.results import ResultFileError, parse_result_file
-from emuplan.results.stats import strip_curves
+from emuplan.results.analysis.stats import strip_curves
 from emuplan.store import runs
 from emuplan.store.models import Run, RunCurves, RunTable
 from paths import RESULTS

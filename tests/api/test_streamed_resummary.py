@@ -1,5 +1,5 @@
 """A huge stored run relabelled or linked to a plan is summarised again from its tables copied to disk
-(results/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives: by a
+(results/streaming/streamed.py's ``stored_result``), never loaded whole, into the summary the in-memory path gives: by a
 relabel job (PATCH answers 202, ``services/jobs/relabel.py``) that changes the run only when it succeeds."""
 
 import tempfile

@@ -1,4 +1,4 @@
-"""A huge upload imported streamed (results/streamed.py) is stored from disk in parts and reads back, through
+"""A huge upload imported streamed (results/streaming/streamed.py) is stored from disk in parts and reads back, through
 the store and the API, as the in-memory import would have stored it."""
 
 import gzip
@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 from sqlmodel import select
 
 from emuplan.main import create_app
+from emuplan.results.analysis.stats import strip_curves
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store import runs, table_files
 from emuplan.store.models import RunTable

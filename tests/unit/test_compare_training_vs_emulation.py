@@ -1,14 +1,14 @@
-"""Training against emulation in a comparison (results.compare): two distributions of one all-reduce size, the
+"""Training against emulation in a comparison (results.analysis.compare): two distributions of one all-reduce size, the
 job's per communicator, the benchmark's out-of-place and in-place, lined up by (collective, size)."""
 
 import numpy as np
 import pyarrow as pa
 from scipy import stats as scipy_stats
 
-from emuplan.results.analysis import run_kind
+from emuplan.results.analysis.compare import RunSummary, compare_runs
+from emuplan.results.analysis.run_analysis import run_kind
+from emuplan.results.analysis.stats import summarise
 from emuplan.results.canonical import samples_table
-from emuplan.results.compare import RunSummary, compare_runs
-from emuplan.results.stats import summarise
 
 SIZE = 1048576
 BENCHMARK_US = [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]

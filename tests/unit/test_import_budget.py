@@ -18,10 +18,11 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parquet_input, parse_result_file
-from emuplan.results import arrow_ipc as arrow_ipc_reader
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file
 from emuplan.results.budget import POOL, ROW_BYTES, ImportBudget, ImportLimits, ImportsBusy
-from emuplan.results.gzip_input import gunzip_capped
+from emuplan.results.containers import arrow_ipc as arrow_ipc_reader
+from emuplan.results.containers import parquet_input
+from emuplan.results.containers.gzip_input import gunzip_capped
 
 
 def arrow_ipc(batch: pa.RecordBatch, count: int, *, stream: bool = False, compression: str | None = "zstd") -> bytes:

@@ -128,3 +128,59 @@ def test_no_layer_imports_one_built_on_it():
         if layer_of(module) is not None and layer_of(imported) is not None and layer_of(imported) > layer_of(module)
     )
     assert upward == []
+
+
+# ``emuplan.results``' rooms, each importing only the ones before it: the canonical table at the bottom, then the
+# import's memory account, the containers (gzip, Arrow IPC, Parquet), the formats' readers, what reads a file by its
+# format or analyses a run, and the huge-file path over all of them. (Named without the package: the moves script of
+# issue 43 rewrites the old module path that the analysis room's full name spells.)
+RESULTS_ROOMS = (
+    ("canonical",),
+    ("budget",),
+    ("containers",),
+    ("formats",),
+    ("parse", "analysis", "export"),
+    ("streaming",),
+)
+
+
+def results_room_of(module: str) -> int | None:
+    for number, names in enumerate(RESULTS_ROOMS):
+        if any(module == f"emuplan.results.{name}" or module.startswith(f"emuplan.results.{name}.") for name in names):
+            return number
+    return None
+
+
+def test_every_results_module_has_a_room():
+    graph = import_graph()
+    assert [m for m in graph if m.startswith("emuplan.results.") and results_room_of(m) is None] == []
+
+
+def test_no_results_room_imports_one_built_on_it():
+    upward = sorted(
+        (module, imported)
+        for module, imports in import_graph().items()
+        if module.startswith("emuplan.results.")
+        for imported in imports
+        if imported.startswith("emuplan.results.") and results_room_of(imported) > results_room_of(module)
+    )
+    assert upward == []
+
+
+def test_the_canonical_table_imports_nothing_from_results():
+    assert [m for m in import_graph()["emuplan.results.canonical"] if m.startswith("emuplan.results")] == []
+
+
+def test_only_the_registry_names_a_format_module():
+    """A format's module is reached through ``results.formats`` (``format_module``): nothing outside the package
+    imports one, and no format's module imports another's (what two share lives in a neutral module)."""
+    from emuplan.results.formats import DETECTION_ORDER
+
+    format_modules = {f"emuplan.results.formats.{entry.module}" for entry in DETECTION_ORDER}
+    reaching = sorted(
+        (module, imported)
+        for module, imports in import_graph().items()
+        for imported in imports & format_modules
+        if not module.startswith("emuplan.results.formats") or module in format_modules
+    )
+    assert reaching == []

@@ -7,7 +7,7 @@ import pytest
 
 from emuplan.results import ResultFileError, parse_result_file, summarise
 from emuplan.results.canonical import collective_from_file_name
-from emuplan.results.nccl_tests import Cells, collectives_fitting_cells
+from emuplan.results.formats.nccl_tests_shared import Cells, collectives_fitting_cells
 from paths import NCCL_TESTS, SHARED_NCCL
 
 B200 = SHARED_NCCL / "b200-allreduce-2.17.6.txt"

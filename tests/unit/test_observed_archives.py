@@ -1,4 +1,4 @@
-"""The archive reader (``results.observed.archive_members``): members read a chunk at a time, each checked
+"""The archive reader (``results.formats.observed.archive_members``): members read a chunk at a time, each checked
 against its zip entry, counted and charged before any is read."""
 
 import io

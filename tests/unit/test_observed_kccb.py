@@ -6,10 +6,10 @@ import json
 import pytest
 import yaml
 
+from emuplan.results.analysis.observed_kccb import ObservedExportError, export_observed_kccb, observed_kccb_trials
+from emuplan.results.analysis.plan_vs_observed import ObservedComparisonError
 from emuplan.results.budget import ImportBudget
-from emuplan.results.observed import parse_observed
-from emuplan.results.observed_kccb import ObservedExportError, export_observed_kccb, observed_kccb_trials
-from emuplan.results.plan_vs_observed import ObservedComparisonError
+from emuplan.results.formats.observed import parse_observed
 from paths import FIXTURES
 
 DUMP = [

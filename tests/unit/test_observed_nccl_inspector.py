@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from emuplan.results import ResultFileError, parse_result_file
+from emuplan.results.analysis.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
+from emuplan.results.analysis.stats import summarise
 from emuplan.results.budget import ImportBudget
-from emuplan.results.observed import parse_observed
-from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
-from emuplan.results.stats import summarise
+from emuplan.results.formats.observed import parse_observed
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.planner import plan_workload
 from emuplan.workload.sources import resolve_model

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from emuplan.results import ResultFileError, parse_result_file
+from emuplan.results.analysis.plan_vs_observed import compare_plan_with_observed
 from emuplan.results.budget import ImportBudget
-from emuplan.results.observed import parse_observed
-from emuplan.results.plan_vs_observed import compare_plan_with_observed
+from emuplan.results.formats.observed import parse_observed
 from profiled_ddp import ThreeLayers, ddp_plan, profiled_fsdp2_steps, three_layers_input
 
 

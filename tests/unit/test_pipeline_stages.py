@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from chakra_replay import COMMUNICATION, Bundle
 
-from emuplan.results.canonical import NCCL_TESTS
-from emuplan.results.step_cost import step_cost
+from emuplan.results.analysis.step_cost import step_cost
+from emuplan.results.formats import NCCL_TESTS
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, bundle_files
 from emuplan.workload.chakra.schedule import ComputeModel, build_traces, role_of, simulated_comm_size

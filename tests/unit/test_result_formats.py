@@ -8,7 +8,7 @@ from pathlib import Path
 
 import emuplan.results.formats as formats
 from emuplan.results.formats import DETECTION_ORDER, FORMATS, format_module
-from emuplan.results.headers import map_columns
+from emuplan.results.formats.headers import map_columns
 
 FORMATS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "formats.md"
 FORMAT_TABLE_HEADER = "| format | what it reads |"

@@ -7,7 +7,7 @@ import pytest
 
 from emuplan.charts import delay_figure, sweep_figure
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import (
+from emuplan.results.analysis.run_analysis import (
     Assumptions,
     analyse,
     expected_busbw_gbps,

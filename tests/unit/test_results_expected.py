@@ -1,12 +1,12 @@
-"""The expected curve: NCCL's own cost model (``results.nccl_model``, ported from NVIDIA/nccl's src/tuning) on
+"""The expected curve: NCCL's own cost model (``results.analysis.nccl_model``, ported from NVIDIA/nccl's src/tuning) on
 the built-in platforms, against what NCCL itself says and what real systems measure (DESIGN.md §1.8):
 8 B on 8 H100 in ~12.5 µs (NCCL's model: 15 µs), on 2×8 in 47.6 µs; DGX A100 ~230 GB/s busbw, 8×H100 with
 NVLS ~476–480, GB300 NVL72 930 at 64 ranks."""
 
 import pytest
 
-from emuplan.results import nccl_model
-from emuplan.results.expected import FabricError, expected_collective, fabric_of, pct_of_expected
+from emuplan.results.analysis import nccl_model
+from emuplan.results.analysis.expected import FabricError, expected_collective, fabric_of, pct_of_expected
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.platforms import BUILTIN_PLATFORMS, PlatformError, make_platform
 

@@ -13,11 +13,12 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise, tabular
+from emuplan.results import ResultFileError, ResultFileTooLarge, parse_result_file, summarise
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import SAMPLES_SCHEMA, samples_table
-from emuplan.results.gzip_input import GUNZIP_CHUNK_BYTES, gunzip_capped
-from emuplan.results.headers import role_of
+from emuplan.results.containers.gzip_input import GUNZIP_CHUNK_BYTES, gunzip_capped
+from emuplan.results.formats import tabular
+from emuplan.results.formats.headers import role_of
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 
@@ -409,7 +410,7 @@ MEMORY_PROBE = """
 import resource, sys, zlib
 from emuplan.results.canonical import ResultFileTooLarge
 from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.gzip_input import gunzip_capped
+from emuplan.results.containers.gzip_input import gunzip_capped
 
 content_mib, cap_mib = int(sys.argv[1]), int(sys.argv[2])
 compressor = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)

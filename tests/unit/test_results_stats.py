@@ -5,10 +5,10 @@ import pytest
 from scipy import stats as scipy_stats
 
 from emuplan.results import NetworkModel, parse_result_file, summarise
-from emuplan.results.analysis import run_kind
+from emuplan.results.analysis.compare import RunSummary, compare_runs, ks_two_sample
+from emuplan.results.analysis.run_analysis import run_kind
+from emuplan.results.analysis.stats import delay_series, describe, ecdf_grid, non_finite_figure
 from emuplan.results.canonical import samples_table
-from emuplan.results.compare import RunSummary, compare_runs, ks_two_sample
-from emuplan.results.stats import delay_series, describe, ecdf_grid, non_finite_figure
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import ParallelDim, Phase, PlannedCollective
 from paths import SHARED_NCCL

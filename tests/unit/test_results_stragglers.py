@@ -8,10 +8,10 @@ import pytest
 from emuplan.measure.record import measurement_setup, rank_timestamps
 from emuplan.measure.workload import MeasurementError
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import analyse, resolve_assumptions, run_kind
+from emuplan.results.analysis.run_analysis import analyse, resolve_assumptions, run_kind
+from emuplan.results.analysis.stats import strip_curves
+from emuplan.results.analysis.stragglers import MEASURED_BASIS, rank_times_from_timestamps, summarise_stragglers
 from emuplan.results.canonical import ResultFileError
-from emuplan.results.stats import strip_curves
-from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamps, summarise_stragglers
 from paths import NCCL_TESTS, RESULTS
 
 NCCL_JSON = RESULTS / "nccl-tests-json" / "constructed-4proc-2host-allreduce-I1.json"

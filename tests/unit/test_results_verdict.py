@@ -7,11 +7,11 @@ import json
 import numpy as np
 
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import run_kind
+from emuplan.results.analysis.expected import Fabric, fabric_of
+from emuplan.results.analysis.run_analysis import run_kind
+from emuplan.results.analysis.stragglers import rank_times_from_timestamps
+from emuplan.results.analysis.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, Reason, Thresholds, judge_run
 from emuplan.results.canonical import samples_table
-from emuplan.results.expected import Fabric, fabric_of
-from emuplan.results.stragglers import rank_times_from_timestamps
-from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, Reason, Thresholds, judge_run
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 

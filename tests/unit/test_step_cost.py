@@ -1,4 +1,4 @@
-"""The cost of a training step (results.step_cost): Σ count per step × the run's time for each planned
+"""The cost of a training step (results.analysis.step_cost): Σ count per step × the run's time for each planned
 collective, checked by hand against the demo runs, a real nccl-tests log and exact α-β lines."""
 
 import math
@@ -7,10 +7,10 @@ import pytest
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
 from emuplan.planning import plan_request
-from emuplan.results.expected import healthy_time_us
+from emuplan.results.analysis.expected import healthy_time_us
+from emuplan.results.analysis.stats import summarise
+from emuplan.results.analysis.step_cost import compare_step_costs, parse_plan_choices, step_cost
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import summarise
-from emuplan.results.step_cost import compare_step_costs, parse_plan_choices, step_cost
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.plan_options import Mode, Strategy

@@ -6,9 +6,9 @@ import tempfile
 
 import pytest
 
-from emuplan.results import streamed
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileTooLarge
+from emuplan.results.streaming import streamed
 from fixtures.generate_results import per_iteration_table, write_csv
 
 

@@ -1,4 +1,4 @@
-"""results/streamed.py: a huge CSV read a block at a time and summarised from DuckDB's sort gives the summary
+"""results/streaming/streamed.py: a huge CSV read a block at a time and summarised from DuckDB's sort gives the summary
 the in-memory import gives, exactly for every order statistic, and names a bad cell as it does."""
 
 import gc
@@ -16,9 +16,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import streamed
 from emuplan.results.budget import POOL, ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
+from emuplan.results.streaming import streamed
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 from fixtures.summaries import STREAM_ALL, assert_same, in_memory_summary, refused_alike, streamed_summary
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.streamed import parquet_write_options, streamed_result_file
+from emuplan.results.streaming.streamed import parquet_write_options, streamed_result_file
 from fixtures.generate_results import ns3_fct_text, per_flow_table, per_iteration_table, write_csv
 from paths import REPO_ROOT
 
@@ -30,8 +30,8 @@ from pathlib import Path
 import duckdb, numpy, pyarrow.csv, pyarrow.parquet
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stats import summarise
-from emuplan.results.streamed import streamed_result_file, summarise_streamed
+from emuplan.results.analysis.stats import summarise
+from emuplan.results.streaming.streamed import streamed_result_file, summarise_streamed
 
 path, streamed, bound = Path(sys.argv[1]), sys.argv[2] == "streamed", int(sys.argv[3])
 
@@ -65,8 +65,8 @@ from pathlib import Path
 import duckdb, numpy, pyarrow as pa, pyarrow.parquet as pq
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import renamed_text
-from emuplan.results.stats import summarise
-from emuplan.results.streamed import stored_result, summarise_streamed
+from emuplan.results.analysis.stats import summarise
+from emuplan.results.streaming.streamed import stored_result, summarise_streamed
 
 path, streamed, bound = Path(sys.argv[1]), sys.argv[2] == "streamed", int(sys.argv[3])
 relabel = {"all_reduce": "all_gather"}
@@ -144,7 +144,7 @@ def test_a_per_flow_csv_read_by_duckdb_stays_under_the_bound_too(tmp_path):
 
 
 def test_an_ns3_fct_txt_streamed_stays_under_the_bound_too(tmp_path):
-    """1.5 M flows (the generator's 20,000 lines 75 times, 80 MiB), read by ``stream_blocks.Ns3FctBlocks``.
+    """1.5 M flows (the generator's 20,000 lines 75 times, 80 MiB), read by ``stream_blocks.FixedColumnBlocks``.
     Measured: 128 MiB streamed, 349 MiB in memory."""
     path = tmp_path / "fct.txt"
     path.write_text(ns3_fct_text(flows=20_000, seed=1) * 75)

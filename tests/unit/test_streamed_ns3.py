@@ -1,4 +1,4 @@
-"""A huge ns-3 fct.txt is read a block at a time (``stream_blocks.Ns3FctBlocks``), each block converted by
+"""A huge ns-3 fct.txt is read a block at a time (``stream_blocks.FixedColumnBlocks``), each block converted by
 ``ns3_fct``'s own conversion, and gives the summary, ranks and warnings the in-memory import gives; a bad line
 far down is named by its number alike."""
 
@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from emuplan.results import streamed
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.parse import parse_result_file
+from emuplan.results.streaming import streamed
 from fixtures.generate_results import ns3_fct_text
 from fixtures.summaries import STREAM_ALL, assert_same, in_memory_summary, refused_alike, streamed_summary
 

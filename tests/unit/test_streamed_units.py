@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from emuplan.results import stream_blocks, streamed
 from emuplan.results.budget import ImportBudget
+from emuplan.results.streaming import stream_blocks, streamed
 from fixtures.summaries import STREAM_ALL, refused_alike
 
 

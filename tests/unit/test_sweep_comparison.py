@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from emuplan.results import parse_result_file, summarise
-from emuplan.results.analysis import analyse, resolve_assumptions, run_kind
+from emuplan.results.analysis.compare import SWEEP_METRICS, RunSummary, compare_runs, size_text
+from emuplan.results.analysis.run_analysis import analyse, resolve_assumptions, run_kind
 from emuplan.results.canonical import samples_table
-from emuplan.results.compare import SWEEP_METRICS, RunSummary, compare_runs, size_text
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 from slower_sweep import B200_LOG, b200_slower_log
 

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from emuplan import json_input
-from emuplan.results import torch_profiler
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.canonical import ResultFileTooLarge
-from emuplan.results.observed import parse_observed
+from emuplan.results.formats import pytorch_profiler
+from emuplan.results.formats.observed import parse_observed
 
 
 def step(number: int, ts: float, dur: float) -> dict:
@@ -54,7 +54,7 @@ def test_the_step_numbers_of_calls_are_those_of_the_step_they_fall_in() -> None:
         step(3, 250.0, 100.0),
         *(gloo_call(ts, n) for n, ts in enumerate((50.0, 100.0, 200.0, 260.0, 320.0, 400.0), start=1)),
     ]
-    calls = torch_profiler.file_calls(trace(events), "rank0.json", max_events=len(events)).calls
+    calls = pytorch_profiler.trace_calls(trace(events), "rank0.json", max_events=len(events)).calls
     assert [(call.elements, call.step) for call in calls] == [(1, None), (2, 1), (3, 2), (4, 2), (5, 3), (6, None)]
 
 
@@ -79,7 +79,7 @@ def test_the_cyclic_collector_is_paused_while_a_trace_is_read_and_on_again_after
         assert not gc.isenabled()  # the first is still being read
     assert gc.isenabled()
     with pytest.raises(ResultFileTooLarge):
-        torch_profiler.file_calls(trace([step(1, 0.0, 1.0)] * 2), "rank0.json", max_events=1)
+        pytorch_profiler.trace_calls(trace([step(1, 0.0, 1.0)] * 2), "rank0.json", max_events=1)
     assert gc.isenabled()
     gc.disable()
     try:

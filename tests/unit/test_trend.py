@@ -1,10 +1,10 @@
-"""A series over time (results.trend): each run against the robust noise band of the runs before it."""
+"""A series over time (results.analysis.trend): each run against the robust noise band of the runs before it."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from emuplan.results.trend import SeriesPoint, figure_label, judge_series, what_changed
+from emuplan.results.analysis.trend import SeriesPoint, figure_label, judge_series, what_changed
 
 NIGHT = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 # Eight nights of busbw at 1 GiB (GB/s) with run-to-run noise of about ±1 %; the sixth lost 12 %.

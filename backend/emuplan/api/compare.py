@@ -10,7 +10,7 @@ from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.runs import AssumptionDep
 from emuplan.api.step_cost import PlanQuery
-from emuplan.results.step_cost import parse_plan_choices
+from emuplan.results.analysis.step_cost import parse_plan_choices
 from emuplan.store import runs as store
 
 router = APIRouter(

@@ -153,7 +153,7 @@ class SweepRun(BaseModel):
     name: str
     headline: list[dict[str, Any]] = Field(
         description="Per collective: peak busbw (and where), average busbw as nccl-tests' '# Avg bus bandwidth' "
-        "computes it, and the log's own line (``results.analysis.size_sweep``)."
+        "computes it, and the log's own line (``results.analysis.run_analysis.size_sweep``)."
     )
     sizes: list[SweepSize]
     verdict: str | None = Field(
@@ -163,7 +163,7 @@ class SweepRun(BaseModel):
 
 
 class SweepComparison(BaseModel):
-    """Size sweeps compared size by size (``results.compare``): no percentiles, CDFs or KS tests."""
+    """Size sweeps compared size by size (``results.analysis.compare``): no percentiles, CDFs or KS tests."""
 
     reference_run_id: int = Field(description="The baseline when it is a size sweep, else the first sweep.")
     same_within_pct: float = Field(description="A busbw change within ± this many % is 'same' (run-to-run noise).")
@@ -173,7 +173,7 @@ class SweepComparison(BaseModel):
 
 class ComparisonDocument(BaseModel):
     """Statistics with deltas to the baseline, KS tests for every pair of runs, and the comparison
-    figures (``results.compare.compare_runs`` for every field)."""
+    figures (``results.analysis.compare.compare_runs`` for every field)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -193,7 +193,7 @@ class ComparisonDocument(BaseModel):
     )
     step_cost: StepCostComparison = Field(
         description="What one training step of each run's plan costs on it, × the baseline's: the comparison "
-        "of strategies (``results.step_cost``)."
+        "of strategies (``results.analysis.step_cost``)."
     )
     verdicts: list[dict[str, Any]] = Field(
         description="Per run, in the runs' order: its platform and verdict (status, reasons, thresholds)."

@@ -1,4 +1,4 @@
-"""The plan-vs-observed document (``results.plan_vs_observed``) as the API states it. Glue only."""
+"""The plan-vs-observed document (``results.analysis.plan_vs_observed``) as the API states it. Glue only."""
 
 from typing import Literal
 

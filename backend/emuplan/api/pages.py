@@ -23,8 +23,8 @@ from emuplan.api.errors import error_response
 from emuplan.api.runs import AssumptionDep
 from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.demo import DEMO_COMPARISON_NAME
-from emuplan.results.canonical import FORMATS
-from emuplan.results.stats import collectives_in, has_bandwidth_chart
+from emuplan.results.analysis.stats import collectives_in, has_bandwidth_chart
+from emuplan.results.formats import FORMATS
 from emuplan.roles import Role
 from emuplan.services import platforms as platform_store
 from emuplan.store import comparisons as comparison_store

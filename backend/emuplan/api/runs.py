@@ -31,11 +31,11 @@ from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
 from emuplan.charts import FigureKind
+from emuplan.results.analysis.observed_kccb import export_observed_kccb
 from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.canonical import FORMATS
 from emuplan.results.export import samples_csv_pieces
-from emuplan.results.headers import parse_column_map
-from emuplan.results.observed_kccb import export_observed_kccb
+from emuplan.results.formats import FORMATS
+from emuplan.results.formats.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.services.jobs.engine import runner
 from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
@@ -168,7 +168,7 @@ UPLOAD_OPENAPI = {
 
 class RunSummaryDocument(BaseModel):
     """A run's cached statistics without their curves: ``overall``, one entry per group, ``flows`` for
-    per-flow uploads (see ``results.stats.summarise`` for every field)."""
+    per-flow uploads (see ``results.analysis.stats.summarise`` for every field)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -233,7 +233,7 @@ class AssumptionsDocument(BaseModel):
 
 
 class StragglerEntry(BaseModel):
-    """One rank (or host) over every call it took part in (``results.stragglers``)."""
+    """One rank (or host) over every call it took part in (``results.analysis.stragglers``)."""
 
     name: str
     host: str | None = Field(default=None, description="Ranks: the host it ran on ('' when unknown).")
@@ -261,7 +261,7 @@ class StragglerHeadline(BaseModel):
 
 
 class StragglersDocument(BaseModel):
-    """Per-rank and per-host figures from files that time every rank (``results.stragglers``)."""
+    """Per-rank and per-host figures from files that time every rank (``results.analysis.stragglers``)."""
 
     unit: Literal["rank", "process", "endpoint"]
     basis: str = Field(description="What a rank's time for a call measures.")
@@ -273,7 +273,7 @@ class StragglersDocument(BaseModel):
 
 
 class ReasonDocument(BaseModel):
-    """One finding behind a verdict (``results.verdict.Reason``)."""
+    """One finding behind a verdict (``results.analysis.verdict.Reason``)."""
 
     code: str
     severity: Literal["fail", "degraded", "note"]
@@ -303,7 +303,7 @@ class PlatformReference(BaseModel):
 class RunStatistics(RunSummaryDocument):
     """``GET /api/runs/{id}/stats`` and ``emuplan stats``: the cached statistics with every group's rates
     and % of ideal under ``assumptions``; size sweeps add ``sweep`` (peak and average busbw, per-variant
-    tables; ``results.analysis.size_sweep``), per-iteration runs ``trials`` (slowest trials, warm-up flag);
+    tables; ``results.analysis.run_analysis.size_sweep``), per-iteration runs ``trials`` (slowest trials, warm-up flag);
     files that time every rank add ``stragglers``."""
 
     run_id: int
@@ -311,7 +311,8 @@ class RunStatistics(RunSummaryDocument):
     source_format: str
     assumptions: AssumptionsDocument
     kind: Literal["size-sweep", "distribution"] = Field(
-        description="The run's stored kind (``results.analysis.run_kind``, decided at import): a size sweep gets "
+        description="The run's stored kind (``results.analysis.run_analysis.run_kind``, decided at import): a size "
+        "sweep gets "
         "``sweep`` and no percentiles, CDF or delay chart on its pages; a distribution gets ``trials``."
     )
     time_unit: Literal["µs", "ms", "s"] = Field(description="The page's one time unit.")

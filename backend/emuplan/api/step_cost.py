@@ -1,5 +1,6 @@
-"""The documents of a training step's cost (``results.step_cost``) as the API states them, and the query
-parameters that choose the plan a run is read with. Glue only: every figure comes from ``results.step_cost``."""
+"""The documents of a training step's cost (``results.analysis.step_cost``) as the API states them, and the query
+parameters that choose the plan a run is read with. Glue only: every figure comes from
+``results.analysis.step_cost``."""
 
 from typing import Annotated, Literal
 
@@ -71,7 +72,7 @@ class PlanReference(BaseModel):
 
 
 class StepCostDocument(BaseModel):
-    """What one training step of ``plan`` costs on the run (``results.step_cost``)."""
+    """What one training step of ``plan`` costs on the run (``results.analysis.step_cost``)."""
 
     plan: PlanReference
     size_convention: str

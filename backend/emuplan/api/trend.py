@@ -15,7 +15,7 @@ from emuplan.api.errors import error_response
 from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.charts.trend import trend_figure
-from emuplan.results.trend import figure_label
+from emuplan.results.analysis.trend import figure_label
 from emuplan.store import trend as store
 from emuplan.wording import change
 

@@ -26,10 +26,10 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from emuplan.results import observed
 from emuplan.results.budget import ImportBudget, ImportLimits
-from emuplan.results.gzip_input import GZIP_MAGIC
-from emuplan.results.observed import OBSERVED_FORMATS
+from emuplan.results.containers.gzip_input import GZIP_MAGIC
+from emuplan.results.formats import observed
+from emuplan.results.formats.observed import OBSERVED_FORMATS
 
 # The largest JSON a route takes is a run's edit: its note and facts, well under this.
 MAX_OTHER_BODY_BYTES = 1024**2

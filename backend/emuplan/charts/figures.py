@@ -1,4 +1,4 @@
-"""Plotly figures from cached run summaries (``results.stats.summarise``), as JSON-able dicts.
+"""Plotly figures from cached run summaries (``results.analysis.stats.summarise``), as JSON-able dicts.
 
 Every figure is built from the ECDF grids and delay series cached at import, so no figure reads a run's
 samples. Figures are plain dicts of JSON types, written directly in Plotly's figure schema: passing them
@@ -26,8 +26,8 @@ from emuplan.charts.palette import (
     kind_marker,
     run_style,
 )
-from emuplan.results.analysis import file_or_ours, page_time_unit, time_unit
-from emuplan.results.stats import PERCENTILES, delay_series
+from emuplan.results.analysis.run_analysis import file_or_ours, page_time_unit, time_unit
+from emuplan.results.analysis.stats import PERCENTILES, delay_series
 
 
 class FigureKind(StrEnum):
@@ -258,7 +258,7 @@ def delay_figure(
     log_y: bool = False,
     clip: bool = False,
 ) -> dict:
-    """Completion time per iteration (``results.stats.delay_series``: every trial above p99.9 and each bucket's
+    """Completion time per iteration (``results.analysis.stats.delay_series``: every trial above p99.9 and each bucket's
     fastest and slowest); one panel per data size when
     ``per_size`` (pipeline runs: one all-reduce per layer) and there is more than one size.
 
@@ -613,7 +613,7 @@ def comparison_delay_figure(runs: list[tuple[str, dict]]) -> dict:
 
 
 def step_cost_figure(runs: list[tuple[str, dict]]) -> dict:
-    """Each run's communication time per training step at p50 (``results.step_cost``), stacked by
+    """Each run's communication time per training step at p50 (``results.analysis.step_cost``), stacked by
     collective kind: one bar per run that has a step cost, one grey and pattern per kind across the bars (the
     runs' colours mean runs on the same page)."""
     typical = max((cost["step"]["p50_us"] or 0.0 for _, cost in runs), default=0.0)

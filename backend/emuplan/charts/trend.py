@@ -1,9 +1,9 @@
 """The trend page's charts: one figure of a series over time with its noise band shaded and the runs that left
-it marked (``results.trend`` judged them; nothing is computed here)."""
+it marked (``results.analysis.trend`` judged them; nothing is computed here)."""
 
 from emuplan.charts.figures import _axis, _figure, _scatter
 from emuplan.charts.palette import ALERT_COLOR, RUN_COLORS
-from emuplan.results.trend import figure_label
+from emuplan.results.analysis.trend import figure_label
 
 # The series is one run's figure after another: the first run colour, its noise band a shade of it.
 VALUE_COLOR = RUN_COLORS[0]

@@ -61,7 +61,7 @@ def _ratio(value: float | None) -> str:
 
 def _busbw(group: dict) -> str:
     """A group's busbw: the cell the log printed, as printed; else ours (as on the run and compare pages)."""
-    from emuplan.results.analysis import file_or_ours
+    from emuplan.results.analysis.run_analysis import file_or_ours
 
     printed = (group.get("printed") or {}).get("busbw_gbps")
     value = file_or_ours(group, "busbw_gbps")
@@ -131,7 +131,7 @@ FactOption = Annotated[
 def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
     """The stored run (``store.import_result_file`` with the CLI's options), within the settings' import budget."""
     from emuplan.results.budget import ImportBudget, ImportLimits
-    from emuplan.results.headers import parse_column_map
+    from emuplan.results.formats.headers import parse_column_map
     from emuplan.settings import get_settings
     from emuplan.store import runs as store
 
@@ -396,7 +396,7 @@ def relabelling(run: dict, new: str, old: str | None) -> dict[str, str]:
     """``{old: new}`` for ``emuplan relabel`` from the run's document: ``old`` may be left out when the run
     has one collective."""
     if old is None:
-        from emuplan.results.stats import collectives_in
+        from emuplan.results.analysis.stats import collectives_in
 
         collectives = collectives_in(run["summary"])
         if len(collectives) != 1:
@@ -711,7 +711,7 @@ def export_kccb(
     (collectives, sizes, calls per step, group sizes), as a plan's export (GET /api/runs/{id}/kccb)."""
     if export_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
-    from emuplan.results.observed_kccb import export_observed_kccb
+    from emuplan.results.analysis.observed_kccb import export_observed_kccb
     from emuplan.store import runs as store
 
     def exported(session: "Session") -> str:
@@ -924,7 +924,7 @@ def _group_lines(document: dict) -> list[str]:
 
 def _duration(us: float) -> str:
     """A time in the unit that suits it: '92.5 µs', '1.48 ms'."""
-    from emuplan.results.analysis import time_unit
+    from emuplan.results.analysis.run_analysis import time_unit
 
     unit, _ = time_unit(abs(us))
     return f"{time_in(us, unit)} {unit}"
@@ -999,7 +999,7 @@ def compare_runs(
             "/api/compare", query | {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks}
         )
     else:
-        from emuplan.results.step_cost import parse_plan_choices
+        from emuplan.results.analysis.step_cost import parse_plan_choices
         from emuplan.settings import get_settings
         from emuplan.store import runs as store
 

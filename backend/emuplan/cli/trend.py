@@ -48,7 +48,7 @@ def trend(
 ) -> None:
     """What changed since the previous run of a platform's series, regressions first, then each figure over the
     runs (oldest first) against the noise band of the up to 7 runs before it (median ± 3 robust σ, ≥ ±5 %)."""
-    from emuplan.results.trend import figure_label
+    from emuplan.results.analysis.trend import figure_label
 
     set_wide(wide)
     series = _series(platform, collective, tag, ranks, sizes, limit)

@@ -45,8 +45,8 @@ DEFAULT_MAX_ARCHIVE_MEMBERS = 10_000
 ARCHIVE_MEMBER_BYTES = 32 * 1024
 RETRY_AFTER_S = 10
 # A per-iteration or per-flow table (CSV, gzip CSV, Feather, Parquet) larger than this on disk or decompressed is
-# imported streamed (``results.streamed``), in ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M rows
-# (256 MiB of CSV) the in-memory import holds ~0.6 GB.
+# imported streamed (``results.streaming.streamed``), in ``DEFAULT_STREAMED_MEMORY_BYTES`` whatever its size: at 4.5 M
+# rows (256 MiB of CSV) the in-memory import holds ~0.6 GB.
 DEFAULT_STREAMED_ABOVE_BYTES = 256 * 1024**2
 # What a streamed import holds at most (DuckDB's sort before it spills, a block of the table being checked, a
 # fetched batch): with the server's own ~0.3 GB, its peak stays under 1.5 GB.
@@ -144,7 +144,7 @@ class ImportBudget:
 
     def decompressed(self, nbytes: int, file_name: str, *, held: bool = True) -> None:
         """``nbytes`` more decompressed content, before it is allocated; 413 past the per-import cap.
-        ``held=False``: content a streamed import passes on a block at a time (``results.streamed``), which
+        ``held=False``: content a streamed import passes on a block at a time (``results.streaming.streamed``), which
         counts against the cap but not again in the pool (the streamed import's memory is held once)."""
         if self.decompressed_bytes + nbytes > self.limits.max_decompressed_bytes:
             raise ResultFileTooLarge(

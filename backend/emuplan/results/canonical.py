@@ -30,13 +30,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-# The format names (``results.formats``) re-exported where the modules that store and compare runs import them.
-from emuplan.results.formats import FORMATS as FORMATS
-from emuplan.results.formats import NCCL_INSPECTOR as NCCL_INSPECTOR
-from emuplan.results.formats import NCCL_TESTS as NCCL_TESTS
-from emuplan.results.formats import NCCL_TESTS_JSON as NCCL_TESTS_JSON
-from emuplan.results.formats import PER_ITERATION as PER_ITERATION
-from emuplan.results.formats import TORCH_PROFILER as TORCH_PROFILER
 from emuplan.workload.collectives import CollectiveOp, normalise_op_name
 
 TEXT = pa.dictionary(pa.int32(), pa.string())
@@ -145,7 +138,7 @@ class ParsedResult:
     # and what its time measures, as the run page says it.
     rank_unit: str = "rank"
     rank_basis: str = ""
-    # What a training job sent (NCCL Inspector, PyTorch profiler: ``results.observed``), kept in the summary.
+    # What a training job sent (NCCL Inspector, PyTorch profiler: ``results.formats.observed``), kept in the summary.
     observed: dict | None = None
 
 

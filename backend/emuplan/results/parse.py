@@ -1,7 +1,7 @@
 """``parse_result_file``: bytes of any supported result file → one canonical ``ParsedResult``.
 
 Order of work: gunzip (capped); open the container — a zip or tar of one training job's files
-(``results.observed``), Feather/Arrow IPC, Parquet, or text; then walk the formats (``results.formats``) in
+(``results.formats.observed``), Feather/Arrow IPC, Parquet, or text; then walk the formats (``results.formats``) in
 their detection order and hand the file to the first that recognises it (or to the one the caller names):
 a text format from the content's head, a table format from the columns of the table read from the
 container (CSV when the content is text).
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from emuplan.results import arrow_ipc, observed, parquet_input, tabular
 from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import ParsedResult, ResultFileError
-from emuplan.results.formats import BY_NAME, DETECTION_ORDER, FORMATS, Format, format_module
-from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
-from emuplan.results.headers import MappedColumn
-from emuplan.results.upload import HEAD_BYTES, Upload, content_of, numbers_named
+from emuplan.results.containers import arrow_ipc, parquet_input
+from emuplan.results.containers.gzip_input import GZIP_MAGIC, gunzip_capped
+from emuplan.results.formats import BY_NAME, DETECTION_ORDER, FORMATS, Format, format_module, observed, tabular
+from emuplan.results.formats.headers import MappedColumn
+from emuplan.results.formats.upload import HEAD_BYTES, Upload, content_of, numbers_named
 
 ARROW_FILE_MAGIC = b"ARROW1"
 ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
@@ -149,8 +149,9 @@ def parse_table(
     row_name: tabular.RowName,
     first_units: dict[str, str] | None = None,
 ) -> ParsedResult:
-    """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge table's blocks, ``results.streamed``)
-    read by its format: ``named``, else the one its columns say (``first_units``: ``tabular.Columns``')."""
+    """A table with a header row (CSV, Feather/Arrow IPC, Parquet; a huge table's blocks,
+    ``results.streaming.streamed``) read by its format: ``named``, else the one its columns say (``first_units``:
+    ``tabular.Columns``')."""
     columns = tabular.mapped_columns(table, file_name, column_map)
     entry = table_format(columns, table.column_names, file_name, named)
     if table.num_rows == 0:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from sqlmodel import Session
 
-from emuplan.results.verdict import judge_summary
+from emuplan.results.analysis.verdict import judge_summary
 from emuplan.store import platforms as rows
 from emuplan.store.models import Plan, Run, StoredPlatform
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists, PlatformNotFound

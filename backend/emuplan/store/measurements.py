@@ -17,9 +17,9 @@ from emuplan.measure.launcher import LocalLauncher, MeasurementResult
 from emuplan.measure.options import MeasurementOptions
 from emuplan.measure.record import MeasurementSetup, measurement_setup, rank_timestamps
 from emuplan.measure.workload import MeasurementError
-from emuplan.results.canonical import PER_ITERATION
+from emuplan.results.analysis.stragglers import MEASURED_BASIS, rank_times_from_timestamps
+from emuplan.results.formats import PER_ITERATION
 from emuplan.results.parse import parse_result_file
-from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamps
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan, plan_document

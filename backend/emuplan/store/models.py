@@ -178,7 +178,7 @@ class Run(SQLModel, table=True):
     ranks: int | None = Field(default=None, sa_type=BigInteger)
     hosts: int | None = Field(default=None, sa_type=BigInteger)
     warnings: list = _json(list)
-    # How every view reads the run (``results.analysis.run_kind``, decided at import; migration 0012):
+    # How every view reads the run (``results.analysis.run_analysis.run_kind``, decided at import; migration 0012):
     # size-sweep | distribution.
     kind: str = Field(sa_column=Column(String, nullable=False))
     # The overall median and p99 (µs) of the cached statistics, and a sweep's peak busbw (GB/s): the figures
@@ -191,7 +191,8 @@ class Run(SQLModel, table=True):
     # When it was measured, where the file or the user says (0020); a series orders its runs by it, else by
     # ``created_at``, so that a log imported late lands where it belongs.
     measured_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime, nullable=True))
-    # pass | degraded | fail | not judged (results.verdict), stored so lists show it without reading statistics (0015).
+    # pass | degraded | fail | not judged (results.analysis.verdict), stored so lists show it without reading statistics
+    # (0015).
     verdict: str | None = None
     # What the list shows of the statistics beside the headline (0016): the collectives in the order of the
     # groups and the range of data sizes.
@@ -216,7 +217,7 @@ class Run(SQLModel, table=True):
 
 
 class CachedSummary(SQLModel, table=True):
-    """A run's statistics (``results.stats.summarise`` without the curves, ~8 KB of JSON): beside the
+    """A run's statistics (``results.analysis.stats.summarise`` without the curves, ~8 KB of JSON): beside the
     run row, so that lists, which never read them, page through narrow rows."""
 
     __tablename__ = "run_summary"

@@ -1,13 +1,13 @@
 """Judging every stored run again from its stored statistics, in a migration: when the verdict column came
 (0015) and when what a verdict means changed (0020: NCCL's own model, 'not judged'). The same
-``results.verdict.judge_summary`` the pages use, on each run's rank count (the linked plan's GPUs first, as every
-page reads it) and the platform it names, built-in or stored."""
+``results.analysis.verdict.judge_summary`` the pages use, on each run's rank count (the linked plan's GPUs first, as
+every page reads it) and the platform it names, built-in or stored."""
 
 import json
 
 import sqlalchemy as sa
 
-from emuplan.results.verdict import judge_summary
+from emuplan.results.analysis.verdict import judge_summary
 from emuplan.workload.platforms import BUILTIN_PLATFORMS, make_platform
 
 _DATABASE_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")

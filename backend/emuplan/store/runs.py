@@ -2,7 +2,7 @@
 
 Storing (``save_run``) writes the ``run`` row (with the overall median and p99 the lists show), its
 ``run_table`` Parquet blobs (``samples``; ``flows`` for per-flow uploads; ``rank_times`` when the file
-times every rank), its ``run_summary`` row (``run.summary``: statistics from ``results.stats.summarise``;
+times every rank), its ``run_summary`` row (``run.summary``: statistics from ``results.analysis.stats.summarise``;
 of the per-rank figures only the slowest rank and host), its ``run_curves`` row (the whole summary: ECDF
 grids and delay series too) and its case-folded tags in ``run_tag`` in the caller's session — one
 transaction: the caller commits once.
@@ -38,7 +38,10 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
-from emuplan.results.analysis import (
+from emuplan.results.analysis.compare import RunSummary, compare_runs
+from emuplan.results.analysis.expected import fabric_of, healthy_time_us
+from emuplan.results.analysis.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
+from emuplan.results.analysis.run_analysis import (
     SWEEP_MAX_SAMPLES,
     Assumptions,
     RunKind,
@@ -49,17 +52,16 @@ from emuplan.results.analysis import (
     resolve_assumptions,
     run_kind,
 )
+from emuplan.results.analysis.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
+from emuplan.results.analysis.step_cost import compare_step_costs, observed_step_cost, step_cost
+from emuplan.results.analysis.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, judge_summary
 from emuplan.results.budget import DEFAULT_MAX_DECOMPRESSED_BYTES, ROW_BYTES, ImportBudget, ImportLimits
-from emuplan.results.canonical import NCCL_TESTS, ParsedResult, ResultFileError, renamed_text
-from emuplan.results.compare import RunSummary, compare_runs
-from emuplan.results.expected import fabric_of, healthy_time_us
-from emuplan.results.nccl_tests import RANKS_INFERRED, ranks_from_bandwidths, ranks_were_inferred
-from emuplan.results.observed import OBSERVED_FORMATS, parse_observed
+from emuplan.results.canonical import ParsedResult, ResultFileError, renamed_text
+from emuplan.results.formats import NCCL_TESTS
+from emuplan.results.formats.nccl_tests_shared import RANKS_INFERRED, ranks_from_bandwidths, ranks_were_inferred
+from emuplan.results.formats.observed import OBSERVED_FORMATS, parse_observed
 from emuplan.results.parse import parse_result_file
-from emuplan.results.plan_vs_observed import ObservedComparisonError, compare_plan_with_observed
-from emuplan.results.stats import NetworkModel, collectives_in, non_finite_figure, strip_curves, summarise
-from emuplan.results.step_cost import compare_step_costs, observed_step_cost, step_cost
-from emuplan.results.streamed import (
+from emuplan.results.streaming.streamed import (
     STREAMED_FORMATS,
     StreamedResult,
     parquet_write_options,
@@ -68,7 +70,6 @@ from emuplan.results.streamed import (
     streams,
     summarise_streamed,
 )
-from emuplan.results.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS, judge_summary
 from emuplan.services.platforms import platform_named, refresh_verdict
 from emuplan.settings import Settings
 from emuplan.store.db import Database
@@ -143,7 +144,7 @@ def _network_of(session: Session, plan_id: int | None) -> NetworkModel | None:
 def _summarised_and_encoded(
     parsed: ParsedResult, tables: dict[str, pa.Table], network: NetworkModel | None, where: str
 ) -> tuple[dict, dict[str, bytes]]:
-    """The run's summary (``results.stats.summarise``) and ``tables`` as Parquet blobs."""
+    """The run's summary (``results.analysis.stats.summarise``) and ``tables`` as Parquet blobs."""
     # Parquet encoding (Arrow's C++, GIL released) runs on the second core while the statistics are computed.
     with ThreadPoolExecutor(max_workers=1) as pool:
         blobs = {kind: pool.submit(_parquet_bytes, table) for kind, table in tables.items()}
@@ -191,7 +192,7 @@ def save_run(
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed). ``platform``: the
     name of the platform profile it ran on (``store.platforms``), None when not said; ``facts``: its fabric
-    facts (``checked_facts``). A huge file read streamed (``results.streamed``) is summarised from its tables
+    facts (``checked_facts``). A huge file read streamed (``results.streaming.streamed``) is summarised from its tables
     on disk and stored from them."""
     if strategy is not None and strategy not in list(Strategy):
         raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
@@ -648,8 +649,8 @@ def import_result_file(
     digest when the caller already has it (hashed while the upload streamed in); ``budget``: the import's
     memory account (``parse_result_file``), which then caps instead of ``max_decompressed_bytes``.
 
-    A table large enough (``results.streamed``) is read a block at a time into Parquet on disk and summarised from
-    there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
+    A table large enough (``results.streaming.streamed``) is read a block at a time into Parquet on disk and
+    summarised from there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
     starts only after them: ``session`` is first used to store. A caller that knows the digest checks it first
     on a read session (``refuse_duplicate``)."""
     if budget is None:
@@ -1183,7 +1184,7 @@ def reading_plan(session: Session, run: Run, plan_id: int | None = None) -> Read
 
 def observed_against_plan(session: Session, run: Run, plan_id: int | None = None, steps: int | None = None) -> dict:
     """``GET /api/runs/{id}/observed-vs-plan`` and ``emuplan observed``: an observed run against a plan (``plan_id``,
-    else its linked one), per step (``results.plan_vs_observed``), with the plan named."""
+    else its linked one), per step (``results.analysis.plan_vs_observed``), with the plan named."""
     observed = run.summary.get("observed")
     if observed is None:
         raise ObservedComparisonError(f"run {run.id} is not an observed run (import an NCCL Inspector dump or a trace)")
@@ -1224,8 +1225,8 @@ def _assumptions_of(
 
 
 def _step_cost(run: Run, plan: ReadingPlan | None, analysis: dict, platform: Platform | None) -> dict | None:
-    """What one step of the plan costs on this run (``results.step_cost``; sizes it did not measure read off its
-    platform's expected curve when it names one), named with its plan: a training job's own step when the run
+    """What one step of the plan costs on this run (``results.analysis.step_cost``; sizes it did not measure read
+    off its platform's expected curve when it names one), named with its plan: a training job's own step when the run
     observed one with its steps."""
     if plan is None:
         return None
@@ -1295,7 +1296,7 @@ def run_statistics(
     """``GET /api/runs/{id}/stats``, ``emuplan stats`` and the run page: the cached statistics of one run
     with rates, % of ideal, the size-sweep view or the slowest trials under the chosen assumptions
     (each from the request, else the plan, else the file, else the settings), its ``platform`` with the
-    expected busbw and % of expected per group, its ``verdict`` (``results.verdict``), and ``step_cost``:
+    expected busbw and % of expected per group, its ``verdict`` (``results.analysis.verdict``), and ``step_cost``:
     what one training step of its plan (``plan_id``, else its linked plan) costs on it, None without a plan."""
     plan = reading_plan(session, run, plan_id)
     platform = platform_named(session, run.platform) if run.platform else None

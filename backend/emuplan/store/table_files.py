@@ -7,7 +7,7 @@ SQLite reads the blob incrementally (``sqlite3.Blob``); PostgreSQL reads ``subst
 only the TOAST chunks they cover (Parquet is compressed already, so PostgreSQL stores it uncompressed).
 The ranges are read in the caller's session, so a download sees one version of the run throughout.
 
-A huge import's table (``results.streamed``) is written from its file on disk ``PART_BYTES`` at a time, never
+A huge import's table (``results.streaming.streamed``) is written from its file on disk ``PART_BYTES`` at a time, never
 whole in memory, and stored in parts of ``PART_BYTES`` (rows ``kind``, ``kind.part2``, …): SQLite holds at
 most 10^9 bytes in a value and PostgreSQL 1 GiB, and 100 M flows take ~1.1 GB of Parquet. The parts read back
 as one file.

@@ -1,8 +1,8 @@
 """Series of runs over time: ``GET /api/trend``, the ``/trend`` page, ``emuplan trend`` and ``GET /metrics``.
 
 A series is the runs of one platform (``run.platform``), optionally of one tag and one rank count, read per
-collective. Its figures per run are those of the run page's size sweep (``results.analysis.size_sweep``): the
-peak and the average busbw (nccl-tests' convention) and the busbw at chosen sizes; ``results.trend`` judges
+collective. Its figures per run are those of the run page's size sweep (``results.analysis.run_analysis.size_sweep``):
+the peak and the average busbw (nccl-tests' convention) and the busbw at chosen sizes; ``results.analysis.trend`` judges
 them against the noise of the runs before.
 
 Only the last ``limit`` runs of a series are read, newest first (by id: the order they were stored), through
@@ -19,8 +19,8 @@ from sqlalchemy import event, exists
 from sqlalchemy.orm import lazyload
 from sqlmodel import Session, col, select
 
-from emuplan.results.analysis import analyse, resolve_assumptions, run_kind
-from emuplan.results.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_at, judge_series, what_changed
+from emuplan.results.analysis.run_analysis import analyse, resolve_assumptions, run_kind
+from emuplan.results.analysis.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_at, judge_series, what_changed
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
@@ -234,12 +234,12 @@ class LatestInSeries:
     run_id: int
     peak_busbw_gbps: float | None
     average_busbw_gbps: float | None
-    # The run's verdict and its % of expected at the large sizes (results.verdict), exposed once a run carries
+    # The run's verdict and its % of expected at the large sizes (results.analysis.verdict), exposed once a run carries
     # them; None leaves their gauges out rather than report a made-up figure.
     verdict: str | None = None
     pct_of_expected: float | None = None
-    # Whether its peak or average busbw regressed against the runs before it (results.trend); None for a series'
-    # first run, which has nothing to regress from.
+    # Whether its peak or average busbw regressed against the runs before it (results.analysis.trend); None for a
+    # series' first run, which has nothing to regress from.
     regression: bool | None = None
 
 
@@ -270,7 +270,7 @@ def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeri
 
 
 def _regressed(members: list[tuple[Run, "SweepFigures"]]) -> bool | None:
-    """Whether the newest of a series' runs regressed on its peak or average busbw (``results.trend``)."""
+    """Whether the newest of a series' runs regressed on its peak or average busbw (``results.analysis.trend``)."""
     if len(members) < 2:
         return None
     points = [

@@ -139,7 +139,7 @@ EXPORTERS = dict(zip(EXPORT_FORMATS, (_trials_yaml, _trials_json, _trials_text),
 def export_trials(trials: list[KccbTrial], title: str, export_format: str, comments: list[str] = ()) -> str:
     """``trials`` as YAML (KAI's field names, each trial named ``title`` and its collective and group), JSON or
     a paste-ready list, YAML and the list headed by ``comments`` as ``#`` lines: a plan's export
-    (``export_kccb``) and a training job's (``results.observed_kccb``)."""
+    (``export_kccb``) and a training job's (``results.analysis.observed_kccb``)."""
     if export_format not in EXPORTERS:
         raise ValueError(f"format: unknown KCCB export format {export_format!r}; use one of {', '.join(EXPORTERS)}")
     return EXPORTERS[export_format](trials, title, list(comments))

@@ -10,7 +10,7 @@ NVIDIA quotes NVLink bandwidth bidirectional (H100: "900 GB/s"); every figure he
 the rate one GPU's sends can reach, as nccl-tests' busbw measures it: half the quoted figure. The built-in
 profiles cite the vendor documents each figure comes from in their ``sources``.
 
-What NCCL itself expects of a platform (``results.nccl_model``, a port of NCCL's cost model) also needs the
+What NCCL itself expects of a platform (``results.analysis.nccl_model``, a port of NCCL's cost model) also needs the
 GPU's generation (its per-architecture bandwidth caps, latencies and NVLink accounting), whether the GPUs
 reach each other over NVLink or only PCIe, and whether the NVLink switches reduce in the switch (NVLink
 SHARP, NVLS: NVSwitch systems from Hopper on).
@@ -39,7 +39,7 @@ from emuplan.workload.platform_fields import NAME_RULE, PLATFORM_FIELDS, Platfor
 
 NCCL_MODEL_SOURCE = (
     "NCCL cost model (github.com/NVIDIA/nccl @ 1fc949c, src/tuning/): the latencies, protocol factors and "
-    "per-architecture caps of the expected curve (results/nccl_model.py)"
+    "per-architecture caps of the expected curve (results/analysis/nccl_model.py)"
 )
 
 

@@ -1,10 +1,13 @@
 """The result formats emuplan reads: one entry each, in the order detection tries them.
 
 Each entry names the module beside this one that recognises the format and parses it into the canonical
-tables (``results.canonical``: ``ParsedResult``). A module reads one format and imports no other format's
-module: what two formats share lives in a neutral module (``results.tabular``: reading and checking a
-table's columns, flows into iterations; ``results.nccl_tests``: which collective nccl-tests output holds;
-``results.observed``: a training job's files into one run). ``results.parse`` walks this list.
+tables (``results.canonical``: ``ParsedResult``), and says whether a huge file of it streams (``Streaming``).
+A module reads one format and imports no other format's module: what two formats share lives in a neutral
+module beside them (``tabular`` and ``headers``: reading and checking a table's columns, flows into iterations;
+``nccl_tests_shared``: which collective nccl-tests output holds; ``observed``: a training job's files into one
+run, ``rank_calls`` what each of its files gives; ``upload``: a file as the text formats see it).
+``results.parse`` walks this list; so do ``results.streaming`` and ``observed``: nothing outside this package
+names a format's module. Adding a format: its module here, and its entry in ``DETECTION_ORDER``.
 
 Two kinds of format, by what recognition looks at:
 
@@ -16,10 +19,16 @@ Two kinds of format, by what recognition looks at:
   ``recognises(columns: dict[str, MappedColumn]) -> bool`` and
   ``parse(reader: tabular.Columns, collective: str | None, column_map: dict | None) -> ParsedResult``.
 
-Files too large to hold whole (a per-iteration or per-flow CSV, gzip CSV, Feather or Parquet file, an ns-3
-fct.txt past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) are read a block at a time by ``results.streamed``, each
-block through the same parse (``parse.parse_table``; ``per_flow.flow_records`` for flows; ``ns3_fct.flows_of``),
-so their checks and errors are the ones here.
+Files too large to hold whole (past ``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``) of a format whose entry has a
+``Streaming`` are read a block at a time by ``results.streaming``, each block through the format's own code, so
+their checks and errors are the ones here:
+
+- a table format whose blocks become samples: its ``parse`` (through ``parse.parse_table``), block by block;
+- one whose blocks become flows: ``flows_of(reader: tabular.Columns) -> pa.Table`` (``FLOWS_SCHEMA``);
+- a text format (no header: fixed columns) whose blocks become flows: ``recognises_text(head: str)``,
+  ``COLUMN_NAMES``, ``csv_options(block_bytes)`` (``pyarrow.csv``'s), ``flows_of(block: pa.Table)``,
+  ``refusal(lines, file_name, error)`` (the bad line, once Arrow refused a block) and
+  ``one_iteration_warning(file_name)``.
 
 Standard library only: every ``emuplan`` command imports this module (``emuplan import --help`` lists the
 formats); the format modules, with pyarrow, are imported when a file is read (``format_module``).
@@ -42,10 +51,23 @@ TORCH_PROFILER = "pytorch-profiler"
 
 
 @dataclass(frozen=True)
+class Streaming:
+    """How a huge file of a format is read a block at a time (``results.streaming``)."""
+
+    into: Literal["samples", "flows"]  # the table its blocks become; flows make the samples (iterations) after
+    # Flows: whether the run's rank count is its flows' endpoints (not ns-3's: they are simulated nodes).
+    ranks_are_endpoints: bool = True
+    # A plain CSV of it may first be read by DuckDB's CSV reader, checked as ``flows_of`` checks (the per-flow
+    # tables: ``streaming.streamed._flows_by_duckdb``).
+    csv_by_duckdb: bool = False
+
+
+@dataclass(frozen=True)
 class Format:
     name: str
     kind: Literal["text", "table"]
     module: str  # of this package: its recognises() and parse()
+    streaming: Streaming | None = None  # None: a file of it is always read whole
 
 
 # Detection tries them in this order and takes the first that recognises the file. Text formats come before
@@ -60,15 +82,17 @@ DETECTION_ORDER = (
     Format(NCCL_INSPECTOR, "text", "nccl_inspector"),
     Format(NCCL_TESTS_JSON, "text", "nccl_tests_json"),
     Format(NCCL_TESTS, "text", "nccl_tests"),
-    Format(NS3_FCT, "text", "ns3_fct"),
-    Format(PER_FLOW, "table", "per_flow"),
+    Format(NS3_FCT, "text", "ns3_fct", Streaming("flows", ranks_are_endpoints=False)),
+    Format(PER_FLOW, "table", "per_flow", Streaming("flows", csv_by_duckdb=True)),
     Format(KAI_SUMMARY, "table", "kai_summary"),
-    Format(PER_ITERATION, "table", "per_iteration"),
+    Format(PER_ITERATION, "table", "per_iteration", Streaming("samples")),
 )
 # As listed to people (README, the upload form, --format, the API's format=): the reverse, so that the
 # everyday tables come first, the most general of them first.
 FORMATS = tuple(entry.name for entry in reversed(DETECTION_ORDER))
 BY_NAME = {entry.name: entry for entry in DETECTION_ORDER}
+# The formats a huge file may be of: read a block at a time, and summarised again so (``results.streaming``).
+STREAMED_FORMATS = tuple(entry.name for entry in DETECTION_ORDER if entry.streaming is not None)
 
 
 def format_module(entry: Format) -> ModuleType:

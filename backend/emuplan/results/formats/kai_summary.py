@@ -3,8 +3,8 @@
 
 from emuplan.results.canonical import ParsedResult
 from emuplan.results.formats import KAI_SUMMARY
-from emuplan.results.headers import MappedColumn
-from emuplan.results.tabular import Columns, samples_from_columns
+from emuplan.results.formats.headers import MappedColumn
+from emuplan.results.formats.tabular import Columns, samples_from_columns
 
 
 def recognises(columns: dict[str, MappedColumn]) -> bool:

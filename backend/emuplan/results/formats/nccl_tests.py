@@ -3,7 +3,7 @@
 type redop root`` then ``time algbw busbw #wrong`` for out-of-place and again for in-place; before NCCL 2.13
 there is no ``root`` (except for rooted ops) and ``error`` replaces ``#wrong``, and all_gather has no ``redop``
 — and one data row per size. Every (size, variant) becomes one sample whose duration is the mean over the
-benchmark's ``iters``. Which collective each test ran: ``results.nccl_tests``.
+benchmark's ``iters``. Which collective each test ran: ``results.formats.nccl_tests_shared``.
 """
 
 import re
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, samples_table, times_problem
 from emuplan.results.formats import NCCL_TESTS
-from emuplan.results.nccl_tests import (
+from emuplan.results.formats.nccl_tests_shared import (
     RANKS_INFERRED,
     Cells,
     choose_collective,
@@ -23,7 +23,7 @@ from emuplan.results.nccl_tests import (
     ranks_and_hosts,
     ranks_from_bandwidths,
 )
-from emuplan.results.upload import Upload
+from emuplan.results.formats.upload import Upload
 
 _AVG_LINE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 _RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)")

@@ -4,7 +4,7 @@ with per-iteration timing (``-I 1``) each variant also has ``<variant>_per_iter`
 per iteration — and, with more than one MPI process, ``per_process_max_times_us``: per process, its time for
 each iteration (the max over its GPUs; ``times_us`` is the max over processes), kept as the run's per-rank
 times. ``devices`` lists ranks and host names, ``args[0]`` is the binary. Which collective the report holds:
-``results.nccl_tests``.
+``results.formats.nccl_tests_shared``.
 """
 
 import json
@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow as pa
 
 from emuplan import json_input
-from emuplan.results import nccl_tests
 from emuplan.results.budget import JSON_BYTES_PER_BYTE
 from emuplan.results.canonical import (
     INT64_LIMIT,
@@ -24,8 +23,8 @@ from emuplan.results.canonical import (
     samples_table,
     times_problem,
 )
-from emuplan.results.formats import NCCL_TESTS_JSON
-from emuplan.results.upload import Upload
+from emuplan.results.formats import NCCL_TESTS_JSON, nccl_tests_shared
+from emuplan.results.formats.upload import Upload
 
 
 def recognises(upload: Upload) -> bool:
@@ -41,10 +40,10 @@ def parse(upload: Upload) -> ParsedResult:
     if not isinstance(results, list):
         raise ResultFileError(f"{file_name}: JSON without a 'results' list is not an nccl-tests -J report")
     args = document.get("args") or []
-    named = nccl_tests.collective_from_text(" ".join(str(a) for a in args[:1]))
+    named = nccl_tests_shared.collective_from_text(" ".join(str(a) for a in args[:1]))
     cells = _json_cells(results)
-    fitting = nccl_tests.collectives_fitting_cells(cells) if cells is not None else None
-    op, warnings = nccl_tests.choose_collective(file_name, named, fitting, collective, file_name)
+    fitting = nccl_tests_shared.collectives_fitting_cells(cells) if cells is not None else None
+    op, warnings = nccl_tests_shared.choose_collective(file_name, named, fitting, collective, file_name)
     if op is None:
         op = "unknown"
         warnings = warnings or [
@@ -57,7 +56,7 @@ def parse(upload: Upload) -> ParsedResult:
         for d in devices
         if isinstance(d, dict) and isinstance(d.get("rank"), int) and not isinstance(d["rank"], bool)
     }
-    ranks, hosts = nccl_tests.ranks_and_hosts(rank_hosts)
+    ranks, hosts = nccl_tests_shared.ranks_and_hosts(rank_hosts)
     per_process = _PerProcessTimes(file_name, rank_hosts)
 
     sizes: list[np.ndarray] = []
@@ -119,8 +118,8 @@ def parse(upload: Upload) -> ParsedResult:
             collective=op,
             size_bytes=np.concatenate(sizes),
             variant=pa.array(variants),
-            algbw_gbps=nccl_tests.nan_to_null(np.concatenate(algbws).tolist()),
-            busbw_gbps=nccl_tests.nan_to_null(np.concatenate(busbws).tolist()),
+            algbw_gbps=nccl_tests_shared.nan_to_null(np.concatenate(algbws).tolist()),
+            busbw_gbps=nccl_tests_shared.nan_to_null(np.concatenate(busbws).tolist()),
         ),
         source_format=NCCL_TESTS_JSON,
         ranks=ranks,
@@ -136,7 +135,7 @@ def parse(upload: Upload) -> ParsedResult:
     )
 
 
-def _json_cells(results: list) -> nccl_tests.Cells | None:
+def _json_cells(results: list) -> nccl_tests_shared.Cells | None:
     """The cells of the report's largest size (``writeBenchmarkLinePreamble`` writes redop and root as text)."""
     sized = [r for r in results if isinstance(r, dict) and isinstance(r.get("size"), int) and r["size"] > 0]
     if not sized:
@@ -144,7 +143,7 @@ def _json_cells(results: list) -> nccl_tests.Cells | None:
     result = max(sized, key=lambda r: r["size"])
     out_of_place = result.get("out_of_place") if isinstance(result.get("out_of_place"), dict) else {}
     count = result.get("count")
-    return nccl_tests.Cells(
+    return nccl_tests_shared.Cells(
         redop=str(result["redop"]).strip() if "redop" in result else None,
         root=str(result["root"]).strip() if "root" in result else None,
         size=result["size"],

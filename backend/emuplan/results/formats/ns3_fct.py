@@ -1,7 +1,7 @@
 """ns-3 (HPCC simulator) ``fct.txt``: one flow a line, no header, a fixed column order. The whole file is one
 iteration, rebuilt from its flows as for per-flow tables. A huge one is read a block at a time
-(``results.streamed``, ``stream_blocks.Ns3FctBlocks``) with the same reading options, conversion and naming of a
-bad line as here."""
+(``results.streaming``: ``stream_blocks.FixedColumnBlocks``, as its entry's ``Streaming`` says) with the same reading
+options (``csv_options``), conversion (``flows_of``) and naming of a bad line (``refusal``) as here."""
 
 import io
 import re
@@ -12,11 +12,11 @@ import pyarrow.csv as pacsv
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import NS3_FCT
-from emuplan.results.tabular import iterations_from_flows
-from emuplan.results.upload import Upload
+from emuplan.results.formats.tabular import iterations_from_flows
+from emuplan.results.formats.upload import Upload
 
 # "sip dip sport dport size start_ns fct_ns standalone_fct_ns", no header.
-NS3_COLUMNS = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")
+COLUMN_NAMES = ("sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns")
 INT64_BOUNDS = (-(2**63), 2**63 - 1)
 # What Arrow reads as an int64 (spaces and tabs around it aside): no '+', digits only.
 _WHOLE = re.compile(r"-?[0-9]+")
@@ -31,21 +31,21 @@ def recognises_text(head: str) -> bool:
     """Whether the first line of ``head`` (the start of a file's text) has the shape of an fct.txt line."""
     first = head.lstrip().split("\n", 1)[0].split()
     return (
-        len(first) == len(NS3_COLUMNS) and all(t.isalnum() for t in first[:2]) and all(t.isdigit() for t in first[2:])
+        len(first) == len(COLUMN_NAMES) and all(t.isalnum() for t in first[:2]) and all(t.isdigit() for t in first[2:])
     )
 
 
 def csv_options(block_bytes: int | None = None) -> dict:
     """``pyarrow.csv``'s options for an fct.txt (``read_csv``'s or ``open_csv``'s, blocks of ``block_bytes``):
     space-delimited, no header, no quoting, every cell present (an empty one is a bad cell, not a null)."""
-    read = pacsv.ReadOptions(column_names=list(NS3_COLUMNS))
+    read = pacsv.ReadOptions(column_names=list(COLUMN_NAMES))
     if block_bytes is not None:
         read.block_size = block_bytes
     return {
         "read_options": read,
         "parse_options": pacsv.ParseOptions(delimiter=" ", quote_char=False, ignore_empty_lines=True),
         "convert_options": pacsv.ConvertOptions(
-            column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in NS3_COLUMNS[2:]}},
+            column_types={"sip": pa.string(), "dip": pa.string(), **{c: pa.int64() for c in COLUMN_NAMES[2:]}},
             null_values=[],
             strings_can_be_null=False,
         ),
@@ -76,11 +76,11 @@ def refusal(text: Iterable[str], file_name: str, error: pa.ArrowInvalid) -> Resu
         if not line:
             continue  # Arrow skips empty lines
         cells = line.split(" ")
-        if len(cells) != len(NS3_COLUMNS):
+        if len(cells) != len(COLUMN_NAMES):
             return ResultFileError(
-                f"{file_name}: line {number} has {len(cells)} fields; ns-3 fct.txt has {len(NS3_COLUMNS)}"
+                f"{file_name}: line {number} has {len(cells)} fields; ns-3 fct.txt has {len(COLUMN_NAMES)}"
             )
-        for name, cell in zip(NS3_COLUMNS[2:], cells[2:], strict=True):
+        for name, cell in zip(COLUMN_NAMES[2:], cells[2:], strict=True):
             whole = cell.strip(" \t")
             # No 64-bit number has more than 20 characters: a longer one is refused before int() reads it (past
             # 4,300 digits Python refuses with its own message).

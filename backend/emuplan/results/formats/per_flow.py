@@ -6,8 +6,8 @@ import pyarrow.compute as pc
 
 from emuplan.results.canonical import ParsedResult, ResultFileError, flows_table
 from emuplan.results.formats import PER_FLOW
-from emuplan.results.headers import MappedColumn
-from emuplan.results.tabular import Columns, iterations_from_flows
+from emuplan.results.formats.headers import MappedColumn
+from emuplan.results.formats.tabular import Columns, iterations_from_flows
 
 
 def recognises(columns: dict[str, MappedColumn]) -> bool:
@@ -15,7 +15,7 @@ def recognises(columns: dict[str, MappedColumn]) -> bool:
 
 
 def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | None) -> ParsedResult:
-    flows = flow_records(reader)
+    flows = flows_of(reader)
     endpoints = pc.unique(pa.concat_arrays([flows["src"].combine_chunks().cast(pa.string()),
                                             flows["dst"].combine_chunks().cast(pa.string())]))  # fmt: skip
     return ParsedResult(
@@ -27,9 +27,9 @@ def parse(reader: Columns, collective: str | None, column_map: dict[str, str] | 
     )
 
 
-def flow_records(reader: Columns) -> pa.Table:
+def flows_of(reader: Columns) -> pa.Table:
     """The table's flows as they are (``FLOWS_SCHEMA``), before the iterations are rebuilt from them (a huge
-    file's blocks are read with it one at a time: ``results.streamed``)."""
+    file's blocks are read with it one at a time: ``results.streaming.streamed``)."""
     has_start = reader.has("start")
     if reader.has("duration"):
         fct_us = reader.durations_us("duration")

@@ -1,4 +1,4 @@
-"""A plan against what the training job really sent (an observed run: ``results.observed``), per training step.
+"""A plan against what the training job really sent (an observed run: ``results.formats.observed``), per training step.
 
 Both sides are reduced to rows keyed by (collective, size, group size), sizes in nccl-tests' convention (the
 whole buffer) on both. The plan's side sums ``count_per_step`` over its collectives of one key (one bucket

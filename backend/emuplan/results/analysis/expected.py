@@ -1,5 +1,5 @@
 """What a collective should take on given hardware: the time and bus bandwidth a healthy system reaches, as
-NCCL's own cost model (``results.nccl_model``) expects it for the algorithm and protocol NCCL would pick.
+NCCL's own cost model (``results.analysis.nccl_model``) expects it for the algorithm and protocol NCCL would pick.
 
 A platform profile supplies the hardware (``fabric_of``): the GPU generation, the scale-up link (NVLink, with or
 without NVLink SHARP, or PCIe) and how many of the run's ranks share one NVLink domain, and the NICs beyond
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from emuplan.results import nccl_model
-from emuplan.results.nccl_model import NVLINK_SHARE_OF_WIRE, ModelError, Topology
+from emuplan.results.analysis import nccl_model
+from emuplan.results.analysis.nccl_model import NVLINK_SHARE_OF_WIRE, ModelError, Topology
 from emuplan.workload.collectives import CollectiveOp, bus_bandwidth_gbps, normalise_op_name
 
 if TYPE_CHECKING:

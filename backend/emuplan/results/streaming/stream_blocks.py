@@ -1,5 +1,5 @@
-"""Where a streamed import's blocks come from (``results.streamed`` reads them all in one loop): a CSV or an ns-3
-fct.txt, gzip decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch.
+"""Where a streamed import's blocks come from (``results.streaming.streamed`` reads them all in one loop): a CSV or an
+ns-3 fct.txt, gzip decompressed as it is read, an Arrow IPC file or stream by record batch, a Parquet file by batch.
 Each gives its column names, its blocks of a bounded size, and how the in-memory import names a row (a CSV's line,
 a table's row); the containers' caps (``results.budget``) apply as in memory, except that what is decompressed passes on
 with its block instead of being held.
@@ -21,11 +21,11 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from emuplan.results import arrow_ipc, parquet_input, tabular
 from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import ResultFileError
-from emuplan.results.formats import NS3_FCT, ns3_fct
-from emuplan.results.gzip_input import GZIP_MAGIC, compressed_pieces, gunzip_chunks
+from emuplan.results.containers import arrow_ipc, parquet_input
+from emuplan.results.containers.gzip_input import GZIP_MAGIC, compressed_pieces, gunzip_chunks
+from emuplan.results.formats import DETECTION_ORDER, Format, format_module, tabular
 
 ARROW_MAGIC = (arrow_ipc.FILE_MAGIC, b"\xff\xff\xff\xff")
 # Heads that are no CSV: other containers, UTF-16 text.
@@ -73,9 +73,10 @@ def _is_csv(head: bytes) -> bool:
 
 def blocks_of(
     path: Path, file_name: str, budget: ImportBudget, block_bytes: int, fmt: str | None = None
-) -> "CsvBlocks | Ns3FctBlocks | ArrowBlocks | ParquetBlocks | None":
-    """The file's block source, None when it is no table (a gzip of anything but a CSV). Text is an ns-3 fct.txt
-    when ``fmt`` says so or, said none, its first line has that shape (as the in-memory import tells)."""
+) -> "CsvBlocks | FixedColumnBlocks | ArrowBlocks | ParquetBlocks | None":
+    """The file's block source, None when it is no table (a gzip of anything but a CSV). Text is of a streamed text
+    format (``formats.Streaming``: fixed columns, no header) when ``fmt`` names it or, said none, the format
+    recognises its start (as the in-memory import tells); a CSV with a header row otherwise."""
     with path.open("rb") as file:
         head = file.read(HEAD_BYTES)
     if head.startswith(ARROW_MAGIC):
@@ -86,9 +87,24 @@ def blocks_of(
     text_head = _gunzipped_head(head) if gzipped else head
     if gzipped and not _is_csv(text_head):
         return None
-    if fmt == NS3_FCT or fmt is None and ns3_fct.recognises_text(text_head.decode("utf-8", errors="replace")):
-        return Ns3FctBlocks(path, file_name, budget, block_bytes, gzipped)
+    text_format = _text_format(fmt, text_head.decode("utf-8", errors="replace"))
+    if text_format is not None:
+        return FixedColumnBlocks(text_format, path, file_name, budget, block_bytes, gzipped)
     return CsvBlocks(path, text_head, file_name, budget, block_bytes, gzipped)
+
+
+def _text_format(fmt: str | None, text_head: str) -> Format | None:
+    """The streamed text format ``fmt`` names, or (none named) the first that recognises ``text_head``."""
+    return next(
+        (
+            entry
+            for entry in DETECTION_ORDER
+            if entry.kind == "text"
+            and entry.streaming is not None
+            and (entry.name == fmt if fmt is not None else format_module(entry).recognises_text(text_head))
+        ),
+        None,
+    )
 
 
 class _TextBlocks:
@@ -188,19 +204,25 @@ class CsvBlocks(_TextBlocks):
         return "a line"
 
 
-class Ns3FctBlocks(_TextBlocks):
-    """An ns-3 fct.txt (no header) by blocks, read with ``ns3_fct``'s options: its lines' columns and types are
-    fixed. A bad line is named by its number, as the in-memory import names it (``ns3_fct.refusal``)."""
+class FixedColumnBlocks(_TextBlocks):
+    """Text of a streamed text format (an ns-3 fct.txt: no header) by blocks, read with its format's options: its
+    lines' columns and types are fixed. A bad line is named by its number, as the in-memory import names it (the
+    format's ``refusal``)."""
 
-    names = list(ns3_fct.NS3_COLUMNS)
+    def __init__(
+        self, entry: Format, path: Path, file_name: str, budget: ImportBudget, block_bytes: int, gzipped: bool
+    ):
+        super().__init__(path, file_name, budget, block_bytes, gzipped)
+        self.entry, self.reader = entry, format_module(entry)
+        self.names = list(self.reader.COLUMN_NAMES)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         try:
-            with self._native() as file, pacsv.open_csv(file, **ns3_fct.csv_options(self.block_bytes)) as reader:
+            with self._native() as file, pacsv.open_csv(file, **self.reader.csv_options(self.block_bytes)) as reader:
                 yield from reader
         except pa.ArrowInvalid as error:
             with io.TextIOWrapper(io.BufferedReader(self._binary()), encoding="utf-8", errors="replace") as text:
-                raise ns3_fct.refusal(text, self.file_name, error) from error
+                raise self.reader.refusal(text, self.file_name, error) from error
 
     def widened(self, message: str) -> bool:
         return False  # its columns have their types

@@ -15,7 +15,7 @@ import's budget):
 1. ``stream_blocks`` gives a block at a time (about ``_block_bytes``): Arrow's CSV reader (``pyarrow.csv.open_csv``;
    a gzip decompressed as it is read), an Arrow IPC file's record batches cut to size, a Parquet file's batches.
    Each block is checked and converted by the in-memory import's own code (``parse.parse_table``,
-   ``formats.per_flow.flow_records``, ``formats.ns3_fct.flows_of``) with its rows numbered from the block's first
+   ``formats.per_flow.flows_of``, ``formats.ns3_fct.flows_of``) with its rows numbered from the block's first
    (a CSV's line, a table's row), so a bad cell is named by file, row and column as before (an fct.txt's bad
    line by ``ns3_fct.refusal``, as in memory); the canonical rows are appended to the run's Parquet table on disk
    (what the database then stores). Times whose cells state their unit must state the file's first row's unit in
@@ -27,7 +27,7 @@ import's budget):
    is decompressed where there are some, and a Feather batch too large to decompress within the streamed memory
    is refused before it is.
    A plain per-flow CSV whose times carry their unit in the header is first read by DuckDB's own CSV reader
-   instead (``_flows_by_duckdb``: multi-threaded, columns typed up front, ``flow_records``' checks in the same
+   instead (``_flows_by_duckdb``: multi-threaded, columns typed up front, ``flows_of``' checks in the same
    query): a 10 M-row upload's server CPU went from 10.3 to 9.0–9.3 s. Any cell it refuses sends the file to the
    block reader, which names it (file, line, column) as before. A streamed import holds no row, so it is not
    capped by rows (EMUPLAN_MAX_IMPORT_ROWS bounds the rows an in-memory import holds); its memory setting and
@@ -65,6 +65,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import BinaryIO
 
 import numpy as np
@@ -72,31 +73,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from emuplan.results import headers, stream_blocks, tabular
-from emuplan.results.budget import DEFAULT_STREAMED_MEMORY_BYTES, ImportBudget, ImportDiskFull
-from emuplan.results.canonical import (
-    FLOWS_SCHEMA,
-    LONGEST_TIME_US,
-    SAMPLES_SCHEMA,
-    SHORTEST_TIME_US,
-    TEXT,
-    ResultFileError,
-    ResultFileTooLarge,
-    renamed_text,
-    samples_table,
-)
-from emuplan.results.formats import (
-    BY_NAME,
-    DETECTION_ORDER,
-    NS3_FCT,
-    PER_FLOW,
-    PER_ITERATION,
-    format_module,
-    ns3_fct,
-    per_flow,
-)
-from emuplan.results.parse import parse_table
-from emuplan.results.stats import (
+from emuplan.results.analysis.stats import (
     CURVE_POINTS,
     REPORTED_FIGURES,
     SLOWEST_KEPT,
@@ -112,7 +89,7 @@ from emuplan.results.stats import (
     group_rates,
     reported_figures,
 )
-from emuplan.results.stragglers import (
+from emuplan.results.analysis.stragglers import (
     FLOW_BASIS,
     add_column_sums,
     column_entries,
@@ -120,9 +97,30 @@ from emuplan.results.stragglers import (
     natural_key,
     rank_headline,
 )
+from emuplan.results.budget import DEFAULT_STREAMED_MEMORY_BYTES, ImportBudget, ImportDiskFull
+from emuplan.results.canonical import (
+    FLOWS_SCHEMA,
+    LONGEST_TIME_US,
+    SAMPLES_SCHEMA,
+    SHORTEST_TIME_US,
+    TEXT,
+    ResultFileError,
+    ResultFileTooLarge,
+    renamed_text,
+    samples_table,
+)
+from emuplan.results.formats import (
+    BY_NAME,
+    DETECTION_ORDER,
+    STREAMED_FORMATS,
+    Format,
+    format_module,
+    headers,
+    tabular,
+)
+from emuplan.results.parse import parse_table
+from emuplan.results.streaming import stream_blocks
 
-STREAMED_FORMATS = (PER_ITERATION, PER_FLOW, NS3_FCT)
-FLOW_FORMATS = (PER_FLOW, NS3_FCT)
 # CSV text parsed at a time: 1/128 of the import's memory, at most MAX_BLOCK_BYTES. Arrow's block reader holds
 # blocks read ahead besides the one being checked: measured (3 M rows) 57 MB at 1 MiB blocks, 107 MB at 2 MiB,
 # 183 MB at 4 MiB and 201 MB at 8 MiB; larger blocks cost less per row to check.
@@ -209,20 +207,21 @@ def streamed_result_file(
     wrong). Raises ``ResultFileError`` naming file, row (a CSV's line) and column, as the in-memory import does."""
     memory_bytes = budget.limits.streamed_memory_bytes
     source = stream_blocks.blocks_of(path, file_name, budget, _block_bytes(memory_bytes), fmt)
-    if isinstance(source, stream_blocks.Ns3FctBlocks):
-        detected = NS3_FCT
+    if isinstance(source, stream_blocks.FixedColumnBlocks):
+        detected = source.entry.name
     else:
         detected = None if source is None else _header_format(source.names, column_map)
     fmt = fmt or detected
     if detected is None or fmt not in STREAMED_FORMATS:
         yield None
         return
+    entry = BY_NAME[fmt]
     budget.holds(memory_bytes, file_name)
     with tempfile.TemporaryDirectory(prefix="emuplan-streamed-") as directory:
         result = StreamedResult(fmt, {}, {}, Path(directory), memory_bytes, file_name)
         with _out_of_resources_as_domain_errors(result):  # the Parquet written as it is read may fill the disk
-            if fmt != PER_FLOW or not _flows_by_duckdb(result, source, column_map, collective):
-                _read_blocks(result, source, file_name, column_map, collective)
+            if not (entry.streaming.csv_by_duckdb and _flows_by_duckdb(result, entry, source, column_map, collective)):
+                _read_blocks(result, entry, source, file_name, column_map, collective)
         yield result
 
 
@@ -234,27 +233,32 @@ def _header_format(names: list[str], column_map: dict[str, str] | None) -> str |
     return next((e.name for e in DETECTION_ORDER if e.kind == "table" and format_module(e).recognises(columns)), None)
 
 
-def _read_blocks(result, source, file_name, column_map, collective) -> None:
+def _read_blocks(result, entry: Format, source, file_name, column_map, collective) -> None:
     """Every block checked and appended to the Parquet tables; read again from the start with wider column
     types when a CSV's block does not fit the types the first one showed."""
     while True:
         try:
-            _read_blocks_once(result, source, file_name, column_map, collective)
+            _read_blocks_once(result, entry, source, file_name, column_map, collective)
             return
         except pa.ArrowInvalid as error:
             if not source.widened(str(error)):
                 raise
 
 
-def _read_blocks_once(result, source, file_name, column_map, collective) -> None:
-    kind = "flows" if result.source_format in FLOW_FORMATS else "samples"
+def _read_blocks_once(result, entry: Format, source, file_name, column_map, collective) -> None:
+    """The blocks as the format's streaming says (``formats.Streaming``): a table format's into samples by its
+    ``parse`` or into flows by its ``flows_of``; a text format's (fixed columns, no header) into flows by its
+    ``flows_of``, the whole file one iteration."""
+    reader = format_module(entry)
+    kind = entry.streaming.into
     schema = FLOWS_SCHEMA if kind == "flows" else SAMPLES_SCHEMA
     target = result.directory / f"{kind}.parquet"
-    table_reader = _FlowBlocks(result, file_name, column_map, collective) if kind == "flows" else None
+    table_reader = _FlowBlocks(result, reader, file_name, column_map, collective) if kind == "flows" else None
     order = {name: {} for name in ("collective", "size_bytes", "variant")}
-    mapped = {} if result.source_format == NS3_FCT else _mapped(source.names, column_map, file_name)
-    if result.source_format == NS3_FCT:
-        _add_warnings(result, [ns3_fct.one_iteration_warning(file_name)])
+    headerless = entry.kind == "text"
+    mapped = {} if headerless else _mapped(source.names, column_map, file_name)
+    if headerless:  # no iteration column, no collective column
+        _add_warnings(result, [reader.one_iteration_warning(file_name)])
         if collective:
             table_reader.collectives.setdefault(collective, None)
     first_units: dict[str, str] = {}  # the units the first row states: every block's rows state the same
@@ -272,14 +276,12 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
 
             if block.num_rows == 0:
                 continue
-            if result.source_format == NS3_FCT:
-                canonical = table_reader.endpoints_noted(ns3_fct.flows_of(block))
+            if headerless:
+                canonical = table_reader.endpoints_noted(reader.flows_of(block))
             elif table_reader is not None:
                 canonical = table_reader.flows(block, row_name)
             else:
-                parsed = parse_table(
-                    block, file_name, BY_NAME[PER_ITERATION], column_map, collective, row_name, first_units
-                )
+                parsed = parse_table(block, file_name, entry, column_map, collective, row_name, first_units)
                 canonical = parsed.samples
                 if "iteration" not in mapped:  # the row order is the iteration order, across blocks
                     iterations = pc.add(canonical["iteration"], first)
@@ -298,7 +300,7 @@ def _read_blocks_once(result, source, file_name, column_map, collective) -> None
     result.row_counts[kind] = rows
     if table_reader is not None:
         table_reader.finish(target)
-        if result.source_format == NS3_FCT:
+        if not entry.streaming.ranks_are_endpoints:
             result.ranks = None  # ns-3's endpoints are simulated nodes: no rank count, as in memory
     else:
         result.key_order = {name: list(values) for name, values in order.items()}
@@ -338,8 +340,9 @@ def _note_first_appearances(order: dict[str, dict], samples: pa.Table) -> None:
 class _FlowBlocks:
     """Per-flow blocks: their flows, and what the iterations and the run need of them (collectives, endpoints)."""
 
-    def __init__(self, result: StreamedResult, file_name: str, column_map, collective: str | None):
+    def __init__(self, result: StreamedResult, reader: ModuleType, file_name: str, column_map, collective: str | None):
         self.result, self.file_name, self.column_map, self.collective = result, file_name, column_map, collective
+        self.reader = reader  # the format's module: its ``flows_of``
         self.collectives: dict[str, None] = {}
         self.endpoints: set[str] = set()
         self.first_units: dict[str, str] = {}  # every block's cells state the first row's units
@@ -347,7 +350,7 @@ class _FlowBlocks:
     def flows(self, block: pa.Table, row_name) -> pa.Table:
         mapped = tabular.mapped_columns(block, self.file_name, self.column_map)
         reader = tabular.Columns(block, mapped, self.file_name, row_name, self.first_units)
-        flows = per_flow.flow_records(reader)
+        flows = self.reader.flows_of(reader)
         collectives = reader.collectives(self.collective, self.file_name)
         _add_warnings(self.result, reader.warnings)
         names = [collectives] if isinstance(collectives, str) else pc.unique(collectives.cast(pa.string())).to_pylist()
@@ -396,9 +399,9 @@ class _FlowBlocks:
         result.key_order = {"collective": [collective], "size_bytes": [None], "variant": [""]}
 
 
-def _flows_by_duckdb(result: StreamedResult, source, column_map, collective) -> bool:
+def _flows_by_duckdb(result: StreamedResult, entry: Format, source, column_map, collective) -> bool:
     """A plain per-flow CSV read into the flows table by DuckDB's own multi-threaded CSV reader, its columns
-    typed up front and every check ``formats.per_flow.flow_records`` makes (no empty or non-numeric time, no
+    typed up front and every check ``formats.per_flow.flows_of`` makes (no empty or non-numeric time, no
     negative or out-of-range time or size, whole iterations and QPs) done in the same query, which stops at the
     first bad cell. False, with nothing kept, when any cell is refused or the file needs what only the block
     reader does (times with units in their cells or in a unit column, sizes in a unit, a gzip): the block
@@ -463,7 +466,7 @@ def _flows_by_duckdb(result: StreamedResult, source, column_map, collective) -> 
         f" delim = '{source.delimiter}', quote = '\"', escape = '\"', strict_mode = true, columns = {{{columns}}})"
     )
     target = result.directory / "flows.parquet"
-    table_reader = _FlowBlocks(result, result.file_name, column_map, collective)
+    table_reader = _FlowBlocks(result, format_module(entry), result.file_name, column_map, collective)
     collective_names: dict[str, None] = {}
     rows = 0
     import duckdb
@@ -492,7 +495,7 @@ def _flows_by_duckdb(result: StreamedResult, source, column_map, collective) -> 
     if rows == 0:
         raise ResultFileError(f"{result.file_name}: the header has no data rows under it")
     # The collectives as the block reader names them, from the names in the order they first appear.
-    if "iteration" not in mapped:  # warned first, as flow_records does
+    if "iteration" not in mapped:  # warned first, as flows_of does
         result.warnings.append(f"{result.file_name}: no iteration column: all flows count as one iteration")
     distinct = pa.table({mapped["collective"].name: list(collective_names)}) if "collective" in mapped else None
     reader = tabular.Columns(distinct if distinct is not None else pa.table({}), mapped, result.file_name,

@@ -1,6 +1,6 @@
 """Gzip content decompressed under an import's budget (``results.budget``): each chunk charged before it is
 kept, so a bomb costs the cap and a few chunks, never its own size. A huge gzip CSV is decompressed as it is
-read instead (``results.streamed``), each chunk charged to the same cap and passed on."""
+read instead (``results.streaming.streamed``), each chunk charged to the same cap and passed on."""
 
 import zlib
 from collections.abc import Iterable, Iterator

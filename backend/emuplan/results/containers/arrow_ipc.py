@@ -195,8 +195,8 @@ def schema_of(path: Path, head: bytes, file_name: str) -> pa.Schema:
 def streamed_batches(
     path: Path, head: bytes, file_name: str, budget: ImportBudget, max_batch_bytes: int
 ) -> Iterator[pa.RecordBatch]:
-    """The record batches of a huge Arrow IPC file or stream one at a time (``results.streamed``): every batch's
-    decompressed bytes charged to ``budget``'s cap first (not held: a batch is let go once read), and a batch
+    """The record batches of a huge Arrow IPC file or stream one at a time (``results.streaming.streamed``): every
+    batch's decompressed bytes charged to ``budget``'s cap first (not held: a batch is let go once read), and a batch
     larger than ``max_batch_bytes`` once decompressed refused, before any is decompressed. Read from the file,
     not mapped, so that what was read leaves memory with its batch."""
     with _readable(file_name):

@@ -17,7 +17,7 @@ How a planned collective gets its time from a run (``basis``):
   through them in log(size)–log(time): exact for a time ∝ size^k between the two, and never outside
   the two measured times.
 - ``platform-scaled``: outside the measured sizes, when the run's platform is known: the platform's expected
-  time there (``results.expected``, NCCL's own model over the collective's group) × the run's measured ÷
+  time there (``results.analysis.expected``, NCCL's own model over the collective's group) × the run's measured ÷
   expected time at the nearest measured size. NCCL's curve knows where latency gives way to bandwidth and which
   algorithm takes over; the run's own ratio to it keeps what this fabric delivers.
 - ``extrapolated``: outside the measured sizes, without a platform, from the α-β line t = α + S/β fitted to all measured
@@ -30,8 +30,8 @@ A pipelined plan lists every stage's collectives (``PlanDocument.stages``); the 
 each stage is costed on its own and the step is the stage whose total (p50) is largest on this run: ``stages`` gives
 every stage's total and ``bounding_stage`` the one ``rows`` and ``step`` are.
 
-A run observed in a training job (``results.observed``) with training steps is read for its own step
-(``observed_step_cost``): per (collective, size, group size) its calls per step (``results.plan_vs_observed``:
+A run observed in a training job (``results.formats.observed``) with training steps is read for its own step
+(``observed_step_cost``): per (collective, size, group size) its calls per step (``results.analysis.plan_vs_observed``:
 per communicator, over the steps) × the time of one call — p50 and p99 of the slowest communicator of that kind,
 whose group the step waits for — with the plan's label where the plan has that collective; what the plan has
 and the job never issued is ``missing``. Without steps (an NCCL Inspector dump) it is read like a benchmark.
@@ -49,15 +49,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emuplan.results.analysis import time_unit
-from emuplan.results.canonical import NCCL_INSPECTOR, NCCL_TESTS, NCCL_TESTS_JSON, TORCH_PROFILER
-from emuplan.results.plan_vs_observed import compare_plan_with_observed
+from emuplan.results.analysis.plan_vs_observed import compare_plan_with_observed
+from emuplan.results.analysis.run_analysis import time_unit
+from emuplan.results.formats import NCCL_INSPECTOR, NCCL_TESTS, NCCL_TESTS_JSON, TORCH_PROFILER
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, bus_bandwidth_factor, normalise_op_name
 from emuplan.workload.document import PlanDocument, PlannedCollective
 from emuplan.workload.inventory import INT64_MAX
 
-# Formats whose data size is nccl-tests' whole buffer (a training job's records are read so too, results.observed);
-# every other states KCCB's data size.
+# Formats whose data size is nccl-tests' whole buffer (a training job's records are read so too,
+# results.formats.observed); every other states KCCB's data size.
 WHOLE_BUFFER_FORMATS = frozenset({NCCL_TESTS, NCCL_TESTS_JSON, NCCL_INSPECTOR, TORCH_PROFILER})
 PREFERRED_VARIANTS = ("out-of-place", "")
 BASES = ("measured", "interpolated", "platform-scaled", "extrapolated", "missing")
@@ -299,7 +299,7 @@ OBSERVED_TIME_SOURCE = (
 
 
 def observed_step_cost(plan: PlanDocument, observed: dict, groups: list[dict]) -> dict:
-    """One training step as the job observed in ``observed`` (``results.observed``) ran it (see the module's
+    """One training step as the job observed in ``observed`` (``results.formats.observed``) ran it (see the module's
     docstring); ``groups``: its statistics groups (per collective, size and communicator)."""
     sizes = {communicator["id"]: communicator["size"] for communicator in observed["communicators"]}
     slowest: dict[tuple, dict[str, float]] = {}

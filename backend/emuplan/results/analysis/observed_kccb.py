@@ -1,5 +1,5 @@
 """A KCCB trial from reality: the KCCB configuration that replays what a training job sent (an observed run,
-``results.observed``), exported as a plan's is (``workload.kccb.export_trials``).
+``results.formats.observed``), exported as a plan's is (``workload.kccb.export_trials``).
 
 One trial per (collective, group size): KCCB runs one collective algorithm over one set of hosts per trial.
 Its data sizes are the sizes the job sent, in the order it first sent them, as KCCB takes them (the per-rank
@@ -11,7 +11,7 @@ host (the seeds' set-up), said in the note. A collective KCCB has no algorithm f
 a group of unknown size cannot be replayed: a ``# not replayed`` line heads the YAML and the list.
 """
 
-from emuplan.results.plan_vs_observed import calls_per_step
+from emuplan.results.analysis.plan_vs_observed import calls_per_step
 from emuplan.wording import plural
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, normalise_op_name
 from emuplan.workload.document import KccbTrial

@@ -1,4 +1,4 @@
-"""What each observed-in-training format (``nccl_inspector``, ``torch_profiler``) reads from one file, for
+"""What each observed-in-training format (``nccl_inspector``, ``pytorch_profiler``) reads from one file, for
 ``observed`` to join the files of one job: a list of ``RankCall`` (a trace's few hundred calls), or the same as
 a table in ``RANK_CALLS_SCHEMA`` (an Inspector dump's million records, where one Python object each would cost
 more than reading them)."""
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from emuplan.results.canonical import TEXT
+from emuplan.results.canonical import TEXT, ResultFileError
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,8 @@ class FileCalls:
     def where(self, line: int) -> str:
         """Where a record of ``table`` is: its ``line``, or the ``where`` of ``calls[line]`` (a table of them)."""
         return self.calls[line].where if self.calls else f"{self.file_name}: line {line}"
+
+
+class OnlyPointToPoint(ResultFileError):
+    """A file of a job whose process completed only sends and receives (a pipeline stage between two
+    data-parallel reductions): the job's other files are read, and it is named in a warning."""

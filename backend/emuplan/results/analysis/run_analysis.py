@@ -16,8 +16,8 @@ of the cells' last digit, ``CELL_HALF_UNIT_GBPS``.
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from emuplan.results.expected import Fabric, FabricError, group_expectation
-from emuplan.results.stats import NetworkModel, group_rates
+from emuplan.results.analysis.expected import Fabric, FabricError, group_expectation
+from emuplan.results.analysis.stats import NetworkModel, group_rates
 from emuplan.wording import percent, time_unit
 from emuplan.workload.collectives import bus_bandwidth_gbps, ideal_time_s, normalise_op_name
 from emuplan.workload.document import PlanDocument
@@ -156,7 +156,7 @@ def analyse(
 
 
 def _add_expected(groups: list[dict], sweep: bool, ranks: int | None, fabric: Fabric | None) -> str | None:
-    """Each group's expected busbw on ``fabric`` and the % of it reached (``results.expected``), in place;
+    """Each group's expected busbw on ``fabric`` and the % of it reached (``results.analysis.expected``), in place;
     what stood in the way, if anything."""
     if fabric is None:
         return "no platform: no expected curve or % of expected"

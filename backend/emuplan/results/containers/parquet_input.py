@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from emuplan.results.budget import ImportBudget, ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
-from emuplan.results.parquet_pages import MAX_PAGES, TooManyPages, chunk_pages
+from emuplan.results.containers.parquet_pages import MAX_PAGES, TooManyPages, chunk_pages
 
 MAGIC = b"PAR1"
 BATCH_ROWS = 65536
@@ -113,7 +113,7 @@ def read_parquet(source: bytes | memoryview | Path, file_name: str, budget: Impo
 
 def streamed_batches(path: Path, file_name: str, budget: ImportBudget, batch_bytes: int) -> Iterator[pa.RecordBatch]:
     """The batches of a huge Parquet file one at a time, about ``batch_bytes`` each by the footer's sizes
-    (``results.streamed``): charged to ``budget``'s decompressed cap as in ``read_parquet``, but not held (a
+    (``results.streaming.streamed``): charged to ``budget``'s decompressed cap as in ``read_parquet``, but not held (a
     batch is let go once read); pages read through a buffer instead of a column chunk at a time."""
     with _readable(file_name):
         stored = _opened(path, mapped=False, buffer_size=STREAM_BUFFER_BYTES)

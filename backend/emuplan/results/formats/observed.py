@@ -1,6 +1,8 @@
 """What a training job really sent, from its own records: NCCL Inspector dumps and PyTorch profiler traces.
 
-Each format module (``nccl_inspector``, ``torch_profiler``) turns one file into rank calls (``rank_calls``): one
+Each format module of ``OBSERVED_FORMATS`` (``nccl_inspector``, ``pytorch_profiler``), found through the registry
+(``results.formats``), says whether a file is its own (``looks_like(head)``) and turns one file into rank calls
+(``file_calls(content, file_name, budget)``; ``rank_calls``), then names the job's ranks (``named_ranks``): one
 rank's record of one collective call, as ``RankCall`` objects or, for an Inspector dump's millions, as a table.
 Here the files of one job (many uploads, or a zip/tar of them) become one run, joined as columns: a call is the
 same (communicator, call key) on every rank that recorded it; its sample is the slowest rank's time (a collective
@@ -21,26 +23,25 @@ import zipfile
 import zlib
 from collections import defaultdict
 from collections.abc import Iterator
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from emuplan.results import nccl_inspector, torch_profiler
-from emuplan.results.budget import JSON_BYTES_PER_BYTE, ImportBudget
+from emuplan.results.budget import ImportBudget
 from emuplan.results.canonical import (
     INT64_LIMIT,
-    NCCL_INSPECTOR,
-    TORCH_PROFILER,
     ParsedResult,
     ResultFileError,
     ResultFileTooLarge,
     rank_times_table,
     samples_table,
 )
-from emuplan.results.gzip_input import GZIP_MAGIC, gunzip_capped
-from emuplan.results.rank_calls import RANK_CALLS_SCHEMA, FileCalls
-from emuplan.results.upload import HEAD_BYTES, numbers_named
+from emuplan.results.containers.gzip_input import GZIP_MAGIC, gunzip_capped
+from emuplan.results.formats import BY_NAME, NCCL_INSPECTOR, TORCH_PROFILER, format_module
+from emuplan.results.formats.rank_calls import RANK_CALLS_SCHEMA, FileCalls, OnlyPointToPoint
+from emuplan.results.formats.upload import HEAD_BYTES, numbers_named
 from emuplan.wording import plural
 from emuplan.workload.collectives import bus_bandwidth_gbps, normalise_op_name
 
@@ -76,7 +77,16 @@ def is_archive(head: bytes) -> bool:
 
 def recognises(head: bytes) -> bool:
     """An archive, or the start of an Inspector dump or a profiler trace (read by those modules)."""
-    return is_archive(head) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
+    return is_archive(head) or _format_of(head) is not None
+
+
+def _format_of(head: bytes) -> str | None:
+    """The observed format whose file starts with ``head``, in ``OBSERVED_FORMATS``' order; None for neither."""
+    return next((name for name in OBSERVED_FORMATS if _reader(name).looks_like(head)), None)
+
+
+def _reader(name: str) -> ModuleType:
+    return format_module(BY_NAME[name])
 
 
 def archive_members(
@@ -151,7 +161,7 @@ def _refuse_a_large_zip_directory(content: bytes | memoryview, file_name: str, m
 
 
 def _readable_member(head: bytes) -> bool:
-    return head.startswith(GZIP_MAGIC) or nccl_inspector.looks_like(head) or torch_profiler.looks_like(head)
+    return head.startswith(GZIP_MAGIC) or _format_of(head) is not None
 
 
 def _member_chunks(
@@ -220,31 +230,25 @@ def parse_observed(
     """The files of one job (archives opened) as one run. All must be of one format: ``fmt`` or detected.
     What they decompress to, and what their records become, are charged to ``budget``; a file is dropped once
     read, so an archive's members are never all held at once."""
+    if fmt is not None and fmt not in OBSERVED_FORMATS:
+        raise ResultFileError(
+            f"{files[0][0]}: a training job's files are read as {' or '.join(OBSERVED_FORMATS)}, not as {fmt}"
+        )
     parsed: list[FileCalls] = []
-    without_collectives: list[nccl_inspector.OnlyPointToPoint] = []
+    without_collectives: list[OnlyPointToPoint] = []
     for name, content in _expanded(files, budget, check_heads=fmt is None):
         head = bytes(content[:65536])
-        detected = (
-            NCCL_INSPECTOR
-            if nccl_inspector.looks_like(head)
-            else TORCH_PROFILER
-            if torch_profiler.looks_like(head)
-            else None
-        )
+        detected = _format_of(head)
         if detected is None and fmt is None:
             raise ResultFileError(f"{name}: {NEITHER_FORMAT}")
         if fmt is not None and detected not in (None, fmt):
             raise ResultFileError(f"{name}: a {detected} file among {fmt} files; import each format on its own")
         fmt = fmt or detected
         with numbers_named(content, name):
-            if fmt == NCCL_INSPECTOR:
-                try:
-                    parsed.append(nccl_inspector.file_calls(content, name, budget))
-                except nccl_inspector.OnlyPointToPoint as only:
-                    without_collectives.append(only)
-            else:
-                budget.holds(len(content) * JSON_BYTES_PER_BYTE, name)  # the objects its JSON becomes, at most
-                parsed.append(torch_profiler.file_calls(content, name, budget.limits.max_trace_events))
+            try:
+                parsed.append(_reader(fmt).file_calls(content, name, budget))
+            except OnlyPointToPoint as only:
+                without_collectives.append(only)
     if not parsed and without_collectives:
         raise without_collectives[0]
     result = _merged(parsed, fmt)
@@ -279,8 +283,7 @@ def _merged(files: list[FileCalls], fmt: str) -> ParsedResult:
         table.append_column("file", pa.array(np.full(table.num_rows, index, dtype=np.int64)))
         for index, table in enumerate(tables)
     )
-    if fmt == NCCL_INSPECTOR:
-        calls = nccl_inspector.named_ranks(calls)
+    calls = _reader(fmt).named_ranks(calls)
     calls = calls.unify_dictionaries()  # one dictionary per text column over the files' chunks
     job = _Job(calls, files, keys)
     job.check_calls_agree()

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from emuplan.results import headers
 from emuplan.results.canonical import (
     INT64_LIMIT,
     ParsedResult,
@@ -29,8 +28,8 @@ from emuplan.results.canonical import (
     text_column,
     times_problem,
 )
-from emuplan.results.formats import PER_ITERATION
-from emuplan.results.upload import content_of
+from emuplan.results.formats import PER_ITERATION, headers
+from emuplan.results.formats.upload import content_of
 
 # (row index) → "line 7" for CSV (header is line 1), "row 6" for Feather.
 RowName = Callable[[int], str]
@@ -184,7 +183,7 @@ def mapped_columns(
 class Columns:
     """Typed, validated access to the mapped columns of one table. ``first_units``: the unit each role's cells
     state on the file's first row (the table may be one block of a file read a block at a time,
-    ``results.streamed``, which passes the same dict to every block); the table's first row states it when the
+    ``results.streaming.streamed``, which passes the same dict to every block); the table's first row states it when the
     dict has none, and it is noted there."""
 
     def __init__(

@@ -2,9 +2,9 @@
 
 Inputs are plain: the summary's groups (``stats.summarise``; one per collective, size and variant, with
 the nccl-tests ``wrong`` count where the log has that column), the run's rank count, the fabric it ran on
-(``results.expected``: NCCL's own model of what a healthy system reaches; None: nothing is expected and the
+(``results.analysis.expected``: NCCL's own model of what a healthy system reaches; None: nothing is expected and the
 run is "not judged" unless another check finds a fault) and the stragglers' headline
-(``results.stragglers``). A size sweep (one timing per size) is read by its mean time, a distribution by
+(``results.analysis.stragglers``). A size sweep (one timing per size) is read by its mean time, a distribution by
 its median (p50); % of expected takes busbw from that time, not from a file's two-decimal cells.
 
 Checks, every threshold a field of ``Thresholds`` (its docstring gives the reason for each, calibrated on
@@ -21,8 +21,8 @@ the real logs of ``../shared/fixtures/real-logs``; docs/verdicts.md has the tabl
   degraded (below that, NCCL's algorithm and protocol switches make dips that healthy systems show too);
 - unstable repeats: at least ``min_repeats_for_tail`` repeats whose p99 is over ``max_p99_over_p50`` × p50;
 - stragglers: the slowest rank over ``max_straggler_over_median`` × the median rank;
-- with a plan (its step cost on the run, ``results.step_cost``): what one training step's communication costs on
-  this fabric against what a healthy one of the platform would take (every planned collective at NCCL's
+- with a plan (its step cost on the run, ``results.analysis.step_cost``): what one training step's communication
+  costs on this fabric against what a healthy one of the platform would take (every planned collective at NCCL's
   expected time over its own group), and the sizes that carry most of the difference. It leads the reasons,
   as a note: it says what the findings cost a step, and the verdict stays the one the list shows for the run.
 
@@ -32,8 +32,7 @@ Reasons come biggest loss first: fails, then degraded ones by the share of expec
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from emuplan.results.analysis import RunKind
-from emuplan.results.expected import (
+from emuplan.results.analysis.expected import (
     Expected,
     Fabric,
     FabricError,
@@ -42,6 +41,7 @@ from emuplan.results.expected import (
     healthy_time_us,
     measured_busbw_gbps,
 )
+from emuplan.results.analysis.run_analysis import RunKind
 from emuplan.wording import plural
 from emuplan.workload.collectives import normalise_op_name
 
@@ -155,7 +155,8 @@ def judge_summary(
 ) -> Verdict:
     """A run's verdict from its summary (``groups`` with their rates, the stragglers' headline), its rank count
     and hosts and the platform it ran on (its fabric and its thresholds; None: % of expected not judged), and
-    ``step``, a plan's step cost on the run (``results.step_cost``, with the plan's ``name``), when one reads it."""
+    ``step``, a plan's step cost on the run (``results.analysis.step_cost``, with the plan's ``name``), when one reads
+    it."""
     fabric = fabric_of(platform, ranks, hosts) if platform is not None and ranks and ranks >= 2 else None
     thresholds = (
         Thresholds(degraded_below_pct=platform.degraded_below_pct, fail_below_pct=platform.fail_below_pct)

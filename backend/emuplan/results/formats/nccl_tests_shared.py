@@ -142,7 +142,7 @@ def ranks_and_hosts(rank_hosts: dict[int, str]) -> tuple[int | None, int | None]
 
 # How a run's warnings say its rank count was inferred (from the busbw/algbw factor, or the highest rank of
 # elided rank lines) rather than read from the log's rank lines: the assumptions name the figure "inferred"
-# where they find it (results.analysis.resolve_assumptions).
+# where they find it (results.analysis.run_analysis.resolve_assumptions).
 RANKS_INFERRED = "ranks inferred from"
 
 

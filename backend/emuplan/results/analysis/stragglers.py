@@ -99,7 +99,7 @@ def natural_key(name: str) -> tuple:
 def column_sums(times: np.ndarray) -> dict[str, np.ndarray]:
     """What the figures of every column (rank or host) of a calls × columns matrix (NaN: not in that call)
     add up from, call by call: sums over calls, so that the calls may come a block at a time
-    (``results.streamed``); ``max_us`` is a maximum."""
+    (``results.streaming.streamed``); ``max_us`` is a maximum."""
     present = ~np.isnan(times)
     # A block of calls may miss a rank altogether (NaN sums, maxima), which the next block fills in.
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():

@@ -19,7 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from tsdownsample import MinMaxDownsampler
 
-from emuplan.results.stragglers import FLOW_BASIS, rank_times_from_flows, straggler_headline, summarise_stragglers
+from emuplan.results.analysis.stragglers import (
+    FLOW_BASIS,
+    rank_times_from_flows,
+    straggler_headline,
+    summarise_stragglers,
+)
 from emuplan.workload.collectives import (
     algorithm_bandwidth_gbps,
     bus_bandwidth_gbps,
@@ -74,7 +79,7 @@ def described_ranks(count: int) -> list[int]:
 def describe_ranks(count: int, value_at, mean_us: float, std_us: float) -> dict:
     """``describe`` of ``count`` values given by ``value_at(rank)`` (0-based, ascending) for the ranks
     ``described_ranks`` lists, with their mean and sample standard deviation: what a sorted array gives,
-    and what an out-of-core sort streamed past once gives (``results.streamed``)."""
+    and what an out-of-core sort streamed past once gives (``results.streaming.streamed``)."""
     stats = {"count": count, "min_us": float(value_at(0)), "mean_us": mean_us, "std_us": std_us}
     for name, percentile in PERCENTILES.items():
         stats[f"{name}_us"] = float(value_at(nearest_rank_index(count, percentile)))
@@ -225,7 +230,7 @@ def summarise(
     that column), ``ecdf`` and ``delay`` (per group, same order),
     ``overall`` statistics with ``overall_ecdf`` (all samples together: what comparisons test), ``flows``
     (flow-completion statistics and ECDF) for per-flow uploads, and ``stragglers`` (per-rank and per-host
-    figures, ``results.stragglers``) when the file times every rank or has flows to several endpoints.
+    figures, ``results.analysis.stragglers``) when the file times every rank or has flows to several endpoints.
     A group timed once whose cells the file printed (nccl-tests) keeps their text as ``printed``."""
     durations = samples["duration_us"].to_numpy()
     iterations = samples["iteration"].to_numpy()

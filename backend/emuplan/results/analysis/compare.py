@@ -2,14 +2,14 @@
 Kolmogorov–Smirnov test for every pair of distributions, and size sweeps compared size by size — all from
 the summaries cached at import.
 
-Each run is read as its stored kind (``results.analysis.run_kind``). A size sweep has one value (or a few
+Each run is read as its stored kind (``results.analysis.run_analysis.run_kind``). A size sweep has one value (or a few
 repeats) per size: it gets no percentiles, no "all data sizes together" statistics and no KS test, which on
 one value per size would say nothing ("D = 1.0, p = 1.0"). Sweeps are compared in ``sweep``: each one's
 peak and average busbw, and per (collective, data size) its busbw ÷ the reference sweep's (the baseline
 when it is a sweep, else the first sweep) with a one-line ``verdict``. A change within ±``SAME_WITHIN_PCT``
 is "same".
 
-Training against emulation: an observed run's groups (``results.observed``) are per (collective, size,
+Training against emulation: an observed run's groups (``results.formats.observed``) are per (collective, size,
 communicator), its variants name communicators, a benchmark's (nccl-tests, KCCB, ours) its buffer placement or
 nothing. Between an observed run and a benchmark a group is therefore compared with the other run's group of the
 same (collective, size) (``counterparts``: its out-of-place or only timing, else its first variant), each row
@@ -35,8 +35,8 @@ from itertools import combinations
 
 import numpy as np
 
-from emuplan.results.analysis import CELL_HALF_UNIT_GBPS, RunKind, file_or_ours
-from emuplan.results.step_cost import PREFERRED_VARIANTS
+from emuplan.results.analysis.run_analysis import CELL_HALF_UNIT_GBPS, RunKind, file_or_ours
+from emuplan.results.analysis.step_cost import PREFERRED_VARIANTS
 
 DELTA_METRICS = (
     "count", "min_us", "mean_us", "std_us", "p50_us", "p90_us", "p95_us", "p99_us", "p99_9_us", "max_us",
