@@ -650,9 +650,9 @@ def import_result_file(
     memory account (``parse_result_file``), which then caps instead of ``max_decompressed_bytes``.
 
     A table large enough (``results.streaming.streamed``) is read a block at a time into Parquet on disk and
-    summarised from there, in memory that does not grow with it. Hashing and parsing touch no table, so the write transaction
-    starts only after them: ``session`` is first used to store. A caller that knows the digest checks it first
-    on a read session (``refuse_duplicate``)."""
+    summarised from there, in memory that does not grow with it. Hashing and parsing touch no table, so the write
+    transaction starts only after them: ``session`` is first used to store. A caller that knows the digest checks
+    it first on a read session (``refuse_duplicate``)."""
     if budget is None:
         with ImportBudget(ImportLimits(max_decompressed_bytes=max_decompressed_bytes)) as own:
             return import_result_file(
