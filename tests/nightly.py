@@ -4,7 +4,7 @@ as nights on one platform (``import_nights``). Shared by the API, CLI and browse
 
 from datetime import UTC, datetime, timedelta
 
-from emuplan.store import runs as run_store
+from emuplan.services import runs as run_store
 from emuplan.store.db import Database
 from paths import NCCL_TESTS
 

@@ -11,7 +11,7 @@ from emuplan.roles import Role
 from emuplan.settings import Settings
 from emuplan.store import accounts
 from emuplan.store.db import Database
-from emuplan.store.plan_deletion import PlanInUse
+from emuplan.services.plan_deletion import PlanInUse
 
 pytestmark = pytest.mark.both_databases
 

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from emuplan.results import parse_result_file
 from emuplan.store import plans as plan_store
-from emuplan.store import runs as run_store
+from emuplan.services import runs as run_store
 from emuplan.store.models import Comparison, Run
 from paths import SHARED_NCCL
 from sql_capture import sent_queries

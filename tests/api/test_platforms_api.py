@@ -13,7 +13,7 @@ from emuplan.roles import Role
 from emuplan.settings import Settings
 from emuplan.store import accounts
 from emuplan.store import platforms as store
-from emuplan.store import runs as run_store
+from emuplan.services import runs as run_store
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.workload.platforms import BUILTIN_PLATFORMS

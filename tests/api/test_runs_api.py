@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from emuplan.charts.palette import ALERT_COLOR, TYPICAL_COLOR
 from emuplan.settings import Settings
-from emuplan.store import runs as runs_store
+from emuplan.services import runs as runs_store
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL

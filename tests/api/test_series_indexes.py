@@ -1,5 +1,5 @@
 """A platform's series is read from its newest index entries (migration 0014), never by reading and sorting every
-run: the query ``store.trend.series_runs`` sends is the one the database plans so."""
+run: the query ``services.trend.series_runs`` sends is the one the database plans so."""
 
 import pytest
 import sqlalchemy as sa

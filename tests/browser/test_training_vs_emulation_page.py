@@ -9,7 +9,7 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Browser, expect
 
 from emuplan.results.budget import ImportBudget
-from emuplan.store import runs as store
+from emuplan.services import runs as store
 from emuplan.store.db import Database
 from live_server import LiveServer
 from profiled_ddp import saved_ddp_plan

@@ -12,7 +12,7 @@ PACKAGE = Path(emuplan.__file__).parent
 LAYERS = (
     ("emuplan.workload", "emuplan.results", "emuplan.charts", "emuplan.sandbox", "emuplan.measure"),
     ("emuplan.store",),
-    ("emuplan.planning",),
+    ("emuplan.services.plans",),
     ("emuplan.api", "emuplan.cli", "emuplan.demo", "emuplan.main"),
 )
 
@@ -113,7 +113,7 @@ def test_the_graph_sees_imports_inside_functions():
     graph = import_graph()
     # cli.app imports cli.remote only inside its callback; store.workload_export reads stored models.
     assert "emuplan.cli.remote" in graph["emuplan.cli.app"]
-    assert "emuplan.store.model_definitions" in graph["emuplan.store.workload_export"]
+    assert "emuplan.services.model_definitions" in graph["emuplan.services.workload_export"]
 
 
 def test_no_module_imports_one_that_imports_it_back():

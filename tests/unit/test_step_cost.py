@@ -6,7 +6,7 @@ import math
 import pytest
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
-from emuplan.planning import plan_request
+from emuplan.services.plans import plan_request
 from emuplan.results.expected import healthy_time_us
 from emuplan.results.parse import parse_result_file
 from emuplan.results.stats import summarise

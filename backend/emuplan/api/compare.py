@@ -11,7 +11,7 @@ from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.runs import AssumptionDep
 from emuplan.api.step_cost import PlanQuery
 from emuplan.results.step_cost import parse_plan_choices
-from emuplan.store import runs as store
+from emuplan.services import runs as store
 
 router = APIRouter(
     prefix="/api/compare", tags=["comparisons"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)

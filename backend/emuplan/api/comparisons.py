@@ -20,7 +20,7 @@ from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
 from emuplan.roles import Role
 from emuplan.store import comparisons as store
-from emuplan.store import runs as runs_store
+from emuplan.services import runs as runs_store
 
 # Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
 # link (DELETE …/shares/{id}, on ``share_links_router``) stays the editor's, who shares: the link is kept, revoked.

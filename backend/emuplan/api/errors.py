@@ -22,11 +22,11 @@ from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, 
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.db import DatabaseBusy
 from emuplan.store.measurement_jobs import MeasurementBusy
-from emuplan.store.plan_deletion import PlanInUse
+from emuplan.services.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
 from emuplan.store.relabel_jobs import RelabelBusy
 from emuplan.store.rows import NotFound
-from emuplan.store.runs import DuplicateRun
+from emuplan.services.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
 
 ERROR_STATUS: dict[type[Exception], int] = {

@@ -34,7 +34,7 @@ from emuplan.measure.options import (
 from emuplan.measure.workload import MeasurementError
 from emuplan.store import measurement_jobs as job_store
 from emuplan.store.db import Database
-from emuplan.store.measurements import local_launcher, store_measurement
+from emuplan.services.measurements import local_launcher, store_measurement
 from emuplan.store.models import MeasurementJobRecord
 from emuplan.store.plans import PlanNotFound
 

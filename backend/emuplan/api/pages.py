@@ -27,12 +27,12 @@ from emuplan.results.canonical import FORMATS
 from emuplan.results.stats import collectives_in, has_bandwidth_chart
 from emuplan.roles import Role
 from emuplan.store import comparisons as comparison_store
-from emuplan.store import model_definitions as model_store
+from emuplan.services import model_definitions as model_store
 from emuplan.store import plans as plan_store
 from emuplan.store import platforms as platform_store
-from emuplan.store import runs as run_store
+from emuplan.services import runs as run_store
 from emuplan.store.models import Comparison, Plan, Run
-from emuplan.store.workload_export import chakra_refusal
+from emuplan.services.workload_export import chakra_refusal
 from emuplan.wording import (
     against_median,
     as_printed,

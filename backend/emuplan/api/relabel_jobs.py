@@ -4,7 +4,7 @@ the run's stored table is past the streamed-import threshold (``EMUPLAN_STREAMED
 are changed in the request); ``GET /api/relabel-jobs/{job_id}`` reports state and progress;
 ``DELETE /api/relabel-jobs/{job_id}`` cancels. Any server worker answers them (state in ``store/relabel_jobs.py``);
 the job runs on a thread of the worker that started it, beside a heartbeat thread (``api/job_threads.py``). The run
-changes only in the job's last transaction (``store.runs.summarise_again_streamed``)."""
+changes only in the job's last transaction (``services.runs.summarise_again_streamed``)."""
 
 import secrets
 import threading
@@ -22,7 +22,7 @@ from emuplan.api.job_threads import JobProgress, heartbeat
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.results.budget import ImportLimits
 from emuplan.store import relabel_jobs as job_store
-from emuplan.store import runs as store
+from emuplan.services import runs as store
 from emuplan.store.db import Database
 from emuplan.store.models import RelabelJobRecord
 

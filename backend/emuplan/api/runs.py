@@ -40,7 +40,7 @@ from emuplan.results.headers import parse_column_map
 from emuplan.results.observed_kccb import export_observed_kccb
 from emuplan.roles import Role
 from emuplan.store import relabel_jobs as relabel_job_store
-from emuplan.store import runs as store
+from emuplan.services import runs as store
 from emuplan.store.db import Database
 from emuplan.store.models import Run
 from emuplan.store.plans import get_plan

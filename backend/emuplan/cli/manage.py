@@ -130,7 +130,7 @@ def edit_run(
     else:
         from emuplan.results.budget import ImportLimits
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         def edit(session) -> dict:
             if fact:
@@ -166,7 +166,7 @@ def delete_run(run_id: Annotated[int, typer.Argument(help="Run id.")], yes: YesO
         _confirmed(f"{_run_consequences(server.get(f'/api/runs/{run_id}/deletion'))} Delete run {run_id}?", yes)
         server.delete(f"/api/runs/{run_id}")
     else:
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         _confirmed(f"{_run_consequences(in_store(lambda s: store.run_deletion(s, run_id)))} Delete run {run_id}?", yes)
         in_store(lambda session: store.delete_run(session, run_id), write=True)

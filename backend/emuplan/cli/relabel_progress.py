@@ -52,7 +52,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
     from emuplan.cli.app import open_database
     from emuplan.results.budget import ImportLimits
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     limits = ImportLimits.from_settings(get_settings())
     database = open_database()

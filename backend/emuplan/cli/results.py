@@ -43,7 +43,7 @@ def _echo_json(document) -> None:
 def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
     """``in_store`` (RunNotFound, ResultFileError, RunInputError, bad options exit 2), saying of a duplicate
     upload that it was not imported again."""
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     def guarded(session: "Session") -> T:
         try:
@@ -133,7 +133,7 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.headers import parse_column_map
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
         return store.import_result_file(
@@ -159,7 +159,7 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
     column mapping are the records' own."""
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
         return store.import_observed_files(
@@ -178,7 +178,7 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
 def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict]:
     """The stored run (several files: one job's) and its statistics (its headline and verdict end the output)."""
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     run = _import_job(session, files, *options) if len(files) > 1 else _import_file(session, files[0], *options)
     return store.run_public(run), store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
@@ -190,7 +190,7 @@ def _statistics_of(run_ids: list[int]) -> list[dict]:
     if server is not None:
         return [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     def judged(session) -> list[dict]:
         return [
@@ -254,7 +254,7 @@ def _import_each(files: list[Path], fields: dict, options: tuple, progress: bool
                 outcomes.append({"file": str(file), "outcome": outcome, "run_id": existing, "detail": str(refused)})
         return outcomes
     from emuplan.cli.app import open_database
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     database = open_database()
     try:
@@ -412,7 +412,7 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
     other in one transaction."""
     from emuplan.results.budget import ImportLimits
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     def document(session) -> dict:
         return store.run_public(store.get_run(session, run_id))
@@ -495,7 +495,7 @@ def list_runs(
         query = {**filters, "plan": plan, "q": search, "sort": sort}
         documents = list(server.pages("/api/runs", query, page_size=REMOTE_RUNS_PER_REQUEST))
     else:
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         chosen = store.RunFilters(**filters, plan_id=plan, text=search)
         documents = _with_store(lambda session: [run.document() for run in store.list_runs(session, chosen, sort=sort)])
@@ -631,7 +631,7 @@ def run_stats(
         document = server.get(f"/api/runs/{run_id}/stats", assumptions)
     else:
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         document = _with_store(
@@ -672,7 +672,7 @@ def observed_against_plan(
     if server is not None:
         document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
     else:
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         document = _with_store(
             lambda session: store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
@@ -712,7 +712,7 @@ def export_kccb(
     if export_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
     from emuplan.results.observed_kccb import export_observed_kccb
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     def exported(session: "Session") -> str:
         run = store.get_run(session, run_id)
@@ -1001,7 +1001,7 @@ def compare_runs(
     else:
         from emuplan.results.step_cost import parse_plan_choices
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         every = {run_id: int(every_run[0]) for run_id in run_ids} if every_run else {}

@@ -33,7 +33,7 @@ def simulate(
     from emuplan.settings import get_settings
     from emuplan.simulate.astra_sim import SimulationError, SimulatorUnavailable, check_binary, simulate_plan
     from emuplan.simulate.memory import SimulationTooLarge, check_memory
-    from emuplan.store.simulations import plan_traces
+    from emuplan.services.simulations import plan_traces
 
     settings = get_settings()
     try:

@@ -2,7 +2,7 @@
 migration on start, and one query module per stored kind (its not-found error a ``rows.NotFound``).
 
 Stored plans are read back only as ``PlanDocument`` (``plans.plan_document``). May import the domain
-packages (``workload``, ``results``, ``charts``, ``measure``, ``sandbox``) and ``settings``; never ``planning``
+packages (``workload``, ``results``, ``charts``, ``measure``, ``sandbox``) and ``settings``; never ``services.plans``
 (which builds on the store), FastAPI, ``api`` or ``cli`` (``tests/unit/test_module_imports.py``).
 """
 

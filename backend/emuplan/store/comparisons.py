@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Comparison, Plan, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
-from emuplan.store.runs import AssumptionChoice
+from emuplan.services.runs import AssumptionChoice
 
 MAX_SHARE_DAYS = 3650
 

@@ -23,7 +23,7 @@ from emuplan.results.stragglers import MEASURED_BASIS, rank_times_from_timestamp
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.runs import DuplicateRun, find_duplicate, save_run, sha256_hex
+from emuplan.services.runs import DuplicateRun, find_duplicate, save_run, sha256_hex
 
 MEASURED_FILE_NAME = "measured.csv"
 

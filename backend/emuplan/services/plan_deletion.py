@@ -3,7 +3,7 @@ without its network, their verdicts judged again without its GPUs), comparisons 
 the run with its own plan again (``comparisons.saved_plans`` skips a plan that is gone), its finished
 simulations go with it (they describe nothing else), and a plan being measured or simulated is not deleted.
 
-Apart from ``store.plans`` because it changes runs (``store.runs`` reads plans: the other way round would be
+Apart from ``store.plans`` because it changes runs (``services.runs`` reads plans: the other way round would be
 a circle)."""
 
 from sqlmodel import Session, col, delete, select
@@ -13,7 +13,7 @@ from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
 from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
 from emuplan.store.plans import get_plan
-from emuplan.store.runs import RunEdits, summarised_again_in_background, update_run
+from emuplan.services.runs import RunEdits, summarised_again_in_background, update_run
 
 
 class PlanInUse(ValueError):

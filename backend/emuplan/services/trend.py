@@ -24,7 +24,7 @@ from emuplan.results.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_
 from emuplan.settings import Settings
 from emuplan.store.models import CachedSummary, Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
-from emuplan.store.runs import run_judgement
+from emuplan.services.runs import run_judgement
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 SERIES_RUNS = 30
@@ -246,7 +246,7 @@ class LatestInSeries:
 def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeries]:
     """Each series' newest run (by when it was measured) among its platform's ``METRICS_RECENT_RUNS`` newest: per
     platform, rank count, collective and tag (each tag of the run, and "" for the series of every tag), with the
-    run's verdict and % of expected as its page shows them (``store.runs.run_judgement``, once per run) and whether
+    run's verdict and % of expected as its page shows them (``services.runs.run_judgement``, once per run) and whether
     its peak or average busbw regressed against the runs before it in the series."""
     judgements: dict[int, tuple[str, dict[str, float]]] = {}
     latest: list[LatestInSeries] = []
