@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from alembic import command
 from test_run_list_indexes import SERIES_INDEXES, run_indexes
 
-from emuplan.store import trend
+from emuplan.services import trend
 from emuplan.store.db import Database, alembic_config
 from sql_capture import query_plan, sent_queries
 

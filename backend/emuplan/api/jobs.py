@@ -32,9 +32,9 @@ from emuplan.measure.options import (
     WorkloadSource,
 )
 from emuplan.measure.workload import MeasurementError
+from emuplan.services.measurements import local_launcher, store_measurement
 from emuplan.store import measurement_jobs as job_store
 from emuplan.store.db import Database
-from emuplan.services.measurements import local_launcher, store_measurement
 from emuplan.store.models import MeasurementJobRecord
 from emuplan.store.plans import PlanNotFound
 

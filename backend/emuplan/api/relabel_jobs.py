@@ -21,8 +21,9 @@ from emuplan.api.deps import DatabaseDep, DatabaseInt
 from emuplan.api.job_threads import JobProgress, heartbeat
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.results.budget import ImportLimits
-from emuplan.store import relabel_jobs as job_store
 from emuplan.services import runs as store
+from emuplan.store import relabel_jobs as job_store
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
 from emuplan.store.models import RelabelJobRecord
 
@@ -69,7 +70,7 @@ def start(
         run = store.get_run(session, run_id)
         if plan_id != run.plan_id:
             request["plan_id"] = plan_id
-        total = store.stored_table_bytes(session, run_id)
+        total = run_rows.stored_table_bytes(session, run_id)
     job_id = secrets.token_hex(8)
     record = job_store.create_job(database, job_id, run_id, request, total)
     progress, cancel, done = JobProgress(), threading.Event(), threading.Event()

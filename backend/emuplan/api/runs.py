@@ -1,12 +1,12 @@
 """Runs: upload result files (one run, or one run each: ``upload_run``), list, read statistics and figures,
 export samples, set collectives, delete.
 
-Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
-``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
-past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
-in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
-``existing_run_id``; several files that are not one job → 200 with each file's outcome (any of those).
-Downloads stream from storage (``store/table_files.py``).
+Glue only: multipart parsing in ``api/uploads.py``, the import in ``services/imports.py`` and the run's other use
+cases in ``services/runs.py`` (over ``results/``, ``charts/`` and the rows of ``store/runs.py``), errors → responses
+in ``api/errors.py``: a bad file → 400 (413 past the import budget's caps, ``results/budget.py``) naming file, row
+and column; no room beside the imports in flight → 503 with Retry-After; bad form fields → 422; an identical file
+already imported → 409 with ``existing_run_id``; several files that are not one job → 200 with each file's outcome
+(any of those). Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
@@ -39,8 +39,10 @@ from emuplan.results.export import samples_csv_pieces
 from emuplan.results.headers import parse_column_map
 from emuplan.results.observed_kccb import export_observed_kccb
 from emuplan.roles import Role
-from emuplan.store import relabel_jobs as relabel_job_store
+from emuplan.services import imports as run_imports
 from emuplan.services import runs as store
+from emuplan.store import relabel_jobs as relabel_job_store
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
 from emuplan.store.models import Run
 from emuplan.store.plans import get_plan
@@ -179,7 +181,7 @@ class RunSummaryDocument(BaseModel):
 
 
 def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dict[str, Any]:
-    """Pydantic fields for a store dataclass's (``store.RunHeader`` and its subclasses): the same names, types
+    """Pydantic fields for a store dataclass's (``run_rows.RunHeader`` and its subclasses): the same names, types
     and descriptions, or the type ``api_types`` names; the time as the ISO 8601 text ``document()`` gives."""
     return {
         each.name: (str, Field(description="ISO 8601 with its UTC offset."))
@@ -192,28 +194,28 @@ def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dic
 
 
 def _added_by(subclass: type) -> list[dataclasses.Field]:
-    """The fields a subclass of ``store.RunHeader`` adds to it."""
-    return dataclasses.fields(subclass)[len(dataclasses.fields(store.RunHeader)) :]
+    """The fields a subclass of ``run_rows.RunHeader`` adds to it."""
+    return dataclasses.fields(subclass)[len(dataclasses.fields(run_rows.RunHeader)) :]
 
 
 RunHeader = create_model(
     "RunHeader",
     __doc__="What both documents of a run hold: the list's item and the whole run.",
-    **_api_fields(dataclasses.fields(store.RunHeader)),
+    **_api_fields(dataclasses.fields(run_rows.RunHeader)),
 )
 RunListItem = create_model(
     "RunListItem",
     __base__=RunHeader,
     __doc__="""A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
     file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99.""",
-    **_api_fields(_added_by(store.ListedRun)),
+    **_api_fields(_added_by(run_rows.ListedRun)),
 )
 RunPublic = create_model(
     "RunPublic",
     __base__=RunHeader,
     __doc__="A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it.",
     # The statistics are a dict in the store; the API documents their shape.
-    **_api_fields(_added_by(store.PublicRun), summary=RunSummaryDocument),
+    **_api_fields(_added_by(run_rows.PublicRun), summary=RunSummaryDocument),
 )
 
 
@@ -415,22 +417,22 @@ def _refuse_duplicate(database: Database, digest: str, file_name: str) -> None:
     """A duplicate refused before its file is parsed, on a read session: ``session`` (the write transaction, SQLite's
     one writer) is first used to store, so another user's sign-in or upload never waits for a file being read."""
     with database.read_session() as reading:
-        store.refuse_duplicate(reading, digest, file_name)
+        run_imports.refuse_duplicate(reading, digest, file_name)
 
 
 def _import_upload(
     database: Database, session, files: list[SpooledFile], form: UploadForm, budget: ImportBudget
 ) -> dict:
-    """One run: the one file, or one job's files (``store.import_observed_files``: the strategy, collective and
+    """One run: the one file, or one job's files (``run_imports.import_observed_files``: the strategy, collective and
     column mapping are the records' own)."""
     try:
         if len(files) > 1:
             _refuse_duplicate(
                 database,
-                store.job_digest(file.sha256 for file in files),
+                run_imports.job_digest(file.sha256 for file in files),
                 f"{files[0].file_name} and {len(files) - 1} more",
             )
-            run = store.import_observed_files(
+            run = run_imports.import_observed_files(
                 session,
                 [file.path for file in files],
                 name=form.name,
@@ -446,7 +448,7 @@ def _import_upload(
             _refuse_duplicate(database, files[0].sha256, files[0].file_name)
             run = _import_file(session, files[0], form, budget)
         session.commit()
-        return store.run_public(run)
+        return run_rows.run_public(run)
     finally:
         # The parse's tables are garbage by now, whether the files were imported or refused (~15 ms).
         return_freed_memory()
@@ -459,7 +461,7 @@ def _measured_when(session, run: Run, form: UploadForm) -> None:
 
 
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
-    run = store.import_result_file(
+    run = run_imports.import_result_file(
         session,
         file.path,
         file.file_name,
@@ -494,7 +496,7 @@ def _import_each(
                 budget.admit(file.size, file.file_name)
                 outcome["run_id"] = _import_file(session, file, form, budget).id
             session.commit()
-        except store.DuplicateRun as duplicate:
+        except run_imports.DuplicateRun as duplicate:
             session.rollback()
             outcome |= {"outcome": "duplicate", "run_id": duplicate.existing_run_id, "detail": str(duplicate)}
         except (LookupError, ValueError) as refusal:
@@ -521,14 +523,14 @@ def run_filters(
         str | None, Query(max_length=300, description="'key=value' (any case), or a key the run states at all.")
     ] = None,
     q: Annotated[str | None, Query(max_length=200, description="A part of the name (any case).")] = None,
-) -> store.RunFilters:
-    return store.RunFilters(
+) -> run_rows.RunFilters:
+    return run_rows.RunFilters(
         strategy=strategy, plan_id=plan, tag=tag, collective=collective, platform=platform, verdict=verdict,
         kind=kind, ranks=ranks, hosts=hosts, size=size, fact=fact, text=q,
     )  # fmt: skip
 
 
-RunFiltersDep = Annotated[store.RunFilters, Depends(run_filters)]
+RunFiltersDep = Annotated[run_rows.RunFilters, Depends(run_filters)]
 
 
 @router.get("", response_model=list[RunListItem])
@@ -537,30 +539,33 @@ def list_runs(
     response: Response,
     filters: RunFiltersDep,
     sort: Annotated[
-        Literal[store.RUN_SORTS],
+        Literal[run_rows.RUN_SORTS],
         Query(
             description="newest (default), oldest, name, p50 (lowest first), busbw (peak, highest first), "
             "ranks (most first), size (largest first), verdict (fail, degraded, pass, then unjudged; each newest "
             "first), platform (A–Z), collective (its first, A–Z); runs without the figure last."
         ),
     ] = "newest",  # fmt: skip
-    limit: Annotated[int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page.")] = store.RUNS_PER_PAGE,
+    limit: Annotated[
+        int, Query(ge=1, le=run_rows.MAX_RUNS_PER_PAGE, description="Runs per page.")
+    ] = run_rows.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
     """One page of runs in the ``sort`` order; the ``X-Total-Count`` header says how many match in all, or past
     1,000 matches on PostgreSQL ``X-Total-Count-Estimate`` its planner's estimate (counting them would visit each).
     Each run's statistics are at ``GET /api/runs/{id}``."""
-    count = store.count_runs(session, filters)
+    count = run_rows.count_runs(session, filters)
     response.headers["X-Total-Count" if count.exact else "X-Total-Count-Estimate"] = str(count.value)
     total = count.value if count.exact else None
     return [
-        run.document() for run in store.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
+        run.document()
+        for run in run_rows.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
     ]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
-    return store.run_public(store.get_run(session, run_id))
+    return run_rows.run_public(store.get_run(session, run_id))
 
 
 def assumption_choice(
@@ -717,7 +722,7 @@ def change_run(
     )
     run = store.update_run(session, run_id, edits, limits)
     session.commit()
-    return store.run_public(run)
+    return run_rows.run_public(run)
 
 
 def _relabel_job_started(
@@ -746,13 +751,13 @@ def _relabel_job_started(
 @router.get("/{run_id}/deletion", response_model=RunDeletion)
 def run_deletion(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     """What ``DELETE /api/runs/{id}`` would do besides removing the run (what the page's confirmation says)."""
-    return store.run_deletion(session, run_id)
+    return run_rows.run_deletion(session, run_id)
 
 
 @router.delete("/{run_id}", status_code=204)
 def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
     """Delete the run (the admin role): its samples, statistics, tags and facts; comparisons show the rest of
     their runs (``GET /api/runs/{id}/deletion`` says which)."""
-    store.delete_run(session, run_id)
+    run_rows.delete_run(session, run_id)
     session.commit()
     return Response(status_code=204)

@@ -17,12 +17,12 @@ from pydantic import BaseModel, Field
 
 from emuplan.api.deps import app_registry
 from emuplan.api.job_threads import JobProgress, heartbeat
+from emuplan.services.simulations import check_simulation, plan_traces
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
 from emuplan.store.db import Database
 from emuplan.store.models import SimulationJobRecord
-from emuplan.services.simulations import check_simulation, plan_traces
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]

@@ -184,10 +184,11 @@ def measure(
     """
     from emuplan.measure.workload import MeasurementError
     from emuplan.results.canonical import ResultFileError
-    from emuplan.settings import get_settings
+    from emuplan.services.imports import DuplicateRun
     from emuplan.services.measurements import measure_and_store
+    from emuplan.settings import get_settings
     from emuplan.store.plans import PlanNotFound
-    from emuplan.services.runs import DuplicateRun, RunInputError, run_public
+    from emuplan.store.runs import RunInputError, run_public
 
     if backend not in BACKENDS:
         fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")

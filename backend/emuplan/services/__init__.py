@@ -1,1 +1,4 @@
-"""Use cases above store/: each module orchestrates one (import a result, read a run, plan, compare...)."""
+"""Use cases above ``store/``, one module each: ``imports`` (a result file becomes a run), ``runs`` (edit, relabel
+and read a run), ``comparisons``, ``trend``, ``plans``, ``measurements``, ``simulations``... They orchestrate the
+domain packages (``results``, ``workload``, ``charts``...) and persist through ``store``; ``api``, ``cli`` and
+``demo`` call them."""

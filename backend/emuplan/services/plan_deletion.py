@@ -9,11 +9,11 @@ a circle)."""
 from sqlmodel import Session, col, delete, select
 
 from emuplan.results.budget import ImportLimits
+from emuplan.services.runs import RunEdits, summarised_again_in_background, update_run
 from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
 from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
 from emuplan.store.plans import get_plan
-from emuplan.services.runs import RunEdits, summarised_again_in_background, update_run
 
 
 class PlanInUse(ValueError):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from sqlmodel import Session
 
+from emuplan.services.model_definitions import inventory_for_spec
+from emuplan.services.workload_export import EVERY_RANK, chakra_bundle, chakra_refusal
 from emuplan.simulate.astra_sim import check_binary
 from emuplan.simulate.memory import check_memory
-from emuplan.services.model_definitions import inventory_for_spec
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.services.workload_export import EVERY_RANK, chakra_bundle, chakra_refusal
 from emuplan.workload.chakra.bundle import TraceBundle
 from emuplan.workload.chakra.schedule import MAX_RANKS_PER_BUNDLE, ComputeModel, ExportError, build_traces
 from emuplan.workload.document import PlanDocument
