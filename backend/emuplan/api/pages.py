@@ -66,7 +66,7 @@ RECENT = 8
 T = TypeVar("T")
 
 
-def origin_badge(run: run_rows.RunHeader | Run) -> Markup:
+def origin_badge(run: run_rows.RunBase | Run) -> Markup:
     """Where a run came from, as a badge whose tooltip says how."""
     return _origin_badge(run.origin, run.origin_detail)
 
@@ -88,7 +88,7 @@ def _tag_badges(tags: tuple[str, ...]) -> Markup:
     return Markup("".join([f'<span class="badge">{escape(tag)}</span> ' for tag in tags]))
 
 
-def run_sizes(run: run_rows.RunHeader | Run) -> str:
+def run_sizes(run: run_rows.RunBase | Run) -> str:
     """A run's data sizes as the list shows them (``wording.size_range``)."""
     return size_range(run.size_min_bytes, run.size_max_bytes)
 
@@ -102,7 +102,7 @@ def run_total(count: run_rows.RunCount) -> Markup:
     return Markup(f'<span class="estimate" title="{why}">about {thousands(rounded)}</span>')
 
 
-def origins(runs: list[run_rows.RunHeader | Run]) -> set[str]:
+def origins(runs: list[run_rows.RunBase | Run]) -> set[str]:
     """The origins among ``runs``: the notes under a list ask it once, not once a note (Jinja's selectattr)."""
     return {run.origin for run in runs}
 

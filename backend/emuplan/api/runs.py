@@ -106,43 +106,6 @@ class UploadForm(BaseModel):
     )
 
 
-class RunChanges(BaseModel):
-    """``PATCH /api/runs/{id}``: what to change of a stored run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] | None = Field(
-        default=None,
-        description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
-        "statistics (bus bandwidth, ideal time, groups) are computed again.",
-    )
-    platform: str | None = Field(
-        default=None,
-        max_length=64,
-        description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
-        "expected and verdict follow.",
-    )
-    name: str | None = Field(default=None, max_length=200)
-    measured_at: datetime | None = Field(
-        default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
-    )
-    tags: list[Annotated[str, Field(max_length=store.MAX_TAG_LENGTH)]] | None = Field(
-        default=None, max_length=store.MAX_TAGS, description="Replace its tags."
-    )
-    note: str | None = Field(default=None, max_length=store.MAX_NOTE, description="Free text; '' clears it.")
-    facts: dict[str, str] | None = Field(
-        default=None,
-        max_length=store.MAX_FACTS,
-        description='Replace its fabric facts, key → value: {"topology": "rail-optimised", "nic": "ConnectX-7", '
-        '"nccl": "2.21.5"}; {} clears them.',
-    )
-    plan_id: DatabaseInt | None = Field(
-        default=None,
-        description="Link it to this plan; null: unlink. Its statistics are computed again (the plan's network "
-        "gives its ideal times) and its verdict judged again (the plan's GPUs give its rank count).",
-    )
-
-
 UPLOAD_OPENAPI = {
     "requestBody": {
         "required": True,
@@ -181,7 +144,7 @@ class RunSummaryDocument(BaseModel):
 
 
 def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dict[str, Any]:
-    """Pydantic fields for a store dataclass's (``run_rows.RunHeader`` and its subclasses): the same names, types
+    """Pydantic fields for a store dataclass's (``run_rows.RunBase`` and its subclasses): the same names, types
     and descriptions, or the type ``api_types`` names; the time as the ISO 8601 text ``document()`` gives."""
     return {
         each.name: (str, Field(description="ISO 8601 with its UTC offset."))
@@ -194,28 +157,28 @@ def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dic
 
 
 def _added_by(subclass: type) -> list[dataclasses.Field]:
-    """The fields a subclass of ``run_rows.RunHeader`` adds to it."""
-    return dataclasses.fields(subclass)[len(dataclasses.fields(run_rows.RunHeader)) :]
+    """The fields a subclass of ``run_rows.RunBase`` adds to it."""
+    return dataclasses.fields(subclass)[len(dataclasses.fields(run_rows.RunBase)) :]
 
 
-RunHeader = create_model(
-    "RunHeader",
+RunBase = create_model(
+    "RunBase",
     __doc__="What both documents of a run hold: the list's item and the whole run.",
-    **_api_fields(dataclasses.fields(run_rows.RunHeader)),
+    **_api_fields(dataclasses.fields(run_rows.RunBase)),
 )
 RunListItem = create_model(
     "RunListItem",
-    __base__=RunHeader,
+    __base__=RunBase,
     __doc__="""A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
     file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99.""",
-    **_api_fields(_added_by(run_rows.ListedRun)),
+    **_api_fields(_added_by(run_rows.RunListItem)),
 )
 RunPublic = create_model(
     "RunPublic",
-    __base__=RunHeader,
+    __base__=RunBase,
     __doc__="A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it.",
     # The statistics are a dict in the store; the API documents their shape.
-    **_api_fields(_added_by(run_rows.PublicRun), summary=RunSummaryDocument),
+    **_api_fields(_added_by(run_rows.RunPublic), summary=RunSummaryDocument),
 )
 
 
@@ -457,7 +420,7 @@ def _import_upload(
 def _measured_when(session, run: Run, form: UploadForm) -> None:
     """When the form says the run was measured (before its transaction commits, so nothing is half-written)."""
     if form.measured_at is not None:
-        store.update_run(session, run.id, store.RunEdits(measured_at=form.measured_at))
+        store.update_run(session, run.id, store.RunUpdate(measured_at=form.measured_at))
 
 
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
@@ -693,7 +656,11 @@ RELABEL_JOB_STARTED = {
 
 @router.patch("/{run_id}", response_model=RunPublic, responses={**IMPORT_ERRORS, **RELABEL_JOB_STARTED})
 def change_run(
-    run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep, database: DatabaseDep
+    run_id: DatabaseInt,
+    changes: store.RunUpdate,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    database: DatabaseDep,
 ) -> Any:
     """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
     platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,
@@ -701,32 +668,20 @@ def change_run(
     (``GET /api/relabel-jobs/{job_id}``) that computes its statistics again."""
     given = changes.model_fields_set
     if not given:
-        raise ValueError("changes: give at least one of " + ", ".join(RunChanges.model_fields))
+        raise ValueError("changes: give at least one of " + ", ".join(store.RunUpdate.model_fields))
     limits = ImportLimits.from_settings(settings)
     run = store.get_run(session, run_id)
     plan_id = (changes.plan_id or 0) if "plan_id" in given else None
     summarised_again = changes.collectives is not None or (plan_id is not None and (plan_id or None) != run.plan_id)
     if summarised_again and store.summarised_again_in_background(session, run_id, limits):
         return _relabel_job_started(session, database, run, changes, plan_id, limits)
-    if "platform" in given:
-        run = store.set_run_platform(session, run_id, changes.platform)
-    if changes.collectives is not None:
-        run = store.relabel_collectives(session, run_id, changes.collectives, limits)
-    edits = store.RunEdits(
-        name=changes.name,
-        tags=changes.tags,
-        note=changes.note,
-        facts=changes.facts,
-        plan_id=plan_id,
-        measured_at=changes.measured_at,
-    )
-    run = store.update_run(session, run_id, edits, limits)
+    run = store.update_run(session, run_id, changes, limits)
     session.commit()
     return run_rows.run_public(run)
 
 
 def _relabel_job_started(
-    session: Session, database: Database, run: Run, changes: RunChanges, plan_id: int | None, limits: ImportLimits
+    session: Session, database: Database, run: Run, changes: store.RunUpdate, plan_id: int | None, limits: ImportLimits
 ) -> JSONResponse:
     """The huge run's relabelling and plan checked, its other fields changed and committed, then the job that
     computes its statistics again started: 202 with the job."""
@@ -736,12 +691,9 @@ def _relabel_job_started(
     if target_plan is not None:
         get_plan(session, target_plan)
     relabel_job_store.check_idle(database, run.id)
-    if "platform" in changes.model_fields_set:
-        store.set_run_platform(session, run.id, changes.platform)
-    edits = store.RunEdits(
-        name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts, measured_at=changes.measured_at
-    )
-    store.update_run(session, run.id, edits, limits)
+    # The job relabels and links; the rest changes now.
+    now = changes.model_fields_set - {"collectives", "plan_id"}
+    store.update_run(session, run.id, store.RunUpdate(**changes.model_dump(include=now)), limits)
     session.commit()  # before the job's own transactions: SQLite has one writer
     job = relabel_jobs.start(database, run.id, changes.collectives or {}, target_plan, limits)
     document = relabel_jobs.public(job)

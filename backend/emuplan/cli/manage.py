@@ -115,7 +115,7 @@ def edit_run(
     if plan is not None and no_plan:
         fail("--plan and --no-plan contradict each other")
     server = remote_server()
-    # Unlinking is the one change whose value is None: the API's "plan_id": null, the store's plan_id 0.
+    # Unlinking is the one change whose value is None: the API's "plan_id": null; 0 says it here (RunUpdate).
     plan_id = 0 if no_plan else plan
     fields = {"name": name, "tags": _tags(tags, no_tags), "note": note, "plan_id": plan_id, "facts": None}
     fields["measured_at"] = measured_at
@@ -138,7 +138,8 @@ def edit_run(
                 fields["facts"] = merged_facts(run_rows.get_run(session, run_id).facts, fact)
             changes = _changes(**fields)
             limits = ImportLimits.from_settings(get_settings())
-            return run_rows.run_public(store.update_run(session, run_id, store.RunEdits(**changes), limits))
+            update = store.RunUpdate(**changes)
+            return run_rows.run_public(store.update_run(session, run_id, update, limits))
 
         document = in_store(edit, write=True)
     if as_json:

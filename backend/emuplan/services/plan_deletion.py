@@ -9,7 +9,7 @@ a circle)."""
 from sqlmodel import Session, col, delete, select
 
 from emuplan.results.budget import ImportLimits
-from emuplan.services.runs import RunEdits, summarised_again_in_background, update_run
+from emuplan.services.runs import RunUpdate, summarised_again_in_background, update_run
 from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
 from emuplan.store.models import Comparison, MeasurementJobRecord, Run, SimulationJobRecord
@@ -67,7 +67,7 @@ def delete_plan(session: Session, plan_id: int, limits: ImportLimits) -> dict:
         raise PlanInUse(f"plan {plan_id} is being simulated (job {simulating}): cancel the simulation first")
     session.exec(delete(SimulationJobRecord).where(SimulationJobRecord.plan_id == plan_id))
     for run_id in consequences["unlinked_run_ids"]:
-        update_run(session, run_id, RunEdits(plan_id=0))
+        update_run(session, run_id, RunUpdate(plan_id=None))
     session.delete(get_plan(session, plan_id))
     session.flush()
     return consequences

@@ -7,8 +7,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import BinaryIO, Literal
+from typing import Annotated, BinaryIO, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, select
 
 from emuplan import charts
@@ -48,6 +49,7 @@ from emuplan.store.models import (
 )
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists, platform_named, refresh_verdict
+from emuplan.store.rows import DatabaseInt
 from emuplan.store.runs import (
     RunInputError,
     get_run,
@@ -387,16 +389,42 @@ def set_run_platform(session: Session, run_id: int, platform: str | None) -> Run
     return run
 
 
-@dataclass(frozen=True)
-class RunEdits:
-    """What ``update_run`` changes of a run: each field None stays as it is. ``plan_id`` 0 unlinks the plan."""
+class RunUpdate(BaseModel):
+    """What to change of a stored run (``PATCH /api/runs/{id}``, ``emuplan runs edit``, ``update_run``): only the
+    fields given change; ``platform`` and ``plan_id`` given as null clear them (``plan_id`` 0 too)."""
 
-    name: str | None = None
-    tags: list[str] | None = None
-    note: str | None = None
-    facts: dict[str, str] | None = None
-    plan_id: int | None = None
-    measured_at: datetime | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] | None = Field(
+        default=None,
+        description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
+        "statistics (bus bandwidth, ideal time, groups) are computed again.",
+    )
+    platform: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
+        "expected and verdict follow.",
+    )
+    name: str | None = Field(default=None, max_length=200)
+    measured_at: datetime | None = Field(
+        default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
+    )
+    tags: list[Annotated[str, Field(max_length=MAX_TAG_LENGTH)]] | None = Field(
+        default=None, max_length=MAX_TAGS, description="Replace its tags."
+    )
+    note: str | None = Field(default=None, max_length=MAX_NOTE, description="Free text; '' clears it.")
+    facts: dict[str, str] | None = Field(
+        default=None,
+        max_length=MAX_FACTS,
+        description='Replace its fabric facts, key → value: {"topology": "rail-optimised", "nic": "ConnectX-7", '
+        '"nccl": "2.21.5"}; {} clears them.',
+    )
+    plan_id: DatabaseInt | None = Field(
+        default=None,
+        description="Link it to this plan; null: unlink. Its statistics are computed again (the plan's network "
+        "gives its ideal times) and its verdict judged again (the plan's GPUs give its rank count).",
+    )
 
 
 def checked_measured_at(moment: datetime) -> datetime:
@@ -408,11 +436,17 @@ def checked_measured_at(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def update_run(session: Session, run_id: int, changes: RunEdits, limits: ImportLimits = DEFAULT_LIMITS) -> Run:
-    """Rename, retag, annotate, state its facts, link it to a plan or unlink it (in the caller's session,
-    flushed): linking or unlinking computes its statistics again (a huge run in the streamed import's memory,
-    ``limits``), since the plan's network gives its ideal times, and judges it again, since the plan's GPUs
-    give its rank count."""
+def update_run(session: Session, run_id: int, changes: RunUpdate, limits: ImportLimits = DEFAULT_LIMITS) -> Run:
+    """The ``changes`` given made (in the caller's session, flushed): its platform named, its collectives relabelled
+    (``relabel_collectives``), renamed, retagged, annotated, its facts stated, linked to a plan or unlinked.
+    Relabelling, linking or unlinking computes its statistics again (a huge run in the streamed import's memory,
+    ``limits``), since the plan's network gives its ideal times, and judges it again, since the plan's GPUs give its
+    rank count."""
+    given = changes.model_fields_set
+    if "platform" in given:
+        set_run_platform(session, run_id, changes.platform)
+    if changes.collectives is not None:
+        relabel_collectives(session, run_id, changes.collectives, limits)
     run = get_run(session, run_id)
     if changes.name is not None:
         if not changes.name.strip():
@@ -427,7 +461,7 @@ def update_run(session: Session, run_id: int, changes: RunEdits, limits: ImportL
         run.facts = checked_facts(changes.facts) if changes.facts is not None else run.facts
         store_folded(session, run.id, run.tags, run.facts)
     session.add(run)
-    if changes.plan_id is not None:
+    if "plan_id" in given:
         plan_id = changes.plan_id or None
         if plan_id is not None:
             get_plan(session, plan_id)

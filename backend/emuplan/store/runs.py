@@ -145,10 +145,11 @@ def _described(description: str):
 
 
 @dataclass(frozen=True, slots=True)
-class RunHeader:
-    """What every document of a run holds: the list's item (``ListedRun``) and the whole run (``PublicRun``).
-    Plain objects, not the database row: templates read their attributes several times a row, and a row's
-    attribute lookup costs more."""
+class RunBase:
+    """What every document of a run holds: the list's item (``RunListItem``) and the whole run (``RunPublic``).
+    The one definition of their fields: ``api.runs`` derives its response models of the same names from these, and
+    a run's changes are ``services.runs.RunUpdate``. Plain objects, not the database row: templates read their
+    attributes several times a row, and a row's attribute lookup costs more."""
 
     id: int
     name: str
@@ -180,7 +181,7 @@ class RunHeader:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedRun(RunHeader):
+class RunListItem(RunBase):
     """What a list shows of a run (``GET /api/runs``, ``emuplan runs --json``): its own small columns, its
     overall median and p99 and, for a size sweep, its peak busbw, never its warnings, its statistics or its
     curves. Lists headline a sweep by its peak busbw and a distribution by its p50: a sweep's p50 pools one
@@ -198,7 +199,7 @@ class ListedRun(RunHeader):
 
 
 @dataclass(frozen=True, slots=True)
-class PublicRun(RunHeader):
+class RunPublic(RunBase):
     """The whole run (``GET /api/runs/{id}``, ``emuplan import --json``): with its file, its ranks and hosts,
     its warnings and its statistics (without their curve arrays)."""
 
@@ -214,10 +215,10 @@ class PublicRun(RunHeader):
 
     def document(self) -> dict:
         measured_at = None if self.measured_at is None else self.measured_at.isoformat()
-        return {**RunHeader.document(self), "measured_at": measured_at}
+        return {**RunBase.document(self), "measured_at": measured_at}
 
 
-LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(ListedRun))
+LIST_COLUMNS = tuple(getattr(Run, listed.name) for listed in fields(RunListItem))
 
 RunSort = Literal["newest", "oldest", "name", "p50", "busbw", "ranks", "size", "verdict", "platform", "collective"]
 RUN_SORTS: tuple[str, ...] = get_args(RunSort)
@@ -306,7 +307,7 @@ def list_runs(
     limit: int | None = None,
     offset: int = 0,
     total: int | None = None,
-) -> list[ListedRun]:
+) -> list[RunListItem]:
     """Runs matching ``filters`` in the ``sort`` order (newest first by default), ``limit`` of them from
     ``offset`` (all when ``limit`` is None).
 
@@ -316,7 +317,7 @@ def list_runs(
     check_sort(sort)
     if sort != "newest":
         page = _sorted_ids(session, filters, sort, limit, offset)
-        rows = {row[0]: ListedRun(*row) for row in session.exec(select(*LIST_COLUMNS).where(col(Run.id).in_(page)))}
+        rows = {row[0]: RunListItem(*row) for row in session.exec(select(*LIST_COLUMNS).where(col(Run.id).in_(page)))}
         return [rows[run_id] for run_id in page]
     ids, id_column = _matching_ids(filters)
     # The page's ids first, then their rows: a page far from the newest skips ids, not rows.
@@ -329,7 +330,7 @@ def list_runs(
     else:
         page = ids.order_by(id_column.desc()).offset(offset).limit(limit)
     query = select(*LIST_COLUMNS).where(col(Run.id).in_(page)).order_by(col(Run.id).desc())
-    return [ListedRun(*row) for row in session.exec(query)]
+    return [RunListItem(*row) for row in session.exec(query)]
 
 
 # PostgreSQL counts runs exactly up to this many matches, then estimates: its count visits every match's row (an
@@ -430,7 +431,7 @@ def load_samples(session: Session, run_id: int) -> pa.Table:
 
 def run_public(run: Run) -> dict:
     """The run as the API and ``--json`` CLI show it (summary without its curve arrays)."""
-    return PublicRun(**{each.name: getattr(run, each.name) for each in fields(PublicRun)}).document()
+    return RunPublic(**{each.name: getattr(run, each.name) for each in fields(RunPublic)}).document()
 
 
 def summary_with_curves(session: Session, run: Run) -> dict:
