@@ -30,7 +30,7 @@ from emuplan.charts import cdf_figure
 from emuplan.results.canonical import PER_ITERATION, ParsedResult, samples_table
 from emuplan.results.stats import summarise
 from emuplan.services import imports as run_imports
-from emuplan.services import runs as store
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database, migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,7 +59,7 @@ def get(url: str) -> bytes:
 
 def uncached_cdf(database: Database, run_id: int) -> dict:
     with database.read_session() as session:
-        samples = store.load_samples(session, run_id)
+        samples = run_rows.load_samples(session, run_id)
     return cdf_figure(summarise(samples_table(
         duration_us=samples["duration_us"].to_numpy(), iteration=samples["iteration"].to_numpy(),
         collective=samples["collective"], size_bytes=samples["size_bytes"],

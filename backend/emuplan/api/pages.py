@@ -357,7 +357,7 @@ def run_page(
     choice: AssumptionDep,
     plan: str = "",
 ) -> HTMLResponse:
-    run = run_store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     chosen_plan = id_or_none(plan)
     stats = run_store.run_statistics(session, run, choice, settings, plan_id=chosen_plan)
     linked = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
@@ -435,7 +435,7 @@ def compare_page(
     if runs:
         try:
             selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
-            selected = [run_store.get_run(session, run_id) for run_id in selected_ids]
+            selected = [run_rows.get_run(session, run_id) for run_id in selected_ids]
             chosen_plans = plan_choices(selected_ids, id_or_none(plan), plans)
         except (ValueError, run_rows.RunNotFound) as error:
             failure = error_response(error)

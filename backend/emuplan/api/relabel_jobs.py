@@ -67,7 +67,7 @@ def start(
     """Record the job (``RelabelBusy`` while another runs for the run) and start it on this worker."""
     request: dict[str, Any] = {"collectives": collectives} if collectives else {}
     with database.read_session() as session:
-        run = store.get_run(session, run_id)
+        run = run_rows.get_run(session, run_id)
         if plan_id != run.plan_id:
             request["plan_id"] = plan_id
         total = run_rows.stored_table_bytes(session, run_id)

@@ -528,7 +528,7 @@ def list_runs(
 
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
-    return run_rows.run_public(store.get_run(session, run_id))
+    return run_rows.run_public(run_rows.get_run(session, run_id))
 
 
 def assumption_choice(
@@ -550,7 +550,7 @@ AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
 def run_stats(
     run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
 ) -> dict:
-    return store.run_statistics(session, store.get_run(session, run_id), choice, settings, plan_id=plan)
+    return store.run_statistics(session, run_rows.get_run(session, run_id), choice, settings, plan_id=plan)
 
 
 @router.get("/{run_id}/observed-vs-plan", response_model=ObservedAgainstPlan)
@@ -562,7 +562,7 @@ def observed_vs_plan(
         int | None, Query(ge=1, le=1_000_000_000, description="Steps the records span (default: the trace's own).")
     ] = None,
 ) -> dict:
-    return store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+    return store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
 
 
 @router.get("/{run_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
@@ -577,7 +577,7 @@ def export_run_kccb(
     """A KCCB trial from reality: the trial configuration that replays what an observed run's training job sent
     (collectives, sizes, calls per step, group sizes), in a plan's export formats (``GET /api/plans/{id}/kccb``);
     422 for a run that was not observed or records no training steps (give ``steps``)."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     body = export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
     return Response(
         content=body,
@@ -597,7 +597,7 @@ def run_figure(
     log_y: Annotated[bool, Query(description="Delay chart: logarithmic time axis.")] = False,
     clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
 ) -> dict:
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
@@ -615,7 +615,7 @@ def _started(pieces: Iterator[bytes]) -> Iterator[bytes]:
 @router.get("/{run_id}/samples.csv", responses=download("text/csv"))
 def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return StreamingResponse(
         _started(_samples_csv(session, run.id)),
         media_type="text/csv",
@@ -626,7 +626,7 @@ def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRespon
 @router.get("/{run_id}/samples.parquet", responses=download("application/vnd.apache.parquet"))
 def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The stored Parquet, read from the database a piece at a time while it is sent."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return StreamingResponse(
         _started(stored_table_pieces(session, run.id)),
         media_type="application/vnd.apache.parquet",
@@ -670,7 +670,7 @@ def change_run(
     if not given:
         raise ValueError("changes: give at least one of " + ", ".join(store.RunUpdate.model_fields))
     limits = ImportLimits.from_settings(settings)
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     plan_id = (changes.plan_id or 0) if "plan_id" in given else None
     summarised_again = changes.collectives is not None or (plan_id is not None and (plan_id or None) != run.plan_id)
     if summarised_again and store.summarised_again_in_background(session, run_id, limits):

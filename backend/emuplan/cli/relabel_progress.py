@@ -61,7 +61,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
         with database.read_session() as session:
             if not store.summarised_again_in_background(session, run_id, limits):
                 return False
-            plan_id = store.get_run(session, run_id).plan_id
+            plan_id = run_rows.get_run(session, run_id).plan_id
             total = run_rows.stored_table_bytes(session, run_id)
         lines, read = ProgressLines(run_id), [0]
 

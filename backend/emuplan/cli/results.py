@@ -194,10 +194,11 @@ def _statistics_of(run_ids: list[int]) -> list[dict]:
         return [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
     from emuplan.services import runs as store
     from emuplan.settings import get_settings
+    from emuplan.store import runs as run_rows
 
     def judged(session) -> list[dict]:
         return [
-            store.run_statistics(session, store.get_run(session, run_id), store.AssumptionChoice(), get_settings())
+            store.run_statistics(session, run_rows.get_run(session, run_id), store.AssumptionChoice(), get_settings())
             for run_id in run_ids
         ]
 
@@ -419,7 +420,7 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
     from emuplan.store import runs as run_rows
 
     def document(session) -> dict:
-        return run_rows.run_public(store.get_run(session, run_id))
+        return run_rows.run_public(run_rows.get_run(session, run_id))
 
     mapping = relabelling(_with_store(document), new, old)
     if summarised_locally(run_id, mapping):
@@ -638,11 +639,12 @@ def run_stats(
     else:
         from emuplan.services import runs as store
         from emuplan.settings import get_settings
+        from emuplan.store import runs as run_rows
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         document = _with_store(
             lambda session: store.run_statistics(
-                session, store.get_run(session, run_id), choice, get_settings(), plan_id=plan
+                session, run_rows.get_run(session, run_id), choice, get_settings(), plan_id=plan
             )
         )
     if as_json:
@@ -679,9 +681,10 @@ def observed_against_plan(
         document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
     else:
         from emuplan.services import runs as store
+        from emuplan.store import runs as run_rows
 
         document = _with_store(
-            lambda session: store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+            lambda session: store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
         )
     if as_json:
         _echo_json(document)
@@ -718,10 +721,10 @@ def export_kccb(
     if export_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
     from emuplan.results.observed_kccb import export_observed_kccb
-    from emuplan.services import runs as store
+    from emuplan.store import runs as run_rows
 
     def exported(session: "Session") -> str:
-        run = store.get_run(session, run_id)
+        run = run_rows.get_run(session, run_id)
         return export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
 
     body = _with_store(exported)
