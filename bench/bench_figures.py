@@ -12,7 +12,7 @@ do, so the figures are the same size and only the samples could make the large r
 delay chart against a 2,000,000-sample run: it marks every drawn trial past the axis' end (a size of 500,000
 trials and more draws its 500 slowest and most buckets' slowest there), against a handful for 20,000 samples.
 
-Runs are stored with ``store.runs.save_run`` from generated samples (tests/fixtures/generate_results.py,
+Runs are stored with ``services.imports.save_run`` from generated samples (tests/fixtures/generate_results.py,
 the rows `bench_import.py` uploads as CSV), not uploaded: the import is `bench_import.py`'s.
 
     .venv/bin/python bench/bench_figures.py [--rows N] [--repeat R] [--large-rows N] [--rounds R]
@@ -30,7 +30,8 @@ from emuplan.charts import cdf_figure
 from emuplan.results.analysis.stats import summarise
 from emuplan.results.canonical import ParsedResult, samples_table
 from emuplan.results.formats import PER_ITERATION
-from emuplan.store import runs as store
+from emuplan.services import imports as run_imports
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database, migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,7 +60,7 @@ def get(url: str) -> bytes:
 
 def uncached_cdf(database: Database, run_id: int) -> dict:
     with database.read_session() as session:
-        samples = store.load_samples(session, run_id)
+        samples = run_rows.load_samples(session, run_id)
     return cdf_figure(summarise(samples_table(
         duration_us=samples["duration_us"].to_numpy(), iteration=samples["iteration"].to_numpy(),
         collective=samples["collective"], size_bytes=samples["size_bytes"],
@@ -84,7 +85,7 @@ def stored_run(database: Database, generator, rows: int, seed: int, strategy: st
     )  # fmt: skip
     with database.writing() as session:
         parsed = ParsedResult(samples=samples, source_format=PER_ITERATION)
-        return store.save_run(session, parsed, name=f"generated {rows:,} #{seed}", strategy=strategy).id
+        return run_imports.save_run(session, parsed, name=f"generated {rows:,} #{seed}", strategy=strategy).id
 
 
 def main() -> int:

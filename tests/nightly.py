@@ -4,7 +4,7 @@ as nights on one platform (``import_nights``). Shared by the API, CLI and browse
 
 from datetime import UTC, datetime, timedelta
 
-from emuplan.store import runs as run_store
+from emuplan.services import imports as run_imports
 from emuplan.store.db import Database
 from paths import NCCL_TESTS
 
@@ -49,7 +49,7 @@ def import_nights(database: Database, nights: int = len(NOISE), *, tags: tuple[s
     ids = []
     with database.writing() as session:
         for night in range(1, nights + 1):
-            run = run_store.import_result_file(
+            run = run_imports.import_result_file(
                 session, nightly_log(night), f"night-{night}.txt", name=f"night {night}", tags=tags,
                 max_decompressed_bytes=1 << 30,
             )  # fmt: skip

@@ -91,7 +91,7 @@ def _measure_seed_plans(database: Database) -> dict:
     """Measured results per strategy, or {} when the database holds content already or measuring fails."""
     from emuplan.measure.demo import measure_demo_plans, print_to_terminal
     from emuplan.measure.workload import MeasurementError
-    from emuplan.planning import plan_request
+    from emuplan.services.plans import plan_request
 
     with database.read_session() as session:
         if _holds_content(session):
@@ -116,10 +116,11 @@ def load_demo(database: Database, measure_locally: bool = False) -> bool:
     behind; a user who renames or deletes demo content later keeps the rest and is not given new ones.
     """
     from emuplan.measure.demo import demo_run_name
-    from emuplan.planning import create_plan
     from emuplan.results import parse_result_file
-    from emuplan.store import comparisons, runs
-    from emuplan.store.measurements import save_measured_run
+    from emuplan.services import imports as run_imports
+    from emuplan.services.measurements import save_measured_run
+    from emuplan.services.plans import create_plan
+    from emuplan.store import comparisons
 
     measured = _measure_seed_plans(database) if measure_locally else {}
     with database.writing() as session:
@@ -144,7 +145,7 @@ def load_demo(database: Database, measure_locally: bool = False) -> bool:
                 continue
             file_name = f"demo-{shape.strategy}-generated.csv"
             parsed = parse_result_file(generated_run_csv(shape), file_name)
-            run = runs.save_run(
+            run = run_imports.save_run(
                 session,
                 parsed,
                 name=f"Demo {shape.strategy} parallel (generated)",

@@ -1,4 +1,4 @@
-"""A platform's series (``store.trend``): indexes for its newest runs, and each run's figures beside it.
+"""A platform's series (``services.trend``): indexes for its newest runs, and each run's figures beside it.
 
 A series page reads the last N runs of a platform (``WHERE platform = ? [AND ranks = ?] ORDER BY id DESC
 LIMIT N``). Without an index that reads every run row of the table to find and sort them; with

@@ -3,7 +3,7 @@
 
 It is judged whenever what it rests on changes: at import, when the run's platform is set, when its collectives
 are relabelled, when its platform profile is edited or deleted. Stored runs are judged here by the same
-``results.analysis.verdict.judge_summary`` from their stored statistics (``store.rejudge``).
+``results.analysis.verdict.judge_summary`` from their stored statistics (``services.rejudge``).
 
 Revision ID: 0015
 Revises: 0014
@@ -13,7 +13,7 @@ Create Date: 2026-11-25
 import sqlalchemy as sa
 from alembic import op
 
-from emuplan.store.rejudge import judge_every_run
+from emuplan.services.rejudge import judge_every_run
 
 revision = "0015"
 down_revision = "0014"

@@ -5,7 +5,7 @@ are per algorithm, protocol and link.
 Runs get ``measured_at``: when a run was measured, where the user says (upload, ``emuplan import
 --measured-at``, ``PATCH /api/runs/{id}``), so a series orders back-filled logs where they belong.
 
-Every stored run is judged again (``store.rejudge``): its expected curve is NCCL's, and a run with no platform
+Every stored run is judged again (``services.rejudge``): its expected curve is NCCL's, and a run with no platform
 is now "not judged" rather than "pass".
 
 A stored profile's generation is what its scale-up rate says (900 GB/s and up: Blackwell, 450: Hopper, else
@@ -20,7 +20,7 @@ Create Date: 2026-12-07
 import sqlalchemy as sa
 from alembic import op
 
-from emuplan.store.rejudge import judge_every_run
+from emuplan.services.rejudge import judge_every_run
 
 revision = "0020"
 down_revision = "0019"

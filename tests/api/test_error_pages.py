@@ -8,10 +8,10 @@ from fastapi.testclient import TestClient
 
 from emuplan.main import create_app
 from emuplan.roles import Role
+from emuplan.services.plan_deletion import PlanInUse
 from emuplan.settings import Settings
 from emuplan.store import accounts
 from emuplan.store.db import Database
-from emuplan.store.plan_deletion import PlanInUse
 
 pytestmark = pytest.mark.both_databases
 

@@ -13,6 +13,7 @@ from sqlalchemy import create_engine
 from emuplan.main import create_app
 from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis.stats import strip_curves
+from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
 from emuplan.store import runs
 from emuplan.store.db import Database, alembic_config, migrate
@@ -93,8 +94,10 @@ def test_the_statistics_leave_the_run_row_and_tags_become_rows_and_both_come_bac
 def test_tags_match_in_any_case_unicode_too_and_leave_with_their_run(database: Database) -> None:
     with database.writing() as session:
         parsed = parse_result_file(b"iteration,size,time_ms\n0,8,1\n1,8,3\n", "r.csv")
-        tagged = runs.save_run(session, parsed, name="tagged", tags=["ÜBER", "über ", "Straße"])
-        other = runs.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,2\n", "s.csv"), name="other")
+        tagged = run_imports.save_run(session, parsed, name="tagged", tags=["ÜBER", "über ", "Straße"])
+        other = run_imports.save_run(
+            session, parse_result_file(b"iteration,size,time_ms\n0,8,2\n", "s.csv"), name="other"
+        )
     with database.read_session() as session:
         assert [(r.name, r.tags, r.p50_us, r.p99_us) for r in runs.list_runs(session, runs.RunFilters(tag="über"))] == [
             ("tagged", ["Straße", "ÜBER", "über"], 1000.0, 3000.0)

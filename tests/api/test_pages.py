@@ -7,8 +7,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from emuplan.results import parse_result_file
+from emuplan.services import imports as run_imports
 from emuplan.store import plans as plan_store
-from emuplan.store import runs as run_store
+from emuplan.store import runs as run_rows
 from emuplan.store.models import Comparison, Run
 from paths import SHARED_NCCL
 from sql_capture import sent_queries
@@ -82,28 +83,28 @@ def test_share_page_has_no_way_out(client: TestClient) -> None:
 
 
 def test_runs_page_shows_one_page_at_a_time_with_links_to_the_others(client: TestClient, database) -> None:
-    count = run_store.RUNS_PER_PAGE + 2
+    count = run_rows.RUNS_PER_PAGE + 2
     with database.writing() as session:
         for index in range(count):
             csv = b"iteration,size,time_ms\n0,8,%d\n" % (index + 1)
-            run_store.save_run(session, parse_result_file(csv, "r.csv"), name=f"run-{index}", strategy="data")
+            run_imports.save_run(session, parse_result_file(csv, "r.csv"), name=f"run-{index}", strategy="data")
     first = client.get("/runs").text
-    assert f">run-{count - 1}</a>" in first and f">run-{count - run_store.RUNS_PER_PAGE}</a>" in first
+    assert f">run-{count - 1}</a>" in first and f">run-{count - run_rows.RUNS_PER_PAGE}</a>" in first
     assert ">run-1</a>" not in first
-    assert f"runs 1–{run_store.RUNS_PER_PAGE} of {count}, newest first" in first
+    assert f"runs 1–{run_rows.RUNS_PER_PAGE} of {count}, newest first" in first
     assert 'href="/runs?strategy=data&amp;page=2" rel="next"' in client.get("/runs?strategy=data").text
     second = client.get("/runs?page=2").text
     assert [name for name in ("run-0", "run-1", "run-2") if f">{name}</a>" in second] == ["run-0", "run-1"]
-    assert f"runs {run_store.RUNS_PER_PAGE + 1}–{count} of {count}, newest first" in second
+    assert f"runs {run_rows.RUNS_PER_PAGE + 1}–{count} of {count}, newest first" in second
     assert 'href="/runs?page=1" rel="prev"' in second and 'rel="next"' not in second
     assert ">run-0</a>" in client.get("/runs?page=99").text  # past the end: the last page
     api = client.get("/api/runs", params={"limit": 2, "offset": 1})
     assert [run["name"] for run in api.json()] == [f"run-{count - 2}", f"run-{count - 3}"]
     assert api.headers["x-total-count"] == str(count)
-    assert len(client.get("/api/runs").json()) == run_store.RUNS_PER_PAGE
+    assert len(client.get("/api/runs").json()) == run_rows.RUNS_PER_PAGE
     assert client.get("/api/runs", params={"limit": 0}).status_code == 422
     compare = client.get("/compare?runs=1").text
-    assert f"The newest {run_store.RUNS_PER_PAGE} of {count} runs" in compare
+    assert f"The newest {run_rows.RUNS_PER_PAGE} of {count} runs" in compare
     assert 'value="1" data-label="#1 run-0" checked' in compare  # a selected older run stays in the picker
     assert 'value="2"' not in compare
 
@@ -156,7 +157,7 @@ def test_home_page_reads_only_what_its_recent_plans_show(client: TestClient) -> 
 
 def test_list_pages_say_their_times_are_utc(client: TestClient, database) -> None:
     with database.writing() as session:
-        run = run_store.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,1\n", "r.csv"), name="r")
+        run = run_imports.save_run(session, parse_result_file(b"iteration,size,time_ms\n0,8,1\n", "r.csv"), name="r")
         session.get(Run, run.id).created_at = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)
         session.add(Comparison(name="c", run_ids=[run.id], created_at=datetime(2026, 11, 22, 8, 30, tzinfo=UTC)))
     runs_page = client.get("/runs").text
@@ -173,8 +174,8 @@ def test_the_runs_list_headlines_a_sweep_by_its_peak_busbw_and_a_distribution_by
     log = SHARED_NCCL / "b200-allreduce-2.17.6.txt"
     per_iteration = b"iteration,size,time_ms\n" + b"".join(b"%d,8,%d\n" % (i, i + 1) for i in range(5))
     with database.writing() as session:
-        sweep = run_store.save_run(session, parse_result_file(log.read_bytes(), log.name), name="sweep")
-        spread = run_store.save_run(session, parse_result_file(per_iteration, "r.csv"), name="five iterations")
+        sweep = run_imports.save_run(session, parse_result_file(log.read_bytes(), log.name), name="sweep")
+        spread = run_imports.save_run(session, parse_result_file(per_iteration, "r.csv"), name="five iterations")
     page = client.get("/runs").text
     assert (sweep.kind, spread.kind) == ("size-sweep", "distribution")
     assert '<td data-label="Headline" class="num headline" data-kind="size-sweep">peak busbw 702.91 GB/s</td>' in page

@@ -6,7 +6,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from emuplan.planning import plan_request
+from emuplan.services.plans import plan_request
 from emuplan.store import plans as plan_store
 from emuplan.store.db import Database
 from emuplan.workload.document import PlanRequest

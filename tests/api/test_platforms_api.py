@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 from sqlmodel import col, select
 
 from emuplan.roles import Role
+from emuplan.services import imports as run_imports
 from emuplan.services import platforms as service
 from emuplan.settings import Settings
 from emuplan.store import accounts
-from emuplan.store import runs as run_store
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
@@ -39,7 +39,7 @@ def name_runs_and_plans(database: Database, platform: str, files: list[str], pla
     forms will: the run and plan columns are the store's)."""
     with database.writing() as session:
         for file_name in files:
-            run = run_store.import_result_file(session, RESULTS / file_name, file_name, max_decompressed_bytes=GIB)
+            run = run_imports.import_result_file(session, RESULTS / file_name, file_name, max_decompressed_bytes=GIB)
             run.platform = platform
         for number in range(plans):
             session.add(Plan(name=f"plan {number}", model_name="m", strategy="data", mode="training", trials=1,

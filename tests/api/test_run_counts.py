@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from emuplan.results.parse import parse_result_file
+from emuplan.services import imports as run_imports
 from emuplan.store import runs
 from emuplan.store.db import Database
 from sql_capture import query_plan, sent_queries
@@ -23,7 +24,7 @@ def stored_runs(database: Database, count: int) -> None:
     PostgreSQL as autovacuum would after so many inserts."""
     with database.writing() as session:
         parsed = parse_result_file(b"iteration,size,time_us\n0,8,1.5\n1,8,2.5\n", "r.csv")
-        runs.save_run(session, parsed, name="run", tags=["Nightly"])
+        run_imports.save_run(session, parsed, name="run", tags=["Nightly"])
     with database.engine.begin() as connection:
         columns = [c["name"] for c in sa.inspect(connection).get_columns("run") if c["name"] not in ("id",)]
         copied = ", ".join("NULL" if name == "content_sha256" else name for name in columns)

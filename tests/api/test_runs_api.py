@@ -13,8 +13,8 @@ import pytest
 from sqlmodel import select
 
 from emuplan.charts.palette import ALERT_COLOR, TYPICAL_COLOR
+from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
-from emuplan.store import runs as runs_store
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
@@ -196,13 +196,13 @@ def test_upload_is_spooled_to_a_temporary_file_removed_afterwards(client, tmp_pa
     spool.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spool))
     seen = []
-    real_parse = runs_store.parse_result_file
+    real_parse = run_imports.parse_result_file
 
     def parse_and_look(source, *args, **kwargs):
         seen.append((source.parents[2], source.name, source.read_bytes()))
         return real_parse(source, *args, **kwargs)
 
-    monkeypatch.setattr(runs_store, "parse_result_file", parse_and_look)
+    monkeypatch.setattr(run_imports, "parse_result_file", parse_and_look)
     data = b"iteration,size,time_ms\n0,8,1\n1,8,2\n"
     assert upload(client, "a.csv", data).status_code == 201
     assert upload(client, "bad.csv", b"iteration,size,time_ms\n0,8,x\n").status_code == 400

@@ -1,12 +1,12 @@
 """A platform's series is read from its newest index entries (migration 0014), never by reading and sorting every
-run: the query ``store.trend.series_runs`` sends is the one the database plans so."""
+run: the query ``services.trend.series_runs`` sends is the one the database plans so."""
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
 from test_run_list_indexes import SERIES_INDEXES, run_indexes
 
-from emuplan.store import trend
+from emuplan.services import trend
 from emuplan.store.db import Database, alembic_config
 from sql_capture import query_plan, sent_queries
 

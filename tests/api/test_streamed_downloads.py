@@ -64,7 +64,7 @@ import http.client, sys, numpy as np
 from emuplan.results.canonical import samples_table
 from emuplan.results.parse import parse_result_file
 from emuplan.settings import Settings
-from emuplan.store import runs
+from emuplan.services import imports
 from emuplan.store.db import Database, migrate
 from live_server import start_server, stop_server
 
@@ -79,7 +79,7 @@ for rows in sizes:
         duration_us=rng.lognormal(3, 0.5, rows), collective="all_reduce", size_bytes=np.full(rows, 1 << 20)
     )
     with database.write_session() as session:
-        run_ids[rows] = runs.save_run(session, parsed, name=f"{rows} samples").id
+        run_ids[rows] = imports.save_run(session, parsed, name=f"{rows} samples").id
         session.commit()
     del parsed
 database.dispose()

@@ -14,6 +14,7 @@ from emuplan.main import create_app
 from emuplan.results.analysis.stats import strip_curves
 from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.parse import parse_result_file
+from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
 from emuplan.store import runs, table_files
 from emuplan.store.models import RunTable
@@ -33,7 +34,7 @@ def test_streamed_run_is_stored_in_parts_and_reads_back_whole(database, flows_cs
     monkeypatch.setattr(table_files, "PART_BYTES", 16 << 10)
     in_memory = parse_result_file(flows_csv, flows_csv.name)
     with database.writing() as session, ImportBudget(ImportLimits(streamed_above_bytes=0)) as budget:
-        run = runs.import_result_file(session, flows_csv, flows_csv.name, budget=budget)
+        run = run_imports.import_result_file(session, flows_csv, flows_csv.name, budget=budget)
     with database.read_session() as session:
         stored = runs.get_run(session, run.id)
         assert (stored.source_format, stored.sample_count, stored.ranks) == ("per-flow", 400, 8)

@@ -7,11 +7,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from emuplan.api.trend import metrics_chunks
 from emuplan.main import create_app
+from emuplan.services.runs import relabel_collectives
+from emuplan.services.series_figures import figures_of
+from emuplan.services.trend import LatestInSeries, series_runs
 from emuplan.settings import Settings
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTrendFigures
-from emuplan.store.runs import relabel_collectives
-from emuplan.store.trend import LatestInSeries, figures_of, series_runs
 from nightly import BUSBW_AT_GIB, FIRST_NIGHT, GIB, LOST_FACTOR, NOISE, PLATFORM, import_nights, nightly_log
 
 pytestmark = pytest.mark.both_databases

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from emuplan.cli import app
-from emuplan.store.workload_export import wanted_ranks
+from emuplan.services.workload_export import wanted_ranks
 from emuplan.workload.chakra import et_def_pb2 as et
 from emuplan.workload.chakra.bundle import attribute, decode_trace
 from emuplan.workload.chakra.schedule import ExportError

@@ -9,7 +9,7 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Browser, expect
 
 from emuplan.results.budget import ImportBudget
-from emuplan.store import runs as store
+from emuplan.services import imports as run_imports
 from emuplan.store.db import Database
 from live_server import LiveServer
 from profiled_ddp import saved_ddp_plan
@@ -21,7 +21,7 @@ def test_an_observed_run_shows_what_it_sent_against_its_plan(
 ) -> None:
     plan_id = saved_ddp_plan(database)
     with database.writing() as session, ImportBudget() as budget:
-        run_id = store.import_observed_files(session, traces, plan_id=plan_id, budget=budget).id
+        run_id = run_imports.import_observed_files(session, traces, plan_id=plan_id, budget=budget).id
     page = browser.new_page(viewport=viewport)
     watch = PageWatch(page)
     page.goto(f"{live_server.url}/runs/{run_id}")

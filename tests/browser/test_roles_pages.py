@@ -7,8 +7,8 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Page, expect
 from test_sign_in import no_page_overflow
 
-from emuplan.planning import plan_request
 from emuplan.roles import Role
+from emuplan.services.plans import plan_request
 from emuplan.store import plans as plan_store
 from emuplan.store.db import Database
 from emuplan.workload.document import PlanRequest

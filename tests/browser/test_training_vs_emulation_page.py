@@ -9,7 +9,7 @@ from browser_support import DESKTOP, PHONE, PageWatch, screenshot
 from playwright.sync_api import Browser, expect
 
 from emuplan.results.budget import ImportBudget
-from emuplan.store import runs as store
+from emuplan.services import imports as run_imports
 from emuplan.store.db import Database
 from live_server import LiveServer
 from profiled_ddp import saved_ddp_plan
@@ -27,9 +27,11 @@ def test_a_training_job_against_a_benchmark_of_its_plan(
     csv = f"iteration,collective,size_bytes,duration_us\n{rows}".encode()
     plan_id = saved_ddp_plan(database)
     with database.writing() as session:
-        benchmark = store.import_result_file(session, csv, "bench.csv", name="Benchmark of the plan", plan_id=plan_id)
+        benchmark = run_imports.import_result_file(
+            session, csv, "bench.csv", name="Benchmark of the plan", plan_id=plan_id
+        )
         with ImportBudget() as budget:
-            job = store.import_observed_files(session, traces, name="DDP job", plan_id=plan_id, budget=budget)
+            job = run_imports.import_observed_files(session, traces, name="DDP job", plan_id=plan_id, budget=budget)
         benchmark_id, job_id = benchmark.id, job.id
     page = browser.new_page(viewport=viewport)
     watch = PageWatch(page)

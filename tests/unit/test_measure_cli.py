@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from emuplan.cli import app
 from emuplan.measure.launcher import run_local_measurement
 from emuplan.measure.options import MeasurementOptions
-from emuplan.planning import create_plan
+from emuplan.services.plans import create_plan
 from emuplan.store.db import Database
 from emuplan.store.models import Run, RunTable
 from emuplan.workload.document import PlanRequest

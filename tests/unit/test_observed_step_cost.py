@@ -2,8 +2,8 @@
 its steps) × the p50 and p99 of its calls, the slowest communicator's, against the seed MLP's data-parallel plan on 2
 ranks (one all-reduce of 971048 B per step)."""
 
-from emuplan.planning import plan_request
 from emuplan.results.analysis.step_cost import observed_step_cost
+from emuplan.services.plans import plan_request
 from emuplan.workload.document import PlanRequest
 
 

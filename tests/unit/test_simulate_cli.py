@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from astra_sim_binary import requires_astra_sim
 from emuplan.cli import app
-from emuplan.planning import create_plan
+from emuplan.services.plans import create_plan
 from emuplan.store.db import Database
 from emuplan.workload.document import PlanRequest
 from paths import ASTRA_SIM

@@ -6,11 +6,11 @@ import math
 import pytest
 
 from emuplan.demo import DEMO_SHAPES, generated_run_csv
-from emuplan.planning import plan_request
 from emuplan.results.analysis.expected import healthy_time_us
 from emuplan.results.analysis.stats import summarise
 from emuplan.results.analysis.step_cost import compare_step_costs, parse_plan_choices, step_cost
 from emuplan.results.parse import parse_result_file
+from emuplan.services.plans import plan_request
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.plan_options import Mode, Strategy

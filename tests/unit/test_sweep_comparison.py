@@ -15,7 +15,7 @@ SETTINGS_ONLY = {"default_link_gbps": 100.0, "default_latency_us": 5.0}
 
 
 def stored(run_id: int, data: bytes, file_name: str) -> RunSummary:
-    """The run as ``store.runs.compare_stored_runs`` hands it over: its kind decided once, its groups' rates
+    """The run as ``services.comparisons.compare_stored_runs`` hands it over: its kind decided once, its groups' rates
     and its sweep view under the file's ranks."""
     parsed = parse_result_file(data, file_name)
     summary = summarise(

@@ -11,7 +11,7 @@ from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.runs import AssumptionDep
 from emuplan.api.step_cost import PlanQuery
 from emuplan.results.analysis.step_cost import parse_plan_choices
-from emuplan.store import runs as store
+from emuplan.services import comparisons as comparison_service
 
 router = APIRouter(
     prefix="/api/compare", tags=["comparisons"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)
@@ -51,7 +51,7 @@ def compare(
     every run with that plan (what one of its training steps costs on each run's fabric), ``plans`` one run
     at a time; otherwise each run's linked plan."""
     run_ids = parse_run_ids(runs)
-    return store.compare_stored_runs(
+    return comparison_service.compare_stored_runs(
         session,
         run_ids,
         baseline,

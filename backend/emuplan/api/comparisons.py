@@ -19,8 +19,9 @@ from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
 from emuplan.roles import Role
+from emuplan.services import comparisons as comparison_service
+from emuplan.services import runs as runs_store
 from emuplan.store import comparisons as store
-from emuplan.store import runs as runs_store
 
 # Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
 # link (DELETE …/shares/{id}, on ``share_links_router``) stays the editor's, who shares: the link is kept, revoked.
@@ -334,12 +335,12 @@ def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep
     runs = store.present_runs(session, comparison)
     if not runs:
         raise HTTPException(status_code=410, detail="The runs of this comparison were deleted.")
-    document = runs_store.compare_stored_runs(
+    document = comparison_service.compare_stored_runs(
         session,
         [run.id for run in runs],
         store.present_baseline(comparison, runs),
         settings=settings,
-        choice=store.saved_assumptions(comparison),
+        choice=comparison_service.saved_assumptions(comparison),
         plans=store.saved_plans(session, comparison, runs),
         log_x=bool(comparison.options.get("log_x")),
     )
@@ -363,4 +364,4 @@ def shared_run_figure(
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
     # A share link shows the figures as the comparison was saved: its assumptions, none from the URL.
-    return runs_store.run_figure(session, run, kind, store.saved_assumptions(comparison), settings)
+    return runs_store.run_figure(session, run, kind, comparison_service.saved_assumptions(comparison), settings)

@@ -3,13 +3,13 @@
 from collections.abc import Iterator
 from typing import Annotated
 
-from annotated_types import Interval
 from fastapi import Depends, Request
 from pydantic import BaseModel, create_model
 from sqlmodel import Session
 
 from emuplan.settings import Settings
 from emuplan.store.db import Database
+from emuplan.store.rows import INT64_MAX, DatabaseInt  # noqa: F401  (the routers' path and query types)
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -30,11 +30,6 @@ def get_write_session(request: Request) -> Iterator[Session]:
     with request.app.state.database.write_session() as session:
         yield session
 
-
-# Ids and offsets are int64 in the database; a larger number in a path, query or body is refused with
-# 422 here instead of failing in the database driver (500).
-INT64_MAX = 2**63 - 1
-DatabaseInt = Annotated[int, Interval(ge=0, le=INT64_MAX)]
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 DatabaseDep = Annotated[Database, Depends(get_database)]

@@ -15,16 +15,16 @@ from emuplan.measure.workload import MeasurementError
 from emuplan.results.budget import ImportDiskFull, ImportsBusy
 from emuplan.results.canonical import ResultFileError, ResultFileTooLarge
 from emuplan.sandbox.runner import RETRY_AFTER_S, SandboxBusy, SandboxUnavailable
+from emuplan.services.imports import DuplicateRun
 from emuplan.services.jobs.simulation import SimulationNotFinished
+from emuplan.services.plan_deletion import PlanInUse
 from emuplan.simulate.astra_sim import SimulatorUnavailable
 from emuplan.store.accounts import AccountExists, LastAdmin, SignInRateLimited, SignInRefused
 from emuplan.store.comparisons import ShareLinkGone
 from emuplan.store.db import DatabaseBusy
 from emuplan.store.jobs import JobBusy
-from emuplan.store.plan_deletion import PlanInUse
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists
 from emuplan.store.rows import NotFound
-from emuplan.store.runs import DuplicateRun
 from emuplan.workload.model_files import ModelFileError, UnsupportedModelFile
 
 ERROR_STATUS: dict[type[Exception], int] = {

@@ -1,7 +1,7 @@
 """Model definitions: upload (config.json, .safetensors, .onnx, PyTorch .py), list, read.
 
 Glue only: reading lives in ``workload/model_files.py`` (PyTorch source runs in the sandbox),
-storage in ``store/model_definitions.py``. Errors: unusable form fields → 422; a file that cannot be
+storing and resolving in ``services/model_definitions.py``. Errors: unusable form fields → 422; a file that cannot be
 read as a model, or a model the sandbox stopped → 400; pickles and unknown kinds → 415; over the
 upload limit → 413 (counted while streaming); no bubblewrap for a .py upload → 503.
 """
@@ -22,7 +22,7 @@ from emuplan.api.deps import (
 )
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.store import model_definitions as store
+from emuplan.services import model_definitions as store
 from emuplan.store.models import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import check_model_file_name

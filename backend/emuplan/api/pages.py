@@ -26,13 +26,15 @@ from emuplan.demo import DEMO_COMPARISON_NAME
 from emuplan.results.analysis.stats import collectives_in, has_bandwidth_chart
 from emuplan.results.formats import FORMATS
 from emuplan.roles import Role
+from emuplan.services import comparisons as comparison_service
+from emuplan.services import model_definitions as model_store
 from emuplan.services import platforms as platform_store
+from emuplan.services import runs as run_store
+from emuplan.services.workload_export import chakra_refusal
 from emuplan.store import comparisons as comparison_store
-from emuplan.store import model_definitions as model_store
 from emuplan.store import plans as plan_store
-from emuplan.store import runs as run_store
+from emuplan.store import runs as run_rows
 from emuplan.store.models import Comparison, Plan, Run
-from emuplan.store.workload_export import chakra_refusal
 from emuplan.wording import (
     against_median,
     as_printed,
@@ -64,7 +66,7 @@ RECENT = 8
 T = TypeVar("T")
 
 
-def origin_badge(run: run_store.RunHeader | Run) -> Markup:
+def origin_badge(run: run_rows.RunBase | Run) -> Markup:
     """Where a run came from, as a badge whose tooltip says how."""
     return _origin_badge(run.origin, run.origin_detail)
 
@@ -86,21 +88,21 @@ def _tag_badges(tags: tuple[str, ...]) -> Markup:
     return Markup("".join([f'<span class="badge">{escape(tag)}</span> ' for tag in tags]))
 
 
-def run_sizes(run: run_store.RunHeader | Run) -> str:
+def run_sizes(run: run_rows.RunBase | Run) -> str:
     """A run's data sizes as the list shows them (``wording.size_range``)."""
     return size_range(run.size_min_bytes, run.size_max_bytes)
 
 
-def run_total(count: run_store.RunCount) -> Markup:
+def run_total(count: run_rows.RunCount) -> Markup:
     """How many runs match, as a pager says it: the count, or "about" PostgreSQL's estimate to two figures."""
     if count.exact:
         return Markup(thousands(count.value))
     rounded = round(count.value, 2 - len(str(count.value)))
-    why = f"PostgreSQL's estimate: runs are counted exactly up to {thousands(run_store.EXACT_COUNT_LIMIT)}"
+    why = f"PostgreSQL's estimate: runs are counted exactly up to {thousands(run_rows.EXACT_COUNT_LIMIT)}"
     return Markup(f'<span class="estimate" title="{why}">about {thousands(rounded)}</span>')
 
 
-def origins(runs: list[run_store.RunHeader | Run]) -> set[str]:
+def origins(runs: list[run_rows.RunBase | Run]) -> set[str]:
     """The origins among ``runs``: the notes under a list ask it once, not once a note (Jinja's selectattr)."""
     return {run.origin for run in runs}
 
@@ -162,7 +164,7 @@ def home(request: Request, session: ReadSessionDep) -> HTMLResponse:
         "home.html",
         nav="home",
         plans=plan_store.recent_plans(session, RECENT),
-        runs=run_store.list_runs(session, limit=RECENT),
+        runs=run_rows.list_runs(session, limit=RECENT),
         comparisons=comparison_store.list_comparisons(session, RECENT),
         demo_comparison=comparison_store.find_comparison_by_name(session, DEMO_COMPARISON_NAME),
     )
@@ -281,7 +283,7 @@ RUN_LIST_FILTERS = ("q", "collective", "platform", "verdict", "kind", "strategy"
 NUMBER_FILTERS = {"plan": "plan_id", "ranks": "ranks", "hosts": "hosts", "size": "size"}
 
 
-def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, dict[str, str]]:
+def run_list_state(query: dict[str, str]) -> tuple[run_rows.RunFilters, str, dict[str, str]]:
     """The filters and sort of a runs-list URL, and the query that keeps them (what the page's links carry).
     A value that cannot match (a plan id that is not a number, an unknown sort) is dropped, not refused."""
     kept = {key: query[key].strip() for key in (*RUN_LIST_FILTERS, "sort") if query.get(key, "").strip()}
@@ -289,9 +291,9 @@ def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, di
     kept.update({key: str(value) for key, value in numbers.items() if value is not None})
     for key in [key for key, value in numbers.items() if value is None]:
         del kept[key]
-    if kept.get("sort") not in run_store.RUN_SORTS or kept.get("sort") == "newest":
+    if kept.get("sort") not in run_rows.RUN_SORTS or kept.get("sort") == "newest":
         kept.pop("sort", None)
-    filters = run_store.RunFilters(
+    filters = run_rows.RunFilters(
         **{field: numbers[key] for key, field in NUMBER_FILTERS.items() if numbers.get(key) is not None},
         **{
             ("text" if key == "q" else key): kept[key]
@@ -306,20 +308,20 @@ def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, di
 def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
     """Every run, a page at a time: filtered and sorted by what the URL says (so a view can be bookmarked)."""
     filters, sort, query = run_list_state(dict(request.query_params))
-    count = run_store.count_runs(session, filters)
+    count = run_rows.count_runs(session, filters)
     asked = int(page) if page.isdigit() and int(page) >= 1 else 1
-    per_page = run_store.RUNS_PER_PAGE
+    per_page = run_rows.RUNS_PER_PAGE
     if count.exact:
         pages = max(1, -(-count.value // per_page))
         page_number = min(asked, pages)  # past the end: the last page
         offset = (page_number - 1) * per_page
-        listed = run_store.list_runs(session, filters, sort=sort, limit=per_page, offset=offset, total=count.value)
+        listed = run_rows.list_runs(session, filters, sort=sort, limit=per_page, offset=offset, total=count.value)
         more = page_number < pages
     else:
         # An estimate bounds nothing: one run more than the page says whether a next one follows.
         page_number = asked
         offset = (page_number - 1) * per_page
-        listed = run_store.list_runs(session, filters, sort=sort, limit=per_page + 1, offset=offset)
+        listed = run_rows.list_runs(session, filters, sort=sort, limit=per_page + 1, offset=offset)
         more, listed = len(listed) > per_page, listed[:per_page]
     return render(
         request,
@@ -355,7 +357,7 @@ def run_page(
     choice: AssumptionDep,
     plan: str = "",
 ) -> HTMLResponse:
-    run = run_store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     chosen_plan = id_or_none(plan)
     stats = run_store.run_statistics(session, run, choice, settings, plan_id=chosen_plan)
     linked = plan_store.get_plan(session, run.plan_id) if run.plan_id is not None else None
@@ -417,12 +419,12 @@ def compare_page(
     plan: str = "",
 ) -> HTMLResponse:
     # The newest page of runs to pick from; older ones are picked on /runs (its pages have checkboxes too).
-    all_runs = run_store.list_runs(session, limit=run_store.RUNS_PER_PAGE)
+    all_runs = run_rows.list_runs(session, limit=run_rows.RUNS_PER_PAGE)
     context = {
         "nav": "compare",
         "all_runs": all_runs,
         "newest_listed": len(all_runs),
-        "run_count": run_store.count_runs(session),
+        "run_count": run_rows.count_runs(session),
         "comparison": None,
         "runs": [],
         "selected_ids": [],
@@ -433,9 +435,9 @@ def compare_page(
     if runs:
         try:
             selected_ids = list(dict.fromkeys(parse_run_ids(runs)))
-            selected = [run_store.get_run(session, run_id) for run_id in selected_ids]
+            selected = [run_rows.get_run(session, run_id) for run_id in selected_ids]
             chosen_plans = plan_choices(selected_ids, id_or_none(plan), plans)
-        except (ValueError, run_store.RunNotFound) as error:
+        except (ValueError, run_rows.RunNotFound) as error:
             failure = error_response(error)
             return render(request, "compare.html", status_code=failure.status_code, error=failure.detail, **context)
         if baseline_id not in selected_ids:
@@ -459,7 +461,7 @@ def _saved_comparison_context(session, comparison: Comparison) -> dict:
     """A saved comparison as it was saved: its runs that still exist, its baseline, assumptions and plans."""
     runs: list[Run] = comparison_store.present_runs(session, comparison)
     baseline_id = comparison_store.present_baseline(comparison, runs)
-    saved = comparison_store.saved_assumptions(comparison).given()
+    saved = comparison_service.saved_assumptions(comparison).given()
     plans = comparison_store.saved_plans(session, comparison, runs)
     return {
         "comparison": comparison,

@@ -16,13 +16,13 @@ from emuplan.api.deps import (
     response_model_of,
 )
 from emuplan.api.responses import SIGNED_IN, download, errors
-from emuplan.planning import plan_request
 from emuplan.results.budget import ImportLimits
 from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
+from emuplan.services.plan_deletion import delete_plan, plan_deletion
+from emuplan.services.plans import plan_request
+from emuplan.services.workload_export import WORKLOAD_FORMATS, chakra_bundle
 from emuplan.store import plans as store
-from emuplan.store.plan_deletion import delete_plan, plan_deletion
-from emuplan.store.workload_export import WORKLOAD_FORMATS, chakra_bundle
 from emuplan.workload.chakra.bundle import zip_stream
 from emuplan.workload.chakra.schedule import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 from emuplan.workload.document import PlanDocument, PlanRequest

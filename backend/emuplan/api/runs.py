@@ -1,12 +1,12 @@
 """Runs: upload result files (one run, or one run each: ``upload_run``), list, read statistics and figures,
 export samples, set collectives, delete.
 
-Glue only: multipart parsing in ``api/uploads.py``, parsing, statistics and figures in ``results/`` and
-``charts/``, storage in ``store/runs.py``, errors → responses in ``api/errors.py``: a bad file → 400 (413
-past the import budget's caps, ``results/budget.py``) naming file, row and column; no room beside the imports
-in flight → 503 with Retry-After; bad form fields → 422; an identical file already imported → 409 with
-``existing_run_id``; several files that are not one job → 200 with each file's outcome (any of those).
-Downloads stream from storage (``store/table_files.py``).
+Glue only: multipart parsing in ``api/uploads.py``, the import in ``services/imports.py`` and the run's other use
+cases in ``services/runs.py`` (over ``results/``, ``charts/`` and the rows of ``store/runs.py``), errors → responses
+in ``api/errors.py``: a bad file → 400 (413 past the import budget's caps, ``results/budget.py``) naming file, row
+and column; no room beside the imports in flight → 503 with Retry-After; bad form fields → 422; an identical file
+already imported → 409 with ``existing_run_id``; several files that are not one job → 200 with each file's outcome
+(any of those). Downloads stream from storage (``store/table_files.py``).
 """
 
 import dataclasses
@@ -37,9 +37,11 @@ from emuplan.results.export import samples_csv_pieces
 from emuplan.results.formats import FORMATS
 from emuplan.results.formats.headers import parse_column_map
 from emuplan.roles import Role
+from emuplan.services import imports as run_imports
+from emuplan.services import runs as store
 from emuplan.services.jobs.engine import runner
 from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
-from emuplan.store import runs as store
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
 from emuplan.store.models import Run
 from emuplan.store.plans import get_plan
@@ -103,43 +105,6 @@ class UploadForm(BaseModel):
     )
 
 
-class RunChanges(BaseModel):
-    """``PATCH /api/runs/{id}``: what to change of a stored run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    collectives: dict[str, Literal[tuple(op.value for op in CollectiveOp)]] | None = Field(
-        default=None,
-        description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
-        "statistics (bus bandwidth, ideal time, groups) are computed again.",
-    )
-    platform: str | None = Field(
-        default=None,
-        max_length=64,
-        description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
-        "expected and verdict follow.",
-    )
-    name: str | None = Field(default=None, max_length=200)
-    measured_at: datetime | None = Field(
-        default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
-    )
-    tags: list[Annotated[str, Field(max_length=store.MAX_TAG_LENGTH)]] | None = Field(
-        default=None, max_length=store.MAX_TAGS, description="Replace its tags."
-    )
-    note: str | None = Field(default=None, max_length=store.MAX_NOTE, description="Free text; '' clears it.")
-    facts: dict[str, str] | None = Field(
-        default=None,
-        max_length=store.MAX_FACTS,
-        description='Replace its fabric facts, key → value: {"topology": "rail-optimised", "nic": "ConnectX-7", '
-        '"nccl": "2.21.5"}; {} clears them.',
-    )
-    plan_id: DatabaseInt | None = Field(
-        default=None,
-        description="Link it to this plan; null: unlink. Its statistics are computed again (the plan's network "
-        "gives its ideal times) and its verdict judged again (the plan's GPUs give its rank count).",
-    )
-
-
 UPLOAD_OPENAPI = {
     "requestBody": {
         "required": True,
@@ -178,7 +143,7 @@ class RunSummaryDocument(BaseModel):
 
 
 def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dict[str, Any]:
-    """Pydantic fields for a store dataclass's (``store.RunHeader`` and its subclasses): the same names, types
+    """Pydantic fields for a store dataclass's (``run_rows.RunBase`` and its subclasses): the same names, types
     and descriptions, or the type ``api_types`` names; the time as the ISO 8601 text ``document()`` gives."""
     return {
         each.name: (str, Field(description="ISO 8601 with its UTC offset."))
@@ -191,28 +156,28 @@ def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dic
 
 
 def _added_by(subclass: type) -> list[dataclasses.Field]:
-    """The fields a subclass of ``store.RunHeader`` adds to it."""
-    return dataclasses.fields(subclass)[len(dataclasses.fields(store.RunHeader)) :]
+    """The fields a subclass of ``run_rows.RunBase`` adds to it."""
+    return dataclasses.fields(subclass)[len(dataclasses.fields(run_rows.RunBase)) :]
 
 
-RunHeader = create_model(
-    "RunHeader",
+RunBase = create_model(
+    "RunBase",
     __doc__="What both documents of a run hold: the list's item and the whole run.",
-    **_api_fields(dataclasses.fields(store.RunHeader)),
+    **_api_fields(dataclasses.fields(run_rows.RunBase)),
 )
 RunListItem = create_model(
     "RunListItem",
-    __base__=RunHeader,
+    __base__=RunBase,
     __doc__="""A run as ``GET /api/runs`` and ``emuplan runs --json`` list it: without the statistics, warnings and
     file digest that ``GET /api/runs/{id}`` adds, with the overall median and p99.""",
-    **_api_fields(_added_by(store.ListedRun)),
+    **_api_fields(_added_by(run_rows.RunListItem)),
 )
 RunPublic = create_model(
     "RunPublic",
-    __base__=RunHeader,
+    __base__=RunBase,
     __doc__="A run as ``GET /api/runs/{id}`` and ``emuplan import --json`` show it.",
     # The statistics are a dict in the store; the API documents their shape.
-    **_api_fields(_added_by(store.PublicRun), summary=RunSummaryDocument),
+    **_api_fields(_added_by(run_rows.RunPublic), summary=RunSummaryDocument),
 )
 
 
@@ -415,22 +380,22 @@ def _refuse_duplicate(database: Database, digest: str, file_name: str) -> None:
     """A duplicate refused before its file is parsed, on a read session: ``session`` (the write transaction, SQLite's
     one writer) is first used to store, so another user's sign-in or upload never waits for a file being read."""
     with database.read_session() as reading:
-        store.refuse_duplicate(reading, digest, file_name)
+        run_imports.refuse_duplicate(reading, digest, file_name)
 
 
 def _import_upload(
     database: Database, session, files: list[SpooledFile], form: UploadForm, budget: ImportBudget
 ) -> dict:
-    """One run: the one file, or one job's files (``store.import_observed_files``: the strategy, collective and
+    """One run: the one file, or one job's files (``run_imports.import_observed_files``: the strategy, collective and
     column mapping are the records' own)."""
     try:
         if len(files) > 1:
             _refuse_duplicate(
                 database,
-                store.job_digest(file.sha256 for file in files),
+                run_imports.job_digest(file.sha256 for file in files),
                 f"{files[0].file_name} and {len(files) - 1} more",
             )
-            run = store.import_observed_files(
+            run = run_imports.import_observed_files(
                 session,
                 [file.path for file in files],
                 name=form.name,
@@ -446,7 +411,7 @@ def _import_upload(
             _refuse_duplicate(database, files[0].sha256, files[0].file_name)
             run = _import_file(session, files[0], form, budget)
         session.commit()
-        return store.run_public(run)
+        return run_rows.run_public(run)
     finally:
         # The parse's tables are garbage by now, whether the files were imported or refused (~15 ms).
         return_freed_memory()
@@ -455,11 +420,11 @@ def _import_upload(
 def _measured_when(session, run: Run, form: UploadForm) -> None:
     """When the form says the run was measured (before its transaction commits, so nothing is half-written)."""
     if form.measured_at is not None:
-        store.update_run(session, run.id, store.RunEdits(measured_at=form.measured_at))
+        store.update_run(session, run.id, store.RunUpdate(measured_at=form.measured_at))
 
 
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
-    run = store.import_result_file(
+    run = run_imports.import_result_file(
         session,
         file.path,
         file.file_name,
@@ -494,7 +459,7 @@ def _import_each(
                 budget.admit(file.size, file.file_name)
                 outcome["run_id"] = _import_file(session, file, form, budget).id
             session.commit()
-        except store.DuplicateRun as duplicate:
+        except run_imports.DuplicateRun as duplicate:
             session.rollback()
             outcome |= {"outcome": "duplicate", "run_id": duplicate.existing_run_id, "detail": str(duplicate)}
         except (LookupError, ValueError) as refusal:
@@ -521,14 +486,14 @@ def run_filters(
         str | None, Query(max_length=300, description="'key=value' (any case), or a key the run states at all.")
     ] = None,
     q: Annotated[str | None, Query(max_length=200, description="A part of the name (any case).")] = None,
-) -> store.RunFilters:
-    return store.RunFilters(
+) -> run_rows.RunFilters:
+    return run_rows.RunFilters(
         strategy=strategy, plan_id=plan, tag=tag, collective=collective, platform=platform, verdict=verdict,
         kind=kind, ranks=ranks, hosts=hosts, size=size, fact=fact, text=q,
     )  # fmt: skip
 
 
-RunFiltersDep = Annotated[store.RunFilters, Depends(run_filters)]
+RunFiltersDep = Annotated[run_rows.RunFilters, Depends(run_filters)]
 
 
 @router.get("", response_model=list[RunListItem])
@@ -537,30 +502,33 @@ def list_runs(
     response: Response,
     filters: RunFiltersDep,
     sort: Annotated[
-        Literal[store.RUN_SORTS],
+        Literal[run_rows.RUN_SORTS],
         Query(
             description="newest (default), oldest, name, p50 (lowest first), busbw (peak, highest first), "
             "ranks (most first), size (largest first), verdict (fail, degraded, pass, then unjudged; each newest "
             "first), platform (A–Z), collective (its first, A–Z); runs without the figure last."
         ),
     ] = "newest",  # fmt: skip
-    limit: Annotated[int, Query(ge=1, le=store.MAX_RUNS_PER_PAGE, description="Runs per page.")] = store.RUNS_PER_PAGE,
+    limit: Annotated[
+        int, Query(ge=1, le=run_rows.MAX_RUNS_PER_PAGE, description="Runs per page.")
+    ] = run_rows.RUNS_PER_PAGE,
     offset: Annotated[DatabaseInt, Query(description="Runs to skip (limit × page number).")] = 0,
 ) -> list[dict]:
     """One page of runs in the ``sort`` order; the ``X-Total-Count`` header says how many match in all, or past
     1,000 matches on PostgreSQL ``X-Total-Count-Estimate`` its planner's estimate (counting them would visit each).
     Each run's statistics are at ``GET /api/runs/{id}``."""
-    count = store.count_runs(session, filters)
+    count = run_rows.count_runs(session, filters)
     response.headers["X-Total-Count" if count.exact else "X-Total-Count-Estimate"] = str(count.value)
     total = count.value if count.exact else None
     return [
-        run.document() for run in store.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
+        run.document()
+        for run in run_rows.list_runs(session, filters, sort=sort, limit=limit, offset=offset, total=total)
     ]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
-    return store.run_public(store.get_run(session, run_id))
+    return run_rows.run_public(run_rows.get_run(session, run_id))
 
 
 def assumption_choice(
@@ -582,7 +550,7 @@ AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
 def run_stats(
     run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
 ) -> dict:
-    return store.run_statistics(session, store.get_run(session, run_id), choice, settings, plan_id=plan)
+    return store.run_statistics(session, run_rows.get_run(session, run_id), choice, settings, plan_id=plan)
 
 
 @router.get("/{run_id}/observed-vs-plan", response_model=ObservedAgainstPlan)
@@ -594,7 +562,7 @@ def observed_vs_plan(
         int | None, Query(ge=1, le=1_000_000_000, description="Steps the records span (default: the trace's own).")
     ] = None,
 ) -> dict:
-    return store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+    return store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
 
 
 @router.get("/{run_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
@@ -609,7 +577,7 @@ def export_run_kccb(
     """A KCCB trial from reality: the trial configuration that replays what an observed run's training job sent
     (collectives, sizes, calls per step, group sizes), in a plan's export formats (``GET /api/plans/{id}/kccb``);
     422 for a run that was not observed or records no training steps (give ``steps``)."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     body = export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
     return Response(
         content=body,
@@ -629,7 +597,7 @@ def run_figure(
     log_y: Annotated[bool, Query(description="Delay chart: logarithmic time axis.")] = False,
     clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
 ) -> dict:
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
@@ -647,7 +615,7 @@ def _started(pieces: Iterator[bytes]) -> Iterator[bytes]:
 @router.get("/{run_id}/samples.csv", responses=download("text/csv"))
 def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return StreamingResponse(
         _started(_samples_csv(session, run.id)),
         media_type="text/csv",
@@ -658,7 +626,7 @@ def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRespon
 @router.get("/{run_id}/samples.parquet", responses=download("application/vnd.apache.parquet"))
 def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The stored Parquet, read from the database a piece at a time while it is sent."""
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     return StreamingResponse(
         _started(stored_table_pieces(session, run.id)),
         media_type="application/vnd.apache.parquet",
@@ -688,7 +656,11 @@ RELABEL_JOB_STARTED = {
 
 @router.patch("/{run_id}", response_model=RunPublic, responses={**IMPORT_ERRORS, **RELABEL_JOB_STARTED})
 def change_run(
-    run_id: DatabaseInt, changes: RunChanges, session: WriteSessionDep, settings: SettingsDep, database: DatabaseDep
+    run_id: DatabaseInt,
+    changes: store.RunUpdate,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    database: DatabaseDep,
 ) -> Any:
     """Rename, retag, annotate, state the fabric facts of, link or unlink a run, set its collectives or its
     platform (an editor's write). Only the fields given change; ``"platform": null`` clears it,
@@ -696,32 +668,20 @@ def change_run(
     (``GET /api/relabel-jobs/{job_id}``) that computes its statistics again."""
     given = changes.model_fields_set
     if not given:
-        raise ValueError("changes: give at least one of " + ", ".join(RunChanges.model_fields))
+        raise ValueError("changes: give at least one of " + ", ".join(store.RunUpdate.model_fields))
     limits = ImportLimits.from_settings(settings)
-    run = store.get_run(session, run_id)
+    run = run_rows.get_run(session, run_id)
     plan_id = (changes.plan_id or 0) if "plan_id" in given else None
     summarised_again = changes.collectives is not None or (plan_id is not None and (plan_id or None) != run.plan_id)
     if summarised_again and store.summarised_again_in_background(session, run_id, limits):
         return _relabel_job_started(session, database, run, changes, plan_id, limits)
-    if "platform" in given:
-        run = store.set_run_platform(session, run_id, changes.platform)
-    if changes.collectives is not None:
-        run = store.relabel_collectives(session, run_id, changes.collectives, limits)
-    edits = store.RunEdits(
-        name=changes.name,
-        tags=changes.tags,
-        note=changes.note,
-        facts=changes.facts,
-        plan_id=plan_id,
-        measured_at=changes.measured_at,
-    )
-    run = store.update_run(session, run_id, edits, limits)
+    run = store.update_run(session, run_id, changes, limits)
     session.commit()
-    return store.run_public(run)
+    return run_rows.run_public(run)
 
 
 def _relabel_job_started(
-    session: Session, database: Database, run: Run, changes: RunChanges, plan_id: int | None, limits: ImportLimits
+    session: Session, database: Database, run: Run, changes: store.RunUpdate, plan_id: int | None, limits: ImportLimits
 ) -> JSONResponse:
     """The huge run's relabelling and plan checked, its other fields changed and committed, then the job that
     computes its statistics again started: 202 with the job."""
@@ -731,12 +691,9 @@ def _relabel_job_started(
     if target_plan is not None:
         get_plan(session, target_plan)
     RelabelJob.check_idle(database, run.id)
-    if "platform" in changes.model_fields_set:
-        store.set_run_platform(session, run.id, changes.platform)
-    edits = store.RunEdits(
-        name=changes.name, tags=changes.tags, note=changes.note, facts=changes.facts, measured_at=changes.measured_at
-    )
-    store.update_run(session, run.id, edits, limits)
+    # The job relabels and links; the rest changes now.
+    now = changes.model_fields_set - {"collectives", "plan_id"}
+    store.update_run(session, run.id, store.RunUpdate(**changes.model_dump(include=now)), limits)
     session.commit()  # before the job's own transactions: SQLite has one writer
     job = RelabelJob(database, run.id, changes.collectives or {}, target_plan, limits)
     document = RelabelJob.public(runner(database).start(database, job))
@@ -746,13 +703,13 @@ def _relabel_job_started(
 @router.get("/{run_id}/deletion", response_model=RunDeletion)
 def run_deletion(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     """What ``DELETE /api/runs/{id}`` would do besides removing the run (what the page's confirmation says)."""
-    return store.run_deletion(session, run_id)
+    return run_rows.run_deletion(session, run_id)
 
 
 @router.delete("/{run_id}", status_code=204)
 def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
     """Delete the run (the admin role): its samples, statistics, tags and facts; comparisons show the rest of
     their runs (``GET /api/runs/{id}/deletion`` says which)."""
-    store.delete_run(session, run_id)
+    run_rows.delete_run(session, run_id)
     session.commit()
     return Response(status_code=204)

@@ -1,5 +1,5 @@
 """Series over time: ``GET /api/trend`` (JSON), ``/api/trend/figures`` (its charts), the ``/trend`` page and
-``GET /metrics`` (Prometheus' text format, for a team's Grafana), all over ``store.trend``."""
+``GET /metrics`` (Prometheus' text format, for a team's Grafana), all over ``services.trend``."""
 
 from collections.abc import Iterator
 from typing import Annotated
@@ -16,7 +16,7 @@ from emuplan.api.pages import render
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.charts.trend import trend_figure
 from emuplan.results.analysis.trend import figure_label
-from emuplan.store import trend as store
+from emuplan.services import trend as store
 from emuplan.wording import change
 
 router = APIRouter(

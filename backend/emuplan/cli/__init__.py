@@ -1,6 +1,6 @@
 """The ``emuplan`` command line. Each module below adds its commands to the one Typer app.
 
-Glue like ``api/``: planning through ``emuplan.planning``, storage through ``store/``. May import every
+Glue like ``api/``: planning through ``emuplan.services.plans``, storage through ``store/``. May import every
 package; reaches ``api/`` only through ``main.create_app`` (``emuplan serve``).
 """
 

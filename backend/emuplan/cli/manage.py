@@ -115,7 +115,7 @@ def edit_run(
     if plan is not None and no_plan:
         fail("--plan and --no-plan contradict each other")
     server = remote_server()
-    # Unlinking is the one change whose value is None: the API's "plan_id": null, the store's plan_id 0.
+    # Unlinking is the one change whose value is None: the API's "plan_id": null; 0 says it here (RunUpdate).
     plan_id = 0 if no_plan else plan
     fields = {"name": name, "tags": _tags(tags, no_tags), "note": note, "plan_id": plan_id, "facts": None}
     fields["measured_at"] = measured_at
@@ -129,15 +129,17 @@ def edit_run(
         document = waited_for_server(server, run_id, answer)  # a huge run linked: its relabel job followed
     else:
         from emuplan.results.budget import ImportLimits
+        from emuplan.services import runs as store
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
+        from emuplan.store import runs as run_rows
 
         def edit(session) -> dict:
             if fact:
-                fields["facts"] = merged_facts(store.get_run(session, run_id).facts, fact)
+                fields["facts"] = merged_facts(run_rows.get_run(session, run_id).facts, fact)
             changes = _changes(**fields)
             limits = ImportLimits.from_settings(get_settings())
-            return store.run_public(store.update_run(session, run_id, store.RunEdits(**changes), limits))
+            update = store.RunUpdate(**changes)
+            return run_rows.run_public(store.update_run(session, run_id, update, limits))
 
         document = in_store(edit, write=True)
     if as_json:
@@ -166,10 +168,11 @@ def delete_run(run_id: Annotated[int, typer.Argument(help="Run id.")], yes: YesO
         _confirmed(f"{_run_consequences(server.get(f'/api/runs/{run_id}/deletion'))} Delete run {run_id}?", yes)
         server.delete(f"/api/runs/{run_id}")
     else:
-        from emuplan.store import runs as store
+        from emuplan.store import runs as run_rows
 
-        _confirmed(f"{_run_consequences(in_store(lambda s: store.run_deletion(s, run_id)))} Delete run {run_id}?", yes)
-        in_store(lambda session: store.delete_run(session, run_id), write=True)
+        consequences = _run_consequences(in_store(lambda session: run_rows.run_deletion(session, run_id)))
+        _confirmed(f"{consequences} Delete run {run_id}?", yes)
+        in_store(lambda session: run_rows.delete_run(session, run_id), write=True)
     typer.echo(f"deleted run {run_id}")
 
 
@@ -244,8 +247,8 @@ def delete_plan(plan_id: Annotated[int, typer.Argument(help="Plan id.")], yes: Y
         account = server.delete(f"/api/plans/{plan_id}")
     else:
         from emuplan.results.budget import ImportLimits
+        from emuplan.services import plan_deletion
         from emuplan.settings import get_settings
-        from emuplan.store import plan_deletion
 
         preview = in_store(lambda session: plan_deletion.plan_deletion(session, plan_id))
         _confirmed(f"{_plan_consequences(preview)} Delete plan {plan_id}?", yes)

@@ -99,7 +99,7 @@ def _store_torchrun_result(
     database: "Database", plan_id: int, csv_path: Path, name: str | None, tags: list[str]
 ) -> "Run":
     from emuplan.measure.workload import MeasurementError
-    from emuplan.store.measurements import save_measured_run
+    from emuplan.services.measurements import save_measured_run
     from emuplan.store.plans import get_plan
 
     record_path = csv_path.with_suffix(".json")
@@ -184,10 +184,11 @@ def measure(
     """
     from emuplan.measure.workload import MeasurementError
     from emuplan.results.canonical import ResultFileError
+    from emuplan.services.imports import DuplicateRun
+    from emuplan.services.measurements import measure_and_store
     from emuplan.settings import get_settings
-    from emuplan.store.measurements import measure_and_store
     from emuplan.store.plans import PlanNotFound
-    from emuplan.store.runs import DuplicateRun, RunInputError, run_public
+    from emuplan.store.runs import RunInputError, run_public
 
     if backend not in BACKENDS:
         fail(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")

@@ -230,7 +230,7 @@ def plan(
 ) -> None:
     """Plan a KCCB emulation: the collectives of one training step, the trial count and KCCB's settings."""
     # Planning itself (pydantic's models, model sources, strategies) is imported here: --help goes without.
-    from emuplan.planning import plan_request
+    from emuplan.services.plans import plan_request
     from emuplan.workload.document import PlanDocument, PlanRequest
     from emuplan.workload.kccb import export_kccb
     from emuplan.workload.sources import FILE_SOURCES, PYTORCH_SUFFIX

@@ -194,7 +194,7 @@ def assign_platform(
     run_ids: Annotated[list[int], typer.Argument(help="Run ids.")],
 ) -> None:
     """Name the platform runs ran on: their expected curve, % of expected and verdict follow."""
-    from emuplan.store import runs as store
+    from emuplan.services import runs as store
 
     platform = None if name == "none" else name
 

@@ -51,8 +51,9 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
     printed; False (nothing done) for a run relabelled in one transaction (``relabel_collectives``)."""
     from emuplan.cli.app import open_database
     from emuplan.results.budget import ImportLimits
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.store import runs as run_rows
 
     limits = ImportLimits.from_settings(get_settings())
     database = open_database()
@@ -60,8 +61,8 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
         with database.read_session() as session:
             if not store.summarised_again_in_background(session, run_id, limits):
                 return False
-            plan_id = store.get_run(session, run_id).plan_id
-            total = store.stored_table_bytes(session, run_id)
+            plan_id = run_rows.get_run(session, run_id).plan_id
+            total = run_rows.stored_table_bytes(session, run_id)
         lines, read = ProgressLines(run_id), [0]
 
         def on_read(size: int) -> None:

@@ -43,12 +43,12 @@ def _echo_json(document) -> None:
 def _with_store(action: Callable[["Session"], T], *, write: bool = False) -> T:
     """``in_store`` (RunNotFound, ResultFileError, RunInputError, bad options exit 2), saying of a duplicate
     upload that it was not imported again."""
-    from emuplan.store import runs as store
+    from emuplan.services.imports import DuplicateRun
 
     def guarded(session: "Session") -> T:
         try:
             return action(session)
-        except store.DuplicateRun as duplicate:
+        except DuplicateRun as duplicate:
             fail(f"{duplicate} — not imported again")
 
     return in_store(guarded, write=write)
@@ -129,14 +129,15 @@ FactOption = Annotated[
 
 
 def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
-    """The stored run (``store.import_result_file`` with the CLI's options), within the settings' import budget."""
+    """The stored run (``services.imports.import_result_file`` with the CLI's options), in the import budget."""
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.formats.headers import parse_column_map
+    from emuplan.services import imports as run_imports
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
-        return store.import_result_file(
+        return run_imports.import_result_file(
             session,
             file,
             file.name,
@@ -155,14 +156,15 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
 
 def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
     """One training job's records (an NCCL Inspector dump per process, a profiler trace per rank) as one observed
-    run (``store.import_observed_files``), within the settings' import budget. The strategy, collective and
+    run (``run_imports.import_observed_files``), within the settings' import budget. The strategy, collective and
     column mapping are the records' own."""
     from emuplan.results.budget import ImportBudget, ImportLimits
+    from emuplan.services import imports as run_imports
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
-        return store.import_observed_files(
+        return run_imports.import_observed_files(
             session,
             files,
             name=name,
@@ -177,11 +179,12 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
 
 def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict]:
     """The stored run (several files: one job's) and its statistics (its headline and verdict end the output)."""
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.store import runs as run_rows
 
     run = _import_job(session, files, *options) if len(files) > 1 else _import_file(session, files[0], *options)
-    return store.run_public(run), store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
+    return run_rows.run_public(run), store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
 
 
 def _statistics_of(run_ids: list[int]) -> list[dict]:
@@ -189,12 +192,13 @@ def _statistics_of(run_ids: list[int]) -> list[dict]:
     server = remote_server()
     if server is not None:
         return [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.store import runs as run_rows
 
     def judged(session) -> list[dict]:
         return [
-            store.run_statistics(session, store.get_run(session, run_id), store.AssumptionChoice(), get_settings())
+            store.run_statistics(session, run_rows.get_run(session, run_id), store.AssumptionChoice(), get_settings())
             for run_id in run_ids
         ]
 
@@ -254,7 +258,7 @@ def _import_each(files: list[Path], fields: dict, options: tuple, progress: bool
                 outcomes.append({"file": str(file), "outcome": outcome, "run_id": existing, "detail": str(refused)})
         return outcomes
     from emuplan.cli.app import open_database
-    from emuplan.store import runs as store
+    from emuplan.services.imports import DuplicateRun
 
     database = open_database()
     try:
@@ -263,7 +267,7 @@ def _import_each(files: list[Path], fields: dict, options: tuple, progress: bool
                 with database.writing() as session:
                     run_id = _import_file(session, file, *options).id
                 outcomes.append({"file": str(file), "outcome": "stored", "run_id": run_id, "detail": None})
-            except store.DuplicateRun as duplicate:
+            except DuplicateRun as duplicate:
                 outcomes.append(
                     {
                         "file": str(file),
@@ -411,18 +415,19 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
     """On the local database: a huge run summarised again with its progress printed (``relabel_progress``), any
     other in one transaction."""
     from emuplan.results.budget import ImportLimits
+    from emuplan.services import runs as store
     from emuplan.settings import get_settings
-    from emuplan.store import runs as store
+    from emuplan.store import runs as run_rows
 
     def document(session) -> dict:
-        return store.run_public(store.get_run(session, run_id))
+        return run_rows.run_public(run_rows.get_run(session, run_id))
 
     mapping = relabelling(_with_store(document), new, old)
     if summarised_locally(run_id, mapping):
         return _with_store(document)
     limits = ImportLimits.from_settings(get_settings())
     return _with_store(
-        lambda session: store.run_public(store.relabel_collectives(session, run_id, mapping, limits)), write=True
+        lambda session: run_rows.run_public(store.relabel_collectives(session, run_id, mapping, limits)), write=True
     )
 
 
@@ -495,10 +500,12 @@ def list_runs(
         query = {**filters, "plan": plan, "q": search, "sort": sort}
         documents = list(server.pages("/api/runs", query, page_size=REMOTE_RUNS_PER_REQUEST))
     else:
-        from emuplan.store import runs as store
+        from emuplan.store import runs as run_rows
 
-        chosen = store.RunFilters(**filters, plan_id=plan, text=search)
-        documents = _with_store(lambda session: [run.document() for run in store.list_runs(session, chosen, sort=sort)])
+        chosen = run_rows.RunFilters(**filters, plan_id=plan, text=search)
+        documents = _with_store(
+            lambda session: [run.document() for run in run_rows.list_runs(session, chosen, sort=sort)]
+        )
     if as_json:
         _echo_json(documents)
         return
@@ -630,13 +637,14 @@ def run_stats(
         assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks, "plan": plan}
         document = server.get(f"/api/runs/{run_id}/stats", assumptions)
     else:
+        from emuplan.services import runs as store
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
+        from emuplan.store import runs as run_rows
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         document = _with_store(
             lambda session: store.run_statistics(
-                session, store.get_run(session, run_id), choice, get_settings(), plan_id=plan
+                session, run_rows.get_run(session, run_id), choice, get_settings(), plan_id=plan
             )
         )
     if as_json:
@@ -672,10 +680,11 @@ def observed_against_plan(
     if server is not None:
         document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
     else:
-        from emuplan.store import runs as store
+        from emuplan.services import runs as store
+        from emuplan.store import runs as run_rows
 
         document = _with_store(
-            lambda session: store.observed_against_plan(session, store.get_run(session, run_id), plan, steps)
+            lambda session: store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
         )
     if as_json:
         _echo_json(document)
@@ -712,10 +721,10 @@ def export_kccb(
     if export_format not in EXPORT_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(EXPORT_FORMATS)}", param_hint="--format")
     from emuplan.results.analysis.observed_kccb import export_observed_kccb
-    from emuplan.store import runs as store
+    from emuplan.store import runs as run_rows
 
     def exported(session: "Session") -> str:
-        run = store.get_run(session, run_id)
+        run = run_rows.get_run(session, run_id)
         return export_observed_kccb(run.id, run.name, run.summary.get("observed"), export_format, steps)
 
     body = _with_store(exported)
@@ -1000,13 +1009,14 @@ def compare_runs(
         )
     else:
         from emuplan.results.analysis.step_cost import parse_plan_choices
+        from emuplan.services import comparisons as comparison_service
+        from emuplan.services import runs as store
         from emuplan.settings import get_settings
-        from emuplan.store import runs as store
 
         choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         every = {run_id: int(every_run[0]) for run_id in run_ids} if every_run else {}
         document = _with_store(
-            lambda session: store.compare_stored_runs(
+            lambda session: comparison_service.compare_stored_runs(
                 session, run_ids, baseline, settings=get_settings(), choice=choice,
                 plans=every | parse_plan_choices(pairs),
             )

@@ -30,10 +30,10 @@ def simulate(
     EMUPLAN_SIMULATOR_MEMORY_MB, and a plan whose estimated simulator memory passes it is refused before it starts."""
     # Imported here: the store, protobuf and the planner are only needed once the command runs.
     from emuplan.child_memory import MB
+    from emuplan.services.simulations import plan_traces
     from emuplan.settings import get_settings
     from emuplan.simulate.astra_sim import SimulationError, SimulatorUnavailable, check_binary, simulate_plan
     from emuplan.simulate.memory import SimulationTooLarge, check_memory
-    from emuplan.store.simulations import plan_traces
 
     settings = get_settings()
     try:

@@ -21,7 +21,7 @@ def _series(platform: str, collective: str | None, tag: str | None, ranks: int |
         return server.get("/api/trend", given | {"limit": limit})
     from pydantic_core import to_jsonable_python
 
-    from emuplan.store import trend as store
+    from emuplan.services import trend as store
 
     series = in_store(
         lambda session: store.trend(

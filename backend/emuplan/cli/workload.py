@@ -30,7 +30,7 @@ def export_workload(
     comm_groups.json (group id → ranks, as ASTRA-sim reads it), comm_group_names.json and README.txt. With
     --server, the server's zip is streamed to disk as it arrives."""
     # Imported here: protobuf and the planner are only needed once the command runs.
-    from emuplan.store.workload_export import WORKLOAD_FORMATS
+    from emuplan.services.workload_export import WORKLOAD_FORMATS
 
     if workload_format not in WORKLOAD_FORMATS:
         raise typer.BadParameter(f"use one of {', '.join(WORKLOAD_FORMATS)}", param_hint="--format")
@@ -45,7 +45,7 @@ def export_workload(
 
 
 def _export_local(plan_id: int, gpu: str, utilisation: float, ranks: str | None, out: Path, as_zip: bool) -> list[str]:
-    from emuplan.store.workload_export import chakra_bundle
+    from emuplan.services.workload_export import chakra_bundle
     from emuplan.workload.chakra.bundle import write_bundle, write_zip
 
     database = open_database()

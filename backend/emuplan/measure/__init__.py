@@ -8,5 +8,5 @@ rank's start/end timestamps into the per-iteration CSV that ``emuplan import`` r
 Nothing here imports torch at module level except ``worker``, so the CLI and the API stay light.
 Owns the measurement options and their defaults and limits (``options``, standard library only: every
 ``emuplan`` command imports it). May import ``emuplan.workload``; never FastAPI or the database
-(``store.measurements`` stores the result).
+(``services.measurements`` stores the result).
 """

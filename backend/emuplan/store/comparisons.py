@@ -14,7 +14,6 @@ from sqlmodel import Session, col, select
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Comparison, Plan, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
-from emuplan.store.runs import AssumptionChoice
 
 MAX_SHARE_DAYS = 3650
 
@@ -243,11 +242,6 @@ def present_runs(session: Session, comparison: Comparison) -> list[Run]:
     """The comparison's runs that still exist, in the saved order (a run deleted later drops out)."""
     runs = {run.id: run for run in session.exec(select(Run).where(col(Run.id).in_(comparison.run_ids))).all()}
     return [runs[run_id] for run_id in comparison.run_ids if run_id in runs]
-
-
-def saved_assumptions(comparison: Comparison) -> AssumptionChoice:
-    """The link speed, α and ranks the comparison was saved with (none: each run's own)."""
-    return AssumptionChoice(**comparison.options.get("assumptions", {}))
 
 
 def saved_plans(session: Session, comparison: Comparison, runs: list[Run]) -> dict[int, int]:

@@ -263,9 +263,9 @@ class RunCollective(SQLModel, table=True):
 
 
 class RunTrendFigures(SQLModel, table=True):
-    """What a series reads of a run (``store.trend.figures_of``: per collective its peak and average busbw and
-    busbw per size, 0.6 KB of JSON for a 31-size sweep), written with its summary: a series page reads these,
-    not 30 summaries of 56 KB."""
+    """What a series reads of a run (``services.series_figures.figures_of``: per collective its peak and average
+    busbw and busbw per size, 0.6 KB of JSON for a 31-size sweep), written with its summary: a series page reads
+    these, not 30 summaries of 56 KB."""
 
     __tablename__ = "run_trend_figures"
 

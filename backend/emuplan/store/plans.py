@@ -1,5 +1,5 @@
 """Stored plans: the request, the filled-in inputs and the plan document in one row; the document is
-read back only through ``PlanDocument`` (``plan_document``). Planning itself is ``emuplan.planning``.
+read back only through ``PlanDocument`` (``plan_document``). Planning itself is ``emuplan.services.plans``.
 """
 
 from datetime import datetime

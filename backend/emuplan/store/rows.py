@@ -1,10 +1,15 @@
 """The lookups every stored kind shares: one row by id or a clear "not found", and a newest-first page."""
 
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
+from annotated_types import Interval
 from sqlmodel import Session, SQLModel, col, select
 
 Row = TypeVar("Row", bound=SQLModel)
+# Ids and offsets are int64 in the database; a larger number in a path, query or body is refused with
+# 422 where it is read instead of failing in the database driver (500).
+INT64_MAX = 2**63 - 1
+DatabaseInt = Annotated[int, Interval(ge=0, le=INT64_MAX)]
 
 
 class NotFound(LookupError):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 # A model definition uploaded to the server, named in a plan's inputs as "model:<id>"
-# (``store.model_definitions.stored_definition`` reads it back).
+# (``services.model_definitions.stored_definition`` reads it back).
 STORED_MODEL_PREFIX = "model:"
 
 

@@ -105,7 +105,7 @@ def choose_collective(
 
     An explicit choice the content contradicts is refused (``ResultFileError``) rather than stored: it would
     give every busbw and ideal time the wrong factor. A run stored with the content's choice can still be
-    relabelled (``store.runs.relabel_collectives``). None when nothing decides."""
+    relabelled (``services.runs.relabel_collectives``). None when nothing decides."""
     known = normalise_op_name(explicit) if explicit else None
     chosen = known.value if known is not None else explicit
     by_name = collective_from_file_name(file_name) if file_name else None

@@ -27,9 +27,9 @@ from emuplan.measure.options import (
 )
 from emuplan.measure.workload import MeasurementError
 from emuplan.services.jobs.engine import Job, JobContext
+from emuplan.services.measurements import local_launcher, store_measurement
 from emuplan.store.db import Database
 from emuplan.store.jobs import server_host
-from emuplan.store.measurements import local_launcher, store_measurement
 from emuplan.store.models import JobRecord
 from emuplan.store.plans import PlanNotFound
 

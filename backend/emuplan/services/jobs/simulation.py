@@ -9,11 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from emuplan.services.jobs.engine import Job, JobContext
+from emuplan.services.simulations import check_simulation, plan_traces
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store.db import Database
 from emuplan.store.models import JobRecord
-from emuplan.store.simulations import check_simulation, plan_traces
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]

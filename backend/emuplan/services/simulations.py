@@ -1,4 +1,4 @@
-"""A stored plan simulated with ASTRA-sim: its Chakra traces for every rank (``store.workload_export``) on its own
+"""A stored plan simulated with ASTRA-sim: its Chakra traces for every rank (``services.workload_export``) on its own
 network (``simulate.astra_sim``). The CLI and the API's jobs both take ``plan_traces`` to ``simulate_plan``; the API
 checks a start with ``check_simulation`` first, so a refused one answers at once rather than as a failed job."""
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 from sqlmodel import Session
 
+from emuplan.services.model_definitions import inventory_for_spec
+from emuplan.services.workload_export import EVERY_RANK, chakra_bundle, chakra_refusal
 from emuplan.simulate.astra_sim import check_binary
 from emuplan.simulate.memory import check_memory
-from emuplan.store.model_definitions import inventory_for_spec
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.workload_export import EVERY_RANK, chakra_bundle, chakra_refusal
 from emuplan.workload.chakra.bundle import TraceBundle
 from emuplan.workload.chakra.schedule import MAX_RANKS_PER_BUNDLE, ComputeModel, ExportError, build_traces
 from emuplan.workload.document import PlanDocument

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from emuplan.store.model_definitions import inventory_for_spec
+from emuplan.services.model_definitions import inventory_for_spec
 from emuplan.store.models import Plan
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.workload.chakra.bundle import TraceBundle, bundle_files

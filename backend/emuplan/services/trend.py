@@ -7,24 +7,23 @@ them against the noise of the runs before.
 
 Only the last ``limit`` runs of a series are read, newest first (by id: the order they were stored), through
 ``ix_run_platform_id`` or ``ix_run_platform_ranks_id`` (migration 0013), with each run's figures from
-``run_trend_figures`` (written with its summary by a listener here) rather than its 56 KB summary: the same few
-rows whether the series holds 10 runs or 10,000.
+``run_trend_figures`` (written with its summary: ``services.series_figures``) rather than its 56 KB summary: the
+same few rows whether the series holds 10 runs or 10,000.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 
-import sqlalchemy as sa
-from sqlalchemy import event, exists
+from sqlalchemy import exists
 from sqlalchemy.orm import lazyload
 from sqlmodel import Session, col, select
 
-from emuplan.results.analysis.run_analysis import analyse, resolve_assumptions, run_kind
 from emuplan.results.analysis.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoint, busbw_at, judge_series, what_changed
+from emuplan.services.runs import run_judgement
+from emuplan.services.series_figures import figures_of
 from emuplan.settings import Settings
-from emuplan.store.models import CachedSummary, Run, RunTag, RunTrendFigures, StoredPlatform
+from emuplan.store.models import Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
-from emuplan.store.runs import run_judgement
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 SERIES_RUNS = 30
@@ -56,30 +55,6 @@ class SweepFigures:
     busbw_by_size: dict[int, float | None]
 
 
-# busbw depends on the ranks alone; the link and α an analysis needs move only % of ideal, which a series
-# does not read, so any will do.
-_ANY_LINK_GBPS = 100.0
-
-
-def figures_of(summary: dict, ranks: int | None) -> dict:
-    """Per collective of a size sweep, its headline and busbw per size as the run page computes them
-    (``analyse``, ranks from the file): the JSON ``run_trend_figures`` keeps. Empty for a run that is no sweep."""
-    kind = run_kind(summary["groups"])
-    if kind != "size-sweep":
-        return {}
-    assumptions = resolve_assumptions(file_ranks=ranks, default_link_gbps=_ANY_LINK_GBPS, default_latency_us=0.0)
-    analysis = analyse(summary, kind, assumptions)
-    return {
-        entry["collective"]: {
-            "peak_busbw_gbps": entry["peak_busbw_gbps"],
-            "average_busbw_gbps": entry["average_busbw_gbps"],
-            # JSON keys are text: the size in bytes.
-            "busbw_by_size": {str(row["size_bytes"]): row["busbw_gbps"] for row in entry["tables"][0]["rows"]},
-        }
-        for entry in analysis["sweep"]["collectives"]
-    }
-
-
 def _sweeps(figures: dict) -> dict[str, SweepFigures]:
     return {
         collective: SweepFigures(
@@ -89,16 +64,6 @@ def _sweeps(figures: dict) -> dict[str, SweepFigures]:
         )
         for collective, entry in figures.items()
     }
-
-
-@event.listens_for(CachedSummary, "after_insert")
-@event.listens_for(CachedSummary, "after_update")
-def _store_figures(_mapper, connection, summary: CachedSummary) -> None:
-    """A run's series figures follow its summary (imported, relabelled) in the same transaction."""
-    ranks = connection.execute(sa.select(Run.ranks).where(Run.id == summary.run_id)).scalar_one()
-    table = RunTrendFigures.__table__
-    connection.execute(sa.delete(table).where(table.c.run_id == summary.run_id))
-    connection.execute(sa.insert(table).values(run_id=summary.run_id, figures=figures_of(summary.summary, ranks)))
 
 
 @dataclass(frozen=True)
@@ -246,7 +211,7 @@ class LatestInSeries:
 def latest_per_series(session: Session, settings: Settings) -> list[LatestInSeries]:
     """Each series' newest run (by when it was measured) among its platform's ``METRICS_RECENT_RUNS`` newest: per
     platform, rank count, collective and tag (each tag of the run, and "" for the series of every tag), with the
-    run's verdict and % of expected as its page shows them (``store.runs.run_judgement``, once per run) and whether
+    run's verdict and % of expected as its page shows them (``services.runs.run_judgement``, once per run) and whether
     its peak or average busbw regressed against the runs before it in the series."""
     judgements: dict[int, tuple[str, dict[str, float]]] = {}
     latest: list[LatestInSeries] = []

@@ -3,16 +3,16 @@ without its network, their verdicts judged again without its GPUs), comparisons 
 the run with its own plan again (``comparisons.saved_plans`` skips a plan that is gone), its finished
 simulations go with it (they describe nothing else), and a plan being measured or simulated is not deleted.
 
-Apart from ``store.plans`` because it changes runs (``store.runs`` reads plans: the other way round would be
+Apart from ``store.plans`` because it changes runs (``services.runs`` reads plans: the other way round would be
 a circle)."""
 
 from sqlmodel import Session, col, select
 
 from emuplan.results.budget import ImportLimits
+from emuplan.services.runs import RunUpdate, summarised_again_in_background, update_run
 from emuplan.store import jobs
 from emuplan.store.models import Comparison, Run
 from emuplan.store.plans import get_plan
-from emuplan.store.runs import RunEdits, summarised_again_in_background, update_run
 
 
 class PlanInUse(ValueError):
@@ -58,7 +58,7 @@ def delete_plan(session: Session, plan_id: int, limits: ImportLimits) -> dict:
         raise PlanInUse(f"plan {plan_id} is being simulated (job {simulating}): cancel the simulation first")
     jobs.delete_jobs(session, "simulation", plan_id=plan_id)
     for run_id in consequences["unlinked_run_ids"]:
-        update_run(session, run_id, RunEdits(plan_id=0))
+        update_run(session, run_id, RunUpdate(plan_id=None))
     session.delete(get_plan(session, plan_id))
     session.flush()
     return consequences

@@ -41,7 +41,7 @@ def plan_request(
     # The PyTorch source to capture from, when there is one: (text, file name, options).
     source: tuple[str, str, PytorchSourceOptions] | None = None
     if spec.startswith(STORED_MODEL_PREFIX):
-        from emuplan.store.model_definitions import stored_definition
+        from emuplan.services.model_definitions import stored_definition
 
         definition = stored_definition(session, spec)
         inventory, model_definition_id = ModelInventory.model_validate(definition.inventory), definition.id

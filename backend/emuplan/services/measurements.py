@@ -20,10 +20,11 @@ from emuplan.measure.workload import MeasurementError
 from emuplan.results.analysis.stragglers import MEASURED_BASIS, rank_times_from_timestamps
 from emuplan.results.formats import PER_ITERATION
 from emuplan.results.parse import parse_result_file
+from emuplan.services.imports import DuplicateRun, save_run, sha256_hex
 from emuplan.store.db import Database
 from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan, plan_document
-from emuplan.store.runs import DuplicateRun, find_duplicate, save_run, sha256_hex
+from emuplan.store.runs import find_duplicate
 
 MEASURED_FILE_NAME = "measured.csv"
 
