@@ -18,6 +18,7 @@ from fastapi import Depends, HTTPException, Request
 
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
+from emuplan.store.rows import NotFound
 
 SESSION_COOKIE = "emuplan_session"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -107,3 +108,17 @@ def requires_roles(
 ) -> list:
     """``dependencies=`` for an ``APIRouter``: every route of the router is checked by ``RoleRequired``."""
     return [Depends(RoleRequired(read=read, write=write, delete=delete, page=page))]
+
+
+class SignInOff(NotFound):
+    """Accounts are off (``EMUPLAN_AUTH=none``): there is nothing to sign in to."""
+
+
+def require_accounts_on(request: Request) -> None:
+    if not accounts_on(request):
+        raise SignInOff("Sign-in is off on this server (EMUPLAN_AUTH=none): everyone who reaches it may do everything.")
+
+
+# What every signed-in account may do on its own account (pages and API): a viewer makes and revokes
+# tokens for their own scripts too.
+ANY_ROLE = {"write": Role.viewer, "delete": Role.viewer}

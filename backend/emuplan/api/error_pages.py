@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from emuplan.api.errors import ERROR_STATUS, error_response
-from emuplan.api.pages import render
+from emuplan.api.render import render
 
 # What each status means to the reader of the page, in a heading.
 HEADINGS = {

@@ -10,7 +10,7 @@ any other ``ValueError``; everything not listed stays a 500, which is always a b
 from dataclasses import dataclass, field
 
 from emuplan.api.access import NotSignedIn, RoleMissing
-from emuplan.api.comparisons import SHARE_REFERRER_POLICY
+from emuplan.api.routes.comparisons import SHARE_REFERRER_POLICY
 from emuplan.api.simulate import SimulationNotFinished
 from emuplan.api.simulation_jobs import SimulationBusy
 from emuplan.measure.workload import MeasurementError

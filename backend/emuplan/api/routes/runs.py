@@ -27,9 +27,9 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
-from emuplan.api.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.relabel_jobs import RelabelJobPublic
 from emuplan.api.responses import SIGNED_IN, download, errors
+from emuplan.api.routes.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
 from emuplan.charts import FigureKind

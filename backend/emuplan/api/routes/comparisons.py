@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.responses import SIGNED_IN, errors
-from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
+from emuplan.api.routes.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
 from emuplan.charts import FigureKind
 from emuplan.roles import Role

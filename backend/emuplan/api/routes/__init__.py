@@ -1,0 +1,1 @@
+"""JSON routers, one module per URL prefix (/api/runs -> runs.py)."""

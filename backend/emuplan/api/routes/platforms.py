@@ -1,0 +1,69 @@
+"""/api/platforms: platform profiles as JSON, over ``store.platforms`` (the /platforms page:
+``api/pages/platforms.py``)."""
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from emuplan.api.access import requires_roles
+from emuplan.api.deps import ReadSessionDep, WriteSessionDep
+from emuplan.api.responses import SIGNED_IN, errors
+from emuplan.store import platforms as store
+from emuplan.workload.platforms import Platform
+
+router = APIRouter(
+    prefix="/api/platforms",
+    tags=["platforms"],
+    dependencies=requires_roles(),
+    responses=errors(400, *SIGNED_IN, 404, 409, 422),
+)
+
+
+class PlatformPublic(Platform):
+    # The store's document carries the computed scale_out_gb_s too: ignored on the way in, computed on the way out.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    builtin: bool = Field(description="Built into emuplan (cited figures, read-only) rather than added by a user.")
+    runs: int = Field(description="Runs that name this platform.")
+    plans: int = Field(description="Plans that name this platform.")
+
+
+class PlatformDeleted(BaseModel):
+    name: str
+    runs_detached: int = Field(description="Runs that named the platform and now have none.")
+    plans_detached: int = Field(description="Plans that named the platform and now have none.")
+
+
+@router.get("", response_model=list[PlatformPublic])
+def list_platforms(session: ReadSessionDep) -> list[dict]:
+    """The built-in profiles, then those users added, with how many runs and plans name each."""
+    return [entry.document() for entry in store.list_platforms(session)]
+
+
+@router.post("", status_code=201, response_model=PlatformPublic)
+def create_platform(body: Platform, session: WriteSessionDep) -> dict:
+    entry = store.create_platform(session, dict(body))
+    session.commit()
+    return entry.document()
+
+
+@router.get("/{name}", response_model=PlatformPublic)
+def get_platform(name: str, session: ReadSessionDep) -> dict:
+    return store.get_platform(session, name).document()
+
+
+@router.put("/{name}", response_model=PlatformPublic)
+def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
+    """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
+    A built-in is refused with 409."""
+    entry = store.update_platform(session, name, dict(body))
+    session.commit()
+    return entry.document()
+
+
+@router.delete("/{name}", response_model=PlatformDeleted)
+def delete_platform(name: str, session: WriteSessionDep) -> dict:
+    """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
+    answer). A built-in is refused with 409."""
+    deleted = store.delete_platform(session, name)
+    session.commit()
+    return deleted.document()
