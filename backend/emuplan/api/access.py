@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from fastapi import Depends, HTTPException, Request
 
+from emuplan.errors import EmuplanError
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
 from emuplan.store.rows import NotFound
@@ -24,12 +25,17 @@ SESSION_COOKIE = "emuplan_session"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-class NotSignedIn(Exception):
+class NotSignedIn(EmuplanError):
     """HTTP 401: no credentials, or credentials that open nothing (unknown, expired, revoked)."""
 
+    http_status = 401
+    http_headers = {"WWW-Authenticate": "Bearer"}
 
-class RoleMissing(Exception):
+
+class RoleMissing(EmuplanError):
     """HTTP 403: signed in, but the account's role does not reach the role this request needs."""
+
+    http_status = 403
 
 
 def bearer_token(request: Request) -> str | None:

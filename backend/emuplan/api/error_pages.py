@@ -1,6 +1,6 @@
 """Every error answered twice over: an HTML page for a browser, ``{"detail": message}`` for everyone else.
 
-The status and message come from ``api/errors.py``'s one table (domain errors), Starlette's
+The status and message come from the domain error itself (``api/errors.py``), Starlette's
 ``HTTPException`` (an unknown path, a wrong method), FastAPI's validation of the request (422) or an
 unhandled exception (500). A browser, whose Accept header names ``text/html``, gets a page in the site's
 look that says what happened and where to go; ``/api/...`` always answers JSON, as do clients that do
@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emuplan.api.errors import ERROR_STATUS, error_response
+from emuplan.api.errors import ANSWERED_ERRORS, error_response
 from emuplan.api.render import render
 
 # What each status means to the reader of the page, in a heading.
@@ -132,7 +132,7 @@ async def _server_error(request: Request, error: Exception) -> Response:
 
 
 def install_error_responses(app: FastAPI) -> None:
-    for error_class in ERROR_STATUS:
+    for error_class in ANSWERED_ERRORS:
         app.add_exception_handler(error_class, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -14,6 +14,7 @@ from emuplan.api.deps import DatabaseDep, DatabaseInt, SettingsDep
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.simulation_jobs import SimulateRequest, SimulationJobPublic, public, simulation_jobs_of
 from emuplan.child_memory import MB
+from emuplan.errors import EmuplanError
 from emuplan.simulate.astra_sim import Simulation
 from emuplan.store import simulation_jobs as job_store
 
@@ -26,8 +27,10 @@ plan_router = APIRouter(
 )
 
 
-class SimulationNotFinished(Exception):
+class SimulationNotFinished(EmuplanError):
     """A result asked for before the job succeeded: 409."""
+
+    http_status = 409
 
 
 @plan_router.post("/{plan_id}/simulate", status_code=202, response_model=SimulationJobPublic)

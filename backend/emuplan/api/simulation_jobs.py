@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from emuplan.api.deps import app_registry
 from emuplan.api.job_threads import JobProgress, heartbeat
+from emuplan.errors import EmuplanError
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store import simulation_jobs as job_store
@@ -28,8 +29,10 @@ from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]
 
 
-class SimulationBusy(Exception):
+class SimulationBusy(EmuplanError):
     """A second simulation on a server process while one runs there: 409."""
+
+    http_status = 409
 
     def __init__(self) -> None:
         super().__init__("a simulation is already running on this server; wait for it or cancel it")

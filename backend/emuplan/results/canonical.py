@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 # The format names (``results.formats``) re-exported where the modules that store and compare runs import them.
+from emuplan.errors import EmuplanError
 from emuplan.results.formats import FORMATS as FORMATS
 from emuplan.results.formats import NCCL_INSPECTOR as NCCL_INSPECTOR
 from emuplan.results.formats import NCCL_TESTS as NCCL_TESTS
@@ -111,12 +112,16 @@ def times_problem(values_us: np.ndarray, *, durations: bool = True) -> tuple[int
     return index, "shorter than a femtosecond but not 0 (check the unit)"
 
 
-class ResultFileError(ValueError):
+class ResultFileError(EmuplanError, ValueError):
     """A result file that cannot be read; the message names the file and, where it applies, row and column."""
+
+    http_status = 400
 
 
 class ResultFileTooLarge(ResultFileError):
     """A compressed upload whose content passes the decompressed-size cap (a gzip bomb, or just too big)."""
+
+    http_status = 413
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
+from emuplan.errors import EmuplanError
 from emuplan.store.db import Database
 from emuplan.store.job_records import HEARTBEAT_S as HEARTBEAT_S  # what api/jobs.py and the tests read here
 from emuplan.store.job_records import KEPT_FINISHED_JOBS, JobTable
@@ -34,8 +35,10 @@ _jobs = JobTable(MeasurementJobRecord, ACTIVE_STATES, MeasurementJobNotFound, "m
 GONE_ERROR = _jobs.gone_error
 
 
-class MeasurementBusy(Exception):
+class MeasurementBusy(EmuplanError):
     """A second measurement on a host while one runs there: 409, with the running job as ``Location``."""
+
+    http_status = 409
 
     def __init__(self, running_job_id: str):
         super().__init__(f"a measurement is already running (job {running_job_id}); wait for it or cancel it")

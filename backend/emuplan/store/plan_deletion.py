@@ -8,6 +8,7 @@ a circle)."""
 
 from sqlmodel import Session, col, delete, select
 
+from emuplan.errors import EmuplanError
 from emuplan.results.budget import ImportLimits
 from emuplan.store import simulation_jobs
 from emuplan.store.measurement_jobs import ACTIVE_STATES
@@ -16,8 +17,10 @@ from emuplan.store.plans import get_plan
 from emuplan.store.runs import RunEdits, summarised_again_in_background, update_run
 
 
-class PlanInUse(ValueError):
+class PlanInUse(EmuplanError, ValueError):
     """HTTP 409: a measurement or a simulation of the plan is running, or a huge run is linked to it."""
+
+    http_status = 409
 
 
 def plan_deletion(session: Session, plan_id: int) -> dict:

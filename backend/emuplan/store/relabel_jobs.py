@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from emuplan.errors import EmuplanError
 from emuplan.store.db import Database
 from emuplan.store.job_records import KEPT_FINISHED_JOBS, STALE_AFTER, JobTable
 from emuplan.store.models import RelabelJobRecord, utc_now
@@ -21,8 +22,10 @@ class RelabelJobNotFound(NotFound):
     pass
 
 
-class RelabelBusy(Exception):
+class RelabelBusy(EmuplanError):
     """A second relabelling of a run while one runs: 409, with the running job as ``Location``."""
+
+    http_status = 409
 
     def __init__(self, run_id: int, running_job_id: str):
         super().__init__(f"run {run_id} is being summarised again (job {running_job_id}); wait for it or cancel it")

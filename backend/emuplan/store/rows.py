@@ -4,11 +4,15 @@ from typing import TypeVar
 
 from sqlmodel import Session, SQLModel, col, select
 
+from emuplan.errors import EmuplanError
+
 Row = TypeVar("Row", bound=SQLModel)
 
 
-class NotFound(LookupError):
+class NotFound(EmuplanError, LookupError):
     """No stored row with that id (or token); every store module's not-found error derives from it."""
+
+    http_status = 404
 
 
 class RunNotFound(NotFound):

@@ -38,6 +38,7 @@ from sqlmodel import Session, col, select
 
 from emuplan import charts
 from emuplan.charts import FigureKind
+from emuplan.errors import EmuplanError
 from emuplan.results.analysis import (
     SWEEP_MAX_SAMPLES,
     Assumptions,
@@ -103,13 +104,19 @@ RUNS_PER_PAGE = 50
 MAX_RUNS_PER_PAGE = 1000
 
 
-class DuplicateRun(ValueError):
+class DuplicateRun(EmuplanError, ValueError):
+    http_status = 409
+
     def __init__(self, existing: Run, file_name: str | None):
         super().__init__(
             f"{file_name or 'this file'}: identical content was already imported "
             f"as run {existing.id} ({existing.name!r})"
         )
         self.existing_run_id = existing.id
+
+    @property
+    def http_extra(self) -> dict[str, object]:
+        return {"existing_run_id": self.existing_run_id}
 
 
 class RunInputError(ValueError):

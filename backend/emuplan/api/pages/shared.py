@@ -7,7 +7,6 @@ from emuplan.api.deps import ReadSessionDep
 from emuplan.api.errors import error_response
 from emuplan.api.pages.comparisons import saved_comparison_context
 from emuplan.api.render import render
-from emuplan.api.routes.comparisons import SHARE_REFERRER_POLICY
 from emuplan.store import comparisons as comparison_store
 
 # What a share link opens is reachable with the token alone, signed in or not.
@@ -17,7 +16,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/s/{token}", response_class=HTMLResponse)
 def shared_comparison_page(token: str, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """The read-only page a share link opens: this comparison, nothing else (no navigation, no edits)."""
-    headers = {"Referrer-Policy": SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}
+    headers = {"Referrer-Policy": comparison_store.SHARE_REFERRER_POLICY, "Cache-Control": "no-store"}
     try:
         comparison = comparison_store.resolve_share_token(session, token)
     except (comparison_store.ShareLinkNotFound, comparison_store.ShareLinkGone) as error:

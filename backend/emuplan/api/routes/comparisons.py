@@ -36,9 +36,6 @@ share_links_router = APIRouter(
 )
 shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"], responses=errors(404, 410, 422))
 
-# Share pages are opened by people outside the team; their URL must not travel in a Referer header.
-SHARE_REFERRER_POLICY = "no-referrer"
-
 
 class ChartOptions(BaseModel):
     log_x: bool = Field(default=True, description="CDF x axis on a log scale.")
@@ -328,7 +325,7 @@ def install_share_token_redaction() -> None:
 def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep, response: Response) -> dict:
     """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens, with the
     statistics, KS tests and figures of ``GET /api/compare`` for its runs."""
-    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Referrer-Policy"] = store.SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"
     comparison = store.resolve_share_token(session, token)
     runs = store.present_runs(session, comparison)
@@ -356,7 +353,7 @@ def shared_run_figure(
     response: Response,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
-    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Referrer-Policy"] = store.SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"  # token-scoped, like the share page: no cached copy
     comparison = store.resolve_share_token(session, token)
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)
