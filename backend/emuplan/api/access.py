@@ -12,10 +12,9 @@ Cross-site writes riding on the cookie are refused before this, by ``api/request
 cookie is ``SameSite=Lax`` besides.
 """
 
-from urllib.parse import quote
-
 from fastapi import Depends, HTTPException, Request
 
+from emuplan.api.urls import url_path
 from emuplan.errors import EmuplanError
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
@@ -98,8 +97,9 @@ class RoleRequired:
         who = signed_in(request)
         if who is None:
             if self.page:
-                target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""), safe="")
-                raise HTTPException(status_code=303, headers={"Location": f"/sign-in?next={target}"})
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                sign_in = url_path(request.app, "sign_in_page", query={"next": target})
+                raise HTTPException(status_code=303, headers={"Location": sign_in})
             raise NotSignedIn(_not_signed_in_message(request))
         needed = self.needed(request.method)
         if not who.role.permits(needed):

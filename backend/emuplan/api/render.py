@@ -4,7 +4,7 @@ Each page renders what the JSON API's query functions return; the numbers are co
 and store modules, never here or in the browser. Charts are fetched by small ES modules from the JSON twins,
 because the Content-Security-Policy allows no inline script."""
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 from fastapi import Request
@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup, escape
 
+from emuplan.api.urls import route_table, url_path
 from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.roles import Role
 from emuplan.store import runs as run_store
@@ -115,6 +116,8 @@ def render(
     html = environment.get_template(template).render(
         request=request,
         static_url=request.app.state.static_files.url,
+        url=partial(url_path, request.app),
+        route_table=route_table(request.app),
         signed_in=signed_in,
         # Controls whose requests the account's role would be refused are left out of the page.
         may=lambda needed: signed_in is None or signed_in.role.permits(Role(needed)),

@@ -12,6 +12,7 @@ from emuplan.api.errors import ErrorResponse, error_response
 from emuplan.api.pages.sign_in import matched_hash
 from emuplan.api.password_checks import password_checks
 from emuplan.api.render import render
+from emuplan.api.urls import url_path
 from emuplan.roles import ROLE_DUTIES
 from emuplan.store import accounts as store
 from emuplan.wording import plural
@@ -50,12 +51,12 @@ def _account_page(
     )
 
 
-@router.get("/account", response_class=HTMLResponse)
+@router.get("/account", name="account_page", response_class=HTMLResponse)
 def account_page(request: Request, session: ReadSessionDep) -> HTMLResponse:
     return _account_page(request, session)
 
 
-@router.post("/account/tokens", response_class=HTMLResponse)
+@router.post("/account/tokens", name="create_token_form", response_class=HTMLResponse)
 def create_token_form(
     request: Request,
     session: WriteSessionDep,
@@ -73,11 +74,11 @@ def create_token_form(
     return _account_page(request, session, created=(label.strip(), secret))
 
 
-@router.post("/account/tokens/{token_id}/revoke")
+@router.post("/account/tokens/{token_id}/revoke", name="revoke_token_form")
 def revoke_token_form(token_id: DatabaseInt, request: Request, session: WriteSessionDep) -> Response:
     store.revoke_api_token(session, signed_in(request).account_id, token_id)
     session.commit()
-    return RedirectResponse("/account", status_code=303)
+    return RedirectResponse(url_path(request.app, "account_page"), status_code=303)
 
 
 def signed_out_notice(signed_out: store.SignedOut, elsewhere: str) -> str:
@@ -89,7 +90,7 @@ def signed_out_notice(signed_out: store.SignedOut, elsewhere: str) -> str:
     )
 
 
-@router.post("/account/password", response_class=HTMLResponse)
+@router.post("/account/password", name="change_password_form", response_class=HTMLResponse)
 async def change_password_form(
     request: Request,
     current_password: Annotated[str, Form(max_length=1024)],

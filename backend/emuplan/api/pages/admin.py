@@ -44,7 +44,7 @@ def _admin_page(
     )
 
 
-@router.get("/admin", response_class=HTMLResponse)
+@router.get("/admin", name="admin_page", response_class=HTMLResponse)
 def admin_page(request: Request, session: ReadSessionDep) -> HTMLResponse:
     return _admin_page(request, session)
 
@@ -61,7 +61,7 @@ def _apply(request: Request, session, change) -> HTMLResponse:
     return _admin_page(request, session, issued=issued, notice=notice)
 
 
-@router.post("/admin/accounts", response_class=HTMLResponse)
+@router.post("/admin/accounts", name="add_account_form", response_class=HTMLResponse)
 def add_account_form(
     request: Request, session: WriteSessionDep, name: AccountName, role: Annotated[Role, Form()]
 ) -> HTMLResponse:
@@ -72,7 +72,7 @@ def add_account_form(
     return _apply(request, session, add)
 
 
-@router.post("/admin/role", response_class=HTMLResponse)
+@router.post("/admin/role", name="change_role_form", response_class=HTMLResponse)
 def change_role_form(
     request: Request, session: WriteSessionDep, name: AccountName, role: Annotated[Role, Form()]
 ) -> HTMLResponse:
@@ -83,7 +83,7 @@ def change_role_form(
     return _apply(request, session, change)
 
 
-@router.post("/admin/password", response_class=HTMLResponse)
+@router.post("/admin/password", name="reset_password_form", response_class=HTMLResponse)
 def reset_password_form(request: Request, session: WriteSessionDep, name: AccountName) -> HTMLResponse:
     def reset(session) -> tuple[tuple[str, str], str]:
         password, signed_out = store.reset_password(session, name, signs_out(request))
@@ -92,7 +92,7 @@ def reset_password_form(request: Request, session: WriteSessionDep, name: Accoun
     return _apply(request, session, reset)
 
 
-@router.post("/admin/remove", response_class=HTMLResponse)
+@router.post("/admin/remove", name="remove_account_form", response_class=HTMLResponse)
 def remove_account_form(request: Request, session: WriteSessionDep, name: AccountName) -> HTMLResponse:
     def remove(session) -> tuple[None, str]:
         store.remove_account(session, name)

@@ -1,7 +1,5 @@
 """/compare: runs picked side by side, under the assumptions and plans the reader sets."""
 
-from urllib.parse import urlencode
-
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
@@ -11,6 +9,7 @@ from emuplan.api.errors import error_response
 from emuplan.api.render import render
 from emuplan.api.routes.compare import parse_run_ids, plan_choices
 from emuplan.api.routes.runs import AssumptionDep
+from emuplan.api.urls import url_path
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_store
 from emuplan.store.models import Run
@@ -19,14 +18,18 @@ router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=Tru
 
 
 def compare_json_url(
-    run_ids: list[int], baseline_id: int | None, chosen: dict | None = None, plans: dict[int, int] | None = None
+    request: Request,
+    run_ids: list[int],
+    baseline_id: int | None,
+    chosen: dict | None = None,
+    plans: dict[int, int] | None = None,
 ) -> str:
     query = {"runs": ",".join(map(str, run_ids))}
     if baseline_id is not None:
         query["baseline"] = str(baseline_id)
     if plans:
         query["plans"] = plans_text(plans)
-    return "/api/compare?" + urlencode({**query, **(chosen or {})}, safe=",:")
+    return url_path(request.app, "compare", query={**query, **(chosen or {})})
 
 
 def plans_text(plans: dict[int, int]) -> str:
@@ -43,7 +46,7 @@ def plan_picker_context(session, runs: list[Run], plans: dict[int, int]) -> dict
     }
 
 
-@router.get("/compare", response_class=HTMLResponse)
+@router.get("/compare", name="compare_page", response_class=HTMLResponse)
 def compare_page(
     request: Request,
     session: ReadSessionDep,
@@ -83,8 +86,8 @@ def compare_page(
             runs=selected,
             selected_ids=selected_ids,
             baseline_id=baseline_id,
-            compare_url=compare_json_url(selected_ids, baseline_id, context["chosen"], chosen_plans),
-            assumptions_action="/compare",
+            compare_url=compare_json_url(request, selected_ids, baseline_id, context["chosen"], chosen_plans),
+            assumptions_action=url_path(request.app, "compare_page"),
             suggested_name=" vs ".join(run.name for run in selected)[:200],
             log_x=True,
             **plan_picker_context(session, selected, chosen_plans),

@@ -16,7 +16,7 @@ router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=Tru
 RECENT = 8
 
 
-@router.get("/", response_class=HTMLResponse)
+@router.get("/", name="home", response_class=HTMLResponse)
 def home(request: Request, session: ReadSessionDep) -> HTMLResponse:
     return render(
         request,

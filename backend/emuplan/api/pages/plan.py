@@ -95,7 +95,7 @@ def _plan_page(request: Request, session, initial: dict, based_on: Plan | None =
     )
 
 
-@router.get("/plan", response_class=HTMLResponse)
+@router.get("/plan", name="plan_page", response_class=HTMLResponse)
 def plan_page(
     request: Request, session: ReadSessionDep, from_plan: Annotated[DatabaseInt | None, Query(alias="from")] = None
 ) -> HTMLResponse:

@@ -9,6 +9,7 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep
 from emuplan.api.pages.plan import CHOICE_TEXT, plan_form_groups
 from emuplan.api.render import render
+from emuplan.api.urls import url_path
 from emuplan.store import plans as store
 from emuplan.store.workload_export import chakra_refusal
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
@@ -16,7 +17,7 @@ from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 
 
-@router.get("/plans", response_class=HTMLResponse)
+@router.get("/plans", name="plans_page", response_class=HTMLResponse)
 def plans_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
     count = store.count_plans(session)
     pages = max(1, -(-count // store.PLANS_PER_PAGE))
@@ -32,12 +33,12 @@ def plans_page(request: Request, session: ReadSessionDep, page: str = "1") -> HT
         linked_runs=store.linked_run_counts(session, [plan.id for plan in listed]),
         first=offset + 1,
         count=count,
-        newer=f"/plans?page={page_number - 1}" if page_number > 1 else None,
-        older=f"/plans?page={page_number + 1}" if page_number < pages else None,
+        newer=url_path(request.app, "plans_page", query={"page": page_number - 1}) if page_number > 1 else None,
+        older=url_path(request.app, "plans_page", query={"page": page_number + 1}) if page_number < pages else None,
     )
 
 
-@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+@router.get("/plans/{plan_id}", name="saved_plan_page", response_class=HTMLResponse)
 def saved_plan_page(plan_id: DatabaseInt, request: Request, session: ReadSessionDep) -> HTMLResponse:
     """A saved plan, read-only: its settings and the stored document its downloads export."""
     plan = store.get_plan(session, plan_id)

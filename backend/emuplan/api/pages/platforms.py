@@ -85,7 +85,7 @@ def _platforms_page(
     )
 
 
-@router.get("/platforms", response_class=HTMLResponse)
+@router.get("/platforms", name="platforms_page", response_class=HTMLResponse)
 def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", copy: str = "") -> HTMLResponse:
     """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
     it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
@@ -113,7 +113,7 @@ def _refused(request: Request, session, error: ValueError, form: PlatformForm, e
     )
 
 
-@router.post("/platforms", response_class=HTMLResponse)
+@router.post("/platforms", name="create_platform_form", response_class=HTMLResponse)
 def create_platform_form(request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
         entry = store.create_platform(session, form.values())
@@ -123,7 +123,7 @@ def create_platform_form(request: Request, session: WriteSessionDep, form: Platf
     return _platforms_page(request, session, notice=f"Platform {entry.platform.name} added.")
 
 
-@router.post("/platforms/{name}", response_class=HTMLResponse)
+@router.post("/platforms/{name}", name="update_platform_form", response_class=HTMLResponse)
 def update_platform_form(name: str, request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
         entry = store.update_platform(session, name, form.values())
@@ -133,7 +133,7 @@ def update_platform_form(name: str, request: Request, session: WriteSessionDep, 
     return _platforms_page(request, session, notice=f"Platform {entry.platform.name} saved.")
 
 
-@router.post("/platforms/{name}/delete", response_class=HTMLResponse)
+@router.post("/platforms/{name}/delete", name="delete_platform_form", response_class=HTMLResponse)
 def delete_platform_form(name: str, request: Request, session: WriteSessionDep) -> HTMLResponse:
     try:
         deleted = store.delete_platform(session, name)

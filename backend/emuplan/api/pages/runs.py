@@ -1,5 +1,6 @@
 """/runs, the runs list with its filters and sort, and /runs/{run_id}, one run's page."""
 
+from functools import partial
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
@@ -9,6 +10,7 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, id_or_none
 from emuplan.api.render import render
 from emuplan.api.routes.runs import AssumptionDep
+from emuplan.api.urls import url_path
 from emuplan.results.canonical import FORMATS
 from emuplan.results.stats import collectives_in, has_bandwidth_chart
 from emuplan.store import plans as plan_store
@@ -48,10 +50,11 @@ def run_list_state(query: dict[str, str]) -> tuple[run_store.RunFilters, str, di
     return filters, kept.get("sort", "newest"), kept
 
 
-@router.get("/runs", response_class=HTMLResponse)
+@router.get("/runs", name="runs_page", response_class=HTMLResponse)
 def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTMLResponse:
     """Every run, a page at a time: filtered and sorted by what the URL says (so a view can be bookmarked)."""
     filters, sort, query = run_list_state(dict(request.query_params))
+    runs_url = partial(url_path, request.app, "runs_page")  # the same list under other query values
     count = run_store.count_runs(session, filters)
     asked = int(page) if page.isdigit() and int(page) >= 1 else 1
     per_page = run_store.RUNS_PER_PAGE
@@ -76,9 +79,9 @@ def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTM
             "first": offset + 1,
             "count": count,
             "page": page_number,
-            "newer": f"/runs?{urlencode({**query, 'page': page_number - 1})}" if page_number > 1 else None,
-            "older": f"/runs?{urlencode({**query, 'page': page_number + 1})}" if more else None,
-            "first_page": f"/runs?{urlencode(query)}" if query else "/runs",
+            "newer": runs_url({**query, "page": page_number - 1}) if page_number > 1 else None,
+            "older": runs_url({**query, "page": page_number + 1}) if more else None,
+            "first_page": runs_url(query),
         },
         plans=plan_store.plan_names(session, 1000),
         platform_choices=platform_store.platform_titles(session),
@@ -88,11 +91,11 @@ def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTM
         filters=query,
         filtered=bool(filters.given()),
         sort=sort,
-        sort_url=lambda key: "/runs?" + urlencode({**{k: v for k, v in query.items() if k != "sort"}, "sort": key}),
+        sort_url=lambda key: runs_url({**{k: v for k, v in query.items() if k != "sort"}, "sort": key}),
     )
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
+@router.get("/runs/{run_id}", name="run_page", response_class=HTMLResponse)
 def run_page(
     run_id: DatabaseInt,
     request: Request,

@@ -18,6 +18,7 @@ from emuplan.api.access import SESSION_COOKIE, require_accounts_on
 from emuplan.api.errors import error_response
 from emuplan.api.password_checks import password_checks
 from emuplan.api.render import render
+from emuplan.api.urls import url_path
 from emuplan.store import accounts as store
 from emuplan.store.db import DatabaseBusy
 
@@ -66,12 +67,12 @@ async def matched_hash(request: Request, name: str, password: str) -> str | None
     return password_hash if matches else None
 
 
-@router.get("/sign-in", response_class=HTMLResponse)
+@router.get("/sign-in", name="sign_in_page", response_class=HTMLResponse)
 def sign_in_page(request: Request, next: str = "/") -> HTMLResponse:
     return render(request, "sign_in.html", next=_local_path(next), name="", error=None)
 
 
-@router.post("/sign-in", response_class=HTMLResponse)
+@router.post("/sign-in", name="sign_in", response_class=HTMLResponse)
 async def sign_in(
     request: Request,
     name: Annotated[str, Form(max_length=store.MAX_NAME_LENGTH)],
@@ -121,12 +122,12 @@ async def sign_in(
     return response
 
 
-@router.post("/sign-out")
+@router.post("/sign-out", name="sign_out")
 def sign_out(request: Request) -> Response:
     secret = request.cookies.get(SESSION_COOKIE)
     if secret:
         with request.app.state.database.writing() as session:
             store.end_session(session, secret)
-    response = RedirectResponse("/sign-in", status_code=303)
+    response = RedirectResponse(url_path(request.app, "sign_in_page"), status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax")
     return response

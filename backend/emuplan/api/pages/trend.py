@@ -14,7 +14,7 @@ from emuplan.wording import change
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 
 
-@router.get("/trend", response_class=HTMLResponse)
+@router.get("/trend", name="trend_page", response_class=HTMLResponse)
 def trend_page(
     request: Request,
     session: ReadSessionDep,

@@ -44,18 +44,18 @@ class TokenCreated(TokenPublic):
     token: str = Field(description="Shown once; only its SHA-256 is stored. Send it as 'Authorization: Bearer'.")
 
 
-@router.get("", response_model=AccountPublic)
+@router.get("", name="who_am_i", response_model=AccountPublic)
 def who_am_i(request: Request) -> dict:
     who = signed_in(request)
     return {"name": who.name, "role": who.role.value, "signed_in_with": who.via}
 
 
-@router.get("/tokens", response_model=list[TokenPublic])
+@router.get("/tokens", name="list_tokens", response_model=list[TokenPublic])
 def list_tokens(request: Request, session: ReadSessionDep) -> list[dict]:
     return [store.api_token_document(token) for token in store.list_api_tokens(session, signed_in(request).account_id)]
 
 
-@router.post("/tokens", status_code=201, response_model=TokenCreated)
+@router.post("/tokens", name="create_token", status_code=201, response_model=TokenCreated)
 def create_token(body: TokenCreate, request: Request, session: WriteSessionDep, response: Response) -> dict:
     token, secret = store.create_api_token(session, signed_in(request).account_id, body.label, body.expires_in_days)
     session.commit()
@@ -63,7 +63,7 @@ def create_token(body: TokenCreate, request: Request, session: WriteSessionDep, 
     return {**store.api_token_document(token), "token": secret}
 
 
-@router.delete("/tokens/{token_id}", response_model=TokenPublic)
+@router.delete("/tokens/{token_id}", name="revoke_token", response_model=TokenPublic)
 def revoke_token(token_id: DatabaseInt, request: Request, session: WriteSessionDep) -> dict:
     token = store.revoke_api_token(session, signed_in(request).account_id, token_id)
     session.commit()

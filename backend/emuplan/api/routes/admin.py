@@ -64,12 +64,12 @@ def signs_out(request: Request) -> bool:
     return request.app.state.settings.password_change_signs_out
 
 
-@router.get("", response_model=list[AccountListed])
+@router.get("", name="list_accounts", response_model=list[AccountListed])
 def list_accounts(session: ReadSessionDep) -> list[dict]:
     return [account._asdict() for account in store.listed_accounts(session)]
 
 
-@router.post("", status_code=201, response_model=AccountCreated)
+@router.post("", name="add_account", status_code=201, response_model=AccountCreated)
 def add_account(body: AccountCreate, session: WriteSessionDep, response: Response) -> dict:
     _, password = store.create_account(session, body.name, body.role)
     session.commit()
@@ -77,14 +77,14 @@ def add_account(body: AccountCreate, session: WriteSessionDep, response: Respons
     return {**store.listed_account(session, body.name.strip())._asdict(), "password": password}
 
 
-@router.patch("/{name}", response_model=AccountListed)
+@router.patch("/{name}", name="change_role", response_model=AccountListed)
 def change_role(name: str, body: RoleChange, session: WriteSessionDep) -> dict:
     store.set_role(session, name, body.role)
     session.commit()
     return store.listed_account(session, name)._asdict()
 
 
-@router.post("/{name}/password", response_model=PasswordReset)
+@router.post("/{name}/password", name="reset_password", response_model=PasswordReset)
 def reset_password(name: str, request: Request, session: WriteSessionDep, response: Response) -> dict:
     password, signed_out = store.reset_password(session, name, signs_out(request))
     session.commit()
@@ -97,7 +97,7 @@ def reset_password(name: str, request: Request, session: WriteSessionDep, respon
     }
 
 
-@router.delete("/{name}", status_code=204)
+@router.delete("/{name}", name="remove_account", status_code=204)
 def remove_account(name: str, session: WriteSessionDep) -> Response:
     store.remove_account(session, name)
     session.commit()

@@ -32,7 +32,7 @@ def parse_run_ids(text: str) -> list[int]:
     return ids
 
 
-@router.get("", response_model=ComparisonDocument)
+@router.get("", name="compare", response_model=ComparisonDocument)
 def compare(
     session: ReadSessionDep,
     settings: SettingsDep,

@@ -97,7 +97,7 @@ def metrics_chunks(latest: list[store.LatestInSeries], dropped: int) -> Iterator
         yield generate_latest(registry)
 
 
-@router.get("/metrics", dependencies=[Depends(metrics_access)])
+@router.get("/metrics", name="metrics", dependencies=[Depends(metrics_access)])
 def metrics(session: ReadSessionDep, settings: SettingsDep) -> StreamingResponse:
     """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known; at most
     ``EMUPLAN_METRICS_MAX_SERIES`` series (Prometheus' guidance: bounded label values), the rest counted."""

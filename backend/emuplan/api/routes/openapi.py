@@ -8,6 +8,6 @@ from emuplan.api.access import requires_roles
 router = APIRouter(include_in_schema=False, dependencies=requires_roles())
 
 
-@router.get("/openapi.json")
+@router.get("/openapi.json", name="openapi_document")
 def openapi_document(request: Request) -> dict:
     return request.app.openapi()

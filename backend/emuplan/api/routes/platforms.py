@@ -33,25 +33,25 @@ class PlatformDeleted(BaseModel):
     plans_detached: int = Field(description="Plans that named the platform and now have none.")
 
 
-@router.get("", response_model=list[PlatformPublic])
+@router.get("", name="list_platforms", response_model=list[PlatformPublic])
 def list_platforms(session: ReadSessionDep) -> list[dict]:
     """The built-in profiles, then those users added, with how many runs and plans name each."""
     return [entry.document() for entry in store.list_platforms(session)]
 
 
-@router.post("", status_code=201, response_model=PlatformPublic)
+@router.post("", name="create_platform", status_code=201, response_model=PlatformPublic)
 def create_platform(body: Platform, session: WriteSessionDep) -> dict:
     entry = store.create_platform(session, dict(body))
     session.commit()
     return entry.document()
 
 
-@router.get("/{name}", response_model=PlatformPublic)
+@router.get("/{name}", name="get_platform", response_model=PlatformPublic)
 def get_platform(name: str, session: ReadSessionDep) -> dict:
     return store.get_platform(session, name).document()
 
 
-@router.put("/{name}", response_model=PlatformPublic)
+@router.put("/{name}", name="update_platform", response_model=PlatformPublic)
 def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
     """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
     A built-in is refused with 409."""
@@ -60,7 +60,7 @@ def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict
     return entry.document()
 
 
-@router.delete("/{name}", response_model=PlatformDeleted)
+@router.delete("/{name}", name="delete_platform", response_model=PlatformDeleted)
 def delete_platform(name: str, session: WriteSessionDep) -> dict:
     """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
     answer). A built-in is refused with 409."""

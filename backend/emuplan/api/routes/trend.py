@@ -37,7 +37,7 @@ def series_query(
 SeriesQueryDep = Annotated[dict, Depends(series_query)]
 
 
-@router.get("")
+@router.get("", name="get_trend")
 def get_trend(query: SeriesQueryDep, session: ReadSessionDep) -> dict:
     """The series' newest runs with their figures (peak and average busbw, busbw at the chosen sizes), each
     judged against the noise band of the up to 7 runs before it, and ``what_changed`` since the previous run."""
@@ -52,7 +52,7 @@ def series_figures(series: dict) -> list[dict]:
     ]
 
 
-@router.get("/figures")
+@router.get("/figures", name="get_trend_figures")
 def get_trend_figures(query: SeriesQueryDep, session: ReadSessionDep) -> list[dict]:
     """The trend page's Plotly figures: each figure over time, its noise band shaded, regressions marked."""
     return series_figures(store.trend(session, **query))
