@@ -114,8 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
 
     install_error_responses(app)
-    # JSON routes, then the pages. Order matters only where two paths could match: /api/plans/preview is
-    # declared before /api/plans/{plan_id}, and each router declares its literal paths first.
+    # The JSON routers (api/routes/ and the job modules), then the HTML pages (api/pages/).
     for router in (
         static_files.router,
         health.router,
