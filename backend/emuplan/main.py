@@ -10,26 +10,38 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from emuplan import __version__
-from emuplan.api import (
+from emuplan.api import static_files
+from emuplan.api.error_pages import install_error_responses
+from emuplan.api.memory import return_large_blocks_when_freed
+from emuplan.api.pages import account as account_page
+from emuplan.api.pages import admin as admin_page
+from emuplan.api.pages import compare as compare_page
+from emuplan.api.pages import comparisons as comparison_page
+from emuplan.api.pages import docs, home, plan, shared, sign_in
+from emuplan.api.pages import plans as plans_page
+from emuplan.api.pages import platforms as platforms_page
+from emuplan.api.pages import runs as runs_page
+from emuplan.api.pages import trend as trend_page
+from emuplan.api.request_guard import RequestGuardMiddleware
+from emuplan.api.responses import errors
+from emuplan.api.routes import (
     account,
     admin,
     compare,
     comparisons,
     health,
+    jobs,
+    measurements,
+    metrics,
     models,
-    pages,
+    openapi,
     plans,
-    plans_page,
     platforms,
+    relabel_jobs,
     runs,
-    static_files,
+    simulations,
     trend,
 )
-from emuplan.api.error_pages import install_error_responses
-from emuplan.api.memory import return_large_blocks_when_freed
-from emuplan.api.request_guard import RequestGuardMiddleware
-from emuplan.api.responses import errors
-from emuplan.api.routes import jobs, measurements, relabel_jobs, simulations
 from emuplan.api.uploads import BodySizeLimitMiddleware
 from emuplan.demo import load_demo
 from emuplan.settings import Settings, get_settings
@@ -85,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # FastAPI's own pages load Swagger UI and ReDoc from a CDN with an inline script: /docs is ours.
         docs_url=None,
         redoc_url=None,
-        openapi_url=None,  # served by api/pages.py's schema_router, behind the same role check as the API
+        openapi_url=None,  # served by api/routes/openapi.py, behind the same role check as the API
         # Any request's body past its limit (api/uploads.py's BodySizeLimitMiddleware), whatever the route.
         responses=errors(413),
     )
@@ -106,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
 
     install_error_responses(app)
+    # The JSON routers (api/routes/ and the job modules), then the HTML pages (api/pages/).
     for router in (
         static_files.router,
         health.router,
@@ -125,19 +138,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         simulations.router,
         jobs.router,
         platforms.router,
-        platforms.page_router,
         trend.router,
-        trend.page_router,
-        trend.metrics_router,
-        pages.router,
-        plans_page.router,
-        pages.shared_page_router,
-        pages.schema_router,
-        account.sign_in_router,
-        account.page_router,
+        metrics.router,
+        openapi.router,
         account.router,
         admin.router,
-        admin.page_router,
+        home.router,
+        plan.router,
+        plans_page.router,
+        runs_page.router,
+        compare_page.router,
+        comparison_page.router,
+        shared.router,
+        docs.router,
+        platforms_page.router,
+        trend_page.router,
+        sign_in.router,
+        account_page.router,
+        admin_page.router,
     ):
         app.include_router(router)
     comparisons.install_share_token_redaction()

@@ -6,7 +6,7 @@
 // busbw-vs-size curves; distributions the overall table, overlaid CDFs, the delay panels and KS tests.
 import { drawFigure, fitPanelTitles, plotlyReady, xAxisKeys } from "./charts.js";
 import { rankingText, renderStepCostTable, stepCostDetails, wirePlanForm } from "./step_cost.js";
-import { asPrinted, el, fetchJSON, gbps, integer, ksStatistic, percent, pValue, ratio, table, timeIn } from "./util.js";
+import { asPrinted, el, fetchJSON, gbps, integer, ksStatistic, percent, pValue, ratio, table, timeIn, url } from "./util.js";
 
 const view = document.getElementById("comparison-view");
 const logBox = document.getElementById("log-x");
@@ -245,12 +245,13 @@ if (assumptionsForm) {
 
 // Each run's verdict on its platform (the run page says why), before anything else is read into its figures.
 function renderVerdicts(doc) {
-  const shared = view.dataset.compareUrl.startsWith("/api/shared/");
+  // A share link's view reads /api/shared/<token>: the route's path up to its token.
+  const shared = view.dataset.compareUrl.startsWith(url("shared_comparison", { token: "" }));
   const names = Object.fromEntries(doc.runs.map((run) => [run.run_id, `#${run.run_id} ${run.name}`]));
   const parts = doc.verdicts.flatMap((verdict, index) => [
     index ? " · " : "Verdicts: ",
     // A share link opens this comparison only: no way into the run pages from it.
-    shared ? names[verdict.run_id] : el("a", { href: `/runs/${verdict.run_id}` }, names[verdict.run_id]), " ",
+    shared ? names[verdict.run_id] : el("a", { href: url("run_page", { run_id: verdict.run_id }) }, names[verdict.run_id]), " ",
     el("span", { class: `badge verdict-badge verdict-${verdict.status}`, text: verdict.status }),
     verdict.platform ? ` on ${verdict.platform.title}` : " (no platform)",
   ]);

@@ -1,7 +1,7 @@
 // The plan form: every input change previews the plan in both modes through the planner's API and
 // redraws the KCCB settings and the workload table; nothing is computed here. Empty fields are left
 // to the planner, whose choices show as placeholders; messages name the form's fields.
-import { debounce, el, fetchJSON, showMessage } from "./util.js";
+import { debounce, el, fetchJSON, showMessage, url } from "./util.js";
 import { renderKccb, renderWorkload } from "./plan_render.js";
 
 const form = document.getElementById("plan-form");
@@ -121,7 +121,7 @@ async function preview() {
   const badNumbers = FIELDS.filter((field) => field.validity.badInput);
   const results = await Promise.all(MODES.map(async (mode) => {
     try {
-      return { document: await fetchJSON("/api/plans/preview", { json: request(mode) }) };
+      return { document: await fetchJSON(url("preview_plan"), { json: request(mode) }) };
     } catch (error) {
       return { error: error.message };
     }
@@ -148,8 +148,8 @@ async function save() {
   const name = document.getElementById("plan-name").value.trim();
   try {
     const platform = document.getElementById("plan-platform").value || null;
-    const saved = await fetchJSON("/api/plans", { json: { ...request(FIELD.mode.value || null), name: name || null, platform } });
-    window.location.assign(`/plans/${saved.id}`);
+    const saved = await fetchJSON(url("create_plan"), { json: { ...request(FIELD.mode.value || null), name: name || null, platform } });
+    window.location.assign(url("saved_plan_page", { plan_id: saved.id }));
   } catch (error) {
     status.textContent = "";
     showInputMessage(error.message);
@@ -166,7 +166,7 @@ async function uploadModel(event) {
   const button = document.getElementById("model-upload");
   button.disabled = true;
   try {
-    const model = await fetchJSON("/api/models", { method: "POST", body: data });
+    const model = await fetchJSON(url("upload_model"), { method: "POST", body: data });
     const spec = `model:${model.id}`;
     document.getElementById("uploaded-models").append(
       el("option", { value: spec, text: `${model.name} (${model.source_kind}, #${model.id})` }));

@@ -2,13 +2,13 @@
 // to}}, "Platform" with {platform}; then the page again, its figures and verdict computed anew; the
 // server's message shown inline. A huge run's relabelling is a job: its progress shown until it ends.
 import { followRelabelJob, isRelabelJob } from "./relabel_job.js";
-import { fetchJSON, showMessage } from "./util.js";
+import { fetchJSON, showMessage, url } from "./util.js";
 
 async function patchRun(runId, changes, button, errorBox) {
   showMessage(errorBox, "");
   button.disabled = true;
   try {
-    const answer = await fetchJSON(`/api/runs/${runId}`, { method: "PATCH", json: changes });
+    const answer = await fetchJSON(url("change_run", { run_id: runId }), { method: "PATCH", json: changes });
     if (isRelabelJob(answer)) await followRelabelJob(answer, button.form);
     window.location.reload();
   } catch (error) {

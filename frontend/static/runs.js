@@ -42,7 +42,9 @@ function bindComparePicker(form) {
     const current = new URLSearchParams(window.location.search);
     for (const key of ["link_gbps", "latency_us", "ranks"]) if (current.get(key)) params.set(key, current.get(key));
     const query = params.toString().replaceAll("%2C", ",");
-    window.location.assign(query ? `/compare?${query}` : "/compare");
+    // The form's action is the compare page's path (base.html's url()).
+    const action = form.getAttribute("action");
+    window.location.assign(query ? `${action}?${query}` : action);
   });
 }
 

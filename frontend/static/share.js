@@ -1,6 +1,6 @@
 // "Save and share" on /compare, and the share links of a saved comparison (create, label, list, revoke).
 // A new link's token is shown once: the server keeps only its hash.
-import { copyButton, el, fetchJSON, showMessage } from "./util.js";
+import { copyButton, el, fetchJSON, showMessage, url } from "./util.js";
 
 const result = document.getElementById("share-result");
 const errorBox = document.getElementById("share-error");
@@ -25,7 +25,7 @@ function labelInput(comparisonId, share) {
     type: "text", class: "share-label", maxlength: 200, value: share.label, "aria-label": `label of link #${share.id}`,
     onchange: async (event) => {
       try {
-        await fetchJSON(`/api/comparisons/${comparisonId}/shares/${share.id}`, { method: "PATCH", json: { label: event.target.value } });
+        await fetchJSON(url("change_share", { comparison_id: comparisonId, share_id: share.id }), { method: "PATCH", json: { label: event.target.value } });
         showError("");
       } catch (error) {
         showError(error.message);
@@ -35,11 +35,11 @@ function labelInput(comparisonId, share) {
 }
 
 function showLink(share, comparisonId) {
-  const url = new URL(share.path, window.location.origin).href;
+  const link = new URL(share.path, window.location.origin).href;
   result.replaceChildren(
     el("p", { class: "ok", text: "Read-only link (shown once; copy it now):" }),
-    el("div", { class: "copy-row" }, [el("code", { id: "share-url", text: url }), copyButton(url, "Copy link")]),
-    comparisonId ? el("p", {}, [el("a", { href: `/comparisons/${comparisonId}`, id: "manage-shares", text: "Manage this comparison's links" })]) : null,
+    el("div", { class: "copy-row" }, [el("code", { id: "share-url", text: link }), copyButton(link, "Copy link")]),
+    comparisonId ? el("p", {}, [el("a", { href: url("saved_comparison_page", { comparison_id: comparisonId }), id: "manage-shares", text: "Manage this comparison's links" })]) : null,
   );
   result.hidden = false;
 }
@@ -48,7 +48,7 @@ const when = (iso) => (iso ? iso.replace("T", " ").slice(0, 16) + " UTC" : "neve
 
 async function refreshList(comparisonId) {
   const list = document.getElementById("share-list");
-  const shares = await fetchJSON(`/api/comparisons/${comparisonId}/shares`);
+  const shares = await fetchJSON(url("list_shares", { comparison_id: comparisonId }));
   if (!shares.length) { list.replaceChildren(el("p", { class: "empty", text: "No share links yet." })); return; }
   const rows = shares.map((share) => el("tr", { "data-share-id": share.id }, [
     el("td", { class: "num", text: `#${share.id}` }),
@@ -69,7 +69,7 @@ async function refreshList(comparisonId) {
 
 async function revoke(comparisonId, shareId) {
   try {
-    await fetchJSON(`/api/comparisons/${comparisonId}/shares/${shareId}`, { method: "DELETE" });
+    await fetchJSON(url("revoke_share", { comparison_id: comparisonId, share_id: shareId }), { method: "DELETE" });
     await refreshList(comparisonId);
   } catch (error) {
     showError(error.message);
@@ -82,7 +82,7 @@ if (saveButton) {
     showError("");
     saveButton.disabled = true;
     try {
-      const comparison = await fetchJSON("/api/comparisons", {
+      const comparison = await fetchJSON(url("create_comparison"), {
         json: {
           name: document.getElementById("save-name").value,
           run_ids: saveButton.dataset.runIds.split(",").map(Number),
@@ -93,7 +93,7 @@ if (saveButton) {
           plans: JSON.parse(saveButton.dataset.plans || "{}"),
         },
       });
-      const share = await fetchJSON(`/api/comparisons/${comparison.id}/shares`, { json: expiryBody() });
+      const share = await fetchJSON(url("create_share", { comparison_id: comparison.id }), { json: expiryBody() });
       showLink(share, comparison.id);
     } catch (error) {
       showError(error.message);
@@ -109,7 +109,7 @@ if (shares) {
   document.getElementById("share-create").addEventListener("click", async () => {
     showError("");
     try {
-      showLink(await fetchJSON(`/api/comparisons/${comparisonId}/shares`, { json: expiryBody() }), null);
+      showLink(await fetchJSON(url("create_share", { comparison_id: comparisonId }), { json: expiryBody() }), null);
       await refreshList(comparisonId);
     } catch (error) {
       showError(error.message);

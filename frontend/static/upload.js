@@ -3,7 +3,7 @@
 // What comes back (POST /api/runs): one run (one file, or one training job's files: NCCL Inspector dumps,
 // profiler traces) opens its run page; several runs list an outcome per file (stored as #id, duplicate of #id,
 // refused with the reason); a refusal of the whole upload is shown in the error box, naming the file.
-import { el, errorMessage, showMessage } from "./util.js";
+import { el, errorMessage, showMessage, url } from "./util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");
@@ -94,7 +94,7 @@ function send(files, fields, label) {
     for (const file of files) data.append("file", file, file.name);
     const total = files.reduce((sum, file) => sum + file.size, 0);
     const request = new XMLHttpRequest();
-    request.open("POST", "/api/runs");
+    request.open("POST", url("upload_run"));
     request.setRequestHeader("Accept", "application/json");
     const started = performance.now();
     request.upload.addEventListener("progress", (event) => {
@@ -141,11 +141,11 @@ async function refreshList() {
 function outcomeLine(outcome) {
   if (outcome.outcome === "stored") {
     return el("li", { class: "outcome-stored" }, [`${outcome.file}: stored as `,
-      el("a", { href: `/runs/${outcome.run_id}`, text: `#${outcome.run_id}` })]);
+      el("a", { href: url("run_page", { run_id: outcome.run_id }), text: `#${outcome.run_id}` })]);
   }
   if (outcome.outcome === "duplicate") {
     return el("li", { class: "outcome-duplicate" }, [`${outcome.file}: duplicate of `,
-      el("a", { href: `/runs/${outcome.run_id}`, text: `#${outcome.run_id}` }), " (not imported again)"]);
+      el("a", { href: url("run_page", { run_id: outcome.run_id }), text: `#${outcome.run_id}` }), " (not imported again)"]);
   }
   return el("li", { class: "outcome-refused" }, `${outcome.file}: refused: ${outcome.detail}`);
 }
@@ -170,7 +170,7 @@ form.addEventListener("submit", async (event) => {
   submit.disabled = false;
   if (answer.status === 201) {
     status.textContent = "Imported.";
-    window.location.assign(`/runs/${answer.body.id}`);
+    window.location.assign(url("run_page", { run_id: answer.body.id }));
     return;
   }
   if (answer.status === 200 && Array.isArray(answer.body)) {
@@ -185,6 +185,6 @@ form.addEventListener("submit", async (event) => {
   progressBox.hidden = true;
   showError(refusal(answer));
   if (answer.body && answer.body.existing_run_id !== undefined) {
-    errorBox.append(" ", el("a", { href: `/runs/${answer.body.existing_run_id}`, id: "existing-run", text: `Open run ${answer.body.existing_run_id}` }));
+    errorBox.append(" ", el("a", { href: url("run_page", { run_id: answer.body.existing_run_id }), id: "existing-run", text: `Open run ${answer.body.existing_run_id}` }));
   }
 });

@@ -33,6 +33,18 @@ export function errorMessage(status, body) {
   return `The server answered ${status}.`;
 }
 
+// The path of the server's route `name` (the name= of its Python route, e.g. "run_page"), its {params}
+// filled in and `query` after it (empty values left out): the one way a script writes a URL. The table of
+// routes comes with the page (base.html's <body data-routes>), so no path is spelled here.
+let routes = null;
+export function url(name, params = {}, query = {}) {
+  routes ??= JSON.parse(document.body.dataset.routes);
+  if (!(name in routes)) throw new Error(`No route named ${name}`);
+  const path = routes[name].replace(/\{(\w+)(:\w+)?\}/g, (_, key) => encodeURIComponent(params[key]));
+  const kept = Object.entries(query).filter(([, value]) => value !== null && value !== undefined && value !== "");
+  return kept.length ? `${path}?${new URLSearchParams(kept)}` : path;
+}
+
 export async function fetchJSON(url, options = {}) {
   const init = { headers: { Accept: "application/json" }, ...options };
   if (options.json !== undefined) {

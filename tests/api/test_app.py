@@ -4,6 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect
 
+from emuplan.api.urls import app_routes, url_path
 from emuplan.main import create_app
 from emuplan.settings import Settings
 
@@ -42,3 +43,12 @@ def test_body_over_the_limit_is_refused_with_413(database_url: str) -> None:
         response = client.post("/api/health", content=b"x" * 5000)
     assert response.status_code == 413
     assert "1000 bytes" in response.json()["detail"]
+
+
+def test_every_route_has_a_name_of_its_own(client: TestClient) -> None:
+    """Paths are built from route names (api/urls.py): a name used twice would build the other route's path."""
+    names = [route.name for route in app_routes(client.app.routes)]
+    assert len(names) == len(set(names)) > 90
+    assert url_path(client.app, "run_page", run_id=3) == "/runs/3"
+    assert url_path(client.app, "runs_page", query={"plan": 2, "q": "", "tag": "a b"}) == "/runs?plan=2&tag=a+b"
+    assert url_path(client.app, "update_platform_form", name="a/b") == "/platforms/a%2Fb"

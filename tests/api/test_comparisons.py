@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlmodel import select
 
-from emuplan.api.comparisons import RedactShareTokens, redact_share_tokens
+from emuplan.api.routes.comparisons import RedactShareTokens, redact_share_tokens
 from emuplan.store.db import Database
 from emuplan.store.models import ShareLink
 

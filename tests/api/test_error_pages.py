@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from emuplan.errors import EmuplanError
 from emuplan.main import create_app
 from emuplan.roles import Role
 from emuplan.services.plan_deletion import PlanInUse
@@ -131,3 +132,17 @@ def test_a_conflict_and_a_bug_are_pages_too(settings: Settings) -> None:
         assert _places(failure.text) == ['<li><a href="/runs">All runs</a></li>', '<li><a href="/">Home</a></li>']
         answer = client.get("/runs/1/bug", headers=API)
         assert (answer.status_code, answer.json()) == (500, {"detail": detail.replace("&#39;", "'")})
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    for subclass in cls.__subclasses__():
+        yield subclass
+        yield from _subclasses(subclass)
+
+
+def test_every_domain_error_names_its_status():
+    """The app (imported above) answers each ``EmuplanError`` with its own ``http_status``: one without would be a
+    500, the status kept for bugs."""
+    missing = [cls.__qualname__ for cls in _subclasses(EmuplanError) if not 400 <= getattr(cls, "http_status", 0) < 600]
+    assert not missing
+    assert len(list(_subclasses(EmuplanError))) > 20

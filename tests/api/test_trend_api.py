@@ -5,7 +5,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from emuplan.api.trend import metrics_chunks
+from emuplan.api.routes.metrics import metrics_chunks
 from emuplan.main import create_app
 from emuplan.services.runs import relabel_collectives
 from emuplan.services.series_figures import figures_of

@@ -2,7 +2,7 @@
 of ``emuplan platforms add`` and ``edit`` and the page's form each carry every one, so a field added there and
 missing anywhere fails here, saying where (the table's column and its migration are the only other files)."""
 
-from emuplan.api.platforms import FORM_INPUTS, PlatformForm
+from emuplan.api.pages.platforms import FORM_INPUTS, PlatformForm
 from emuplan.cli.platforms import FIGURE_OPTIONS
 from emuplan.store.models import StoredPlatform
 from emuplan.workload.platform_fields import PLATFORM_FIELDS

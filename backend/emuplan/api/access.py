@@ -12,23 +12,29 @@ Cross-site writes riding on the cookie are refused before this, by ``api/request
 cookie is ``SameSite=Lax`` besides.
 """
 
-from urllib.parse import quote
-
 from fastapi import Depends, HTTPException, Request
 
+from emuplan.api.urls import url_path
+from emuplan.errors import EmuplanError
 from emuplan.roles import ROLE_DUTIES, Role
 from emuplan.store import accounts as store
+from emuplan.store.rows import NotFound
 
 SESSION_COOKIE = "emuplan_session"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-class NotSignedIn(Exception):
+class NotSignedIn(EmuplanError):
     """HTTP 401: no credentials, or credentials that open nothing (unknown, expired, revoked)."""
 
+    http_status = 401
+    http_headers = {"WWW-Authenticate": "Bearer"}
 
-class RoleMissing(Exception):
+
+class RoleMissing(EmuplanError):
     """HTTP 403: signed in, but the account's role does not reach the role this request needs."""
+
+    http_status = 403
 
 
 def bearer_token(request: Request) -> str | None:
@@ -91,8 +97,9 @@ class RoleRequired:
         who = signed_in(request)
         if who is None:
             if self.page:
-                target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""), safe="")
-                raise HTTPException(status_code=303, headers={"Location": f"/sign-in?next={target}"})
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                sign_in = url_path(request.app, "sign_in_page", query={"next": target})
+                raise HTTPException(status_code=303, headers={"Location": sign_in})
             raise NotSignedIn(_not_signed_in_message(request))
         needed = self.needed(request.method)
         if not who.role.permits(needed):
@@ -107,3 +114,17 @@ def requires_roles(
 ) -> list:
     """``dependencies=`` for an ``APIRouter``: every route of the router is checked by ``RoleRequired``."""
     return [Depends(RoleRequired(read=read, write=write, delete=delete, page=page))]
+
+
+class SignInOff(NotFound):
+    """Accounts are off (``EMUPLAN_AUTH=none``): there is nothing to sign in to."""
+
+
+def require_accounts_on(request: Request) -> None:
+    if not accounts_on(request):
+        raise SignInOff("Sign-in is off on this server (EMUPLAN_AUTH=none): everyone who reaches it may do everything.")
+
+
+# What every signed-in account may do on its own account (pages and API): a viewer makes and revokes
+# tokens for their own scripts too.
+ANY_ROLE = {"write": Role.viewer, "delete": Role.viewer}

@@ -31,6 +31,11 @@ def get_write_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+def id_or_none(text: str) -> int | None:
+    """A filter's id from the query string; anything that cannot be a stored id filters nothing."""
+    return int(text) if text.isdigit() and int(text) <= INT64_MAX else None
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]

@@ -1,13 +1,11 @@
 """Every error answered twice over: an HTML page for a browser, ``{"detail": message}`` for everyone else.
 
-The status and message come from ``api/errors.py``'s one table (domain errors), Starlette's
+The status and message come from the domain error itself (``api/errors.py``), Starlette's
 ``HTTPException`` (an unknown path, a wrong method), FastAPI's validation of the request (422) or an
 unhandled exception (500). A browser, whose Accept header names ``text/html``, gets a page in the site's
 look that says what happened and where to go; ``/api/...`` always answers JSON, as do clients that do
 not ask for HTML (the CLI, ``fetch`` from our pages, curl's ``*/*``).
 """
-
-from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
@@ -15,8 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from emuplan.api.errors import ERROR_STATUS, error_response
-from emuplan.api.pages import render
+from emuplan.api.errors import ANSWERED_ERRORS, error_response
+from emuplan.api.render import render
+from emuplan.api.urls import url_path
 
 # What each status means to the reader of the page, in a heading.
 HEADINGS = {
@@ -36,17 +35,17 @@ HEADINGS = {
     507: "The server's disk is full",
 }
 
-# Where a reader goes from a failed address: the list its first path segment belongs to.
+# Where a reader goes from a failed address: the list its first path segment belongs to (a route's name).
 PLACES = {
-    "runs": ("/runs", "All runs"),
-    "plans": ("/plans", "Saved plans"),
-    "plan": ("/plan", "Plan a model"),
-    "compare": ("/compare", "Compare runs"),
-    "comparisons": ("/compare", "Compare runs"),
-    "trend": ("/trend", "Trend"),
-    "platforms": ("/platforms", "Platforms"),
-    "account": ("/account", "Your account"),
-    "admin": ("/admin", "Accounts"),
+    "runs": ("runs_page", "All runs"),
+    "plans": ("plans_page", "Saved plans"),
+    "plan": ("plan_page", "Plan a model"),
+    "compare": ("compare_page", "Compare runs"),
+    "comparisons": ("compare_page", "Compare runs"),
+    "trend": ("trend_page", "Trend"),
+    "platforms": ("platforms_page", "Platforms"),
+    "account": ("account_page", "Your account"),
+    "admin": ("admin_page", "Accounts"),
 }
 
 
@@ -73,9 +72,10 @@ def _quality(parameter: str) -> float | None:
 
 def error_page(request: Request, status_code: int, detail: str, headers: dict[str, str] | None = None) -> Response:
     first_segment = request.url.path.strip("/").split("/")[0]
-    places = [*([PLACES[first_segment]] if first_segment in PLACES else []), ("/", "Home")]
+    listed = [PLACES[first_segment]] if first_segment in PLACES else []
+    places = [(url_path(request.app, name), text) for name, text in [*listed, ("home", "Home")]]
     if status_code == 401:
-        places.insert(0, (f"/sign-in?next={quote(request.url.path, safe='')}", "Sign in"))
+        places.insert(0, (url_path(request.app, "sign_in_page", query={"next": request.url.path}), "Sign in"))
     return render(
         request,
         "error.html",
@@ -132,7 +132,7 @@ async def _server_error(request: Request, error: Exception) -> Response:
 
 
 def install_error_responses(app: FastAPI) -> None:
-    for error_class in ERROR_STATUS:
+    for error_class in ANSWERED_ERRORS:
         app.add_exception_handler(error_class, _domain_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

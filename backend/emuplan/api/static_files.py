@@ -75,7 +75,7 @@ def static_files(directory: Path) -> StaticFiles:
     return StaticFiles(directory)
 
 
-@router.api_route("/static/{version}/{name:path}", methods=["GET", "HEAD"])
+@router.api_route("/static/{version}/{name:path}", name="static_file", methods=["GET", "HEAD"])
 def static_file(version: str, name: str, request: Request) -> Response:
     files: StaticFiles = request.app.state.static_files
     static = files.files.get(name)

@@ -26,14 +26,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from emuplan.errors import EmuplanError
 from emuplan.measure.options import WorkloadSource
 from emuplan.workload.collectives import PER_RANK_PIECE_OPS, CollectiveOp, normalise_op_name
 from emuplan.workload.document import PlannedCollective, collective_of_size
 from emuplan.workload.inventory import DTYPE_BYTES
 
 
-class MeasurementError(ValueError):
+class MeasurementError(EmuplanError, ValueError):
     """The plan cannot be measured as asked, or the measurement itself failed."""
+
+    http_status = 422
 
 
 # The element types a measurement sends as themselves (torch.distributed takes them on every backend);

@@ -24,6 +24,7 @@ would not fit even alone is too large (413). Nothing waits: a waiting import wou
 import threading
 from dataclasses import dataclass
 
+from emuplan.errors import EmuplanError
 from emuplan.results.canonical import ResultFileTooLarge
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 2 * 1024**3
@@ -53,17 +54,21 @@ DEFAULT_STREAMED_ABOVE_BYTES = 256 * 1024**2
 DEFAULT_STREAMED_MEMORY_BYTES = 1024**3
 
 
-class ImportsBusy(ValueError):
+class ImportsBusy(EmuplanError, ValueError):
     """The imports in flight hold the pool: try again after ``retry_after_s`` (HTTP 503 with Retry-After)."""
+
+    http_status = 503
 
     def __init__(self, message: str, retry_after_s: int = RETRY_AFTER_S):
         super().__init__(message)
         self.retry_after_s = retry_after_s
 
 
-class ImportDiskFull(ValueError):
-    """The disk under the temporary directory (TMPDIR) filled while a streamed import spilled to it (HTTP 507):
-    the server's space, not the file, is short."""
+class ImportDiskFull(EmuplanError, ValueError):
+    """The disk under the temporary directory (TMPDIR) filled while a streamed import spilled to it (HTTP 507,
+    Insufficient Storage): the server's space, not the file, is short."""
+
+    http_status = 507
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from emuplan.errors import EmuplanError
 from emuplan.workload.collectives import CollectiveOp, normalise_op_name
 
 TEXT = pa.dictionary(pa.int32(), pa.string())
@@ -104,12 +105,16 @@ def times_problem(values_us: np.ndarray, *, durations: bool = True) -> tuple[int
     return index, "shorter than a femtosecond but not 0 (check the unit)"
 
 
-class ResultFileError(ValueError):
+class ResultFileError(EmuplanError, ValueError):
     """A result file that cannot be read; the message names the file and, where it applies, row and column."""
+
+    http_status = 400
 
 
 class ResultFileTooLarge(ResultFileError):
     """A compressed upload whose content passes the decompressed-size cap (a gzip bomb, or just too big)."""
+
+    http_status = 413
 
 
 @dataclass

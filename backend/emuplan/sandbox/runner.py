@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emuplan import json_input
+from emuplan.errors import EmuplanError
 from emuplan.sandbox.syscall_filter import filter_program
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -54,12 +55,21 @@ class SandboxError(ValueError):
         self.line = line
 
 
-class SandboxUnavailable(SandboxError):
+# What a refused run is told to wait: a model's inventory takes seconds; a capture of a large model up to the
+# timeout.
+RETRY_AFTER_S = 10
+
+
+class SandboxUnavailable(EmuplanError, SandboxError):
     """bubblewrap is missing and the operator has not allowed unsandboxed runs, or every slot is busy."""
+
+    http_status = 503
 
 
 class SandboxBusy(SandboxUnavailable):
     """Every slot is taken: try again after ``RETRY_AFTER_S`` (HTTP 503 with Retry-After)."""
+
+    retry_after_s = RETRY_AFTER_S
 
 
 # Each run may use EMUPLAN_SANDBOX_MEMORY_MB and a CPU core, so at most this many run at once. A run
@@ -67,8 +77,6 @@ class SandboxBusy(SandboxUnavailable):
 # and a burst of uploads then stalled every page, health check included.
 MAX_CONCURRENT_RUNS = 2
 _run_slots = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
-# A model's inventory takes seconds; a capture of a large model up to the timeout.
-RETRY_AFTER_S = 10
 
 
 @dataclass(frozen=True)

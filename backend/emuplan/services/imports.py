@@ -19,6 +19,7 @@ from pathlib import Path
 
 from sqlmodel import Session
 
+from emuplan.errors import EmuplanError
 from emuplan.results.analysis.run_analysis import (
     peak_busbw,
     run_kind,
@@ -48,13 +49,19 @@ from emuplan.store.table_files import store_table_file
 from emuplan.workload.plan_options import Strategy
 
 
-class DuplicateRun(ValueError):
+class DuplicateRun(EmuplanError, ValueError):
+    http_status = 409
+
     def __init__(self, existing: Run, file_name: str | None):
         super().__init__(
             f"{file_name or 'this file'}: identical content was already imported "
             f"as run {existing.id} ({existing.name!r})"
         )
         self.existing_run_id = existing.id
+
+    @property
+    def http_extra(self) -> dict[str, object]:
+        return {"existing_run_id": self.existing_run_id}
 
 
 def sha256_hex(source: bytes | Path) -> str:

@@ -8,6 +8,7 @@ a circle)."""
 
 from sqlmodel import Session, col, select
 
+from emuplan.errors import EmuplanError
 from emuplan.results.budget import ImportLimits
 from emuplan.services.runs import RunUpdate, summarised_again_in_background, update_run
 from emuplan.store import jobs
@@ -15,8 +16,10 @@ from emuplan.store.models import Comparison, Run
 from emuplan.store.plans import get_plan
 
 
-class PlanInUse(ValueError):
+class PlanInUse(EmuplanError, ValueError):
     """HTTP 409: a measurement or a simulation of the plan is running, or a huge run is linked to it."""
+
+    http_status = 409
 
 
 def plan_deletion(session: Session, plan_id: int) -> dict:

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from emuplan.child_memory import MB, memory_limited
+from emuplan.errors import EmuplanError
 from emuplan.simulate.options import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 from emuplan.workload.chakra.bundle import GROUPS_FILE, TRACE_PREFIX
 from emuplan.workload.chakra.schedule import rank_ranges
@@ -45,8 +46,10 @@ class SimulationError(ValueError):
     """The simulator failed, ran past its time, or printed no result for some rank."""
 
 
-class SimulatorUnavailable(Exception):
+class SimulatorUnavailable(EmuplanError):
     """No ASTRA-sim binary where the setting points (or no setting): 503, with how to install it."""
+
+    http_status = 503
 
 
 class SimulationCancelled(Exception):

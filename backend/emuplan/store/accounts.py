@@ -25,6 +25,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import bindparam, or_
 from sqlmodel import Session, col, delete, func, select
 
+from emuplan.errors import EmuplanError
 from emuplan.roles import Role
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Account, AccountSession, ApiToken, SignInFailure, utc_now
@@ -66,20 +67,26 @@ class ApiTokenNotFound(NotFound):
     pass
 
 
-class AccountExists(ValueError):
-    pass
+class AccountExists(EmuplanError, ValueError):
+    http_status = 409
 
 
-class LastAdmin(ValueError):
+class LastAdmin(EmuplanError, ValueError):
     """Demoting or removing the only admin: nobody could manage accounts any more (HTTP 409)."""
 
+    http_status = 409
 
-class SignInRefused(Exception):
+
+class SignInRefused(EmuplanError):
     """A wrong name or password: HTTP 401. The message never says which of the two was wrong."""
 
+    http_status = 401
 
-class SignInRateLimited(Exception):
+
+class SignInRateLimited(EmuplanError):
     """Too many recent failures for this account or address: HTTP 429 with Retry-After."""
+
+    http_status = 429
 
     def __init__(self, message: str, retry_after_s: int):
         super().__init__(message)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
+from emuplan.errors import EmuplanError
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
 from emuplan.store.models import Comparison, Plan, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
@@ -26,11 +27,18 @@ class ShareLinkNotFound(NotFound):
     pass
 
 
-class ShareLinkGone(Exception):
+# Share pages are opened by people outside the team; their URL must not travel in a Referer header.
+SHARE_REFERRER_POLICY = "no-referrer"
+
+
+class ShareLinkGone(EmuplanError):
     """The link existed but is expired or revoked: HTTP 410."""
 
+    http_status = 410
+    http_headers = {"Referrer-Policy": SHARE_REFERRER_POLICY}
+
     def __init__(self, reason: str):
-        super().__init__(reason)
+        super().__init__(f"{reason.capitalize()}: ask its owner for a new one.")
         self.reason = reason
 
 

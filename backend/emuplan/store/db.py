@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session
 
+from emuplan.errors import EmuplanError
 from emuplan.settings import MIGRATIONS_DIR
 
 _BEGIN_IMMEDIATE = "emuplan_begin_immediate"
@@ -36,9 +37,10 @@ _SQLITE_BUSY_CODES = frozenset({5, 6})
 _POSTGRES_BUSY_STATES = frozenset({"55P03", "40P01", "40001"})
 
 
-class DatabaseBusy(Exception):
+class DatabaseBusy(EmuplanError):
     """Another writer held the database's lock past ``BUSY_TIMEOUT_S``: 503 with Retry-After, not a 500."""
 
+    http_status = 503
     retry_after_s = BUSY_RETRY_AFTER_S
 
 

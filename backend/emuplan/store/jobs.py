@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, delete, select, update
 
+from emuplan.errors import EmuplanError
 from emuplan.store.db import Database
 from emuplan.store.models import JobRecord, utc_now
 from emuplan.store.rows import NotFound
@@ -33,8 +34,10 @@ class JobNotFound(NotFound):
     pass
 
 
-class JobBusy(Exception):
+class JobBusy(EmuplanError):
     """A job refused while another holds what it needs: 409, with the holder as ``Location`` when there is one."""
+
+    http_status = 409
 
     def __init__(self, message: str, location: str | None = None):
         super().__init__(message)

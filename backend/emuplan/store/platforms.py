@@ -9,6 +9,7 @@ from typing import NamedTuple
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
 
+from emuplan.errors import EmuplanError
 from emuplan.store.models import Plan, Run, StoredPlatform, utc_now
 from emuplan.store.rows import NotFound
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
@@ -18,12 +19,16 @@ class PlatformNotFound(NotFound):
     pass
 
 
-class PlatformExists(ValueError):
+class PlatformExists(EmuplanError, ValueError):
     """The name is taken, by a built-in or a stored profile: HTTP 409."""
 
+    http_status = 409
 
-class BuiltinPlatform(ValueError):
+
+class BuiltinPlatform(EmuplanError, ValueError):
     """A built-in profile cannot be edited or deleted: HTTP 409."""
+
+    http_status = 409
 
     def __init__(self, name: str, action: str):
         super().__init__(

@@ -5,6 +5,8 @@ from typing import Annotated, TypeVar
 from annotated_types import Interval
 from sqlmodel import Session, SQLModel, col, select
 
+from emuplan.errors import EmuplanError
+
 Row = TypeVar("Row", bound=SQLModel)
 # Ids and offsets are int64 in the database; a larger number in a path, query or body is refused with
 # 422 where it is read instead of failing in the database driver (500).
@@ -12,8 +14,10 @@ INT64_MAX = 2**63 - 1
 DatabaseInt = Annotated[int, Interval(ge=0, le=INT64_MAX)]
 
 
-class NotFound(LookupError):
+class NotFound(EmuplanError, LookupError):
     """No stored row with that id (or token); every store module's not-found error derives from it."""
+
+    http_status = 404
 
 
 class RunNotFound(NotFound):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from emuplan import json_input
+from emuplan.errors import EmuplanError
 from emuplan.sandbox.runner import SandboxPolicy, SandboxUnavailable
 from emuplan.workload.hf_config import inventory_from_hf_config
 from emuplan.workload.inventory import ModelInventory
@@ -22,12 +23,16 @@ PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt")
 ACCEPTED_SUFFIXES = (".json", ".safetensors", ".onnx", ".py")
 
 
-class ModelFileError(ValueError):
+class ModelFileError(EmuplanError, ValueError):
     """The file cannot be read as a model definition; the message names the file and the problem."""
+
+    http_status = 400
 
 
 class UnsupportedModelFile(ModelFileError):
     """A kind of file emuplan does not read (pickles on purpose)."""
+
+    http_status = 415
 
 
 @dataclass

@@ -2,7 +2,7 @@
 stored tables again takes a minute or more at 100 M rows. ``PATCH /api/runs/{id}`` answers 202 with the job when the
 run's stored table is past the streamed-import threshold (``EMUPLAN_STREAMED_IMPORT_ABOVE_BYTES``; smaller runs are
 changed in the request); ``api/routes/relabel_jobs.py`` follows and cancels it. One job at a time per run (it holds
-the run); the run changes only in the job's last transaction (``store.runs.summarise_again_streamed``).
+the run); the run changes only in the job's last transaction (``services.runs.summarise_again_streamed``).
 
 Its stages: starting → copying (the stored tables read to disk, bytes_done of bytes_total) → summarising (DuckDB)
 → saving (the one transaction that changes the run)."""
@@ -15,8 +15,9 @@ from sqlmodel import Session
 
 from emuplan.results.budget import ImportLimits
 from emuplan.services.jobs.engine import Job, JobContext
+from emuplan.services.runs import summarise_again_streamed
 from emuplan.store import jobs as job_store
-from emuplan.store import runs as store
+from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
 from emuplan.store.jobs import JobBusy
 from emuplan.store.models import JobRecord
@@ -64,9 +65,9 @@ class RelabelJob(Job):
     ) -> None:
         self.request: dict[str, Any] = {"collectives": collectives} if collectives else {}
         with database.read_session() as session:
-            if plan_id != store.get_run(session, run_id).plan_id:
+            if plan_id != run_rows.get_run(session, run_id).plan_id:
                 self.request["plan_id"] = plan_id
-            self.bytes_total = store.stored_table_bytes(session, run_id)
+            self.bytes_total = run_rows.stored_table_bytes(session, run_id)
         self.run_id, self.collectives, self.plan_id, self.limits = run_id, collectives, plan_id, limits
 
     @classmethod
@@ -111,7 +112,7 @@ class RelabelJob(Job):
             if not job_store.succeed_unless_cancelled(session, context.id, context.snapshot()[1]):
                 raise RelabelCancelled("cancelled before saving")
 
-        store.summarise_again_streamed(
+        summarise_again_streamed(
             database, self.run_id, self.collectives, self.plan_id, self.limits,
             on_read=on_read, on_stage=on_stage, in_last_transaction=in_last_transaction,
         )  # fmt: skip

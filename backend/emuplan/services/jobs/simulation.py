@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from emuplan.errors import EmuplanError
 from emuplan.services.jobs.engine import Job, JobContext
 from emuplan.services.simulations import check_simulation, plan_traces
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
@@ -19,8 +20,10 @@ from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]
 
 
-class SimulationNotFinished(Exception):
+class SimulationNotFinished(EmuplanError):
     """A result asked for before the job succeeded: 409."""
+
+    http_status = 409
 
 
 class SimulateRequest(BaseModel):

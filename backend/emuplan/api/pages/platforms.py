@@ -1,5 +1,5 @@
-"""Platform profiles: ``/api/platforms`` (JSON) and the ``/platforms`` page, both over ``services.platforms``;
-their bodies and the page's form are ``Platform``'s fields (``workload.platform_fields``).
+"""/platforms: the platform profiles page, over ``services.platforms`` (the JSON: ``api/routes/platforms.py``); its
+form is ``Platform``'s fields (``workload.platform_fields``).
 
 The page's add, edit and delete are plain HTML forms posted to this server (no script), like the account page.
 """
@@ -8,76 +8,18 @@ from typing import Annotated, NamedTuple
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import ReadSessionDep, WriteSessionDep
 from emuplan.api.errors import error_response
-from emuplan.api.pages import render
-from emuplan.api.responses import SIGNED_IN, errors
+from emuplan.api.render import render
 from emuplan.services import platforms as service
 from emuplan.store.platforms import BuiltinPlatform
 from emuplan.workload.platform_fields import PLATFORM_FIELDS, TEXT_LENGTH, PlatformField
 from emuplan.workload.platforms import Platform
 
-router = APIRouter(
-    prefix="/api/platforms",
-    tags=["platforms"],
-    dependencies=requires_roles(),
-    responses=errors(400, *SIGNED_IN, 404, 409, 422),
-)
-page_router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
-
-
-class PlatformPublic(Platform):
-    # The store's document carries the computed scale_out_gb_s too: ignored on the way in, computed on the way out.
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    builtin: bool = Field(description="Built into emuplan (cited figures, read-only) rather than added by a user.")
-    runs: int = Field(description="Runs that name this platform.")
-    plans: int = Field(description="Plans that name this platform.")
-
-
-class PlatformDeleted(BaseModel):
-    name: str
-    runs_detached: int = Field(description="Runs that named the platform and now have none.")
-    plans_detached: int = Field(description="Plans that named the platform and now have none.")
-
-
-@router.get("", response_model=list[PlatformPublic])
-def list_platforms(session: ReadSessionDep) -> list[dict]:
-    """The built-in profiles, then those users added, with how many runs and plans name each."""
-    return [entry.document() for entry in service.list_platforms(session)]
-
-
-@router.post("", status_code=201, response_model=PlatformPublic)
-def create_platform(body: Platform, session: WriteSessionDep) -> dict:
-    entry = service.create_platform(session, dict(body))
-    session.commit()
-    return entry.document()
-
-
-@router.get("/{name}", response_model=PlatformPublic)
-def get_platform(name: str, session: ReadSessionDep) -> dict:
-    return service.get_platform(session, name).document()
-
-
-@router.put("/{name}", response_model=PlatformPublic)
-def update_platform(name: str, body: Platform, session: WriteSessionDep) -> dict:
-    """Replaces a stored profile's figures; another ``name`` in the body renames it, on its runs and plans too.
-    A built-in is refused with 409."""
-    entry = service.update_platform(session, name, dict(body))
-    session.commit()
-    return entry.document()
-
-
-@router.delete("/{name}", response_model=PlatformDeleted)
-def delete_platform(name: str, session: WriteSessionDep) -> dict:
-    """Deletes a stored profile; the runs and plans that named it are left with no platform (counted in the
-    answer). A built-in is refused with 409."""
-    deleted = service.delete_platform(session, name)
-    session.commit()
-    return deleted.document()
+router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 
 
 # A list's lines, newlines included, at their longest; a field of no length of its own is a number or a choice.
@@ -189,7 +131,7 @@ def _platforms_page(
     )
 
 
-@page_router.get("/platforms", response_class=HTMLResponse)
+@router.get("/platforms", name="platforms_page", response_class=HTMLResponse)
 def platforms_page(request: Request, session: ReadSessionDep, edit: str = "", copy: str = "") -> HTMLResponse:
     """Every profile with its figures and sources. ``?edit=NAME`` fills the form with a stored profile to change
     it; ``?copy=NAME`` with any profile's figures (a built-in's too) to add one like it under a new name."""
@@ -217,7 +159,7 @@ def _refused(request: Request, session, error: ValueError, form: PlatformForm, e
     )
 
 
-@page_router.post("/platforms", response_class=HTMLResponse)
+@router.post("/platforms", name="create_platform_form", response_class=HTMLResponse)
 def create_platform_form(request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
         entry = service.create_platform(session, form.values())
@@ -227,7 +169,7 @@ def create_platform_form(request: Request, session: WriteSessionDep, form: Platf
     return _platforms_page(request, session, notice=f"Platform {entry.platform.name} added.")
 
 
-@page_router.post("/platforms/{name}", response_class=HTMLResponse)
+@router.post("/platforms/{name}", name="update_platform_form", response_class=HTMLResponse)
 def update_platform_form(name: str, request: Request, session: WriteSessionDep, form: PlatformFormDep) -> HTMLResponse:
     try:
         entry = service.update_platform(session, name, form.values())
@@ -237,7 +179,7 @@ def update_platform_form(name: str, request: Request, session: WriteSessionDep, 
     return _platforms_page(request, session, notice=f"Platform {entry.platform.name} saved.")
 
 
-@page_router.post("/platforms/{name}/delete", response_class=HTMLResponse)
+@router.post("/platforms/{name}/delete", name="delete_platform_form", response_class=HTMLResponse)
 def delete_platform_form(name: str, request: Request, session: WriteSessionDep) -> HTMLResponse:
     try:
         deleted = service.delete_platform(session, name)

@@ -115,13 +115,13 @@ def _public(plan) -> PlanPublic:
     return PlanPublic(**plan.model_dump(exclude={"workload"}), workload=store.plan_document(plan))
 
 
-@preview_router.post("/preview")
+@preview_router.post("/preview", name="preview_plan")
 def preview_plan(request: PlanRequest, session: ReadSessionDep, settings: SettingsDep) -> PlanDocument:
     """The plan document for these inputs, computed and returned without storing anything."""
     return plan_request(request, session, SandboxPolicy.from_settings(settings))[0]
 
 
-@router.post("", status_code=201)
+@router.post("", name="create_plan", status_code=201)
 def create_plan(
     body: PlanCreate, session: WriteSessionDep, read_session: ReadSessionDep, settings: SettingsDep
 ) -> PlanPublic:
@@ -135,7 +135,7 @@ def create_plan(
     return _public(plan)
 
 
-@router.get("")
+@router.get("", name="list_plans")
 def list_plans(
     session: ReadSessionDep,
     limit: int = Query(default=100, ge=1, le=1000),
@@ -144,12 +144,12 @@ def list_plans(
     return [PlanSummary(**plan._asdict()) for plan in store.list_plans(session, limit, offset)]
 
 
-@router.get("/{plan_id}")
+@router.get("/{plan_id}", name="get_plan")
 def get_plan(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanPublic:
     return _public(store.get_plan(session, plan_id))
 
 
-@router.patch("/{plan_id}")
+@router.patch("/{plan_id}", name="change_plan")
 def change_plan(plan_id: DatabaseInt, changes: PlanChanges, session: WriteSessionDep) -> PlanPublic:
     if not changes.model_fields_set:
         raise ValueError("changes: give at least one of name, tags, note")
@@ -158,13 +158,13 @@ def change_plan(plan_id: DatabaseInt, changes: PlanChanges, session: WriteSessio
     return _public(plan)
 
 
-@router.get("/{plan_id}/deletion")
+@router.get("/{plan_id}/deletion", name="preview_plan_deletion")
 def preview_plan_deletion(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanDeletion:
     """What ``DELETE /api/plans/{id}`` would do besides removing the plan (its page's confirmation says it)."""
     return PlanDeletion(**plan_deletion(session, plan_id))
 
 
-@router.delete("/{plan_id}")
+@router.delete("/{plan_id}", name="remove_plan")
 def remove_plan(plan_id: DatabaseInt, session: WriteSessionDep, settings: SettingsDep) -> PlanDeletion:
     """Delete the plan (the admin role) after unlinking its runs; 409 while it is being measured or simulated, or
     while a huge run is linked to it (unlink that run first: its relabel job computes its statistics again)."""
@@ -173,7 +173,7 @@ def remove_plan(plan_id: DatabaseInt, session: WriteSessionDep, settings: Settin
     return PlanDeletion(**consequences)
 
 
-@router.get("/{plan_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
+@router.get("/{plan_id}/kccb", name="export_plan_kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
 def export_plan_kccb(
     plan_id: DatabaseInt,
     session: ReadSessionDep,
@@ -190,7 +190,7 @@ def export_plan_kccb(
     )
 
 
-@router.get("/{plan_id}/workload", responses=download("application/zip"))
+@router.get("/{plan_id}/workload", name="export_plan_workload", responses=download("application/zip"))
 def export_plan_workload(
     plan_id: DatabaseInt,
     session: ReadSessionDep,
@@ -216,7 +216,7 @@ def export_plan_workload(
     )
 
 
-@presets_router.get("")
+@presets_router.get("", name="list_presets")
 def list_presets() -> list[PresetPublic]:
     return [
         PresetPublic(

@@ -9,14 +9,15 @@ import re
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.responses import SIGNED_IN, errors
-from emuplan.api.runs import AssumptionsDocument, PlotlyFigure
+from emuplan.api.routes.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
+from emuplan.api.urls import url_path
 from emuplan.charts import FigureKind
 from emuplan.roles import Role
 from emuplan.services import comparisons as comparison_service
@@ -36,9 +37,6 @@ share_links_router = APIRouter(
     prefix="/api/comparisons", tags=["comparisons"], dependencies=requires_roles(), responses=COMPARISON_ERRORS
 )
 shared_router = APIRouter(prefix="/api/shared", tags=["comparisons"], responses=errors(404, 410, 422))
-
-# Share pages are opened by people outside the team; their URL must not travel in a Referer header.
-SHARE_REFERRER_POLICY = "no-referrer"
 
 
 class ChartOptions(BaseModel):
@@ -217,7 +215,7 @@ class SharedComparisonDocument(ComparisonDocument):
     comparison: ComparisonPublic
 
 
-@router.post("", status_code=201, response_model=ComparisonPublic)
+@router.post("", name="create_comparison", status_code=201, response_model=ComparisonPublic)
 def create_comparison(body: ComparisonCreate, session: WriteSessionDep) -> dict:
     comparison = store.create_comparison(
         session,
@@ -232,17 +230,17 @@ def create_comparison(body: ComparisonCreate, session: WriteSessionDep) -> dict:
     return store.comparison_document(comparison)
 
 
-@router.get("", response_model=list[ComparisonPublic])
+@router.get("", name="list_comparisons", response_model=list[ComparisonPublic])
 def list_comparisons(session: ReadSessionDep) -> list[dict]:
     return [store.comparison_document(c) for c in store.list_comparisons(session)]
 
 
-@router.get("/{comparison_id}", response_model=ComparisonPublic)
+@router.get("/{comparison_id}", name="get_comparison", response_model=ComparisonPublic)
 def get_comparison(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return store.comparison_document(store.get_comparison(session, comparison_id))
 
 
-@router.patch("/{comparison_id}", response_model=ComparisonPublic)
+@router.patch("/{comparison_id}", name="change_comparison", response_model=ComparisonPublic)
 def change_comparison(comparison_id: DatabaseInt, changes: ComparisonChanges, session: WriteSessionDep) -> dict:
     if not changes.model_fields_set:
         raise ValueError("changes: give at least one of name, tags, note")
@@ -253,13 +251,13 @@ def change_comparison(comparison_id: DatabaseInt, changes: ComparisonChanges, se
     return store.comparison_document(comparison)
 
 
-@router.get("/{comparison_id}/deletion", response_model=ComparisonDeletion)
+@router.get("/{comparison_id}/deletion", name="preview_comparison_deletion", response_model=ComparisonDeletion)
 def preview_comparison_deletion(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
     """What ``DELETE /api/comparisons/{id}`` would do besides (its page's confirmation says it)."""
     return store.comparison_deletion(session, comparison_id)
 
 
-@router.delete("/{comparison_id}", response_model=ComparisonDeletion)
+@router.delete("/{comparison_id}", name="delete_comparison", response_model=ComparisonDeletion)
 def delete_comparison(comparison_id: DatabaseInt, session: WriteSessionDep) -> dict:
     """Delete the saved comparison and its share links; its runs stay."""
     consequences = store.delete_comparison(session, comparison_id)
@@ -267,23 +265,29 @@ def delete_comparison(comparison_id: DatabaseInt, session: WriteSessionDep) -> d
     return consequences
 
 
-@share_links_router.get("/{comparison_id}/shares", response_model=list[SharePublic])
+@share_links_router.get("/{comparison_id}/shares", name="list_shares", response_model=list[SharePublic])
 def list_shares(comparison_id: DatabaseInt, session: ReadSessionDep) -> list[dict]:
     store.get_comparison(session, comparison_id)
     return [store.share_link_document(link) for link in store.list_share_links(session, comparison_id)]
 
 
-@share_links_router.post("/{comparison_id}/shares", status_code=201, response_model=ShareCreated)
-def create_share(comparison_id: DatabaseInt, body: ShareCreate, session: WriteSessionDep, response: Response) -> dict:
+@share_links_router.post("/{comparison_id}/shares", name="create_share", status_code=201, response_model=ShareCreated)
+def create_share(
+    comparison_id: DatabaseInt, body: ShareCreate, request: Request, session: WriteSessionDep, response: Response
+) -> dict:
     store.get_comparison(session, comparison_id)
     link, token = store.create_share_link(session, comparison_id, body.expires_in_days, body.label)
     session.commit()
     # The token is a credential: keep it out of caches.
     response.headers["Cache-Control"] = "no-store"
-    return {**store.share_link_document(link), "token": token, "path": f"/s/{token}"}
+    return {
+        **store.share_link_document(link),
+        "token": token,
+        "path": url_path(request.app, "shared_comparison_page", token=token),
+    }
 
 
-@share_links_router.patch("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@share_links_router.patch("/{comparison_id}/shares/{share_id}", name="change_share", response_model=SharePublic)
 def change_share(
     comparison_id: DatabaseInt, share_id: DatabaseInt, changes: ShareChanges, session: WriteSessionDep
 ) -> dict:
@@ -293,7 +297,7 @@ def change_share(
     return store.share_link_document(link)
 
 
-@share_links_router.delete("/{comparison_id}/shares/{share_id}", response_model=SharePublic)
+@share_links_router.delete("/{comparison_id}/shares/{share_id}", name="revoke_share", response_model=SharePublic)
 def revoke_share(comparison_id: DatabaseInt, share_id: DatabaseInt, session: WriteSessionDep) -> dict:
     link = store.revoke_share_link(session, comparison_id, share_id)
     session.commit()
@@ -325,11 +329,11 @@ def install_share_token_redaction() -> None:
             logger.addFilter(RedactShareTokens())
 
 
-@shared_router.get("/{token}", response_model=SharedComparisonDocument)
+@shared_router.get("/{token}", name="shared_comparison", response_model=SharedComparisonDocument)
 def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep, response: Response) -> dict:
     """The JSON twin of the share page ``/s/{token}``: the one comparison the token opens, with the
     statistics, KS tests and figures of ``GET /api/compare`` for its runs."""
-    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Referrer-Policy"] = store.SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"
     comparison = store.resolve_share_token(session, token)
     runs = store.present_runs(session, comparison)
@@ -347,7 +351,7 @@ def shared_comparison(token: str, session: ReadSessionDep, settings: SettingsDep
     return {"comparison": store.comparison_document(comparison), **document}
 
 
-@shared_router.get("/{token}/runs/{run_id}/figures/{kind}", response_model=PlotlyFigure)
+@shared_router.get("/{token}/runs/{run_id}/figures/{kind}", name="shared_run_figure", response_model=PlotlyFigure)
 def shared_run_figure(
     token: str,
     run_id: DatabaseInt,
@@ -357,7 +361,7 @@ def shared_run_figure(
     response: Response,
 ) -> dict:
     """A figure of one run of the shared comparison; any other run is 404, as if it did not exist."""
-    response.headers["Referrer-Policy"] = SHARE_REFERRER_POLICY
+    response.headers["Referrer-Policy"] = store.SHARE_REFERRER_POLICY
     response.headers["Cache-Control"] = "no-store"  # token-scoped, like the share page: no cached copy
     comparison = store.resolve_share_token(session, token)
     run = next((run for run in store.present_runs(session, comparison) if run.id == run_id), None)

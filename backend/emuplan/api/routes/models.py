@@ -64,7 +64,7 @@ def _pytorch_options(
         raise HTTPException(422, detail=str(error)) from None
 
 
-@router.post("", status_code=201)
+@router.post("", name="upload_model", status_code=201)
 def upload_model(
     session: WriteSessionDep,
     settings: SettingsDep,
@@ -88,7 +88,7 @@ def upload_model(
     return _public(definition)
 
 
-@router.get("")
+@router.get("", name="list_models")
 def list_models(
     session: ReadSessionDep,
     limit: int = Query(default=100, ge=1, le=1000),
@@ -99,6 +99,6 @@ def list_models(
     ]
 
 
-@router.get("/{definition_id}")
+@router.get("/{definition_id}", name="get_model")
 def get_model(definition_id: DatabaseInt, session: ReadSessionDep) -> ModelDefinitionPublic:
     return _public(store.get_model_definition(session, definition_id))

@@ -26,8 +26,8 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
-from emuplan.api.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.responses import SIGNED_IN, download, errors
+from emuplan.api.routes.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
 from emuplan.charts import FigureKind
@@ -317,6 +317,7 @@ class UploadOutcome(BaseModel):
 
 @router.post(
     "",
+    name="upload_run",
     status_code=201,
     openapi_extra=UPLOAD_OPENAPI,
     response_model=RunPublic,
@@ -496,7 +497,7 @@ def run_filters(
 RunFiltersDep = Annotated[run_rows.RunFilters, Depends(run_filters)]
 
 
-@router.get("", response_model=list[RunListItem])
+@router.get("", name="list_runs", response_model=list[RunListItem])
 def list_runs(
     session: ReadSessionDep,
     response: Response,
@@ -526,7 +527,7 @@ def list_runs(
     ]
 
 
-@router.get("/{run_id}", response_model=RunPublic)
+@router.get("/{run_id}", name="get_run", response_model=RunPublic)
 def get_run(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     return run_rows.run_public(run_rows.get_run(session, run_id))
 
@@ -546,14 +547,14 @@ def assumption_choice(
 AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
 
 
-@router.get("/{run_id}/stats", response_model=RunStatistics)
+@router.get("/{run_id}/stats", name="run_stats", response_model=RunStatistics)
 def run_stats(
     run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
 ) -> dict:
     return store.run_statistics(session, run_rows.get_run(session, run_id), choice, settings, plan_id=plan)
 
 
-@router.get("/{run_id}/observed-vs-plan", response_model=ObservedAgainstPlan)
+@router.get("/{run_id}/observed-vs-plan", name="observed_vs_plan", response_model=ObservedAgainstPlan)
 def observed_vs_plan(
     run_id: DatabaseInt,
     session: ReadSessionDep,
@@ -565,7 +566,7 @@ def observed_vs_plan(
     return store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
 
 
-@router.get("/{run_id}/kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
+@router.get("/{run_id}/kccb", name="export_run_kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
 def export_run_kccb(
     run_id: DatabaseInt,
     session: ReadSessionDep,
@@ -586,7 +587,7 @@ def export_run_kccb(
     )
 
 
-@router.get("/{run_id}/figures/{kind}", response_model=PlotlyFigure)
+@router.get("/{run_id}/figures/{kind}", name="run_figure", response_model=PlotlyFigure)
 def run_figure(
     run_id: DatabaseInt,
     kind: FigureKind,
@@ -612,7 +613,7 @@ def _started(pieces: Iterator[bytes]) -> Iterator[bytes]:
     return itertools.chain([next(pieces, b"")], pieces)
 
 
-@router.get("/{run_id}/samples.csv", responses=download("text/csv"))
+@router.get("/{run_id}/samples.csv", name="samples_csv", responses=download("text/csv"))
 def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The samples as CSV, written from the stored Parquet a batch at a time while it is sent."""
     run = run_rows.get_run(session, run_id)
@@ -623,7 +624,7 @@ def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRespon
     )
 
 
-@router.get("/{run_id}/samples.parquet", responses=download("application/vnd.apache.parquet"))
+@router.get("/{run_id}/samples.parquet", name="samples_parquet", responses=download("application/vnd.apache.parquet"))
 def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingResponse:
     """The stored Parquet, read from the database a piece at a time while it is sent."""
     run = run_rows.get_run(session, run_id)
@@ -654,7 +655,9 @@ RELABEL_JOB_STARTED = {
 }
 
 
-@router.patch("/{run_id}", response_model=RunPublic, responses={**IMPORT_ERRORS, **RELABEL_JOB_STARTED})
+@router.patch(
+    "/{run_id}", name="change_run", response_model=RunPublic, responses={**IMPORT_ERRORS, **RELABEL_JOB_STARTED}
+)
 def change_run(
     run_id: DatabaseInt,
     changes: store.RunUpdate,
@@ -700,13 +703,13 @@ def _relabel_job_started(
     return JSONResponse(jsonable_encoder(document), status_code=202, headers={"Location": document.url})
 
 
-@router.get("/{run_id}/deletion", response_model=RunDeletion)
+@router.get("/{run_id}/deletion", name="run_deletion", response_model=RunDeletion)
 def run_deletion(run_id: DatabaseInt, session: ReadSessionDep) -> dict:
     """What ``DELETE /api/runs/{id}`` would do besides removing the run (what the page's confirmation says)."""
     return run_rows.run_deletion(session, run_id)
 
 
-@router.delete("/{run_id}", status_code=204)
+@router.delete("/{run_id}", name="delete_run", status_code=204)
 def delete_run(run_id: DatabaseInt, session: WriteSessionDep) -> Response:
     """Delete the run (the admin role): its samples, statistics, tags and facts; comparisons show the rest of
     their runs (``GET /api/runs/{id}/deletion`` says which)."""

@@ -5,10 +5,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from emuplan.api.access import requires_roles
-from emuplan.api.comparisons import ComparisonDocument
 from emuplan.api.deps import INT64_MAX, DatabaseInt, ReadSessionDep, SettingsDep
 from emuplan.api.responses import SIGNED_IN, errors
-from emuplan.api.runs import AssumptionDep
+from emuplan.api.routes.comparisons import ComparisonDocument
+from emuplan.api.routes.runs import AssumptionDep
 from emuplan.api.step_cost import PlanQuery
 from emuplan.results.analysis.step_cost import parse_plan_choices
 from emuplan.services import comparisons as comparison_service
@@ -32,7 +32,7 @@ def parse_run_ids(text: str) -> list[int]:
     return ids
 
 
-@router.get("", response_model=ComparisonDocument)
+@router.get("", name="compare", response_model=ComparisonDocument)
 def compare(
     session: ReadSessionDep,
     settings: SettingsDep,

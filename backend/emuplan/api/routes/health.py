@@ -15,7 +15,7 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
-@router.get("", response_model=Health)
+@router.get("", name="health", response_model=Health)
 def health(session: ReadSessionDep) -> dict:
     session.exec(text("SELECT 1"))
     return {"status": "ok"}

@@ -1,0 +1,1 @@
+"""HTML page routers, one module per page URL (/runs -> runs.py)."""
