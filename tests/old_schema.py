@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from emuplan.store.models import Plan, Run
+from emuplan.store.tables import Plan, Run
 
 RUN_0001_COLUMNS = (
     "id", "name", "tags", "source_format", "origin", "origin_detail", "sample_count", "warnings", "summary",

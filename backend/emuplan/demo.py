@@ -82,7 +82,7 @@ def _holds_content(session) -> bool:
     the next start, measured again, beside the ones kept."""
     from sqlmodel import select
 
-    from emuplan.store.models import Comparison, Plan, Run
+    from emuplan.store.tables import Comparison, Plan, Run
 
     return any(session.exec(select(table.id).limit(1)).first() is not None for table in (Plan, Run, Comparison))
 

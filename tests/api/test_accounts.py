@@ -17,7 +17,7 @@ from emuplan.roles import Role
 from emuplan.settings import Settings
 from emuplan.store import accounts as store
 from emuplan.store.db import Database
-from emuplan.store.models import AccountSession, Run, SignInFailure
+from emuplan.store.tables import AccountSession, Run, SignInFailure
 from live_server import LiveServer, start_server, stop_server
 from sql_capture import sent_queries
 

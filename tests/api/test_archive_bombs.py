@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from archive_bombs import MEMBER
 from emuplan.store.db import Database
-from emuplan.store.models import Run
+from emuplan.store.tables import Run
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

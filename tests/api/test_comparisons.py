@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from emuplan.api.routes.comparisons import RedactShareTokens, redact_share_tokens
 from emuplan.store.db import Database
-from emuplan.store.models import ShareLink
+from emuplan.store.tables import ShareLink
 
 pytestmark = pytest.mark.both_databases
 

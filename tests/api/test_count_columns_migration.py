@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config
-from emuplan.store.models import CachedSummary, RunCurves, RunTable, RunTag
+from emuplan.store.tables import CachedSummary, RunCurves, RunTable, RunTag
 from old_schema import PLAN_BEFORE_0012, RUN_BEFORE_0012
 
 pytestmark = pytest.mark.both_databases

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import delete
 
 from emuplan.store.db import Database
-from emuplan.store.models import RunTable
+from emuplan.store.tables import RunTable
 
 pytestmark = pytest.mark.both_databases
 

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import Run, RunTable
+from emuplan.store.tables import Run, RunTable
 from old_schema import RUN, old_run
 
 pytestmark = pytest.mark.both_databases

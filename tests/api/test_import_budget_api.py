@@ -17,7 +17,7 @@ from emuplan.main import create_app
 from emuplan.results.budget import POOL, ImportBudget, ImportLimits
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import Run
+from emuplan.store.tables import Run
 from live_server import LiveServer, start_server, stop_server
 
 

@@ -6,7 +6,7 @@ from sqlmodel import update
 
 from emuplan.store import jobs as job_store
 from emuplan.store.db import Database
-from emuplan.store.models import JobRecord, utc_now
+from emuplan.store.tables import JobRecord, utc_now
 
 pytestmark = pytest.mark.both_databases
 

@@ -15,7 +15,7 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import CachedSummary
+from emuplan.store.tables import CachedSummary
 from old_schema import RUN_BEFORE_0017, old_run
 from paths import RESULTS, SHARED_NCCL
 

@@ -6,7 +6,7 @@ from sqlmodel import select
 
 from emuplan.store import jobs
 from emuplan.store.db import Database
-from emuplan.store.models import JobRecord, RunFact, RunTag, ShareLink
+from emuplan.store.tables import JobRecord, RunFact, RunTag, ShareLink
 from paths import RESULTS, SHARED_NCCL
 
 pytestmark = pytest.mark.both_databases

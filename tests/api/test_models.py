@@ -11,7 +11,7 @@ from emuplan.main import create_app
 from emuplan.sandbox.worker import REFUSED_BY_THE_SANDBOX
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import ModelDefinition
+from emuplan.store.tables import ModelDefinition
 from emuplan.workload.pytorch_source import _captured_once
 from paths import LLAMA_2_7B_CONFIG, MIXTRAL_8X7B_CONFIG, MODELS
 from sql_capture import sent_queries

@@ -17,7 +17,7 @@ from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
 from emuplan.store import runs
 from emuplan.store.db import Database, alembic_config, migrate
-from emuplan.store.models import CachedSummary, Run, RunTag
+from emuplan.store.tables import CachedSummary, Run, RunTag
 from old_schema import RUN, RUN_0017, old_run
 from paths import RESULTS
 

@@ -10,7 +10,7 @@ from emuplan.results import parse_result_file
 from emuplan.services import imports as run_imports
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_rows
-from emuplan.store.models import Comparison, Run
+from emuplan.store.tables import Comparison, Run
 from paths import SHARED_NCCL
 from sql_capture import sent_queries
 

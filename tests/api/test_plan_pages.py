@@ -11,7 +11,7 @@ from typer.main import get_command
 
 from emuplan.cli import app as cli_app
 from emuplan.store.db import Database
-from emuplan.store.models import Plan
+from emuplan.store.tables import Plan
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.plan_options import OptionGroup
 

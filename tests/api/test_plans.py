@@ -8,7 +8,7 @@ from sqlmodel import func, select
 
 from emuplan.store import plans as plan_store
 from emuplan.store.db import Database
-from emuplan.store.models import ModelDefinition, Plan
+from emuplan.store.tables import ModelDefinition, Plan
 from emuplan.workload.hf_config import inventory_from_hf_config
 from paths import LLAMA_2_7B_CONFIG
 from sql_capture import sent_queries

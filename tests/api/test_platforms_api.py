@@ -15,7 +15,7 @@ from emuplan.services import platforms as service
 from emuplan.settings import Settings
 from emuplan.store import accounts
 from emuplan.store.db import Database
-from emuplan.store.models import Plan, Run
+from emuplan.store.tables import Plan, Run
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 from live_server import start_server, stop_server
 from paths import RESULTS

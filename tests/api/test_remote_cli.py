@@ -15,7 +15,7 @@ from emuplan.cli import app
 from emuplan.roles import Role
 from emuplan.store import accounts as store
 from emuplan.store.db import Database
-from emuplan.store.models import Plan, Run
+from emuplan.store.tables import Plan, Run
 from live_server import LiveServer
 from paths import RESULTS, SHARED_NCCL
 

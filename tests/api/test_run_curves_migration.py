@@ -14,7 +14,7 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import RunCurves
+from emuplan.store.tables import RunCurves
 from old_schema import RUN, old_run
 from paths import RESULTS
 

@@ -14,7 +14,7 @@ from emuplan.results import parse_result_file, summarise
 from emuplan.results.analysis.stats import strip_curves
 from emuplan.settings import Settings
 from emuplan.store.db import alembic_config, migrate
-from emuplan.store.models import CachedSummary, Run
+from emuplan.store.tables import CachedSummary, Run
 from old_schema import RUN_BEFORE_0013, old_run
 from paths import RESULTS
 from slower_sweep import B200_LOG

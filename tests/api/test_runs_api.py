@@ -16,7 +16,7 @@ from emuplan.charts.palette import ALERT_COLOR, TYPICAL_COLOR
 from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import Run, RunTable
+from emuplan.store.tables import Run, RunTable
 from paths import NCCL_TESTS, RESULTS, SHARED_NCCL
 
 pytestmark = pytest.mark.both_databases

@@ -10,7 +10,7 @@ from emuplan.results import ResultFileError, parse_result_file
 from emuplan.results.analysis.stats import strip_curves
 from emuplan.services import imports as run_imports
 from emuplan.store import runs
-from emuplan.store.models import Run, RunCurves, RunTable
+from emuplan.store.tables import Run, RunCurves, RunTable
 from paths import RESULTS
 
 pytestmark = pytest.mark.both_databases

@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, create_engine
 from sqlmodel import SQLModel
 
-import emuplan.store.models  # noqa: F401 (registers every table in SQLModel.metadata)
+import emuplan.store.tables  # noqa: F401 (registers every table in SQLModel.metadata)
 
 pytestmark = pytest.mark.both_databases
 

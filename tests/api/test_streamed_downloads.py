@@ -13,7 +13,7 @@ import pytest
 from sqlmodel import delete
 
 from emuplan.results.export import CSV_BATCH_ROWS, neutralise_formulas
-from emuplan.store.models import RunTable
+from emuplan.store.tables import RunTable
 from paths import RESULTS, SHARED_NCCL
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

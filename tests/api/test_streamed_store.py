@@ -17,7 +17,7 @@ from emuplan.results.parse import parse_result_file
 from emuplan.services import imports as run_imports
 from emuplan.settings import Settings
 from emuplan.store import runs, table_files
-from emuplan.store.models import RunTable
+from emuplan.store.tables import RunTable
 from fixtures.generate_results import per_flow_table, per_iteration_table, write_csv
 
 pytestmark = pytest.mark.both_databases

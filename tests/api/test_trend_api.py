@@ -12,7 +12,7 @@ from emuplan.services.series_figures import figures_of
 from emuplan.services.trend import LatestInSeries, series_runs
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import Run, RunTrendFigures
+from emuplan.store.tables import Run, RunTrendFigures
 from nightly import BUSBW_AT_GIB, FIRST_NIGHT, GIB, LOST_FACTOR, NOISE, PLATFORM, import_nights, nightly_log
 
 pytestmark = pytest.mark.both_databases

@@ -15,7 +15,7 @@ from sqlmodel import func, select
 from emuplan.results.budget import POOL
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import Run, RunTable
+from emuplan.store.tables import Run, RunTable
 from live_server import LiveServer, start_server, stop_server
 
 pytestmark = pytest.mark.both_databases

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from emuplan.cli import app
 from emuplan.store.db import Database
-from emuplan.store.models import Plan
+from emuplan.store.tables import Plan
 from emuplan.workload.document import PlanRequest
 from paths import LLAMA_2_7B_CONFIG
 

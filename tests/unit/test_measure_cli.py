@@ -14,7 +14,7 @@ from emuplan.measure.launcher import run_local_measurement
 from emuplan.measure.options import MeasurementOptions
 from emuplan.services.plans import create_plan
 from emuplan.store.db import Database
-from emuplan.store.models import Run, RunTable
+from emuplan.store.tables import Run, RunTable
 from emuplan.workload.document import PlanRequest
 from scheduling import EXPECTED_REALTIME_POLICY
 

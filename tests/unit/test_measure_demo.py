@@ -7,7 +7,7 @@ from emuplan.demo import DEMO_COMPARISON_NAME, load_demo
 from emuplan.measure import demo as measure_demo
 from emuplan.measure.options import MeasurementOptions
 from emuplan.store.db import Database
-from emuplan.store.models import Comparison, Plan, Run
+from emuplan.store.tables import Comparison, Plan, Run
 
 SMALL = MeasurementOptions(world_size=2, backend="gloo", iterations=3, warmup=1, timeout_s=120)
 

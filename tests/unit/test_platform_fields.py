@@ -4,7 +4,7 @@ missing anywhere fails here, saying where (the table's column and its migration 
 
 from emuplan.api.pages.platforms import FORM_INPUTS, PlatformForm
 from emuplan.cli.platforms import FIGURE_OPTIONS
-from emuplan.store.models import StoredPlatform
+from emuplan.store.tables import StoredPlatform
 from emuplan.workload.platform_fields import PLATFORM_FIELDS
 from emuplan.workload.platforms import Platform
 
@@ -14,7 +14,7 @@ FIELDS = list(PLATFORM_FIELDS)
 def test_every_field_is_in_the_model_the_table_the_cli_and_the_form() -> None:
     assert list(Platform.model_fields) == FIELDS
     stored = {column.name for column in StoredPlatform.__table__.columns} - {"id", "created_at", "updated_at"}
-    assert stored == set(FIELDS)  # a new field needs its column (store/models.py) and a migration adding it
+    assert stored == set(FIELDS)  # a new field needs its column (store/tables.py) and a migration adding it
     assert [option.name for option in FIGURE_OPTIONS] == FIELDS[1:]  # the name is the commands' argument
     assert [field.name for field in FORM_INPUTS] == list(PlatformForm.model_fields) == FIELDS
 

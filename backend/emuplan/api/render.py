@@ -16,7 +16,7 @@ from emuplan.api.urls import route_table, url_path
 from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
 from emuplan.roles import Role
 from emuplan.store import runs as run_rows
-from emuplan.store.models import Run
+from emuplan.store.tables import Run
 from emuplan.wording import (
     against_median,
     as_printed,

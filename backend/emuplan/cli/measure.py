@@ -22,7 +22,7 @@ from emuplan.wording import gbps, percent, time_in
 
 if TYPE_CHECKING:
     from emuplan.store.db import Database
-    from emuplan.store.models import Run
+    from emuplan.store.tables import Run
 
 HEAD_NODE_HINT = "replace HEAD_NODE with the address of the node that hosts rank 0's rendezvous"
 

@@ -14,8 +14,8 @@ from emuplan.results.analysis.step_cost import compare_step_costs
 from emuplan.services.platforms import platform_named
 from emuplan.services.runs import AssumptionChoice, assumptions_of, judged_run, platform_header, reading_plan
 from emuplan.settings import Settings
-from emuplan.store.models import Comparison
 from emuplan.store.runs import get_run, summary_with_curves
+from emuplan.store.tables import Comparison
 
 
 def saved_assumptions(comparison: Comparison) -> AssumptionChoice:

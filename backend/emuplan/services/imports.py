@@ -38,14 +38,14 @@ from emuplan.results.streaming.streamed import (
 from emuplan.services.platforms import refresh_verdict
 from emuplan.services.runs import check_platform, checked_facts, checked_note, checked_tags
 from emuplan.services.summaries import check_finite, network_of, store_listed_figures, summarised_and_encoded
-from emuplan.store.models import (
+from emuplan.store.runs import ORIGINS, RunInputError, find_duplicate, store_folded
+from emuplan.store.table_files import store_table_file
+from emuplan.store.tables import (
     CachedSummary,
     Run,
     RunCurves,
     RunTable,
 )
-from emuplan.store.runs import ORIGINS, RunInputError, find_duplicate, store_folded
-from emuplan.store.table_files import store_table_file
 from emuplan.workload.plan_options import Strategy
 
 

@@ -22,9 +22,9 @@ from emuplan.results.formats import PER_ITERATION
 from emuplan.results.parse import parse_result_file
 from emuplan.services.imports import DuplicateRun, save_run, sha256_hex
 from emuplan.store.db import Database
-from emuplan.store.models import Plan, Run
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.runs import find_duplicate
+from emuplan.store.tables import Plan, Run
 
 MEASURED_FILE_NAME = "measured.csv"
 

@@ -11,8 +11,8 @@ from typing import BinaryIO, NamedTuple
 from sqlmodel import Session
 
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.store.models import ModelDefinition
 from emuplan.store.rows import NotFound, get_row, newest_columns
+from emuplan.store.tables import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import read_model_file
 from emuplan.workload.pytorch_source import PytorchSourceOptions

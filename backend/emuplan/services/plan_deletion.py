@@ -12,8 +12,8 @@ from emuplan.errors import EmuplanError
 from emuplan.results.budget import ImportLimits
 from emuplan.services.runs import RunUpdate, summarised_again_in_background, update_run
 from emuplan.store import jobs
-from emuplan.store.models import Comparison, Run
 from emuplan.store.plans import get_plan
+from emuplan.store.tables import Comparison, Run
 
 
 class PlanInUse(EmuplanError, ValueError):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from emuplan.sandbox.runner import SandboxPolicy
-    from emuplan.store.models import Plan
+    from emuplan.store.tables import Plan
     from emuplan.workload.pytorch_source import PytorchSourceOptions
 
 

@@ -13,8 +13,8 @@ from sqlmodel import Session
 
 from emuplan.results.analysis.verdict import judge_summary
 from emuplan.store import platforms as rows
-from emuplan.store.models import Plan, Run, StoredPlatform
 from emuplan.store.platforms import BuiltinPlatform, PlatformExists, PlatformNotFound
+from emuplan.store.tables import Plan, Run, StoredPlatform
 from emuplan.wording import plural
 from emuplan.workload.platform_fields import PLATFORM_FIELDS
 from emuplan.workload.platforms import BUILTIN_PLATFORMS, Platform, make_platform

@@ -42,13 +42,6 @@ from emuplan.services.platforms import platform_named, refresh_verdict
 from emuplan.services.summaries import check_finite, network_of, store_listed_figures, summarised_and_encoded
 from emuplan.settings import Settings
 from emuplan.store.db import Database
-from emuplan.store.models import (
-    Plan,
-    Run,
-    RunCurves,
-    RunTable,
-    utc_now,
-)
 from emuplan.store.plans import get_plan, plan_document
 from emuplan.store.platforms import platform_exists
 from emuplan.store.rows import DatabaseInt
@@ -63,6 +56,13 @@ from emuplan.store.runs import (
     summary_with_curves,
 )
 from emuplan.store.table_files import ReadReported, drop_stored_table, open_stored_table, store_table_file
+from emuplan.store.tables import (
+    Plan,
+    Run,
+    RunCurves,
+    RunTable,
+    utc_now,
+)
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.document import PlanDocument
 from emuplan.workload.platforms import Platform

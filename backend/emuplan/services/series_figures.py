@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from emuplan.results.analysis.run_analysis import analyse, resolve_assumptions, run_kind
-from emuplan.store.models import CachedSummary, Run, RunTrendFigures
+from emuplan.store.tables import CachedSummary, Run, RunTrendFigures
 
 # busbw depends on the ranks alone; the link and α an analysis needs move only % of ideal, which a series
 # does not read, so any will do.

@@ -16,12 +16,12 @@ from emuplan.results.streaming.streamed import (
 
 # Registers the listener that stores a run's series figures with its summary.
 from emuplan.services import series_figures  # noqa: F401
-from emuplan.store.models import (
+from emuplan.store.plans import plan_document
+from emuplan.store.runs import RunInputError, set_listed_figures
+from emuplan.store.tables import (
     Plan,
     Run,
 )
-from emuplan.store.plans import plan_document
-from emuplan.store.runs import RunInputError, set_listed_figures
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:

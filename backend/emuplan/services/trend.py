@@ -22,8 +22,8 @@ from emuplan.results.analysis.trend import AVERAGE_BUSBW, PEAK_BUSBW, SeriesPoin
 from emuplan.services.runs import run_judgement
 from emuplan.services.series_figures import figures_of
 from emuplan.settings import Settings
-from emuplan.store.models import Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.store.platforms import PlatformNotFound
+from emuplan.store.tables import Run, RunTag, RunTrendFigures, StoredPlatform
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 SERIES_RUNS = 30

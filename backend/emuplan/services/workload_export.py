@@ -5,8 +5,8 @@ from pathlib import Path
 from sqlmodel import Session
 
 from emuplan.services.model_definitions import inventory_for_spec
-from emuplan.store.models import Plan
 from emuplan.store.plans import get_plan, plan_document
+from emuplan.store.tables import Plan
 from emuplan.workload.chakra.bundle import TraceBundle, bundle_files
 from emuplan.workload.chakra.schedule import ComputeModel, build_traces, export_refusal, parse_ranks
 from emuplan.workload.inventory import ModelInventory

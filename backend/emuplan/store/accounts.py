@@ -28,8 +28,8 @@ from sqlmodel import Session, col, delete, func, select
 from emuplan.errors import EmuplanError
 from emuplan.roles import Role
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
-from emuplan.store.models import Account, AccountSession, ApiToken, SignInFailure, utc_now
 from emuplan.store.rows import NotFound
+from emuplan.store.tables import Account, AccountSession, ApiToken, SignInFailure, utc_now
 
 # Failures are remembered for 15 minutes. An address's first 10 failures (at any names) cost nothing, and
 # its first 3 at one account; each failure past those holds the address off for 1 s, then 2, 4, 8 … up to

@@ -13,8 +13,8 @@ from sqlmodel import Session, col, select
 
 from emuplan.errors import EmuplanError
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
-from emuplan.store.models import Comparison, Plan, Run, ShareLink, utc_now
 from emuplan.store.rows import NotFound, get_row
+from emuplan.store.tables import Comparison, Plan, Run, ShareLink, utc_now
 
 MAX_SHARE_DAYS = 3650
 

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from sqlmodel import Session
 
-from emuplan.store.models import utc_now
+from emuplan.store.tables import utc_now
 
 # 32 random bytes: 256 bits, well above the 128 the product promises; 43 URL-safe characters.
 TOKEN_BYTES = 32

@@ -17,8 +17,8 @@ from sqlmodel import Session, col, delete, select, update
 
 from emuplan.errors import EmuplanError
 from emuplan.store.db import Database
-from emuplan.store.models import JobRecord, utc_now
 from emuplan.store.rows import NotFound
+from emuplan.store.tables import JobRecord, utc_now
 
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
 # The running worker writes its heartbeat (and reads the cancel flag) every HEARTBEAT_S.

@@ -7,9 +7,9 @@ from typing import NamedTuple
 
 from sqlmodel import Session, col, func, select
 
-from emuplan.store.models import Plan, Run
 from emuplan.store.platforms import platform_exists
 from emuplan.store.rows import NotFound, get_row, newest_columns
+from emuplan.store.tables import Plan, Run
 from emuplan.workload.document import PlanDocument, PlanRequest
 
 

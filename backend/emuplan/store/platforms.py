@@ -10,8 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select, update
 
 from emuplan.errors import EmuplanError
-from emuplan.store.models import Plan, Run, StoredPlatform, utc_now
 from emuplan.store.rows import NotFound
+from emuplan.store.tables import Plan, Run, StoredPlatform, utc_now
 from emuplan.workload.platforms import BUILTIN_PLATFORMS
 
 

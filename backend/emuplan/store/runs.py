@@ -15,7 +15,9 @@ from emuplan.results.analysis.run_analysis import (
     RunKind,
 )
 from emuplan.results.analysis.verdict import DEGRADED, FAIL, NOT_JUDGED, PASS
-from emuplan.store.models import (
+from emuplan.store.rows import RunNotFound
+from emuplan.store.table_files import open_stored_table
+from emuplan.store.tables import (
     Comparison,
     Run,
     RunCollective,
@@ -25,8 +27,6 @@ from emuplan.store.models import (
     RunTag,
     RunTrendFigures,
 )
-from emuplan.store.rows import RunNotFound
-from emuplan.store.table_files import open_stored_table
 
 # observed: what a training job sent, from its own records (NCCL Inspector, PyTorch profiler).
 Origin = Literal["imported", "measured", "generated", "observed"]

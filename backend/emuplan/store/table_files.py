@@ -22,8 +22,8 @@ import pyarrow as pa
 from sqlalchemy import delete, func, text
 from sqlmodel import Session, col, select
 
-from emuplan.store.models import RunTable
 from emuplan.store.rows import RunNotFound
+from emuplan.store.tables import RunTable
 
 # What a raw download sends at a time.
 PIECE_BYTES = 1 << 20

@@ -2,7 +2,7 @@
 
 ``workload.platforms.Platform`` builds its pydantic fields from ``PLATFORM_FIELDS`` (and so does the JSON API,
 whose bodies are ``Platform``), ``emuplan platforms add`` and ``edit`` their options, and the /platforms page
-its form. Adding a field is an entry here, a column of ``store.models.StoredPlatform`` and a migration adding it.
+its form. Adding a field is an entry here, a column of ``store.tables.StoredPlatform`` and a migration adding it.
 Standard library only, so that the CLI's start-up (``emuplan --help`` builds every option) goes without pydantic,
 as ``plan_options`` does for the planning options.
 """

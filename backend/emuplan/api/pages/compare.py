@@ -12,7 +12,7 @@ from emuplan.api.routes.runs import AssumptionDep
 from emuplan.api.urls import url_path
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_rows
-from emuplan.store.models import Run
+from emuplan.store.tables import Run
 
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 

@@ -13,7 +13,7 @@ from emuplan.api.urls import url_path
 from emuplan.services import comparisons as comparison_service
 from emuplan.store import comparisons as comparison_store
 from emuplan.store import plans as plan_store
-from emuplan.store.models import Comparison, Run
+from emuplan.store.tables import Comparison, Run
 
 router = APIRouter(include_in_schema=False, dependencies=requires_roles(page=True))
 

@@ -14,7 +14,7 @@ from emuplan.api.render import render
 from emuplan.services import model_definitions as model_store
 from emuplan.services import platforms as platform_store
 from emuplan.store import plans as plan_store
-from emuplan.store.models import Plan
+from emuplan.store.tables import Plan
 from emuplan.workload.document import PlanRequest
 from emuplan.workload.inventory import DTYPE_BYTES
 from emuplan.workload.plan_options import OptionGroup

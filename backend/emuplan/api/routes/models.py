@@ -23,7 +23,7 @@ from emuplan.api.deps import (
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.sandbox.runner import SandboxPolicy
 from emuplan.services import model_definitions as store
-from emuplan.store.models import ModelDefinition
+from emuplan.store.tables import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import check_model_file_name
 from emuplan.workload.pytorch_source import PytorchSourceError, PytorchSourceOptions, options_from_text

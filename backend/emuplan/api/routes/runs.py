@@ -43,9 +43,9 @@ from emuplan.services.jobs.engine import runner
 from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
 from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
-from emuplan.store.models import Run
 from emuplan.store.plans import get_plan
 from emuplan.store.table_files import open_stored_table, stored_table_pieces
+from emuplan.store.tables import Run
 from emuplan.workload.collectives import CollectiveOp
 from emuplan.workload.plan_options import Strategy
 

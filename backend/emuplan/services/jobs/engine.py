@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from emuplan.store import jobs as job_store
 from emuplan.store.db import Database, DatabaseBusy
 from emuplan.store.jobs import HEARTBEAT_S, KEPT_FINISHED_JOBS, HoldTaken, JobBusy
-from emuplan.store.models import JobRecord
+from emuplan.store.tables import JobRecord
 
 
 class JobContext:

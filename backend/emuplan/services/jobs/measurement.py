@@ -30,8 +30,8 @@ from emuplan.services.jobs.engine import Job, JobContext
 from emuplan.services.measurements import local_launcher, store_measurement
 from emuplan.store.db import Database
 from emuplan.store.jobs import server_host
-from emuplan.store.models import JobRecord
 from emuplan.store.plans import PlanNotFound
+from emuplan.store.tables import JobRecord
 
 MeasurementState = Literal["starting", "running", "storing", "succeeded", "failed", "cancelled"]
 

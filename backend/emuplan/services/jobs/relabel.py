@@ -20,7 +20,7 @@ from emuplan.store import jobs as job_store
 from emuplan.store import runs as run_rows
 from emuplan.store.db import Database
 from emuplan.store.jobs import JobBusy
-from emuplan.store.models import JobRecord
+from emuplan.store.tables import JobRecord
 
 RelabelState = Literal["starting", "copying", "summarising", "saving", "succeeded", "failed", "cancelled"]
 

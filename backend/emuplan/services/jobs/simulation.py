@@ -14,7 +14,7 @@ from emuplan.services.simulations import check_simulation, plan_traces
 from emuplan.simulate.astra_sim import Simulation, SimulationCancelled, SimulatorUnavailable, simulate_plan
 from emuplan.simulate.options import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S
 from emuplan.store.db import Database
-from emuplan.store.models import JobRecord
+from emuplan.store.tables import JobRecord
 from emuplan.workload.chakra.gpus import DEFAULT_GPU, DEFAULT_UTILISATION, GPUS
 
 SimulationState = Literal["starting", "exporting", "simulating", "succeeded", "failed", "cancelled"]
