@@ -1,7 +1,7 @@
 // "Measure locally" on a saved plan's page: start a background measurement, follow its progress,
 // cancel it, and link the stored run. Everything is computed by the server's measurement API.
 import { cancelJob, followJob, isRunning } from "./jobs.js";
-import { el, fetchJSON, showMessage } from "./util.js";
+import { el, fetchJSON, showMessage, url } from "./util.js";
 
 const card = document.getElementById("measure");
 const planId = Number(card.dataset.planId);
@@ -38,14 +38,14 @@ function render(job) {
   progress.value = job.iterations_done;
   status.replaceChildren(describe(job));
   if (job.state === "succeeded") {
-    status.replaceChildren("Done: ", el("a", { href: `/runs/${job.run_id}`, id: "measure-run-link", text: `measured run #${job.run_id}` }));
+    status.replaceChildren("Done: ", el("a", { href: url("run_page", { run_id: job.run_id }), id: "measure-run-link", text: `measured run #${job.run_id}` }));
   }
   showError(job.state === "failed" ? job.error : "");
 }
 
 async function follow(job) {
   try {
-    await followJob(job, `/api/measurements/${job.id}`, (latest) => {
+    await followJob(job, url("get_measurement", { job_id: job.id }), (latest) => {
       currentJob = latest;
       render(latest);
     });
@@ -66,7 +66,7 @@ form.addEventListener("submit", async (event) => {
   if (iterations !== "") body.iterations = Number(iterations);
   startButton.disabled = true;
   try {
-    follow(await fetchJSON(`/api/plans/${planId}/measure`, { json: body }));
+    follow(await fetchJSON(url("start_measurement", { plan_id: planId }), { json: body }));
   } catch (error) {
     showError(error.message);
     startButton.disabled = false;
@@ -77,7 +77,7 @@ cancelButton.addEventListener("click", async () => {
   if (!currentJob) return;
   cancelButton.disabled = true;
   try {
-    render(await cancelJob(`/api/measurements/${currentJob.id}`));
+    render(await cancelJob(url("cancel_measurement", { job_id: currentJob.id })));
   } catch (error) {
     showError(error.message);
   } finally {
@@ -86,7 +86,7 @@ cancelButton.addEventListener("click", async () => {
 });
 
 // A measurement of this plan started earlier (another tab, a reload) is picked up where it is.
-fetchJSON("/api/measurements").then((jobs) => {
+fetchJSON(url("list_measurements")).then((jobs) => {
   const running = jobs.find((job) => job.plan_id === planId && isRunning(job));
   if (running) follow(running);
 }).catch(() => {});

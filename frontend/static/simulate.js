@@ -1,7 +1,7 @@
 // "Simulate with ASTRA-sim" on a saved plan's page: start a background simulation, follow its progress, cancel
 // it, and show its per-rank step beside the plan's planned communication. The server computes every figure.
 import { cancelJob, followJob, isRunning } from "./jobs.js";
-import { el, fetchJSON, integer, percent, plural, showMessage, table, timeIn } from "./util.js";
+import { el, fetchJSON, integer, percent, plural, showMessage, table, timeIn, url } from "./util.js";
 
 const card = document.getElementById("simulate");
 const planId = Number(card.dataset.planId);
@@ -87,7 +87,7 @@ function render(job) {
 
 async function follow(job) {
   try {
-    await followJob(job, `/api/simulations/${job.id}`, (latest) => {
+    await followJob(job, url("get_simulation", { job_id: job.id }), (latest) => {
       currentJob = latest;
       render(latest);
     });
@@ -106,7 +106,7 @@ startButton?.addEventListener("click", async () => {
     const options = { gpu: gpuSelect.value };
     if (utilisation) options.utilisation = Number(utilisation) / 100;
     if (limit) options.timeout_s = Number(limit);
-    follow(await fetchJSON(`/api/plans/${planId}/simulate`, { json: options }));
+    follow(await fetchJSON(url("start_simulation", { plan_id: planId }), { json: options }));
   } catch (error) {
     showMessage(errorBox, error.message);
     startButton.disabled = false;
@@ -117,7 +117,7 @@ cancelButton?.addEventListener("click", async () => {
   if (!currentJob) return;
   cancelButton.disabled = true;
   try {
-    render(await cancelJob(`/api/simulations/${currentJob.id}`));
+    render(await cancelJob(url("cancel_simulation", { job_id: currentJob.id })));
   } catch (error) {
     showMessage(errorBox, error.message);
   } finally {
@@ -126,7 +126,7 @@ cancelButton?.addEventListener("click", async () => {
 });
 
 // The plan's newest simulation: followed while it runs (another tab, a reload), its result shown once done.
-fetchJSON(`/api/simulations?plan_id=${planId}`).then((jobs) => {
+fetchJSON(url("list_simulations", {}, { plan_id: planId })).then((jobs) => {
   const newest = jobs.find((job) => isRunning(job) || job.state === "succeeded");
   if (newest && gpuSelect) {
     // The form starts where the shown simulation was run, so that it says what the result assumed.

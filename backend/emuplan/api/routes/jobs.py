@@ -18,7 +18,7 @@ router = APIRouter(
 )
 
 
-@router.get("", response_model=list[JobPublic])
+@router.get("", name="list_jobs", response_model=list[JobPublic])
 def list_jobs(
     database: DatabaseDep, kind: Annotated[str | None, Query(description="Only this kind's, e.g. simulation.")] = None
 ) -> list[JobPublic]:
@@ -27,12 +27,12 @@ def list_jobs(
     return [JobPublic.of(job) for job in job_store.newest(database, **of_kind)]
 
 
-@router.get("/{job_id}", response_model=JobPublic)
+@router.get("/{job_id}", name="get_job", response_model=JobPublic)
 def get_job(job_id: str, database: DatabaseDep) -> JobPublic:
     return JobPublic.of(job_store.read(database, job_id))
 
 
-@router.delete("/{job_id}", response_model=JobPublic)
+@router.delete("/{job_id}", name="cancel_job", response_model=JobPublic)
 def cancel_job(job_id: str, database: DatabaseDep) -> JobPublic:
     """Cancel a running job, whichever server worker runs it. Answers once it has ended (or after 15 s); a finished
     job is returned as it is."""

@@ -19,14 +19,14 @@ from emuplan.store import jobs as job_store
 # A job of another server host is 404 only once it is gone; a second start on a busy host is 409.
 MEASUREMENT_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422)
 router = APIRouter(
-    prefix="/api/measurements", tags=["measurements"], dependencies=requires_roles(), responses=MEASUREMENT_ERRORS
+    prefix=MeasurementJob.url_prefix, tags=["measurements"], dependencies=requires_roles(), responses=MEASUREMENT_ERRORS
 )
 plan_router = APIRouter(
     prefix="/api/plans", tags=["measurements"], dependencies=requires_roles(), responses=MEASUREMENT_ERRORS
 )
 
 
-@plan_router.post("/{plan_id}/measure", status_code=202, response_model=MeasurementJobPublic)
+@plan_router.post("/{plan_id}/measure", name="start_measurement", status_code=202, response_model=MeasurementJobPublic)
 def start_measurement(
     plan_id: DatabaseInt, body: MeasureRequest, response: Response, database: DatabaseDep, settings: SettingsDep
 ) -> MeasurementJobPublic:
@@ -38,19 +38,19 @@ def start_measurement(
     return MeasurementJob.public(record)
 
 
-@router.get("", response_model=list[MeasurementJobPublic])
+@router.get("", name="list_measurements", response_model=list[MeasurementJobPublic])
 def list_measurements(database: DatabaseDep) -> list[MeasurementJobPublic]:
     """The running measurements (one per server host at most) and the last finished ones, newest first."""
     jobs = job_store.newest(database, job_store.KEPT_FINISHED_JOBS + 1, kind=MeasurementJob.kind)
     return [MeasurementJob.public(job) for job in jobs]
 
 
-@router.get("/{job_id}", response_model=MeasurementJobPublic)
+@router.get("/{job_id}", name="get_measurement", response_model=MeasurementJobPublic)
 def get_measurement(job_id: str, database: DatabaseDep) -> MeasurementJobPublic:
     return MeasurementJob.public(job_store.read(database, job_id, MeasurementJob.kind))
 
 
-@router.delete("/{job_id}", response_model=MeasurementJobPublic)
+@router.delete("/{job_id}", name="cancel_measurement", response_model=MeasurementJobPublic)
 def cancel_measurement(job_id: str, database: DatabaseDep) -> MeasurementJobPublic:
     """Cancel a running measurement, whichever server worker runs it: its processes are killed and no run
     is stored. A finished job is returned as it is."""

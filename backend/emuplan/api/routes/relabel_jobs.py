@@ -14,11 +14,11 @@ from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
 from emuplan.store import jobs as job_store
 
 router = APIRouter(
-    prefix="/api/relabel-jobs", tags=["runs"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)
+    prefix=RelabelJob.url_prefix, tags=["runs"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)
 )
 
 
-@router.get("", response_model=list[RelabelJobPublic])
+@router.get("", name="list_relabel_jobs", response_model=list[RelabelJobPublic])
 def list_relabel_jobs(
     database: DatabaseDep, run_id: Annotated[DatabaseInt | None, Query(description="Only this run's.")] = None
 ) -> list[RelabelJobPublic]:
@@ -27,12 +27,12 @@ def list_relabel_jobs(
     return [RelabelJob.public(job) for job in job_store.newest(database, kind=RelabelJob.kind, **of_run)]
 
 
-@router.get("/{job_id}", response_model=RelabelJobPublic)
+@router.get("/{job_id}", name="get_relabel_job", response_model=RelabelJobPublic)
 def get_relabel_job(job_id: str, database: DatabaseDep) -> RelabelJobPublic:
     return RelabelJob.public(job_store.read(database, job_id, RelabelJob.kind))
 
 
-@router.delete("/{job_id}", response_model=RelabelJobPublic)
+@router.delete("/{job_id}", name="cancel_relabel_job", response_model=RelabelJobPublic)
 def cancel_relabel_job(job_id: str, database: DatabaseDep) -> RelabelJobPublic:
     """Cancel a running relabel job, whichever server worker runs it: the run stays as it was. Answers once the
     job has ended (at most ~15 s: DuckDB's summary is not interrupted, the job ends after it); a finished job is

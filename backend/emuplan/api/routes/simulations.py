@@ -20,14 +20,14 @@ from emuplan.store import jobs as job_store
 
 SIMULATION_ERRORS = errors(400, *SIGNED_IN, 404, 409, 422, 503)
 router = APIRouter(
-    prefix="/api/simulations", tags=["simulations"], dependencies=requires_roles(), responses=SIMULATION_ERRORS
+    prefix=SimulationJob.url_prefix, tags=["simulations"], dependencies=requires_roles(), responses=SIMULATION_ERRORS
 )
 plan_router = APIRouter(
     prefix="/api/plans", tags=["simulations"], dependencies=requires_roles(), responses=SIMULATION_ERRORS
 )
 
 
-@plan_router.post("/{plan_id}/simulate", status_code=202, response_model=SimulationJobPublic)
+@plan_router.post("/{plan_id}/simulate", name="start_simulation", status_code=202, response_model=SimulationJobPublic)
 def start_simulation(
     plan_id: DatabaseInt, body: SimulateRequest, response: Response, database: DatabaseDep, settings: SettingsDep
 ) -> SimulationJobPublic:
@@ -39,7 +39,7 @@ def start_simulation(
     return SimulationJob.public(record)
 
 
-@router.get("", response_model=list[SimulationJobPublic])
+@router.get("", name="list_simulations", response_model=list[SimulationJobPublic])
 def list_simulations(
     database: DatabaseDep, plan_id: Annotated[DatabaseInt | None, Query(description="Only this plan's.")] = None
 ) -> list[SimulationJobPublic]:
@@ -48,18 +48,18 @@ def list_simulations(
     return [SimulationJob.public(job) for job in job_store.newest(database, kind=SimulationJob.kind, **of_plan)]
 
 
-@router.get("/{job_id}", response_model=SimulationJobPublic)
+@router.get("/{job_id}", name="get_simulation", response_model=SimulationJobPublic)
 def get_simulation(job_id: str, database: DatabaseDep) -> SimulationJobPublic:
     return SimulationJob.public(job_store.read(database, job_id, SimulationJob.kind))
 
 
-@router.get("/{job_id}/result", response_model=Simulation)
+@router.get("/{job_id}/result", name="get_simulation_result", response_model=Simulation)
 def get_simulation_result(job_id: str, database: DatabaseDep) -> Simulation:
     """The simulated step per rank and the plan's communication beside it; 409 until the job has succeeded."""
     return SimulationJob.result(job_store.read(database, job_id, SimulationJob.kind))
 
 
-@router.delete("/{job_id}", response_model=SimulationJobPublic)
+@router.delete("/{job_id}", name="cancel_simulation", response_model=SimulationJobPublic)
 def cancel_simulation(job_id: str, database: DatabaseDep) -> SimulationJobPublic:
     """Cancel a running simulation, whichever server worker runs it: ASTRA-sim is stopped and no result kept. A
     finished job is returned as it is."""
