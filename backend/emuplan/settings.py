@@ -158,7 +158,7 @@ class Settings(BaseSettings):
     astra_sim: Path | None = Field(
         default=None,
         description="ASTRA-sim's analytical binary (AstraSim_Analytical_Congestion_Unaware): plans can be simulated "
-        "when it is set. An external tool the user builds; see the README.",
+        "when it is set. An external tool the user builds; docs/simulating.md says how.",
     )
     simulator_memory_mb: int = Field(
         default=DEFAULT_SIMULATOR_MEMORY_MB,

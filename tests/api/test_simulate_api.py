@@ -148,6 +148,5 @@ def test_without_the_setting_the_answer_says_how_to_install_it(client: TestClien
     assert response.status_code == 503
     assert response.json()["detail"] == (
         "ASTRA-sim is not set up on this machine: set EMUPLAN_ASTRA_SIM to ASTRA-sim's "
-        "AstraSim_Analytical_Congestion_Unaware binary (README, 'Simulating a plan with ASTRA-sim', says how to "
-        "build it)"
+        "AstraSim_Analytical_Congestion_Unaware binary (docs/simulating.md says how to build it)"
     )

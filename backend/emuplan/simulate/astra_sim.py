@@ -36,7 +36,7 @@ POLL_S = 0.1
 QUOTED_LINES = 5
 INSTALL_HINT = (
     "set EMUPLAN_ASTRA_SIM to ASTRA-sim's AstraSim_Analytical_Congestion_Unaware binary "
-    "(README, 'Simulating a plan with ASTRA-sim', says how to build it)"
+    "(docs/simulating.md says how to build it)"
 )
 _FINISHED = re.compile(rb"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 _COMPUTE = re.compile(rb"sys\[(\d+)\], GPU time: (\d+)")
@@ -83,7 +83,7 @@ def plan_network(inputs: NormalisedInputs) -> SimulatedNetwork:
     one host, or with one GPU per host, is one ring of all its ranks."""
     # Gbit/s → GB/s of 10^9 B, the plan's unit. astra-network-analytical 599a047 (the shared build) reads a GB as
     # 2^30 B (common/NetworkFunction.cpp, bw_GBps_to_Bpns), later versions as 10^9: written as the plan says, and
-    # the README says what that build makes of it.
+    # docs/simulating.md says what that build makes of it.
     bandwidth = inputs.link_gbps / 8
     latency = inputs.latency_us * 1000
     hierarchical = inputs.hosts > 1 and inputs.gpus_per_host > 1 and inputs.hosts * inputs.gpus_per_host == inputs.gpus

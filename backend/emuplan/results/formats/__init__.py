@@ -87,7 +87,7 @@ DETECTION_ORDER = (
     Format(KAI_SUMMARY, "table", "kai_summary"),
     Format(PER_ITERATION, "table", "per_iteration", Streaming("samples")),
 )
-# As listed to people (README, the upload form, --format, the API's format=): the reverse, so that the
+# As listed to people (docs/formats.md, the upload form, --format, the API's format=): the reverse, so that the
 # everyday tables come first, the most general of them first.
 FORMATS = tuple(entry.name for entry in reversed(DETECTION_ORDER))
 BY_NAME = {entry.name: entry for entry in DETECTION_ORDER}
