@@ -173,7 +173,7 @@ def test_a_foreign_database_with_emuplans_revision_is_refused_and_the_live_one_u
     assert refused.exit_code == 2
     assert refused.stderr == (
         f"error: {foreign} is not emuplan's database at schema {HEAD}: an extra table 'notes'; no table 'account'; "
-        "no table 'account_session' (and 58 more); restore a file `emuplan backup` wrote\n"
+        "no table 'account_session' (and 52 more); restore a file `emuplan backup` wrote\n"
     )
     assert live_state(path) == before
     assert listed_runs() == [("1", "kept")]
