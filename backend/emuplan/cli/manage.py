@@ -129,7 +129,7 @@ def edit_run(
         document = waited_for_server(server, run_id, answer)  # a huge run linked: its relabel job followed
     else:
         from emuplan.results.budget import ImportLimits
-        from emuplan.services import runs as store
+        from emuplan.services import runs as run_service
         from emuplan.settings import get_settings
         from emuplan.store import runs as run_rows
 
@@ -138,8 +138,8 @@ def edit_run(
                 fields["facts"] = merged_facts(run_rows.get_run(session, run_id).facts, fact)
             changes = _changes(**fields)
             limits = ImportLimits.from_settings(get_settings())
-            update = store.RunUpdate(**changes)
-            return run_rows.run_public(store.update_run(session, run_id, update, limits))
+            update = run_service.RunUpdate(**changes)
+            return run_rows.run_public(run_service.update_run(session, run_id, update, limits))
 
         document = in_store(edit, write=True)
     if as_json:

@@ -194,11 +194,13 @@ def assign_platform(
     run_ids: Annotated[list[int], typer.Argument(help="Run ids.")],
 ) -> None:
     """Name the platform runs ran on: their expected curve, % of expected and verdict follow."""
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
 
     platform = None if name == "none" else name
 
     def assign(session) -> list[str]:
-        return [f"run {store.set_run_platform(session, run_id, platform).id}: platform {name}" for run_id in run_ids]
+        return [
+            f"run {run_service.set_run_platform(session, run_id, platform).id}: platform {name}" for run_id in run_ids
+        ]
 
     typer.echo("\n".join(in_store(assign, write=True)))

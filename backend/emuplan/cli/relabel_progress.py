@@ -51,7 +51,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
     printed; False (nothing done) for a run relabelled in one transaction (``relabel_collectives``)."""
     from emuplan.cli.app import open_database
     from emuplan.results.budget import ImportLimits
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
     from emuplan.store import runs as run_rows
 
@@ -59,7 +59,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
     database = open_database()
     try:
         with database.read_session() as session:
-            if not store.summarised_again_in_background(session, run_id, limits):
+            if not run_service.summarised_again_in_background(session, run_id, limits):
                 return False
             plan_id = run_rows.get_run(session, run_id).plan_id
             total = run_rows.stored_table_bytes(session, run_id)
@@ -69,7 +69,7 @@ def summarised_locally(run_id: int, collectives: dict[str, str]) -> bool:
             read[0] = min(read[0] + size, total)
             lines.show("copying", read[0], total)
 
-        store.summarise_again_streamed(
+        run_service.summarise_again_streamed(
             database, run_id, collectives, plan_id, limits,
             on_read=on_read, on_stage=lines.show, in_last_transaction=lambda session: None,
         )  # fmt: skip

@@ -133,7 +133,7 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.formats.headers import parse_column_map
     from emuplan.services import imports as run_imports
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
@@ -150,7 +150,7 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
             collective=collective,
             platform=platform,
             budget=budget,
-            facts=store.facts_from_lines(facts or ()),
+            facts=run_service.facts_from_lines(facts or ()),
         )
 
 
@@ -160,7 +160,7 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
     column mapping are the records' own."""
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.services import imports as run_imports
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
 
     with ImportBudget(ImportLimits.from_settings(get_settings())) as budget:
@@ -173,18 +173,20 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
             fmt=fmt,
             budget=budget,
             platform=platform,
-            facts=store.facts_from_lines(facts or ()),
+            facts=run_service.facts_from_lines(facts or ()),
         )
 
 
 def _imported_with_statistics(session, files: list[Path], *options) -> tuple[dict, dict]:
     """The stored run (several files: one job's) and its statistics (its headline and verdict end the output)."""
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
     from emuplan.store import runs as run_rows
 
     run = _import_job(session, files, *options) if len(files) > 1 else _import_file(session, files[0], *options)
-    return run_rows.run_public(run), store.run_statistics(session, run, store.AssumptionChoice(), get_settings())
+    return run_rows.run_public(run), run_service.run_statistics(
+        session, run, run_service.AssumptionChoice(), get_settings()
+    )
 
 
 def _statistics_of(run_ids: list[int]) -> list[dict]:
@@ -192,13 +194,15 @@ def _statistics_of(run_ids: list[int]) -> list[dict]:
     server = remote_server()
     if server is not None:
         return [server.get(f"/api/runs/{run_id}/stats", {}) for run_id in run_ids]
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
     from emuplan.store import runs as run_rows
 
     def judged(session) -> list[dict]:
         return [
-            store.run_statistics(session, run_rows.get_run(session, run_id), store.AssumptionChoice(), get_settings())
+            run_service.run_statistics(
+                session, run_rows.get_run(session, run_id), run_service.AssumptionChoice(), get_settings()
+            )
             for run_id in run_ids
         ]
 
@@ -415,7 +419,7 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
     """On the local database: a huge run summarised again with its progress printed (``relabel_progress``), any
     other in one transaction."""
     from emuplan.results.budget import ImportLimits
-    from emuplan.services import runs as store
+    from emuplan.services import runs as run_service
     from emuplan.settings import get_settings
     from emuplan.store import runs as run_rows
 
@@ -427,7 +431,8 @@ def _relabel_stored(run_id: int, new: str, old: str | None) -> dict:
         return _with_store(document)
     limits = ImportLimits.from_settings(get_settings())
     return _with_store(
-        lambda session: run_rows.run_public(store.relabel_collectives(session, run_id, mapping, limits)), write=True
+        lambda session: run_rows.run_public(run_service.relabel_collectives(session, run_id, mapping, limits)),
+        write=True,
     )
 
 
@@ -637,13 +642,13 @@ def run_stats(
         assumptions = {"link_gbps": link_gbps, "latency_us": latency_us, "ranks": ranks, "plan": plan}
         document = server.get(f"/api/runs/{run_id}/stats", assumptions)
     else:
-        from emuplan.services import runs as store
+        from emuplan.services import runs as run_service
         from emuplan.settings import get_settings
         from emuplan.store import runs as run_rows
 
-        choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+        choice = run_service.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         document = _with_store(
-            lambda session: store.run_statistics(
+            lambda session: run_service.run_statistics(
                 session, run_rows.get_run(session, run_id), choice, get_settings(), plan_id=plan
             )
         )
@@ -680,11 +685,11 @@ def observed_against_plan(
     if server is not None:
         document = server.get(f"/api/runs/{run_id}/observed-vs-plan", {"plan": plan, "steps": steps})
     else:
-        from emuplan.services import runs as store
+        from emuplan.services import runs as run_service
         from emuplan.store import runs as run_rows
 
         document = _with_store(
-            lambda session: store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
+            lambda session: run_service.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
         )
     if as_json:
         _echo_json(document)
@@ -1010,10 +1015,10 @@ def compare_runs(
     else:
         from emuplan.results.analysis.step_cost import parse_plan_choices
         from emuplan.services import comparisons as comparison_service
-        from emuplan.services import runs as store
+        from emuplan.services import runs as run_service
         from emuplan.settings import get_settings
 
-        choice = store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+        choice = run_service.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
         every = {run_id: int(every_run[0]) for run_id in run_ids} if every_run else {}
         document = _with_store(
             lambda session: comparison_service.compare_stored_runs(

@@ -21,12 +21,12 @@ def _series(platform: str, collective: str | None, tag: str | None, ranks: int |
         return server.get("/api/trend", given | {"limit": limit})
     from pydantic_core import to_jsonable_python
 
-    from emuplan.services import trend as store
+    from emuplan.services import trend as trend_service
 
     series = in_store(
-        lambda session: store.trend(
+        lambda session: trend_service.trend(
             session, platform, collective=collective, tag=tag, ranks=ranks,
-            sizes=store.sizes_from_text(sizes), limit=limit,
+            sizes=trend_service.sizes_from_text(sizes), limit=limit,
         )
     )  # fmt: skip
     # As the API answers it: times in ISO 8601.

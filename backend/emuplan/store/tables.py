@@ -146,7 +146,7 @@ class Run(SQLModel, table=True):
     __table_args__ = (
         Index("ix_run_strategy_folded", func.lower(text("strategy"))),
         Index("ix_run_id", "id").ddl_if(dialect="sqlite"),
-        # A platform's series, newest first, with or without a rank count (migration 0013, store.trend).
+        # A platform's series, newest first, with or without a rank count (migration 0013, services.trend).
         Index("ix_run_platform_id", "platform", "id"),
         Index("ix_run_platform_ranks_id", "platform", "ranks", "id"),
         # The list's sorts other than by id (migration 0016): a sorted page reads its entries, not every row.

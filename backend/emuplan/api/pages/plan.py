@@ -11,8 +11,8 @@ from pydantic.fields import FieldInfo
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep
 from emuplan.api.render import render
-from emuplan.services import model_definitions as model_store
-from emuplan.services import platforms as platform_store
+from emuplan.services import model_definitions as model_service
+from emuplan.services import platforms as platform_service
 from emuplan.store import plans as plan_store
 from emuplan.store.tables import Plan
 from emuplan.workload.document import PlanRequest
@@ -87,11 +87,11 @@ def _plan_page(request: Request, session, initial: dict, based_on: Plan | None =
         "plan.html",
         nav="plan",
         presets=_preset_choices(),
-        uploaded_models=model_store.list_model_definitions(session, 1000),
+        uploaded_models=model_service.list_model_definitions(session, 1000),
         form_groups=plan_form_groups(),
         initial=initial,
         based_on=based_on,
-        platform_choices=platform_store.platform_titles(session),
+        platform_choices=platform_service.platform_titles(session),
     )
 
 

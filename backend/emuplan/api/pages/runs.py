@@ -13,7 +13,7 @@ from emuplan.api.routes.runs import AssumptionDep
 from emuplan.api.urls import url_path
 from emuplan.results.analysis.stats import collectives_in, has_bandwidth_chart
 from emuplan.results.formats import FORMATS
-from emuplan.services import platforms as platform_store
+from emuplan.services import platforms as platform_service
 from emuplan.services import runs as run_service
 from emuplan.store import plans as plan_store
 from emuplan.store import runs as run_rows
@@ -85,7 +85,7 @@ def runs_page(request: Request, session: ReadSessionDep, page: str = "1") -> HTM
             "first_page": runs_url(query),
         },
         plans=plan_store.plan_names(session, 1000),
-        platform_choices=platform_store.platform_titles(session),
+        platform_choices=platform_service.platform_titles(session),
         strategies=[strategy.value for strategy in Strategy],
         collectives=[op.value for op in CollectiveOp],
         formats=FORMATS,
@@ -123,7 +123,7 @@ def run_page(
         assumption_values=chosen,
         chosen_plan=chosen_plan,
         plan_names=plan_store.plan_names(session, 1000),
-        platform_choices=platform_store.platform_titles(session),
+        platform_choices=platform_service.platform_titles(session),
         has_bandwidth=has_bandwidth_chart(stats),
         run_collectives=collectives_in(stats),
         collectives=[op.value for op in CollectiveOp],

@@ -21,7 +21,7 @@ from emuplan.api.urls import url_path
 from emuplan.charts import FigureKind
 from emuplan.roles import Role
 from emuplan.services import comparisons as comparison_service
-from emuplan.services import runs as runs_store
+from emuplan.services import runs as run_service
 from emuplan.store import comparisons as store
 
 # Deleting a comparison ends every share link to it: the admin role, as deleting runs and plans. Revoking one
@@ -368,4 +368,4 @@ def shared_run_figure(
     if run is None:
         raise HTTPException(status_code=404, detail="This shared comparison has no such run.")
     # A share link shows the figures as the comparison was saved: its assumptions, none from the URL.
-    return runs_store.run_figure(session, run, kind, comparison_service.saved_assumptions(comparison), settings)
+    return run_service.run_figure(session, run, kind, comparison_service.saved_assumptions(comparison), settings)

@@ -9,7 +9,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from emuplan.api.access import RoleRequired
 from emuplan.api.deps import ReadSessionDep, SettingsDep
-from emuplan.services import trend as store
+from emuplan.services import trend as trend_service
 
 router = APIRouter(include_in_schema=False)
 
@@ -26,7 +26,7 @@ LABELS = ("platform", "collective", "tag", "ranks")
 class SeriesCollector:
     """The gauges of each series' newest run, built afresh per scrape (no state kept between them)."""
 
-    def __init__(self, latest: list[store.LatestInSeries]):
+    def __init__(self, latest: list[trend_service.LatestInSeries]):
         self.latest = latest
 
     def collect(self):
@@ -84,7 +84,7 @@ class Families:
         return self.families
 
 
-def metrics_chunks(latest: list[store.LatestInSeries], dropped: int) -> Iterator[bytes]:
+def metrics_chunks(latest: list[trend_service.LatestInSeries], dropped: int) -> Iterator[bytes]:
     """The scrape's text a metric family at a time (each sent as it is written), then how many series were left out."""
     left_out = GaugeMetricFamily(
         "emuplan_metrics_series_dropped",
@@ -101,6 +101,6 @@ def metrics_chunks(latest: list[store.LatestInSeries], dropped: int) -> Iterator
 def metrics(session: ReadSessionDep, settings: SettingsDep) -> StreamingResponse:
     """Each series' newest run: peak and average busbw, its id, its verdict and % of expected when known; at most
     ``EMUPLAN_METRICS_MAX_SERIES`` series (Prometheus' guidance: bounded label values), the rest counted."""
-    latest = store.latest_per_series(session, settings)
+    latest = trend_service.latest_per_series(session, settings)
     kept = latest[: settings.metrics_max_series]
     return StreamingResponse(metrics_chunks(kept, len(latest) - len(kept)), media_type=CONTENT_TYPE_LATEST)

@@ -22,7 +22,7 @@ from emuplan.api.deps import (
 )
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.sandbox.runner import SandboxPolicy
-from emuplan.services import model_definitions as store
+from emuplan.services import model_definitions as model_service
 from emuplan.store.tables import ModelDefinition
 from emuplan.workload.inventory import ModelInventory
 from emuplan.workload.model_files import check_model_file_name
@@ -36,7 +36,7 @@ router = APIRouter(
 )
 
 
-ModelDefinitionSummary = response_model_of(store.ListedModelDefinition, "ModelDefinitionSummary")
+ModelDefinitionSummary = response_model_of(model_service.ListedModelDefinition, "ModelDefinitionSummary")
 
 
 class ModelDefinitionPublic(ModelDefinitionSummary):
@@ -48,7 +48,9 @@ def _summary(definition: ModelDefinition) -> ModelDefinitionSummary:
 
 
 def _public(definition: ModelDefinition) -> ModelDefinitionPublic:
-    return ModelDefinitionPublic(**_summary(definition).model_dump(), inventory=store.definition_inventory(definition))
+    return ModelDefinitionPublic(
+        **_summary(definition).model_dump(), inventory=model_service.definition_inventory(definition)
+    )
 
 
 def _pytorch_options(
@@ -81,7 +83,7 @@ def upload_model(
     pytorch_options = (
         _pytorch_options(model_class, model_kwargs, input_shape, input_dtype, label_dtype) if suffix == ".py" else None
     )
-    definition = store.create_model_definition(
+    definition = model_service.create_model_definition(
         session, file.file, file_name, SandboxPolicy.from_settings(settings), name, pytorch_options
     )
     session.commit()
@@ -95,10 +97,11 @@ def list_models(
     offset: int = Query(default=0, ge=0, le=INT64_MAX),
 ) -> list[ModelDefinitionSummary]:
     return [
-        ModelDefinitionSummary(**listed._asdict()) for listed in store.list_model_definitions(session, limit, offset)
+        ModelDefinitionSummary(**listed._asdict())
+        for listed in model_service.list_model_definitions(session, limit, offset)
     ]
 
 
 @router.get("/{definition_id}", name="get_model")
 def get_model(definition_id: DatabaseInt, session: ReadSessionDep) -> ModelDefinitionPublic:
-    return _public(store.get_model_definition(session, definition_id))
+    return _public(model_service.get_model_definition(session, definition_id))

@@ -38,7 +38,7 @@ from emuplan.results.formats import FORMATS
 from emuplan.results.formats.headers import parse_column_map
 from emuplan.roles import Role
 from emuplan.services import imports as run_imports
-from emuplan.services import runs as store
+from emuplan.services import runs as run_service
 from emuplan.services.jobs.engine import runner
 from emuplan.services.jobs.relabel import RelabelJob, RelabelJobPublic
 from emuplan.store import runs as run_rows
@@ -77,7 +77,8 @@ class UploadForm(BaseModel):
     strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
     tags: str | None = Field(
         default=None,
-        description=f"Comma-separated: at most {store.MAX_TAGS}, each of {store.MAX_TAG_LENGTH} characters at most.",
+        description=f"Comma-separated: at most {run_service.MAX_TAGS}, each of {run_service.MAX_TAG_LENGTH} characters "
+        "at most.",
     )
     format: Literal[FORMATS] | None = Field(default=None, description="Skip detection: read the file as this format.")
     column_map: str | None = Field(default=None, description='Role → column, JSON or "duration=wall_ms,size=payload".')
@@ -355,7 +356,7 @@ async def upload_run(
                     f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)
                 )
                 raise HTTPException(status_code=422, detail=problems) from None
-            store.checked_tags(parse_tags(form.tags))  # before any file is parsed: 422 naming the field
+            run_service.checked_tags(parse_tags(form.tags))  # before any file is parsed: 422 naming the field
             # Reading the files' heads is disk work: off the event loop.
             several_runs = len(upload.files) > 1 and not await run_in_threadpool(
                 one_job, upload.files, form.job, form.format
@@ -405,7 +406,7 @@ def _import_upload(
                 fmt=form.format,
                 budget=budget,
                 platform=form.platform,
-                facts=store.facts_from_lines((form.facts or "").splitlines()),
+                facts=run_service.facts_from_lines((form.facts or "").splitlines()),
             )
             _measured_when(session, run, form)
         else:
@@ -421,7 +422,7 @@ def _import_upload(
 def _measured_when(session, run: Run, form: UploadForm) -> None:
     """When the form says the run was measured (before its transaction commits, so nothing is half-written)."""
     if form.measured_at is not None:
-        store.update_run(session, run.id, store.RunUpdate(measured_at=form.measured_at))
+        run_service.update_run(session, run.id, run_service.RunUpdate(measured_at=form.measured_at))
 
 
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
@@ -439,7 +440,7 @@ def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBud
         content_sha256=file.sha256,
         platform=form.platform,
         budget=budget,
-        facts=store.facts_from_lines((form.facts or "").splitlines()),
+        facts=run_service.facts_from_lines((form.facts or "").splitlines()),
     )
     _measured_when(session, run, form)
     return run
@@ -540,18 +541,18 @@ def assumption_choice(
         float | None, Query(ge=0, le=1e7, description="Latency α, µs (default: plan, then settings).")
     ] = None,
     ranks: Annotated[int | None, Query(ge=1, le=1_000_000, description="Ranks (default: plan, then the file).")] = None,
-) -> store.AssumptionChoice:
-    return store.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
+) -> run_service.AssumptionChoice:
+    return run_service.AssumptionChoice(link_gbps=link_gbps, latency_us=latency_us, ranks=ranks)
 
 
-AssumptionDep = Annotated[store.AssumptionChoice, Depends(assumption_choice)]
+AssumptionDep = Annotated[run_service.AssumptionChoice, Depends(assumption_choice)]
 
 
 @router.get("/{run_id}/stats", name="run_stats", response_model=RunStatistics)
 def run_stats(
     run_id: DatabaseInt, session: ReadSessionDep, settings: SettingsDep, choice: AssumptionDep, plan: PlanQuery = None
 ) -> dict:
-    return store.run_statistics(session, run_rows.get_run(session, run_id), choice, settings, plan_id=plan)
+    return run_service.run_statistics(session, run_rows.get_run(session, run_id), choice, settings, plan_id=plan)
 
 
 @router.get("/{run_id}/observed-vs-plan", name="observed_vs_plan", response_model=ObservedAgainstPlan)
@@ -563,7 +564,7 @@ def observed_vs_plan(
         int | None, Query(ge=1, le=1_000_000_000, description="Steps the records span (default: the trace's own).")
     ] = None,
 ) -> dict:
-    return store.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
+    return run_service.observed_against_plan(session, run_rows.get_run(session, run_id), plan, steps)
 
 
 @router.get("/{run_id}/kccb", name="export_run_kccb", responses=download(*EXPORT_MEDIA_TYPES.values()))
@@ -599,7 +600,7 @@ def run_figure(
     clip: Annotated[bool, Query(description="Delay chart: y axis up to p99.9, clipped trials marked.")] = False,
 ) -> dict:
     run = run_rows.get_run(session, run_id)
-    return store.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
+    return run_service.run_figure(session, run, kind, choice, settings, log_x=log_x, log_y=log_y, clip=clip)
 
 
 def _samples_csv(session, run_id: int) -> Iterator[bytes]:
@@ -660,7 +661,7 @@ RELABEL_JOB_STARTED = {
 )
 def change_run(
     run_id: DatabaseInt,
-    changes: store.RunUpdate,
+    changes: run_service.RunUpdate,
     session: WriteSessionDep,
     settings: SettingsDep,
     database: DatabaseDep,
@@ -671,32 +672,37 @@ def change_run(
     (``GET /api/relabel-jobs/{job_id}``) that computes its statistics again."""
     given = changes.model_fields_set
     if not given:
-        raise ValueError("changes: give at least one of " + ", ".join(store.RunUpdate.model_fields))
+        raise ValueError("changes: give at least one of " + ", ".join(run_service.RunUpdate.model_fields))
     limits = ImportLimits.from_settings(settings)
     run = run_rows.get_run(session, run_id)
     plan_id = (changes.plan_id or 0) if "plan_id" in given else None
     summarised_again = changes.collectives is not None or (plan_id is not None and (plan_id or None) != run.plan_id)
-    if summarised_again and store.summarised_again_in_background(session, run_id, limits):
+    if summarised_again and run_service.summarised_again_in_background(session, run_id, limits):
         return _relabel_job_started(session, database, run, changes, plan_id, limits)
-    run = store.update_run(session, run_id, changes, limits)
+    run = run_service.update_run(session, run_id, changes, limits)
     session.commit()
     return run_rows.run_public(run)
 
 
 def _relabel_job_started(
-    session: Session, database: Database, run: Run, changes: store.RunUpdate, plan_id: int | None, limits: ImportLimits
+    session: Session,
+    database: Database,
+    run: Run,
+    changes: run_service.RunUpdate,
+    plan_id: int | None,
+    limits: ImportLimits,
 ) -> JSONResponse:
     """The huge run's relabelling and plan checked, its other fields changed and committed, then the job that
     computes its statistics again started: 202 with the job."""
     if changes.collectives is not None:
-        store.check_relabelling(run, changes.collectives)
+        run_service.check_relabelling(run, changes.collectives)
     target_plan = run.plan_id if plan_id is None else (plan_id or None)
     if target_plan is not None:
         get_plan(session, target_plan)
     RelabelJob.check_idle(database, run.id)
     # The job relabels and links; the rest changes now.
     now = changes.model_fields_set - {"collectives", "plan_id"}
-    store.update_run(session, run.id, store.RunUpdate(**changes.model_dump(include=now)), limits)
+    run_service.update_run(session, run.id, run_service.RunUpdate(**changes.model_dump(include=now)), limits)
     session.commit()  # before the job's own transactions: SQLite has one writer
     job = RelabelJob(database, run.id, changes.collectives or {}, target_plan, limits)
     document = RelabelJob.public(runner(database).start(database, job))

@@ -10,7 +10,7 @@ from emuplan.api.deps import INT64_MAX, ReadSessionDep
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.charts.trend import trend_figure
 from emuplan.results.analysis.trend import figure_label
-from emuplan.services import trend as store
+from emuplan.services import trend as trend_service
 
 router = APIRouter(
     prefix="/api/trend", tags=["trend"], dependencies=requires_roles(), responses=errors(*SIGNED_IN, 404, 422)
@@ -27,11 +27,11 @@ def series_query(
         Query(description="busbw at these sizes (bytes, comma-separated); default: the largest 3 all share."),
     ] = None,
     limit: Annotated[
-        int, Query(ge=1, le=store.MAX_SERIES_RUNS, description="The newest runs read.")
-    ] = store.SERIES_RUNS,
+        int, Query(ge=1, le=trend_service.MAX_SERIES_RUNS, description="The newest runs read.")
+    ] = trend_service.SERIES_RUNS,
 ) -> dict:
     return {"platform": platform, "collective": collective or None, "tag": tag or None, "ranks": ranks,
-            "sizes": store.sizes_from_text(sizes), "limit": limit}  # fmt: skip
+            "sizes": trend_service.sizes_from_text(sizes), "limit": limit}  # fmt: skip
 
 
 SeriesQueryDep = Annotated[dict, Depends(series_query)]
@@ -41,7 +41,7 @@ SeriesQueryDep = Annotated[dict, Depends(series_query)]
 def get_trend(query: SeriesQueryDep, session: ReadSessionDep) -> dict:
     """The series' newest runs with their figures (peak and average busbw, busbw at the chosen sizes), each
     judged against the noise band of the up to 7 runs before it, and ``what_changed`` since the previous run."""
-    return store.trend(session, **query)
+    return trend_service.trend(session, **query)
 
 
 def series_figures(series: dict) -> list[dict]:
@@ -55,4 +55,4 @@ def series_figures(series: dict) -> list[dict]:
 @router.get("/figures", name="get_trend_figures")
 def get_trend_figures(query: SeriesQueryDep, session: ReadSessionDep) -> list[dict]:
     """The trend page's Plotly figures: each figure over time, its noise band shaded, regressions marked."""
-    return series_figures(store.trend(session, **query))
+    return series_figures(trend_service.trend(session, **query))
