@@ -98,14 +98,21 @@ def download(path):
         received += len(piece)
     return received
 
+def growth_mib(path):
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # the high-water mark starts again from here
+    before = peak_kib()
+    received = download(path)
+    return received, (peak_kib() - before) / 1024
+
 for rows, run_id in run_ids.items():
     for name in ("samples.csv", "samples.parquet"):
-        download(f"/api/runs/{run_id}/{name}")  # warm: imports, Arrow's pool
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # the high-water mark starts again from here
-        before = peak_kib()
-        received = download(f"/api/runs/{run_id}/{name}")
-        print(rows, name, received, (peak_kib() - before) / 1024)
+        path = f"/api/runs/{run_id}/{name}"
+        download(path)  # warm: imports, Arrow's pool
+        # The least of three: a one-off (a fresh worker thread's arena, 6.05 MiB whatever the run's size) lands
+        # in one download; memory that grows with the run shows in every one.
+        received, growth = min((growth_mib(path) for _ in range(3)), key=lambda measured: measured[1])
+        print(rows, name, received, growth)
 stop_server(live)
 """
 
@@ -128,9 +135,9 @@ def test_a_download_takes_the_same_memory_whatever_the_runs_size(database_url: s
     small, large = sizes
     assert measured[(large, "samples.csv")][0] > 200 * 2**20 and measured[(large, "samples.parquet")][0] > 25 * 2**20
     # Measured at 2, 4 and 8 M samples: 0-22 MiB for the CSV (written whole: 363, 629 and 1,216 MiB), 0 for
-    # the Parquet (loaded whole: its 13-54 MB at least; once 8.04 MiB on PostgreSQL in a CI run,
-    # so its bound is 12 MiB, under half of the 28 MB file loaded whole). Eight times the
-    # samples: what one read asks for, again.
+    # the Parquet (loaded whole: its 13-54 MB at least; once 8.04 MiB on PostgreSQL and once 6.05 MiB on
+    # SQLite in single-download CI runs, before the least of three; its bound is 12 MiB, under half of the
+    # 28 MB file loaded whole). Eight times the samples: what one read asks for, again.
     for name, limit_mib in (("samples.csv", 40), ("samples.parquet", 12)):
         assert measured[(large, name)][1] < limit_mib
         assert measured[(large, name)][1] <= measured[(small, name)][1] + limit_mib / 2, (name, measured)
