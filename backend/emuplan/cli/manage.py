@@ -13,7 +13,8 @@ import typer
 from emuplan.cli.app import app, fail, in_store, remote_server
 from emuplan.cli.layout import wrap
 from emuplan.cli.relabel_progress import waited_for_server
-from emuplan.cli.results import runs_app
+from emuplan.cli.results import MeasuredAtOption, runs_app
+from emuplan.results.run_fields import RUN_FIELDS
 from emuplan.wording import plural
 
 plans_app = typer.Typer(
@@ -65,9 +66,14 @@ def _changes(**fields) -> dict:
     if not changes:
         fail(
             "nothing to change: give --name, --tag, --no-tags or --note"
-            + (", --fact, --measured-at, --plan or --no-plan" if "facts" in fields else "")
+            + (", --fact, --platform, --measured-at, --plan or --no-plan" if "facts" in fields else "")
         )
     return changes
+
+
+def _cleared(changes: dict) -> dict:
+    """A run's changes with ``--platform none`` as the API's ``"platform": null``."""
+    return {**changes, "platform": None} if changes.get("platform") == "none" else changes
 
 
 def _edited(kind: str, path: str, changes: dict, update_stored) -> None:
@@ -87,42 +93,40 @@ def _confirmed(question: str, yes: bool) -> None:
 @runs_app.command("edit")
 def edit_run(
     run_id: Annotated[int, typer.Argument(help="Run id.")],
-    name: NameOption = None,
-    tags: TagsOption = None,
+    name: Annotated[str | None, typer.Option("--name", help=RUN_FIELDS["name"].described())] = None,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help=RUN_FIELDS["tags"].described("They replace its tags; repeat for several.")),
+    ] = None,
     no_tags: NoTagsOption = False,
-    note: NoteOption = None,
+    note: Annotated[str | None, typer.Option("--note", help=RUN_FIELDS["note"].described("'' clears it."))] = None,
     fact: Annotated[
         list[str] | None,
-        typer.Option("--fact", help="Set a fabric fact as key=value (key= removes it); repeat for several."),
-    ] = None,
-    plan: Annotated[
-        int | None, typer.Option("--plan", help="Link it to this plan (statistics computed again).")
-    ] = None,
-    no_plan: Annotated[bool, typer.Option("--no-plan", help="Unlink its plan.")] = False,
-    measured_at: Annotated[
-        datetime | None,
         typer.Option(
-            "--measured-at",
-            help="When it was measured, ISO 8601 with its UTC offset (2026-11-03T02:00+00:00): where a series "
-            "places it.",
-            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%d %H:%M%z"],
+            "--fact", help=RUN_FIELDS["facts"].described("Set one as key=value (key= removes it); repeat for several.")
         ),
     ] = None,
+    plan: Annotated[int | None, typer.Option("--plan", help=RUN_FIELDS["plan_id"].described())] = None,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Unlink its plan.")] = False,
+    platform: Annotated[
+        str | None, typer.Option("--platform", help=RUN_FIELDS["platform"].described("'none' clears it."))
+    ] = None,
+    measured_at: MeasuredAtOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rename, retag, annotate a run, state its fabric facts and when it was measured, link it to a plan or
-    unlink it."""
+    """Rename, retag, annotate a run, state its fabric facts, its platform and when it was measured, link it to a
+    plan or unlink it."""
     if plan is not None and no_plan:
         fail("--plan and --no-plan contradict each other")
     server = remote_server()
     # Unlinking is the one change whose value is None: the API's "plan_id": null; 0 says it here (RunUpdate).
     plan_id = 0 if no_plan else plan
     fields = {"name": name, "tags": _tags(tags, no_tags), "note": note, "plan_id": plan_id, "facts": None}
-    fields["measured_at"] = measured_at
+    fields |= {"platform": platform, "measured_at": measured_at}
     if server is not None:
         if fact:
             fields["facts"] = merged_facts(server.get(f"/api/runs/{run_id}")["facts"], fact)
-        changes = _changes(**fields)
+        changes = _cleared(_changes(**fields))
         if measured_at is not None:
             changes["measured_at"] = measured_at.isoformat()
         answer = server.patch(f"/api/runs/{run_id}", {**changes, **({"plan_id": None} if no_plan else {})})
@@ -138,7 +142,7 @@ def edit_run(
                 fields["facts"] = merged_facts(run_rows.get_run(session, run_id).facts, fact)
             changes = _changes(**fields)
             limits = ImportLimits.from_settings(get_settings())
-            update = run_service.RunUpdate(**changes)
+            update = run_service.RunUpdate(**_cleared(changes))
             return run_rows.run_public(run_service.update_run(session, run_id, update, limits))
 
         document = in_store(edit, write=True)
@@ -343,7 +347,6 @@ def _share_line(link: dict) -> str:
 def _share_links(stored, path: str, method: str, body: dict | None = None):
     """A share link call through the server's API (``method`` on ``path``, dates parsed), else ``stored(session)``
     on the local store, which returns the same document(s) the API would."""
-    from datetime import datetime
 
     server = remote_server()
     if server is None:

@@ -4,6 +4,7 @@ command line (same store calls, same JSON with ``--json``)."""
 import json
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
@@ -13,6 +14,7 @@ from emuplan.cli.app import app, fail, in_store, remote_server
 from emuplan.cli.layout import Column, WideOption, set_wide, table, wrap
 from emuplan.cli.relabel_progress import summarised_locally, waited_for_server
 from emuplan.results.formats import FORMATS
+from emuplan.results.run_fields import RUN_FIELDS
 from emuplan.wording import (
     against_median,
     as_printed,
@@ -120,15 +122,23 @@ CollectiveOption = Annotated[
 ]
 
 
+MeasuredAtOption = Annotated[
+    datetime | None,
+    typer.Option(
+        "--measured-at",
+        help=RUN_FIELDS["measured_at"].described(),
+        formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M%z", "%Y-%m-%d %H:%M:%S%z", "%Y-%m-%d %H:%M%z"],
+    ),
+]
 FactOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--fact", help="A fabric fact as key=value (topology, nic, switch, firmware, nccl…); repeat for more."
-    ),
+    typer.Option("--fact", help=RUN_FIELDS["facts"].described("One as key=value; repeat for several.")),
 ]
 
 
-def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
+def _import_file(
+    session, file: Path, name, plan, strategy, tags, fmt, collective, column_map, platform, facts, measured_at
+):
     """The stored run (``services.imports.import_result_file`` with the CLI's options), in the import budget."""
     from emuplan.results.budget import ImportBudget, ImportLimits
     from emuplan.results.formats.headers import parse_column_map
@@ -151,10 +161,13 @@ def _import_file(session, file: Path, name, plan, strategy, tags, fmt, collectiv
             platform=platform,
             budget=budget,
             facts=run_service.facts_from_lines(facts or ()),
+            measured_at=measured_at,
         )
 
 
-def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, collective, column_map, platform, facts):
+def _import_job(
+    session, files: list[Path], name, plan, strategy, tags, fmt, collective, column_map, platform, facts, measured_at
+):
     """One training job's records (an NCCL Inspector dump per process, a profiler trace per rank) as one observed
     run (``run_imports.import_observed_files``), within the settings' import budget. The strategy, collective and
     column mapping are the records' own."""
@@ -174,6 +187,7 @@ def _import_job(session, files: list[Path], name, plan, strategy, tags, fmt, col
             budget=budget,
             platform=platform,
             facts=run_service.facts_from_lines(facts or ()),
+            measured_at=measured_at,
         )
 
 
@@ -304,19 +318,22 @@ def import_run(
             metavar="FILE...",
         ),
     ],
-    plan: Annotated[int | None, typer.Option("--plan", help="Link to this plan (for % of ideal).")] = None,
-    name: Annotated[str | None, typer.Option(help="Run name (default: the file name; one file only).")] = None,
+    plan: Annotated[int | None, typer.Option("--plan", help=RUN_FIELDS["plan_id"].described())] = None,
+    name: Annotated[
+        str | None, typer.Option(help=RUN_FIELDS["name"].described("Default: the file name; one file only."))
+    ] = None,
     strategy: Annotated[str | None, typer.Option(help="data | tensor | pipeline | hybrid")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", help="Repeat for several tags.")] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help=RUN_FIELDS["tags"].described("Repeat for several."))
+    ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help=f"Skip detection. One of: {', '.join(FORMATS)}.")] = None,
     collective: CollectiveOption = None,
     column_map: Annotated[
         str | None, typer.Option("--column-map", help='Role → column: JSON or "duration=wall_ms,size=payload".')
     ] = None,
-    platform: Annotated[
-        str | None, typer.Option(help="The platform it ran on (emuplan platforms list): expected curve, verdict.")
-    ] = None,
+    platform: Annotated[str | None, typer.Option(help=RUN_FIELDS["platform"].described())] = None,
     fact: FactOption = None,
+    measured_at: MeasuredAtOption = None,
     job: Annotated[
         bool,
         typer.Option(
@@ -344,7 +361,8 @@ def import_run(
     fields = {"name": name, "plan_id": plan, "strategy": strategy, "format": fmt, "collective": collective}
     fields |= {"tags": ",".join(tag) if tag else None, "column_map": column_map, "platform": platform}
     fields["facts"] = "\n".join(fact) if fact else None
-    options = (name, plan, strategy, tag, fmt, collective, column_map, platform, fact)
+    fields["measured_at"] = None if measured_at is None else measured_at.isoformat()
+    options = (name, plan, strategy, tag, fmt, collective, column_map, platform, fact, measured_at)
     if job and unmatched:
         fail(f"{unmatched[0]['file']}: {unmatched[0]['detail']}")
     if job or (len(files) == 1 and not unmatched and len(paths) == 1):

@@ -8,6 +8,8 @@ never FastAPI or the database.
 Rooms, each importing only those above it (``tests/unit/test_module_imports.py``):
 
 - ``canonical``: the one table every format is read into, and the errors; imports nothing from here;
+- ``run_fields``: what a user states of a run (name, tags, facts…), the forms', options' and models' one
+  definition; imports nothing from here;
 - ``budget``: what an import may hold in memory;
 - ``containers/``: gzip, Arrow IPC/Feather and Parquet read under the budget;
 - ``formats/``: the registry (``formats/__init__``: names, detection order, which stream) and one module per

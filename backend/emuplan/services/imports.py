@@ -15,6 +15,7 @@ once. An upload whose bytes have the SHA-256 of a stored run's raises ``Duplicat
 import hashlib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 from sqlmodel import Session
@@ -36,7 +37,7 @@ from emuplan.results.streaming.streamed import (
     summarise_streamed,
 )
 from emuplan.services.platforms import refresh_verdict
-from emuplan.services.runs import check_platform, checked_facts, checked_note, checked_tags
+from emuplan.services.runs import check_platform, checked_facts, checked_measured_at, checked_note, checked_tags
 from emuplan.services.summaries import check_finite, network_of, store_listed_figures, summarised_and_encoded
 from emuplan.store.runs import ORIGINS, RunInputError, find_duplicate, store_folded
 from emuplan.store.table_files import store_table_file
@@ -86,11 +87,13 @@ def save_run(
     platform: str | None = None,
     facts: dict[str, str] | None = None,
     note: str = "",
+    measured_at: datetime | None = None,
 ) -> Run:
     """Add the run, its tables and its summary to ``session`` (flushed, not committed). ``platform``: the
     name of the platform profile it ran on (``store.platforms``), None when not said; ``facts``: its fabric
-    facts (``checked_facts``). A huge file read streamed (``results.streaming.streamed``) is summarised from its tables
-    on disk and stored from them."""
+    facts (``checked_facts``); ``measured_at``: when it was measured (``checked_measured_at``), None when not
+    said. A huge file read streamed (``results.streaming.streamed``) is summarised from its tables on disk and
+    stored from them."""
     if strategy is not None and strategy not in list(Strategy):
         raise RunInputError(f"strategy: {strategy!r} is not one of {', '.join(Strategy)}")
     if origin not in ORIGINS:
@@ -99,6 +102,7 @@ def save_run(
         raise RunInputError("name: a run needs a name")
     check_platform(session, platform)
     facts = checked_facts(facts or {})
+    measured_at = None if measured_at is None else checked_measured_at(measured_at)
     if isinstance(parsed, StreamedResult):
         summary = summarise_streamed(parsed, network_of(session, plan_id))
         check_finite(summary, file_name or name)
@@ -133,6 +137,7 @@ def save_run(
         peak_busbw_gbps=peak_busbw(summary["groups"])[0] if kind == "size-sweep" else None,
         note=checked_note(note),
         facts=facts,
+        measured_at=measured_at,
         cached_summary=CachedSummary(summary=strip_curves(summary)),
     )
     refresh_verdict(session, run)
@@ -181,6 +186,7 @@ def import_result_file(
     platform: str | None = None,
     budget: ImportBudget | None = None,
     facts: dict[str, str] | None = None,
+    measured_at: datetime | None = None,
 ) -> Run:
     """Parse a result file (its bytes, or its path: an upload spooled to disk, a file given to the CLI)
     and store it as an imported run; ``DuplicateRun`` if its bytes are known. ``content_sha256`` is the
@@ -196,17 +202,17 @@ def import_result_file(
             return import_result_file(
                 session, source, file_name, name=name, plan_id=plan_id, strategy=strategy, tags=tags, fmt=fmt,
                 column_map=column_map, collective=collective, content_sha256=content_sha256, platform=platform,
-                budget=own, facts=facts,
+                budget=own, facts=facts, measured_at=measured_at,
             )  # fmt: skip
+    stated = {"name": name, "plan_id": plan_id, "strategy": strategy, "tags": tags, "platform": platform}
+    stated |= {"facts": facts, "measured_at": measured_at}
     if streams(source, fmt, budget):
         with ThreadPoolExecutor(max_workers=1) as pool:
             hashing = pool.submit(sha256_hex, source) if content_sha256 is None else None
             with streamed_result_file(source, file_name, fmt, column_map, collective, budget) as streamed:
                 content_sha256 = content_sha256 if hashing is None else hashing.result()
                 if streamed is not None:
-                    return _save_new(
-                        session, streamed, content_sha256, file_name, name, plan_id, strategy, tags, platform, facts
-                    )
+                    return _save_new(session, streamed, content_sha256, file_name, **stated)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # hashlib releases the GIL: hashes while Arrow parses
         digest = pool.submit(sha256_hex, source) if content_sha256 is None else None
@@ -220,7 +226,7 @@ def import_result_file(
             budget=budget,
         )
         digest = content_sha256 if digest is None else digest.result()
-    return _save_new(session, parsed, digest, file_name, name, plan_id, strategy, tags, platform, facts)
+    return _save_new(session, parsed, digest, file_name, **stated)
 
 
 def import_observed_files(
@@ -234,6 +240,7 @@ def import_observed_files(
     budget: ImportBudget,
     platform: str | None = None,
     facts: dict[str, str] | None = None,
+    measured_at: datetime | None = None,
 ) -> Run:
     """The files of one training job (an NCCL Inspector dump per process, a profiler trace per rank) as one
     observed run, within the import's ``budget``; ``DuplicateRun`` when the same files were imported before (in
@@ -245,23 +252,17 @@ def import_observed_files(
     parsed = parse_observed(files, fmt, budget=budget)
     digest = job_digest(sha256_hex(content) for _, content in files)
     file_name = f"{files[0][0]} and {len(files) - 1} more"
-    return _save_new(session, parsed, digest, file_name, name, plan_id, None, tags, platform, facts)
+    stated = {"plan_id": plan_id, "tags": tags, "platform": platform, "facts": facts, "measured_at": measured_at}
+    return _save_new(session, parsed, digest, file_name, name=name, **stated)
 
 
-def _save_new(session, parsed, digest, file_name, name, plan_id, strategy, tags, platform, facts) -> Run:
+def _save_new(session, parsed, digest: str, file_name: str, *, name: str | None, **stated) -> Run:
+    """``parsed`` stored as a new run (``DuplicateRun`` if its digest is known) with what its importer
+    ``stated`` of it (``save_run``'s plan_id, strategy, tags, platform, facts, measured_at)."""
     existing = find_duplicate(session, digest)
     if existing is not None:
         raise DuplicateRun(existing, file_name)
+    origin = "observed" if parsed.source_format in OBSERVED_FORMATS else "imported"
     return save_run(
-        session,
-        parsed,
-        name=name or file_name,
-        plan_id=plan_id,
-        strategy=strategy,
-        tags=tags,
-        origin="observed" if parsed.source_format in OBSERVED_FORMATS else "imported",
-        file_name=file_name,
-        content_sha256=digest,
-        platform=platform,
-        facts=facts,
+        session, parsed, name=name or file_name, origin=origin, file_name=file_name, content_sha256=digest, **stated
     )

@@ -32,6 +32,16 @@ from emuplan.results.budget import ROW_BYTES, ImportBudget, ImportLimits
 from emuplan.results.canonical import ParsedResult, renamed_text
 from emuplan.results.formats import NCCL_TESTS
 from emuplan.results.formats.nccl_tests_shared import RANKS_INFERRED, ranks_from_bandwidths, ranks_were_inferred
+from emuplan.results.run_fields import (
+    MAX_FACT_KEY,
+    MAX_FACT_VALUE,
+    MAX_FACTS,
+    MAX_NAME,
+    MAX_NOTE,
+    MAX_TAG_LENGTH,
+    MAX_TAGS,
+    RUN_FIELDS,
+)
 from emuplan.results.streaming.streamed import (
     STREAMED_FORMATS,
     StreamedResult,
@@ -319,16 +329,6 @@ def check_platform(session: Session, platform: str | None) -> None:
         raise RunInputError(f"platform: no platform named {platform!r} (GET /api/platforms lists them)")
 
 
-# Each tag of a run makes its own series on /metrics (per platform, ranks and collective): 8,000 tags in one form
-# field and 50 runs made one scrape 180 MB, 1.6 M samples, 24 s.
-MAX_TAGS = 20
-MAX_TAG_LENGTH = 64
-MAX_FACTS = 40
-MAX_FACT_KEY = 64
-MAX_FACT_VALUE = 200
-MAX_NOTE = 4000
-
-
 def checked_facts(facts: dict[str, str]) -> dict[str, str]:
     """A run's fabric facts (key → value, e.g. ``{"nic": "ConnectX-7", "nccl": "2.21.5"}``) trimmed, or
     ``RunInputError`` naming the fact that is wrong. Keys are unique in any case ("NIC" and "nic" are one)."""
@@ -391,6 +391,15 @@ def set_run_platform(session: Session, run_id: int, platform: str | None) -> Run
     return run
 
 
+def stated_field(name: str, *, given: str = "", **limits):
+    """The pydantic ``Field`` of the run's stated field ``name`` (``results.run_fields``): not given by default, its
+    description followed by how this surface takes it (``given``), its text's length; ``limits`` add others."""
+    spec = RUN_FIELDS[name]
+    if spec.max_length is not None and spec.max_items is None:
+        limits.setdefault("max_length", spec.max_length)
+    return Field(default=None, title=spec.title, description=spec.described(given), **limits)
+
+
 class RunUpdate(BaseModel):
     """What to change of a stored run (``PATCH /api/runs/{id}``, ``emuplan runs edit``, ``update_run``): only the
     fields given change; ``platform`` and ``plan_id`` given as null clear them (``plan_id`` 0 too)."""
@@ -402,30 +411,20 @@ class RunUpdate(BaseModel):
         description='Each collective of the run to rename → its new name, e.g. {"unknown": "all_reduce"}; the '
         "statistics (bus bandwidth, ideal time, groups) are computed again.",
     )
-    platform: str | None = Field(
-        default=None,
-        max_length=64,
-        description="The platform profile it ran on (GET /api/platforms); null: none. Its expected curve, % of "
-        "expected and verdict follow.",
+    platform: str | None = stated_field("platform", given="null: none.")
+    name: str | None = stated_field("name")
+    measured_at: datetime | None = stated_field("measured_at")
+    tags: list[Annotated[str, Field(max_length=MAX_TAG_LENGTH)]] | None = stated_field(
+        "tags", given="Given, they replace its tags.", max_length=MAX_TAGS
     )
-    name: str | None = Field(default=None, max_length=200)
-    measured_at: datetime | None = Field(
-        default=None, description="When it was measured, ISO 8601 with its UTC offset: where a series places it."
-    )
-    tags: list[Annotated[str, Field(max_length=MAX_TAG_LENGTH)]] | None = Field(
-        default=None, max_length=MAX_TAGS, description="Replace its tags."
-    )
-    note: str | None = Field(default=None, max_length=MAX_NOTE, description="Free text; '' clears it.")
-    facts: dict[str, str] | None = Field(
-        default=None,
+    note: str | None = stated_field("note", given="'' clears it.")
+    facts: dict[str, str] | None = stated_field(
+        "facts",
+        given='Given, they replace its facts: {"topology": "rail-optimised", "nic": "ConnectX-7"}; {} clears them.',
         max_length=MAX_FACTS,
-        description='Replace its fabric facts, key → value: {"topology": "rail-optimised", "nic": "ConnectX-7", '
-        '"nccl": "2.21.5"}; {} clears them.',
     )
-    plan_id: DatabaseInt | None = Field(
-        default=None,
-        description="Link it to this plan; null: unlink. Its statistics are computed again (the plan's network "
-        "gives its ideal times) and its verdict judged again (the plan's GPUs give its rank count).",
+    plan_id: DatabaseInt | None = stated_field(
+        "plan_id", given="Its statistics are computed again and its verdict judged again; null (or 0): unlink."
     )
 
 
@@ -453,7 +452,7 @@ def update_run(session: Session, run_id: int, changes: RunUpdate, limits: Import
     if changes.name is not None:
         if not changes.name.strip():
             raise RunInputError("name: a run needs a name")
-        run.name = changes.name.strip()[:200]
+        run.name = changes.name.strip()[:MAX_NAME]
     if changes.note is not None:
         run.note = checked_note(changes.note)
     if changes.measured_at is not None:

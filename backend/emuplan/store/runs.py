@@ -140,7 +140,7 @@ def _filtered(query, filters: RunFilters):
 
 def _described(description: str):
     """A field of a run's document with what the API documents of it (``api.runs`` builds its models from
-    these dataclasses)."""
+    these dataclasses; the fields a user states are described by ``results.run_fields``)."""
     return field(metadata={"description": description})
 
 
@@ -167,9 +167,7 @@ class RunBase:
     collectives: list[str] = _described("The collectives of its groups, in their order.")
     size_min_bytes: int | None = _described("Its smallest data size, bytes.")
     size_max_bytes: int | None = _described("Its largest data size, bytes.")
-    facts: dict[str, str] = _described(
-        "Fabric facts as stated (topology, NIC, switch, firmware, NCCL version…): key → value."
-    )
+    facts: dict[str, str]  # described, as every field a user states, by results.run_fields
     created_at: datetime
 
     def document(self) -> dict:
@@ -208,10 +206,7 @@ class RunPublic(RunBase):
     note: str
     warnings: list[str]
     summary: dict
-    measured_at: datetime | None = _described(
-        "When it was measured, where given (upload, --measured-at, PATCH); a series orders runs by it, else by when "
-        "they were imported."
-    )
+    measured_at: datetime | None
 
     def document(self) -> dict:
         measured_at = None if self.measured_at is None else self.measured_at.isoformat()

@@ -36,6 +36,7 @@ from emuplan.results.budget import ImportBudget, ImportLimits
 from emuplan.results.export import samples_csv_pieces
 from emuplan.results.formats import FORMATS
 from emuplan.results.formats.headers import parse_column_map
+from emuplan.results.run_fields import RUN_FIELDS
 from emuplan.roles import Role
 from emuplan.services import imports as run_imports
 from emuplan.services import runs as run_service
@@ -70,16 +71,13 @@ class UploadForm(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(default=None, max_length=200)
-    plan_id: DatabaseInt | None = None
+    name: str | None = run_service.stated_field("name", given="Default: the file name.")
+    plan_id: DatabaseInt | None = run_service.stated_field("plan_id")
     # The names as a Literal, not the enum: the multipart schema below inlines these properties, and an
     # enum would become a $ref to a definition that schema does not carry.
     strategy: Literal[tuple(strategy.value for strategy in Strategy)] | None = None
-    tags: str | None = Field(
-        default=None,
-        description=f"Comma-separated: at most {run_service.MAX_TAGS}, each of {run_service.MAX_TAG_LENGTH} characters "
-        "at most.",
-    )
+    # Checked as a list by the import (services.runs.checked_tags), as PATCH's are.
+    tags: str | None = run_service.stated_field("tags", given="Comma-separated.")
     format: Literal[FORMATS] | None = Field(default=None, description="Skip detection: read the file as this format.")
     column_map: str | None = Field(default=None, description='Role → column, JSON or "duration=wall_ms,size=payload".')
     collective: Literal[tuple(op.value for op in CollectiveOp)] | None = Field(
@@ -87,17 +85,10 @@ class UploadForm(BaseModel):
         description="The collective when the file does not say it: an nccl-tests log's own binary and "
         "redop/root cells come first (a choice they contradict is 400), the file name last.",
     )
-    platform: str | None = Field(
-        default=None, max_length=64, description="The platform profile it ran on (GET /api/platforms)."
-    )
-    facts: str | None = Field(
-        default=None, max_length=10_000, description="Fabric facts, one 'key = value' a line (topology, NIC, …)."
-    )
-    measured_at: datetime | None = Field(
-        default=None,
-        description="When it was measured, ISO 8601 with its UTC offset (2026-11-03T02:00Z): a series orders runs "
-        "by it, so a log imported late lands in place.",
-    )
+    platform: str | None = run_service.stated_field("platform")
+    # Checked fact by fact by the import (services.runs.facts_from_lines); the whole text is bounded here.
+    facts: str | None = run_service.stated_field("facts", given="One 'key = value' a line.", max_length=10_000)
+    measured_at: datetime | None = run_service.stated_field("measured_at", given="A log imported late lands in place.")
     job: bool | None = Field(
         default=None,
         description="Several files: true: one training job's records, one observed run (refused unless each is an "
@@ -145,15 +136,20 @@ class RunSummaryDocument(BaseModel):
 
 def _api_fields(store_fields: list[dataclasses.Field], **api_types: type) -> dict[str, Any]:
     """Pydantic fields for a store dataclass's (``run_rows.RunBase`` and its subclasses): the same names, types
-    and descriptions, or the type ``api_types`` names; the time as the ISO 8601 text ``document()`` gives."""
+    and descriptions (``RUN_FIELDS``' for those a user states), or the type ``api_types`` names; the times as the
+    ISO 8601 text ``document()`` gives."""
+    as_text = {"created_at": str, "measured_at": str | None}
     return {
-        each.name: (str, Field(description="ISO 8601 with its UTC offset."))
-        if each.name == "created_at"
-        else (str | None, Field(description=each.metadata.get("description")))
-        if each.name == "measured_at"
-        else (api_types.get(each.name, each.type), Field(description=each.metadata.get("description")))
+        each.name: (as_text.get(each.name, api_types.get(each.name, each.type)), Field(description=_described(each)))
         for each in store_fields
     }
+
+
+def _described(store_field: dataclasses.Field) -> str | None:
+    if store_field.name == "created_at":
+        return "When it was imported, ISO 8601 with its UTC offset."
+    stated = RUN_FIELDS.get(store_field.name)
+    return stated.description if stated else store_field.metadata.get("description")
 
 
 def _added_by(subclass: type) -> list[dataclasses.Field]:
@@ -407,8 +403,8 @@ def _import_upload(
                 budget=budget,
                 platform=form.platform,
                 facts=run_service.facts_from_lines((form.facts or "").splitlines()),
+                measured_at=form.measured_at,
             )
-            _measured_when(session, run, form)
         else:
             _refuse_duplicate(database, files[0].sha256, files[0].file_name)
             run = _import_file(session, files[0], form, budget)
@@ -419,14 +415,8 @@ def _import_upload(
         return_freed_memory()
 
 
-def _measured_when(session, run: Run, form: UploadForm) -> None:
-    """When the form says the run was measured (before its transaction commits, so nothing is half-written)."""
-    if form.measured_at is not None:
-        run_service.update_run(session, run.id, run_service.RunUpdate(measured_at=form.measured_at))
-
-
 def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBudget):
-    run = run_imports.import_result_file(
+    return run_imports.import_result_file(
         session,
         file.path,
         file.file_name,
@@ -441,9 +431,8 @@ def _import_file(session, file: SpooledFile, form: UploadForm, budget: ImportBud
         platform=form.platform,
         budget=budget,
         facts=run_service.facts_from_lines((form.facts or "").splitlines()),
+        measured_at=form.measured_at,
     )
-    _measured_when(session, run, form)
-    return run
 
 
 def _import_each(

@@ -28,6 +28,7 @@ from emuplan.measure.options import (
 from emuplan.measure.workload import MeasurementError
 from emuplan.services.jobs.engine import Job, JobContext
 from emuplan.services.measurements import local_launcher, store_measurement
+from emuplan.services.runs import stated_field
 from emuplan.store.db import Database
 from emuplan.store.jobs import server_host
 from emuplan.store.plans import PlanNotFound
@@ -66,7 +67,7 @@ class MeasureRequest(BaseModel):
         default=TimingScheduling.REALTIME,
         description="realtime: the timing threads at SCHED_FIFO where allowed; normal: the default scheduler.",
     )
-    name: str | None = Field(default=None, max_length=200, description="Run name. Default: plan and set-up.")
+    name: str | None = stated_field("name", given="Default: the plan and set-up.")
 
     def options(self, memory_mb: int) -> MeasurementOptions:
         """The options asked for, each worker under ``memory_mb`` (EMUPLAN_MEASURE_MEMORY_MB)."""
