@@ -2,7 +2,7 @@
 // and reloads; "Delete…" first asks the API what else deleting changes (GET …/deletion) and says it, and only
 // the confirmation's button sends the DELETE.
 import { followRelabelJob, isRelabelJob } from "./relabel_job.js";
-import { fetchJSON, plural, showMessage } from "./util.js";
+import { fetchJSON, plural, showMessage, utcFromLocal } from "./util.js";
 
 const section = document.getElementById("manage");
 const { api, what, id, afterDelete } = section.dataset;
@@ -34,6 +34,7 @@ if (form) {
       if (what === "run") {
         changes.facts = factsOf(data.get("facts"));
         changes.plan_id = data.get("plan_id") ? Number(data.get("plan_id")) : null;
+        if (data.get("measured_at")) changes.measured_at = utcFromLocal(data.get("measured_at"));
       }
       const answer = await fetchJSON(api, { method: "PATCH", json: changes });
       if (isRelabelJob(answer)) await followRelabelJob(answer, form); // a huge run linked: its statistics' job

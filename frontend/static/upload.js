@@ -3,7 +3,7 @@
 // What comes back (POST /api/runs): one run (one file, or one training job's files: NCCL Inspector dumps,
 // profiler traces) opens its run page; several runs list an outcome per file (stored as #id, duplicate of #id,
 // refused with the reason); a refusal of the whole upload is shown in the error box, naming the file.
-import { el, errorMessage, showMessage, url } from "./util.js";
+import { el, errorMessage, showMessage, url, utcFromLocal } from "./util.js";
 
 const form = document.getElementById("upload-form");
 const zone = document.getElementById("dropzone");
@@ -161,7 +161,9 @@ form.addEventListener("submit", async (event) => {
       (files.length > 1 ? " Upload them a few at a time." : ""));
     return;
   }
-  const fields = [...new FormData(form).entries()].filter(([key, value]) => key !== "file" && value !== "");
+  const fields = [...new FormData(form).entries()]
+    .filter(([key, value]) => key !== "file" && value !== "")
+    .map(([key, value]) => [key, key === "measured_at" ? utcFromLocal(value) : value]);
   showError("");
   outcomes.replaceChildren();
   const label = files.length === 1 ? files[0].name : `${files.length} files`;

@@ -156,3 +156,9 @@ export function table(headers, rows) {
     row.map((cell, i) => el("td", { class: headers[i].num ? "num" : null }, cell)))));
   return el("div", { class: "table-wrap" }, el("table", {}, [head, body]));
 }
+
+// A datetime-local input's value (in the browser's time zone, without an offset) as the ISO 8601 time in UTC
+// that the API asks for: a time without its offset is refused there rather than guessed.
+export function utcFromLocal(value) {
+  return new Date(value).toISOString();
+}

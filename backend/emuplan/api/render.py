@@ -14,6 +14,7 @@ from markupsafe import Markup, escape
 
 from emuplan.api.urls import route_table, url_path
 from emuplan.charts.figures import COMPARISON_DELAY_POINTS, OVERLAY_POINTS, SMALL_PANEL_POINTS
+from emuplan.results.run_fields import RUN_FIELDS
 from emuplan.roles import Role
 from emuplan.store import runs as run_rows
 from emuplan.store.tables import Run
@@ -98,8 +99,10 @@ def _environment(templates_dir: Path) -> Environment:
         run_total=run_total,
         parallel_degrees=parallel_degrees,
     )
-    # What a comparison page says of its thinned charts is the number the figures were built with.
+    # What a comparison page says of its thinned charts is the number the figures were built with; the forms
+    # that state a run's fields label and bound them as the API does.
     environment.globals.update(
+        run_fields=RUN_FIELDS,
         comparison_delay_points=COMPARISON_DELAY_POINTS,
         comparison_overlay_points=OVERLAY_POINTS,
         comparison_panel_points=SMALL_PANEL_POINTS,
