@@ -203,6 +203,20 @@ def test_a_comparison_and_its_share_links_are_renamed_and_deleted_together(clien
     assert ids(client) == [3, 2, 1]  # its runs stay
 
 
+def test_a_plan_or_comparison_change_names_what_it_lacks_and_changes_nothing(client, three_runs):
+    plan = client.post("/api/plans", json={"model": "fashion-mnist-mlp", "strategy": "data", "gpus": 16}).json()
+    comparison = client.post("/api/comparisons", json={"name": "c", "run_ids": [1, 2]}).json()
+    for path, name in ((f"/api/plans/{plan['id']}", plan["name"]), (f"/api/comparisons/{comparison['id']}", "c")):
+        empty = client.patch(path, json={})
+        assert (empty.status_code, empty.json()["detail"]) == (422, "changes: give at least one of name, tags, note")
+        blank = client.patch(path, json={"name": "  ", "note": "kept?"})
+        what = path.split("/")[2][:-1]
+        assert (blank.status_code, blank.json()["detail"]) == (422, f"name: a {what} needs a name")
+        assert (client.get(path).json()["name"], client.get(path).json()["note"]) == (name, "")
+        trimmed = client.patch(path, json={"tags": [" b", "a ", "b", " "]}).json()
+        assert trimmed["tags"] == ["a", "b"]
+
+
 def test_an_unknown_table_says_what_the_web_form_can_do(client):
     response = client.post("/api/runs", files={"file": ("odd.csv", b"when,what\n1,2\n")})
     assert response.status_code == 400

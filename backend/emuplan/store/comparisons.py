@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from emuplan.errors import EmuplanError
 from emuplan.store.credentials import credential_state, hash_token, new_secret, revoke
-from emuplan.store.rows import NotFound, get_row
+from emuplan.store.rows import NotFound, get_row, relabel
 from emuplan.store.tables import Comparison, Plan, Run, ShareLink, utc_now
 
 MAX_SHARE_DAYS = 3650
@@ -114,18 +114,7 @@ def update_comparison(
     note: str | None = None,
 ) -> Comparison:
     """Rename, retag or annotate a saved comparison (each None: as it is), in the caller's session (flushed)."""
-    comparison = get_comparison(session, comparison_id)
-    if name is not None:
-        if not name.strip():
-            raise ValueError("name: a comparison needs a name")
-        comparison.name = name.strip()[:200]
-    if tags is not None:
-        comparison.tags = sorted({tag.strip() for tag in tags if tag.strip()})
-    if note is not None:
-        comparison.note = note.strip()
-    session.add(comparison)
-    session.flush()
-    return comparison
+    return relabel(session, get_comparison(session, comparison_id), "comparison", name=name, tags=tags, note=note)
 
 
 def comparison_deletion(session: Session, comparison_id: int) -> dict:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 from sqlmodel import Session, col, func, select
 
 from emuplan.store.platforms import platform_exists
-from emuplan.store.rows import NotFound, get_row, newest_columns
+from emuplan.store.rows import NotFound, get_row, newest_columns, relabel
 from emuplan.store.tables import Plan, Run
 from emuplan.workload.document import PlanDocument, PlanRequest
 
@@ -121,18 +121,7 @@ def update_plan(
 ) -> Plan:
     """Rename, retag or annotate a plan (each None: as it is), in the caller's session (flushed). Its inputs and
     document never change: a plan with other inputs is a new plan ("Edit as a new plan")."""
-    plan = get_plan(session, plan_id)
-    if name is not None:
-        if not name.strip():
-            raise ValueError("name: a plan needs a name")
-        plan.name = name.strip()[:200]
-    if tags is not None:
-        plan.tags = sorted({tag.strip() for tag in tags if tag.strip()})
-    if note is not None:
-        plan.note = note.strip()
-    session.add(plan)
-    session.flush()
-    return plan
+    return relabel(session, get_plan(session, plan_id), "plan", name=name, tags=tags, note=note)
 
 
 def plan_document(plan: Plan) -> PlanDocument:

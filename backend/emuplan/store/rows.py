@@ -47,3 +47,21 @@ def newest_columns(
     (a plan's document is tens of kilobytes of JSON, an uploaded ONNX model megabytes)."""
     statement = select(*(getattr(table, name) for name in columns._fields)).order_by(col(table.id).desc())
     return [columns(*row) for row in session.exec(statement.offset(offset).limit(limit))]
+
+
+def relabel(
+    session: Session, row: Row, what: str, *, name: str | None, tags: list[str] | None, note: str | None
+) -> Row:
+    """Rename, retag or annotate a saved plan or comparison ``row`` (each None: as it is; ``what`` names it in the
+    error), in the caller's session (flushed). A run's own fields have their limits (``services.runs.update_run``)."""
+    if name is not None:
+        if not name.strip():
+            raise ValueError(f"name: a {what} needs a name")
+        row.name = name.strip()[:200]
+    if tags is not None:
+        row.tags = sorted({tag.strip() for tag in tags if tag.strip()})
+    if note is not None:
+        row.note = note.strip()
+    session.add(row)
+    session.flush()
+    return row

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
+from emuplan.api.labels import LabelChanges
 from emuplan.api.responses import SIGNED_IN, errors
 from emuplan.api.routes.runs import AssumptionsDocument, PlotlyFigure
 from emuplan.api.step_cost import StepCostComparison
@@ -78,14 +79,8 @@ class ComparisonPublic(BaseModel):
     created_at: datetime
 
 
-class ComparisonChanges(BaseModel):
+class ComparisonChanges(LabelChanges):
     """``PATCH /api/comparisons/{id}``: rename, retag or annotate."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = Field(default=None, max_length=200)
-    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
-    note: str | None = Field(default=None, max_length=4000, description="Free text; '' clears it.")
 
 
 class ComparisonDeletion(BaseModel):
@@ -242,11 +237,7 @@ def get_comparison(comparison_id: DatabaseInt, session: ReadSessionDep) -> dict:
 
 @router.patch("/{comparison_id}", name="change_comparison", response_model=ComparisonPublic)
 def change_comparison(comparison_id: DatabaseInt, changes: ComparisonChanges, session: WriteSessionDep) -> dict:
-    if not changes.model_fields_set:
-        raise ValueError("changes: give at least one of name, tags, note")
-    comparison = store.update_comparison(
-        session, comparison_id, name=changes.name, tags=changes.tags, note=changes.note
-    )
+    comparison = store.update_comparison(session, comparison_id, **changes.given())
     session.commit()
     return store.comparison_document(comparison)
 

@@ -4,7 +4,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import (
@@ -15,6 +15,7 @@ from emuplan.api.deps import (
     WriteSessionDep,
     response_model_of,
 )
+from emuplan.api.labels import LabelChanges
 from emuplan.api.responses import SIGNED_IN, download, errors
 from emuplan.results.budget import ImportLimits
 from emuplan.roles import Role
@@ -80,14 +81,8 @@ class PlanPublic(PlanSummary):
     workload: PlanDocument
 
 
-class PlanChanges(BaseModel):
+class PlanChanges(LabelChanges):
     """``PATCH /api/plans/{id}``: rename, retag or annotate (its inputs never change: plan again for others)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str | None = Field(default=None, max_length=200)
-    tags: list[str] | None = Field(default=None, max_length=100, description="Replace its tags.")
-    note: str | None = Field(default=None, max_length=4000, description="Free text; '' clears it.")
 
 
 class PlanDeletion(BaseModel):
@@ -151,9 +146,7 @@ def get_plan(plan_id: DatabaseInt, session: ReadSessionDep) -> PlanPublic:
 
 @router.patch("/{plan_id}", name="change_plan")
 def change_plan(plan_id: DatabaseInt, changes: PlanChanges, session: WriteSessionDep) -> PlanPublic:
-    if not changes.model_fields_set:
-        raise ValueError("changes: give at least one of name, tags, note")
-    plan = store.update_plan(session, plan_id, name=changes.name, tags=changes.tags, note=changes.note)
+    plan = store.update_plan(session, plan_id, **changes.given())
     session.commit()
     return _public(plan)
 
