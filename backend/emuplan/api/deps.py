@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from pydantic import BaseModel, create_model
 from sqlmodel import Session
 
@@ -38,6 +38,9 @@ def id_or_none(text: str) -> int | None:
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
+# A stored list's page (``GET /api/plans``, ``/api/models``): how many rows, after how many.
+ListLimit = Annotated[int, Query(ge=1, le=1000)]
+ListOffset = Annotated[int, Query(ge=0, le=INT64_MAX)]
 ReadSessionDep = Annotated[Session, Depends(get_read_session)]
 WriteSessionDep = Annotated[Session, Depends(get_write_session)]
 

@@ -57,6 +57,11 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 PARSED_MEDIA_TYPES = ("application/json", "application/yaml")
 
 
+def attachment(file_name: str) -> dict[str, str]:
+    """The header that makes a download a file named ``file_name`` (the answer that ``download`` documents)."""
+    return {"Content-Disposition": f'attachment; filename="{file_name}"'}
+
+
 def download(*media_types: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
     """A success answered as a file of one of ``media_types`` (text, binary, or a JSON or YAML document)."""
     return {

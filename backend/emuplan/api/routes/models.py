@@ -8,13 +8,14 @@ upload limit â†’ 413 (counted while streaming); no bubblewrap for a .py upload â
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, Query, UploadFile
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 from pydantic import ValidationError
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import (
-    INT64_MAX,
     DatabaseInt,
+    ListLimit,
+    ListOffset,
     ReadSessionDep,
     SettingsDep,
     WriteSessionDep,
@@ -93,8 +94,8 @@ def upload_model(
 @router.get("", name="list_models")
 def list_models(
     session: ReadSessionDep,
-    limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0, le=INT64_MAX),
+    limit: ListLimit = 100,
+    offset: ListOffset = 0,
 ) -> list[ModelDefinitionSummary]:
     return [
         ModelDefinitionSummary(**listed._asdict())

@@ -8,15 +8,16 @@ from pydantic import BaseModel, Field
 
 from emuplan.api.access import requires_roles
 from emuplan.api.deps import (
-    INT64_MAX,
     DatabaseInt,
+    ListLimit,
+    ListOffset,
     ReadSessionDep,
     SettingsDep,
     WriteSessionDep,
     response_model_of,
 )
 from emuplan.api.labels import LabelChanges
-from emuplan.api.responses import SIGNED_IN, download, errors
+from emuplan.api.responses import SIGNED_IN, attachment, download, errors
 from emuplan.results.budget import ImportLimits
 from emuplan.roles import Role
 from emuplan.sandbox.runner import SandboxPolicy
@@ -133,8 +134,8 @@ def create_plan(
 @router.get("", name="list_plans")
 def list_plans(
     session: ReadSessionDep,
-    limit: int = Query(default=100, ge=1, le=1000),
-    offset: int = Query(default=0, ge=0, le=INT64_MAX),
+    limit: ListLimit = 100,
+    offset: ListOffset = 0,
 ) -> list[PlanSummary]:
     return [PlanSummary(**plan._asdict()) for plan in store.list_plans(session, limit, offset)]
 
@@ -175,11 +176,10 @@ def export_plan_kccb(
     """The plan's KCCB trial configuration as YAML (KAI's field names), JSON, or a paste-ready list."""
     plan = store.get_plan(session, plan_id)
     body = export_kccb(store.plan_document(plan), export_format)
-    file_name = f"plan-{plan_id}-kccb.{EXPORT_SUFFIXES[export_format]}"
     return Response(
         content=body,
         media_type=EXPORT_MEDIA_TYPES[export_format],
-        headers={"Content-Disposition": f'attachment; filename="{file_name}"'},
+        headers=attachment(f"plan-{plan_id}-kccb.{EXPORT_SUFFIXES[export_format]}"),
     )
 
 
@@ -205,7 +205,7 @@ def export_plan_workload(
     return StreamingResponse(
         zip_stream(files),
         media_type="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="plan-{plan_id}-chakra.zip"'},
+        headers=attachment(f"plan-{plan_id}-chakra.zip"),
     )
 
 

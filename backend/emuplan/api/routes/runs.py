@@ -26,7 +26,7 @@ from emuplan.api.access import requires_roles
 from emuplan.api.deps import DatabaseDep, DatabaseInt, ReadSessionDep, SettingsDep, WriteSessionDep
 from emuplan.api.memory import return_freed_memory
 from emuplan.api.observed import ObservedAgainstPlan
-from emuplan.api.responses import SIGNED_IN, download, errors
+from emuplan.api.responses import SIGNED_IN, attachment, download, errors
 from emuplan.api.routes.plans import EXPORT_MEDIA_TYPES, EXPORT_SUFFIXES
 from emuplan.api.step_cost import PlanQuery, StepCostDocument
 from emuplan.api.uploads import SpooledFile, admitted_import, one_job, spooled_multipart_upload
@@ -573,7 +573,7 @@ def export_run_kccb(
     return Response(
         content=body,
         media_type=EXPORT_MEDIA_TYPES[export_format],
-        headers={"Content-Disposition": f'attachment; filename="run-{run.id}-kccb.{EXPORT_SUFFIXES[export_format]}"'},
+        headers=attachment(f"run-{run.id}-kccb.{EXPORT_SUFFIXES[export_format]}"),
     )
 
 
@@ -610,7 +610,7 @@ def samples_csv(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRespon
     return StreamingResponse(
         _started(_samples_csv(session, run.id)),
         media_type="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.csv"'},
+        headers=attachment(f"run-{run.id}-samples.csv"),
     )
 
 
@@ -621,7 +621,7 @@ def samples_parquet(run_id: DatabaseInt, session: ReadSessionDep) -> StreamingRe
     return StreamingResponse(
         _started(stored_table_pieces(session, run.id)),
         media_type="application/vnd.apache.parquet",
-        headers={"Content-Disposition": f'attachment; filename="run-{run.id}-samples.parquet"'},
+        headers=attachment(f"run-{run.id}-samples.parquet"),
     )
 
 
